@@ -1,0 +1,2 @@
+//! Analysis over merged event streams.
+pub mod merge;

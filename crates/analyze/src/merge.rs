@@ -1,0 +1,1 @@
+//! Time-ordered merge of per-CPU streams.

@@ -1,0 +1,84 @@
+//! One error type for every reader: it names the file, the byte offset and the problem,
+//! because a user holding a broken trace needs all three to act on it.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// What went wrong, coarse enough for callers to decide what to do (e.g. `kstate info`
+/// keeps going on `Truncated` and reports what it could read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The data ends before a structure it announces.
+    Truncated,
+    /// The file is not of the kind it was opened as.
+    BadMagic,
+    /// A structure is internally inconsistent (overrunning length, bad id, ...).
+    Corrupt,
+    /// Well-formed, but uses something this reader does not implement.
+    Unsupported,
+    /// The operating system refused a read.
+    Io,
+}
+
+#[derive(Debug, Clone)]
+pub struct Error {
+    pub kind: ErrorKind,
+    pub path: Option<PathBuf>,
+    /// Byte offset in `path` (or in the decompressed section it names) where the problem is.
+    pub offset: Option<u64>,
+    pub msg: String,
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub fn new(kind: ErrorKind, offset: Option<u64>, msg: impl Into<String>) -> Error {
+        Error {
+            kind,
+            path: None,
+            offset,
+            msg: msg.into(),
+        }
+    }
+    pub fn truncated(offset: u64, msg: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Truncated, Some(offset), msg)
+    }
+    pub fn corrupt(offset: u64, msg: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Corrupt, Some(offset), msg)
+    }
+    pub fn unsupported(offset: Option<u64>, msg: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Unsupported, offset, msg)
+    }
+    pub fn io(path: &Path, err: std::io::Error) -> Error {
+        Error::new(ErrorKind::Io, None, err.to_string()).in_file(path)
+    }
+    /// Attaches the file name unless a more specific one (e.g. a format file inside a
+    /// capture directory) is already there.
+    pub fn in_file(mut self, path: &Path) -> Error {
+        if self.path.is_none() {
+            self.path = Some(path.to_path_buf());
+        }
+        self
+    }
+    /// Shifts a section-relative offset to a file offset.
+    pub fn shifted(mut self, base: u64) -> Error {
+        if let Some(off) = self.offset.as_mut() {
+            *off += base;
+        }
+        self
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(p) = &self.path {
+            write!(f, "{}: ", p.display())?;
+        }
+        if let Some(off) = self.offset {
+            write!(f, "offset {off} (0x{off:x}): ")?;
+        }
+        f.write_str(&self.msg)
+    }
+}
+
+impl std::error::Error for Error {}

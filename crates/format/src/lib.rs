@@ -1,0 +1,22 @@
+//! Readers for kernel trace data.
+//!
+//! Layers, lowest first: `bytes` (endian reads) -> `layout` (page header description) ->
+//! `page` (records inside one ring-buffer page) and `event_format` (field layouts) ->
+//! containers (`tracedat`, `rawdir`) -> `trace` (what every container yields).
+
+pub mod bytes;
+pub mod error;
+pub mod event_format;
+pub mod layout;
+pub mod page;
+pub mod rawdir;
+pub mod trace;
+pub mod tracedat;
+pub mod value;
+
+pub use bytes::Endian;
+pub use error::{Error, ErrorKind, Result};
+pub use event_format::{EventFormat, Field, FieldKind};
+pub use layout::PageLayout;
+pub use page::{Lost, PageCursor, PageHeader, Record};
+pub use trace::{ClockMap, Container, CpuData, DataLoc, EventTable, PageSource, Trace};

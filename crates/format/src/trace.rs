@@ -1,0 +1,289 @@
+//! An opened trace, whatever its container: the metadata every reader yields plus one
+//! page source per CPU. Readers of the containers (`tracedat`, `rawdir`) fill this in;
+//! everything downstream sees only `Trace`.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::bytes::Endian;
+use crate::error::{Error, ErrorKind, Result};
+use crate::event_format::EventFormat;
+use crate::layout::PageLayout;
+use crate::tracedat;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Container {
+    /// trace-cmd's file; `compression` is the algorithm name in v7 files ("zstd", "zlib").
+    TraceDat {
+        version: u32,
+        compression: Option<String>,
+    },
+    /// A directory with header_page, event format files and per-CPU raw pages.
+    RawDir,
+}
+
+/// Maps the ring buffer's raw timestamps to nanoseconds the way trace-cmd does:
+/// `ns = ((raw - tsc_offset) * mult) >> shift) + offset` (mult 0 means no scaling).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClockMap {
+    pub mult: u32,
+    pub shift: u32,
+    pub tsc_offset: u64,
+    pub offset: i64,
+}
+
+impl ClockMap {
+    #[inline]
+    pub fn to_ns(&self, raw: u64) -> u64 {
+        let scaled = if self.mult != 0 {
+            (((raw.wrapping_sub(self.tsc_offset)) as u128 * self.mult as u128) >> self.shift) as u64
+        } else {
+            raw
+        };
+        scaled.wrapping_add(self.offset as u64)
+    }
+    pub fn is_identity(&self) -> bool {
+        self.mult == 0 && self.offset == 0
+    }
+}
+
+/// Where one CPU's pages live.
+#[derive(Debug, Clone)]
+pub enum DataLoc {
+    /// Uncompressed pages in `path` from `offset`, `size` bytes.
+    Plain {
+        path: PathBuf,
+        offset: u64,
+        size: u64,
+    },
+    /// trace.dat v7 compressed chunks.
+    Compressed(tracedat::CompressedData),
+}
+
+#[derive(Debug, Clone)]
+pub struct CpuData {
+    pub cpu: u32,
+    /// Bytes this CPU's data occupies in the file (compressed size where compressed).
+    pub file_bytes: u64,
+    pub loc: DataLoc,
+}
+
+/// Table of event formats indexed by event id.
+#[derive(Debug, Clone, Default)]
+pub struct EventTable {
+    by_id: Vec<Option<EventFormat>>,
+}
+
+impl EventTable {
+    pub fn insert(&mut self, ev: EventFormat) {
+        let id = ev.id as usize;
+        if id >= self.by_id.len() {
+            self.by_id.resize(id + 1, None);
+        }
+        self.by_id[id] = Some(ev);
+    }
+    #[inline]
+    pub fn get(&self, id: u32) -> Option<&EventFormat> {
+        self.by_id.get(id as usize).and_then(|e| e.as_ref())
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &EventFormat> {
+        self.by_id.iter().flatten()
+    }
+    /// Finds an event by `name` or `system:name`.
+    pub fn find(&self, spec: &str) -> Option<&EventFormat> {
+        match spec.split_once(':') {
+            Some((sys, name)) => self.iter().find(|e| e.system == sys && e.name == name),
+            None => self.iter().find(|e| e.name == spec),
+        }
+    }
+    /// One past the largest id, for tables indexed by id.
+    pub fn id_limit(&self) -> usize {
+        self.by_id.len()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Trace {
+    pub path: PathBuf,
+    pub container: Container,
+    pub endian: Endian,
+    /// Size of the traced machine's `long` in bytes.
+    pub long_size: usize,
+    pub layout: PageLayout,
+    pub events: EventTable,
+    /// pid -> comm from the saved cmdlines.
+    pub comms: HashMap<i32, String>,
+    pub clock: Option<String>,
+    pub clock_map: ClockMap,
+    pub uname: Option<String>,
+    /// The recording tool's version string, where the file carries one.
+    pub tool_version: Option<String>,
+    pub kallsyms: Option<Vec<u8>>,
+    pub printk_formats: Option<Vec<u8>>,
+    /// CPU count the file declares (may exceed `cpu_data.len()` when some CPUs recorded nothing).
+    pub cpu_count: u32,
+    pub cpu_data: Vec<CpuData>,
+    /// Options (trace.dat option id, payload) this reader does not interpret; kstate's own
+    /// extra sections are found here.
+    pub extra_options: Vec<(u16, Vec<u8>)>,
+    /// Set when the container ended early; holds the error that stopped reading.
+    pub truncated: Option<Error>,
+}
+
+impl Trace {
+    /// Opens a trace.dat file or a raw capture directory.
+    pub fn open(path: &Path) -> Result<Trace> {
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        if meta.is_dir() {
+            crate::rawdir::open(path)
+        } else {
+            tracedat::open(path)
+        }
+    }
+
+    /// A reader of the pages of `cpu_data[index]`.
+    pub fn pages(&self, index: usize) -> Result<Box<dyn PageSource>> {
+        let cd = &self.cpu_data[index];
+        match &cd.loc {
+            DataLoc::Plain { path, offset, size } => Ok(Box::new(PlainPages::open(
+                path,
+                *offset,
+                *size,
+                self.layout.page_size,
+            )?)),
+            DataLoc::Compressed(c) => Ok(Box::new(tracedat::CompressedPages::open(
+                &self.path,
+                c,
+                self.layout.page_size,
+            )?)),
+        }
+    }
+}
+
+/// A sequence of whole pages of one CPU.
+pub trait PageSource: Send {
+    /// The next page (exactly one page size long), or None at the end of the data.
+    /// A short final page is an error of kind `Truncated`.
+    fn next_page(&mut self) -> Result<Option<&[u8]>>;
+    /// File offset of the page last returned (for compressed data: of its chunk), for messages.
+    fn page_offset(&self) -> u64;
+    /// The file the pages come from.
+    fn path(&self) -> &Path;
+}
+
+/// Reads uncompressed pages with large positioned reads into a reused buffer: bounded
+/// memory whatever the trace size, and no dependence on mmap (whose resident pages would
+/// count against us).
+pub struct PlainPages {
+    file: File,
+    path: PathBuf,
+    next_read: u64,
+    end: u64,
+    page_size: usize,
+    buf: Vec<u8>,
+    buf_len: usize,
+    buf_pos: usize,
+    buf_file_offset: u64,
+    last_offset: u64,
+    /// (where the file ended, where the header said the data ends) once a read came up short.
+    short: Option<(u64, u64)>,
+}
+
+/// Pages fetched per read: large enough to amortise the syscall, small enough to stay in L2.
+const PAGES_PER_READ: usize = 64;
+
+impl PlainPages {
+    pub fn open(path: &Path, offset: u64, size: u64, page_size: usize) -> Result<PlainPages> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        Ok(PlainPages {
+            file,
+            path: path.to_path_buf(),
+            next_read: offset,
+            end: offset.saturating_add(size),
+            page_size,
+            buf: vec![0; page_size * PAGES_PER_READ],
+            buf_len: 0,
+            buf_pos: 0,
+            buf_file_offset: offset,
+            last_offset: offset,
+            short: None,
+        })
+    }
+
+    fn refill(&mut self) -> Result<()> {
+        let want = ((self.end - self.next_read).min(self.buf.len() as u64)) as usize;
+        let mut got = 0;
+        while got < want {
+            match self
+                .file
+                .read_at(&mut self.buf[got..want], self.next_read + got as u64)
+            {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io(&self.path, e)),
+            }
+        }
+        self.buf_file_offset = self.next_read;
+        self.next_read += got as u64;
+        self.buf_len = got;
+        self.buf_pos = 0;
+        if got < want {
+            // The file is shorter than its header says: stop after the whole pages we have.
+            self.short = Some((self.next_read, self.end));
+            self.end = self.next_read;
+        }
+        Ok(())
+    }
+}
+
+impl PageSource for PlainPages {
+    fn next_page(&mut self) -> Result<Option<&[u8]>> {
+        if self.buf_pos >= self.buf_len {
+            if self.next_read >= self.end {
+                return match self.short.take() {
+                    None => Ok(None),
+                    Some((at, want)) => Err(Error::new(
+                        ErrorKind::Truncated,
+                        Some(at),
+                        format!(
+                            "CPU data ends here, {} bytes before the end the file header gives",
+                            want - at
+                        ),
+                    )
+                    .in_file(&self.path)),
+                };
+            }
+            self.refill()?;
+        }
+        let avail = self.buf_len - self.buf_pos;
+        if avail == 0 {
+            return Ok(None);
+        }
+        let at = self.buf_file_offset + self.buf_pos as u64;
+        if avail < self.page_size {
+            self.buf_pos = self.buf_len;
+            return Err(Error::new(
+                ErrorKind::Truncated,
+                Some(at),
+                format!(
+                    "last page is {avail} bytes, not a whole page of {}",
+                    self.page_size
+                ),
+            )
+            .in_file(&self.path));
+        }
+        self.last_offset = at;
+        let page = &self.buf[self.buf_pos..self.buf_pos + self.page_size];
+        self.buf_pos += self.page_size;
+        Ok(Some(page))
+    }
+    fn page_offset(&self) -> u64 {
+        self.last_offset
+    }
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}

@@ -1,0 +1,1 @@
+//! Reading field values out of an event's payload.
