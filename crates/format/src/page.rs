@@ -292,8 +292,8 @@ mod tests {
             0xbbbb,
             0xcccc, // long form: array[0]=12 -> 8-byte payload
             hdr(TYPE_PADDING, 7),
-            4,
-            0xdead, // discarded event, 8 bytes after header
+            8,
+            0xdead, // discarded event: array[0] counts the 8 bytes after the header
             hdr(TYPE_TIME_STAMP, 42),
             0, // absolute ts 42
             hdr(2, 1),
