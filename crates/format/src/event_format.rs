@@ -1,7 +1,7 @@
 //! Event format files (`events/SYSTEM/EVENT/format`): an event's id, name and field
 //! layout. Parsed once per event type; after that a field is read by offset and size.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// How a field's bytes are laid out in the record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,8 +52,56 @@ impl EventFormat {
     /// Parses a format file's text. `long_size` (4 or 8) sizes `long` elements of dynamic
     /// arrays, whose element size the file does not state.
     pub fn parse(text: &[u8], system: &str, long_size: usize) -> Result<EventFormat> {
-        let _ = (text, system, long_size);
-        todo!("event format parser")
+        let text = std::str::from_utf8(text).map_err(|e| {
+            Error::corrupt(e.valid_up_to() as u64, "event format is not UTF-8 text")
+        })?;
+        let mut name = None;
+        let mut id = None;
+        let mut print_fmt = String::new();
+        let mut common = Vec::new();
+        let mut fields = Vec::new();
+        let mut at = 0u64;
+        for raw in text.split_inclusive('\n') {
+            let line_at = at;
+            at += raw.len() as u64;
+            let line = raw.trim();
+            if let Some(v) = line.strip_prefix("name:") {
+                name = Some(v.trim().to_string());
+            } else if let Some(v) = line.strip_prefix("ID:") {
+                let v = v.trim();
+                id = Some(v.parse::<u32>().map_err(|_| {
+                    Error::corrupt(line_at, format!("event format: ID {v:?} is not a number"))
+                })?);
+            } else if let Some(v) = line.strip_prefix("field:") {
+                let f = parse_field(v, long_size).map_err(|msg| {
+                    Error::corrupt(line_at, format!("event format: {msg} in {line:?}"))
+                })?;
+                if f.name.starts_with("common_") {
+                    common.push(f);
+                } else {
+                    fields.push(f);
+                }
+            } else if let Some(v) = line.strip_prefix("print fmt:") {
+                print_fmt = v.trim().to_string();
+            }
+        }
+        let Some(name) = name else {
+            return Err(Error::corrupt(0, "event format has no \"name:\" line"));
+        };
+        let Some(id) = id else {
+            return Err(Error::corrupt(
+                0,
+                format!("event format of {name} has no \"ID:\" line"),
+            ));
+        };
+        Ok(EventFormat {
+            id,
+            system: system.to_string(),
+            name,
+            common,
+            fields,
+            print_fmt,
+        })
     }
 
     /// Looks a field up by name among the event's own fields, then the common ones.
@@ -62,5 +110,227 @@ impl EventFormat {
             .iter()
             .chain(self.common.iter())
             .find(|f| f.name == name)
+    }
+}
+
+/// Parses the part of a field line after `field:`, e.g.
+/// `char prev_comm[16];\toffset:8;\tsize:16;\tsigned:1;`.
+fn parse_field(decl: &str, long_size: usize) -> std::result::Result<Field, String> {
+    let mut parts = decl.split(';').map(str::trim);
+    let c_decl = parts.next().unwrap_or_default();
+    let (mut offset, mut size, mut signed) = (None, None, None);
+    for p in parts {
+        let num = |v: &str| {
+            v.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("bad number {v:?}"))
+        };
+        if let Some(v) = p.strip_prefix("offset:") {
+            offset = Some(num(v)?);
+        } else if let Some(v) = p.strip_prefix("size:") {
+            size = Some(num(v)?);
+        } else if let Some(v) = p.strip_prefix("signed:") {
+            signed = Some(num(v)? != 0);
+        }
+    }
+    let offset = offset.ok_or("field has no offset")?;
+    let size = size.ok_or("field has no size")?;
+    if offset.checked_add(size).is_none_or(|end| end > 1 << 20) {
+        return Err(format!(
+            "field offset {offset} + size {size} is implausible"
+        ));
+    }
+
+    // The name is the last identifier; an array suffix may follow it (`comm[16]`) or,
+    // for dynamic arrays, sit on the type (`__data_loc char[] name`).
+    let (head, suffix) = match c_decl.rfind('[') {
+        Some(b) if c_decl.ends_with(']') => (&c_decl[..b], Some(&c_decl[b + 1..c_decl.len() - 1])),
+        _ => (c_decl, None),
+    };
+    let head = head.trim_end();
+    let split = head
+        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map_or(0, |i| i + 1);
+    let name = &head[split..];
+    if name.is_empty() {
+        return Err("field has no name".into());
+    }
+    let ctype = head[..split].trim();
+    let dynamic = ctype.starts_with("__data_loc") || ctype.starts_with("__rel_loc");
+    let relative = ctype.starts_with("__rel_loc");
+    let base = ctype
+        .trim_start_matches("__data_loc")
+        .trim_start_matches("__rel_loc")
+        .trim()
+        .trim_end_matches("[]")
+        .trim();
+    let type_name = match suffix {
+        Some(n) => format!("{ctype}[{n}]"),
+        None => ctype.to_string(),
+    };
+    let elem = elem_size(base, long_size);
+    let string = is_char(base);
+    let kind = if dynamic {
+        if size != 4 && size != 2 {
+            return Err(format!("dynamic field has size {size}, expected 4 (or 2)"));
+        }
+        FieldKind::Dynamic {
+            elem: elem.unwrap_or(1),
+            string,
+            relative,
+        }
+    } else if let Some(n) = suffix {
+        // The element count may be a macro name the kernel did not expand; the size decides.
+        let elem = match (n.trim().parse::<usize>(), elem) {
+            (Ok(len), _) if len > 0 && size % len == 0 => size / len,
+            (_, Some(e)) => e,
+            _ => 1,
+        };
+        let len = if elem == 0 { 0 } else { size / elem };
+        FieldKind::Array { len, elem, string }
+    } else {
+        if !matches!(size, 1 | 2 | 4 | 8) {
+            // Structs embedded by value: expose their bytes rather than fail the event.
+            return Ok(Field {
+                name: name.to_string(),
+                type_name,
+                offset,
+                size,
+                signed: false,
+                kind: FieldKind::Array {
+                    len: size,
+                    elem: 1,
+                    string: false,
+                },
+            });
+        }
+        FieldKind::Int
+    };
+    let signed = signed.unwrap_or_else(|| !base.contains("unsigned") && !base.starts_with('u'));
+    Ok(Field {
+        name: name.to_string(),
+        type_name,
+        offset,
+        size,
+        signed,
+        kind,
+    })
+}
+
+fn is_char(base: &str) -> bool {
+    matches!(
+        base,
+        "char" | "const char" | "unsigned char" | "signed char"
+    )
+}
+
+/// Element size of a C base type where the format file does not give it (dynamic arrays).
+fn elem_size(base: &str, long_size: usize) -> Option<usize> {
+    if base.ends_with('*') {
+        return Some(long_size);
+    }
+    let base = base
+        .trim_start_matches("const ")
+        .trim_start_matches("unsigned ")
+        .trim_start_matches("signed ");
+    Some(match base {
+        "char" | "u8" | "s8" | "__u8" | "__s8" | "bool" | "_Bool" => 1,
+        "short" | "u16" | "s16" | "__u16" | "__s16" | "__be16" | "__le16" => 2,
+        "int" | "u32" | "s32" | "__u32" | "__s32" | "pid_t" | "gfp_t" | "__be32" | "__le32" => 4,
+        "long long" | "u64" | "s64" | "__u64" | "__s64" | "__be64" | "__le64" => 8,
+        "long" | "cpumask_t" | "size_t" | "ssize_t" => long_size,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SWITCH: &str = "name: sched_switch\nID: 297\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:1;\n\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;\n\tfield:__data_loc char[] name;\toffset:56;\tsize:4;\tsigned:1;\n\tfield:__rel_loc u32[] ids;\toffset:60;\tsize:4;\tsigned:0;\n\tfield:u8 mac[6];\toffset:64;\tsize:6;\tsigned:0;\n\tfield:char buf[];\toffset:70;\tsize:0;\tsigned:1;\n\nprint fmt: \"prev_comm=%s\", REC->prev_comm\n";
+
+    #[test]
+    fn parses_every_field_kind() {
+        let ev = EventFormat::parse(SWITCH.as_bytes(), "sched", 8).unwrap();
+        assert_eq!(
+            (ev.id, ev.name.as_str(), ev.system.as_str()),
+            (297, "sched_switch", "sched")
+        );
+        assert_eq!(ev.common.len(), 2);
+        let kinds: Vec<_> = ev
+            .fields
+            .iter()
+            .map(|f| (f.name.as_str(), f.kind, f.signed))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (
+                    "prev_comm",
+                    FieldKind::Array {
+                        len: 16,
+                        elem: 1,
+                        string: true
+                    },
+                    true
+                ),
+                ("prev_state", FieldKind::Int, true),
+                (
+                    "name",
+                    FieldKind::Dynamic {
+                        elem: 1,
+                        string: true,
+                        relative: false
+                    },
+                    true
+                ),
+                (
+                    "ids",
+                    FieldKind::Dynamic {
+                        elem: 4,
+                        string: false,
+                        relative: true
+                    },
+                    false
+                ),
+                (
+                    "mac",
+                    FieldKind::Array {
+                        len: 6,
+                        elem: 1,
+                        string: false
+                    },
+                    false
+                ),
+                (
+                    "buf",
+                    FieldKind::Array {
+                        len: 0,
+                        elem: 1,
+                        string: true
+                    },
+                    true
+                ),
+            ]
+        );
+        assert_eq!(ev.field("common_pid").unwrap().offset, 4);
+        assert_eq!(ev.field("name").unwrap().type_name, "__data_loc char[]");
+        assert!(ev.print_fmt.starts_with("\"prev_comm"));
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let bad = "name: x\nID: 1\nformat:\n\tfield:int a;\toffset:zz;\tsize:4;\n";
+        let e = EventFormat::parse(bad.as_bytes(), "s", 8).unwrap_err();
+        assert_eq!(e.offset, Some(22));
+        assert!(e.msg.contains("bad number"), "{e}");
+        assert!(EventFormat::parse(b"name: x\n", "s", 8)
+            .unwrap_err()
+            .msg
+            .contains("ID"));
+        assert!(EventFormat::parse(b"ID: 3\n", "s", 8)
+            .unwrap_err()
+            .msg
+            .contains("name"));
     }
 }
