@@ -1,1 +1,304 @@
 //! Time-ordered merge of per-CPU streams.
+//!
+//! Each CPU's ring buffer is already in time order, so the merge only decides which CPU
+//! goes next. It keeps delivering from the current CPU while that CPU's next record is
+//! earlier than every other CPU's head ("runs" are long in real traces), and rescans the
+//! heads only on a switch. Ties go to the lower CPU, as in trace-cmd.
+//!
+//! Nothing is decoded here beyond the 2-byte event id: an `Event` is a timestamp, a CPU
+//! and a borrowed payload; analyzers read the fields they need from it. Memory is one
+//! read buffer per CPU, whatever the trace size.
+
+use kstate_format::page::{read_header, PageCursor};
+use kstate_format::{ClockMap, Endian, Error, Lost, PageLayout, PageSource, Result, Trace};
+
+/// One event, borrowed from the page it lives in; valid until the next call to `next`.
+#[derive(Debug, Clone, Copy)]
+pub struct Event<'a> {
+    /// Nanoseconds on the trace clock (after the file's clock mapping).
+    pub ts: u64,
+    pub cpu: u32,
+    /// Event id (`common_type`).
+    pub id: u32,
+    /// The record, common fields included.
+    pub payload: &'a [u8],
+    pub endian: Endian,
+    /// Events the kernel dropped on this CPU just before this one.
+    pub lost_before: Lost,
+}
+
+/// Offset of `common_pid` in every event since Linux 2.6.31 (after type, flags, preempt count).
+const COMMON_PID_OFFSET: usize = 4;
+
+impl Event<'_> {
+    #[inline]
+    pub fn pid(&self) -> i32 {
+        self.endian
+            .uint(self.payload, COMMON_PID_OFFSET, 4)
+            .unwrap_or(0) as u32 as i32
+    }
+}
+
+/// Which events a merge delivers; the rest are skipped inside the per-CPU stream, before
+/// they cost a comparison.
+#[derive(Debug, Clone, Default)]
+pub struct IdFilter {
+    /// Indexed by event id; None means every event.
+    wanted: Option<Vec<bool>>,
+}
+
+impl IdFilter {
+    pub fn all() -> IdFilter {
+        IdFilter { wanted: None }
+    }
+    pub fn only(ids: impl IntoIterator<Item = u32>) -> IdFilter {
+        let mut wanted = Vec::new();
+        for id in ids {
+            let id = id as usize;
+            if id >= wanted.len() {
+                wanted.resize(id + 1, false);
+            }
+            wanted[id] = true;
+        }
+        IdFilter {
+            wanted: Some(wanted),
+        }
+    }
+    #[inline]
+    fn accepts(&self, id: u32) -> bool {
+        match &self.wanted {
+            None => true,
+            Some(w) => w.get(id as usize).copied().unwrap_or(false),
+        }
+    }
+}
+
+/// Per-CPU totals gathered while streaming.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuTotals {
+    pub pages: u64,
+    /// Sum of the counts the kernel stored.
+    pub lost_counted: u64,
+    /// Pages whose loss flag came without a count.
+    pub lost_unknown: u64,
+}
+
+struct CpuStream {
+    cpu: u32,
+    src: Box<dyn PageSource>,
+    cursor: PageCursor,
+    /// The record waiting to be delivered: raw timestamp, payload range.
+    head: Option<(u64, usize, usize)>,
+    /// Loss flagged by the page `head` came from, not yet reported.
+    pending_lost: Lost,
+    head_lost: Lost,
+    totals: CpuTotals,
+}
+
+pub struct Merger {
+    streams: Vec<CpuStream>,
+    layout: PageLayout,
+    clock: ClockMap,
+    filter: IdFilter,
+    /// Stream whose head was handed out last and must be advanced before the next pick.
+    delivered: Option<usize>,
+    /// Stream currently being drained and the (ts, index) it may run up to.
+    current: usize,
+    limit: (u64, usize),
+    /// An error met while priming, reported by the first `next`.
+    deferred: Option<Error>,
+}
+
+impl Merger {
+    /// Merges the CPUs of `trace` (all of them, or those in `cpus`), delivering events
+    /// accepted by `filter`.
+    pub fn new(trace: &Trace, cpus: Option<&[u32]>, filter: IdFilter) -> Result<Merger> {
+        let mut streams = Vec::new();
+        for (i, cd) in trace.cpu_data.iter().enumerate() {
+            if cpus.is_some_and(|c| !c.contains(&cd.cpu)) {
+                continue;
+            }
+            streams.push(CpuStream {
+                cpu: cd.cpu,
+                src: trace.pages(i)?,
+                cursor: PageCursor::default(),
+                head: None,
+                pending_lost: Lost::None,
+                head_lost: Lost::None,
+                totals: CpuTotals::default(),
+            });
+        }
+        let mut m = Merger {
+            streams,
+            layout: trace.layout,
+            clock: trace.clock_map,
+            filter,
+            delivered: None,
+            current: 0,
+            limit: (0, 0),
+            deferred: None,
+        };
+        // Prime every stream; a stream that fails here reports its error on the first `next`.
+        let mut first_err = None;
+        for i in 0..m.streams.len() {
+            if let Err(e) = m.advance(i) {
+                first_err.get_or_insert(e);
+            }
+        }
+        m.pick();
+        m.deferred = first_err;
+        Ok(m)
+    }
+
+    /// Totals per CPU so far (complete once `next` has returned None).
+    pub fn totals(&self) -> Vec<(u32, CpuTotals)> {
+        self.streams.iter().map(|s| (s.cpu, s.totals)).collect()
+    }
+
+    /// The next event in time order. After an error the failing CPU is dropped and the
+    /// merge can go on with the others (so `info` can report what a damaged file holds).
+    #[inline]
+    pub fn next(&mut self) -> Result<Option<Event<'_>>> {
+        if let Some(e) = self.deferred.take() {
+            return Err(e);
+        }
+        if let Some(i) = self.delivered.take() {
+            let advanced = self.advance(i);
+            match self.streams[i].head {
+                Some((ts, _, _)) if (ts, i) < self.limit => {}
+                _ => self.pick(),
+            }
+            advanced?;
+        }
+        let i = self.current;
+        let Some(s) = self.streams.get(i) else {
+            return Ok(None);
+        };
+        let Some((ts, start, len)) = s.head else {
+            return Ok(None);
+        };
+        self.delivered = Some(i);
+        let payload = &s.src.page()[start..start + len];
+        let endian = self.layout.endian;
+        Ok(Some(Event {
+            ts: self.clock.to_ns(ts),
+            cpu: s.cpu,
+            id: endian.uint(payload, 0, 2).unwrap_or(u64::MAX) as u32,
+            payload,
+            endian,
+            lost_before: s.head_lost,
+        }))
+    }
+
+    /// Finds the stream with the earliest head and the head it may run up to.
+    fn pick(&mut self) {
+        let mut best = (u64::MAX, usize::MAX);
+        let mut second = (u64::MAX, usize::MAX);
+        for (i, s) in self.streams.iter().enumerate() {
+            if let Some((ts, _, _)) = s.head {
+                let k = (ts, i);
+                if k < best {
+                    second = best;
+                    best = k;
+                } else if k < second {
+                    second = k;
+                }
+            }
+        }
+        self.current = if best.1 == usize::MAX {
+            self.streams.len()
+        } else {
+            best.1
+        };
+        self.limit = second;
+    }
+
+    /// Moves stream `i` to its next accepted record, loading pages as needed.
+    fn advance(&mut self, i: usize) -> Result<()> {
+        let layout = self.layout;
+        let s = &mut self.streams[i];
+        s.head = None;
+        s.head_lost = Lost::None;
+        loop {
+            let page = s.src.page();
+            let rec = match s.cursor.next(page, layout.endian) {
+                Ok(r) => r,
+                Err(e) => return Err(s.fail(e)),
+            };
+            match rec {
+                Some(r) => {
+                    let id = layout.endian.uint(page, r.start, 2).unwrap_or(u64::MAX) as u32;
+                    if !self.filter.accepts(id) {
+                        continue;
+                    }
+                    s.head = Some((r.ts, r.start, r.len));
+                    s.head_lost = std::mem::take(&mut s.pending_lost);
+                    return Ok(());
+                }
+                None => {
+                    match s.src.advance() {
+                        Ok(true) => {}
+                        Ok(false) => return Ok(()),
+                        Err(e) => return Err(s.fail(e)),
+                    }
+                    let header = match read_header(s.src.page(), &layout) {
+                        Ok(h) => h,
+                        Err(e) => return Err(s.fail(e)),
+                    };
+                    s.totals.pages += 1;
+                    match header.lost {
+                        Lost::None => {}
+                        Lost::Unknown => s.totals.lost_unknown += 1,
+                        Lost::Count(n) => s.totals.lost_counted += n,
+                    }
+                    s.pending_lost = merge_lost(s.pending_lost, header.lost);
+                    s.cursor = PageCursor::new(&header, &layout);
+                }
+            }
+        }
+    }
+}
+
+impl CpuStream {
+    /// Ends this stream and turns a page-relative error into one naming the file offset.
+    fn fail(&mut self, e: Error) -> Error {
+        self.head = None;
+        self.cursor = PageCursor::default();
+        let e = if e.path.is_none() {
+            e.shifted(self.src.page_offset()).in_file(self.src.path())
+        } else {
+            e
+        };
+        self.src = Box::new(Exhausted);
+        Error {
+            msg: format!("CPU {}: {}", self.cpu, e.msg),
+            ..e
+        }
+    }
+}
+
+fn merge_lost(a: Lost, b: Lost) -> Lost {
+    match (a, b) {
+        (Lost::None, x) | (x, Lost::None) => x,
+        (Lost::Count(x), Lost::Count(y)) => Lost::Count(x + y),
+        _ => Lost::Unknown,
+    }
+}
+
+/// What a failed stream is replaced with: no more pages.
+struct Exhausted;
+
+impl PageSource for Exhausted {
+    fn advance(&mut self) -> Result<bool> {
+        Ok(false)
+    }
+    fn page(&self) -> &[u8] {
+        &[]
+    }
+    fn page_offset(&self) -> u64 {
+        0
+    }
+    fn path(&self) -> &std::path::Path {
+        std::path::Path::new("")
+    }
+}

@@ -162,12 +162,15 @@ impl Trace {
     }
 }
 
-/// A sequence of whole pages of one CPU.
+/// A sequence of whole pages of one CPU. Shaped as advance-then-look so a consumer can
+/// parse the current page in place, without copying it out of the reader's buffer.
 pub trait PageSource: Send {
-    /// The next page (exactly one page size long), or None at the end of the data.
-    /// A short final page is an error of kind `Truncated`.
-    fn next_page(&mut self) -> Result<Option<&[u8]>>;
-    /// File offset of the page last returned (for compressed data: of its chunk), for messages.
+    /// Moves to the next page; false at the end of the data. A short final page is an
+    /// error of kind `Truncated`.
+    fn advance(&mut self) -> Result<bool>;
+    /// The current page, exactly one page size long (empty before the first `advance`).
+    fn page(&self) -> &[u8];
+    /// File offset of the current page (for compressed data: of its chunk), for messages.
     fn page_offset(&self) -> u64;
     /// The file the pages come from.
     fn path(&self) -> &Path;
@@ -185,6 +188,8 @@ pub struct PlainPages {
     buf: Vec<u8>,
     buf_len: usize,
     buf_pos: usize,
+    /// End of the current page in `buf` (== buf_pos when there is none).
+    cur_end: usize,
     buf_file_offset: u64,
     last_offset: u64,
     /// (where the file ended, where the header said the data ends) once a read came up short.
@@ -206,6 +211,7 @@ impl PlainPages {
             buf: vec![0; page_size * PAGES_PER_READ],
             buf_len: 0,
             buf_pos: 0,
+            cur_end: 0,
             buf_file_offset: offset,
             last_offset: offset,
             short: None,
@@ -230,6 +236,7 @@ impl PlainPages {
         self.next_read += got as u64;
         self.buf_len = got;
         self.buf_pos = 0;
+        self.cur_end = 0;
         if got < want {
             // The file is shorter than its header says: stop after the whole pages we have.
             self.short = Some((self.next_read, self.end));
@@ -240,11 +247,12 @@ impl PlainPages {
 }
 
 impl PageSource for PlainPages {
-    fn next_page(&mut self) -> Result<Option<&[u8]>> {
+    fn advance(&mut self) -> Result<bool> {
+        self.buf_pos = self.cur_end;
         if self.buf_pos >= self.buf_len {
             if self.next_read >= self.end {
                 return match self.short.take() {
-                    None => Ok(None),
+                    None => Ok(false),
                     Some((at, want)) => Err(Error::new(
                         ErrorKind::Truncated,
                         Some(at),
@@ -260,11 +268,12 @@ impl PageSource for PlainPages {
         }
         let avail = self.buf_len - self.buf_pos;
         if avail == 0 {
-            return Ok(None);
+            return Ok(false);
         }
         let at = self.buf_file_offset + self.buf_pos as u64;
         if avail < self.page_size {
-            self.buf_pos = self.buf_len;
+            self.cur_end = self.buf_len;
+            self.short = None;
             return Err(Error::new(
                 ErrorKind::Truncated,
                 Some(at),
@@ -276,9 +285,11 @@ impl PageSource for PlainPages {
             .in_file(&self.path));
         }
         self.last_offset = at;
-        let page = &self.buf[self.buf_pos..self.buf_pos + self.page_size];
-        self.buf_pos += self.page_size;
-        Ok(Some(page))
+        self.cur_end = self.buf_pos + self.page_size;
+        Ok(true)
+    }
+    fn page(&self) -> &[u8] {
+        &self.buf[self.buf_pos..self.cur_end]
     }
     fn page_offset(&self) -> u64 {
         self.last_offset

@@ -28,7 +28,10 @@ impl CompressedPages {
 }
 
 impl PageSource for CompressedPages {
-    fn next_page(&mut self) -> Result<Option<&[u8]>> {
+    fn advance(&mut self) -> Result<bool> {
+        todo!()
+    }
+    fn page(&self) -> &[u8] {
         todo!()
     }
     fn page_offset(&self) -> u64 {
