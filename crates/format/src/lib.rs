@@ -20,3 +20,4 @@ pub use event_format::{EventFormat, Field, FieldKind};
 pub use layout::PageLayout;
 pub use page::{Lost, PageCursor, PageHeader, Record};
 pub use trace::{ClockMap, Container, CpuData, DataLoc, EventTable, PageSource, Trace};
+pub use value::{FieldRef, PrintSpec, Value};
