@@ -1,1 +1,44 @@
-fn main() {}
+//! `kstate`: Linux kernel performance tracer and analyzer.
+
+mod cmd;
+mod timefmt;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "kstate", version, about = "Linux kernel performance tracer and analyzer", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Describe a trace: kind, kernel facts, clock, CPUs, time range, events and losses per CPU
+    Info(cmd::info::Args),
+    /// Print every event in time order (trace-cmd-like text, or NDJSON with --json)
+    Dump(cmd::dump::Args),
+    /// Measure kstate against its peers on this machine
+    #[command(subcommand)]
+    Bench(cmd::bench::Bench),
+}
+
+/// Exit status for bad input (unreadable, truncated or corrupt trace, bad arguments).
+pub const EXIT_BAD_INPUT: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Info(a) => cmd::info::run(a),
+        Command::Dump(a) => cmd::dump::run(a),
+        Command::Bench(b) => cmd::bench::run(b),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("kstate: {e}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}

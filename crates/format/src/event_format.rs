@@ -334,3 +334,146 @@ mod tests {
             .contains("name"));
     }
 }
+
+impl EventFormat {
+    /// For each of the event's own fields, the printf conversion its print fmt applies to
+    /// it when the argument is the bare field (`REC->x`, possibly behind a cast) — the
+    /// conversion trace-cmd's raw output uses for that field.
+    pub fn print_specs(&self) -> Vec<Option<crate::value::PrintSpec>> {
+        let by_field = print_fmt_conversions(&self.print_fmt);
+        self.fields
+            .iter()
+            .map(|f| {
+                by_field
+                    .iter()
+                    .find(|(name, _)| *name == f.name)
+                    .and_then(|(_, conv)| crate::value::PrintSpec::parse(conv))
+            })
+            .collect()
+    }
+}
+
+/// Pairs the conversions of a print fmt (`"a=%d b=0x%lx", REC->a, (long)REC->b`) with the
+/// field each bare `REC->field` argument names.
+fn print_fmt_conversions(print_fmt: &str) -> Vec<(&str, &str)> {
+    let Some(rest) = print_fmt.strip_prefix('"') else {
+        return Vec::new();
+    };
+    let Some(end) = find_closing_quote(rest) else {
+        return Vec::new();
+    };
+    let (fmt, args) = (&rest[..end], &rest[end + 1..]);
+    let convs = conversions(fmt);
+    let args = split_top_level(args.trim_start().strip_prefix(',').unwrap_or(""));
+    convs
+        .into_iter()
+        .zip(args)
+        .filter_map(|(conv, arg)| {
+            let mut a = arg.trim();
+            // Strip leading casts: `(unsigned long)REC->x`.
+            while let Some(r) = a.strip_prefix('(') {
+                let close = r.find(')')?;
+                if r[..close].contains("REC->") {
+                    return None;
+                }
+                a = r[close + 1..].trim_start();
+            }
+            let name = a.strip_prefix("REC->")?;
+            name.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                .then_some((name, conv))
+        })
+        .collect()
+}
+
+fn find_closing_quote(s: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// The conversions of a printf format, each with a literal `0x` before it kept.
+fn conversions(fmt: &str) -> Vec<&str> {
+    let b = fmt.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'%' {
+            i += 1;
+            continue;
+        }
+        if b.get(i + 1) == Some(&b'%') {
+            i += 2;
+            continue;
+        }
+        let start = if i >= 2 && &b[i - 2..i] == b"0x" {
+            i - 2
+        } else {
+            i
+        };
+        let mut j = i + 1;
+        while j < b.len() && b"-+ #0123456789.*hlLzZjt".contains(&b[j]) {
+            j += 1;
+        }
+        if j < b.len() {
+            j += 1;
+            // %p takes letter suffixes (%ps, %pS, %pI4, ...).
+            if b[j - 1] == b'p' {
+                while j < b.len() && b[j].is_ascii_alphanumeric() {
+                    j += 1;
+                }
+            }
+        }
+        out.push(&fmt[start..j]);
+        i = j;
+    }
+    out
+}
+
+/// Splits a C argument list at commas outside parentheses, braces and strings.
+fn split_top_level(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut in_str, mut start) = (0i32, false, 0);
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\\' if in_str => i += 1,
+            b'"' => in_str = !in_str,
+            b'(' | b'{' | b'[' if !in_str => depth += 1,
+            b')' | b'}' | b']' if !in_str => depth -= 1,
+            b',' if !in_str && depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if start < s.len() {
+        out.push(&s[start..]);
+    }
+    out
+}
+
+#[cfg(test)]
+mod print_fmt_tests {
+    use super::*;
+
+    #[test]
+    fn pairs_conversions_with_bare_fields() {
+        let f = r#""cpu=%d path=%s load=%lu util=0x%lx fl=%s", REC->cpu, __get_str(path), (unsigned long)REC->load, REC->util, __print_flags(REC->f, "|", {1, "A"})"#;
+        assert_eq!(
+            print_fmt_conversions(f),
+            vec![("cpu", "%d"), ("load", "%lu"), ("util", "0x%lx")]
+        );
+        assert_eq!(conversions("%% a=%ps b=%5.2llx"), vec!["%ps", "%5.2llx"]);
+    }
+}

@@ -352,7 +352,7 @@ fn write_i64(v: i64, out: &mut Vec<u8>) {
 
 /// Writes `s` as a JSON string. Copies runs of plain characters at once; escapes only what
 /// RFC 8259 requires (`"`, `\`, U+0000..U+001F).
-fn write_json_str(s: &str, out: &mut Vec<u8>) {
+pub fn write_json_str(s: &str, out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let b = s.as_bytes();
     out.push(b'"');

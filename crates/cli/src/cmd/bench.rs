@@ -1,0 +1,217 @@
+//! `kstate bench`: speed and memory figures, each measured next to a peer tool in the same
+//! run on the same file, and reported as ratios — absolute numbers from a shared VM mean
+//! little on their own.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
+
+use kstate_analyze::merge::{IdFilter, Merger};
+use kstate_format::value::FieldRef;
+use kstate_format::{Error, ErrorKind, Trace};
+
+#[derive(clap::Subcommand)]
+pub enum Bench {
+    /// Read speed: events decoded per second on one core (common fields plus two fields of
+    /// every event), next to `trace-cmd report` on the same file; peak memory of both.
+    Read {
+        /// trace.dat or capture directory (use a large one: 10 million events or more)
+        file: PathBuf,
+        /// Passes of each tool; the fastest is reported
+        #[arg(long, default_value_t = 3)]
+        runs: u32,
+        /// Skip the trace-cmd comparison
+        #[arg(long)]
+        no_peer: bool,
+        /// Print the result as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// One timed read pass in this process (used by `bench read` so each pass's memory is
+    /// measured alone)
+    #[command(hide = true)]
+    ReadPass { file: PathBuf },
+}
+
+pub fn run(b: Bench) -> Result<ExitCode, Error> {
+    match b {
+        Bench::ReadPass { file } => {
+            let (events, checksum, secs) = read_pass(&file)?;
+            println!("{events} {checksum} {secs}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Bench::Read {
+            file,
+            runs,
+            no_peer,
+            json,
+        } => bench_read(&file, runs.max(1), no_peer, json),
+    }
+}
+
+/// The pass every analyzer makes, at its cheapest: merge all CPUs, read pid, flags and
+/// preempt count and the first two fields of each event.
+fn read_pass(file: &Path) -> Result<(u64, u64, f64), Error> {
+    let trace = Trace::open(file)?;
+    let refs: Vec<[Option<FieldRef>; 2]> = (0..trace.events.id_limit() as u32)
+        .map(|id| {
+            let f = trace.events.get(id).map(|e| &e.fields[..]).unwrap_or(&[]);
+            [f.first().map(FieldRef::from), f.get(1).map(FieldRef::from)]
+        })
+        .collect();
+    let start = Instant::now();
+    let mut m = Merger::new(&trace, None, IdFilter::all())?;
+    let (mut n, mut sum) = (0u64, 0u64);
+    while let Some(ev) = m.next()? {
+        n += 1;
+        let common = ev.pid() as u64
+            ^ ev.payload.get(2).copied().unwrap_or(0) as u64
+            ^ ev.payload.get(3).copied().unwrap_or(0) as u64;
+        sum = sum.wrapping_add(common ^ ev.ts);
+        if let Some(r) = refs.get(ev.id as usize) {
+            for f in r.iter().flatten() {
+                sum = sum.wrapping_add(f.get_u64(ev.payload, ev.endian).unwrap_or(0));
+            }
+        }
+    }
+    if let Some(e) = trace.truncated {
+        return Err(e);
+    }
+    Ok((n, sum, start.elapsed().as_secs_f64()))
+}
+
+struct Measured {
+    secs: f64,
+    max_rss_kib: i64,
+    stdout: String,
+}
+
+/// Runs a command with stdout captured (or discarded) and returns its wall time and the
+/// peak RSS the kernel accounted to it alone.
+fn measure(cmd: &mut Command, keep_stdout: bool) -> Result<Measured, Error> {
+    let tmp = std::env::temp_dir().join(format!("kstate-bench-{}.out", std::process::id()));
+    let out = if keep_stdout {
+        Stdio::from(std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?)
+    } else {
+        Stdio::null()
+    };
+    let start = Instant::now();
+    let child = cmd
+        .stdout(out)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Io,
+                None,
+                format!("cannot run {:?}: {e}", cmd.get_program()),
+            )
+        })?;
+    let mut status = 0;
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waiting for our own child with valid out-pointers.
+    let r = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
+    let secs = start.elapsed().as_secs_f64();
+    if r < 0 || !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+        return Err(Error::new(
+            ErrorKind::Io,
+            None,
+            format!("{:?} failed (status {status})", cmd.get_program()),
+        ));
+    }
+    let stdout = if keep_stdout {
+        std::fs::read_to_string(&tmp).unwrap_or_default()
+    } else {
+        String::new()
+    };
+    let _ = std::fs::remove_file(&tmp);
+    Ok(Measured {
+        secs,
+        max_rss_kib: ru.ru_maxrss,
+        stdout,
+    })
+}
+
+fn bench_read(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitCode, Error> {
+    let exe =
+        std::env::current_exe().map_err(|e| Error::new(ErrorKind::Io, None, e.to_string()))?;
+    let mut best: Option<(f64, u64, i64)> = None;
+    for _ in 0..runs {
+        let m = measure(
+            Command::new(&exe).args(["bench", "read-pass"]).arg(file),
+            true,
+        )?;
+        let mut it = m.stdout.split_whitespace();
+        let events: u64 = it.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+        // Whole-process wall time, as for the peer: opening the file counts too.
+        let secs = m.secs;
+        if best.is_none_or(|b| secs < b.0) {
+            best = Some((secs, events, m.max_rss_kib));
+        }
+    }
+    let (k_secs, events, k_rss) = best.expect("runs >= 1");
+    let k_rate = events as f64 / k_secs;
+    let peer = if no_peer {
+        None
+    } else {
+        let mut best: Option<Measured> = None;
+        for _ in 0..runs {
+            let m = measure(
+                Command::new("trace-cmd")
+                    .args(["report", "-t", "-R", "-i"])
+                    .arg(file),
+                false,
+            )?;
+            if best.as_ref().is_none_or(|b| m.secs < b.secs) {
+                best = Some(m);
+            }
+        }
+        best
+    };
+    let host_cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_default();
+    if json {
+        let v = serde_json::json!({
+            "file": file.display().to_string(), "events": events, "cpu": host_cpu,
+            "kstate": {"seconds": k_secs, "events_per_sec": k_rate, "max_rss_kib": k_rss},
+            "trace_cmd": peer.as_ref().map(|p| serde_json::json!({
+                "seconds": p.secs, "events_per_sec": events as f64 / p.secs, "max_rss_kib": p.max_rss_kib})),
+            "speedup": peer.as_ref().map(|p| p.secs / k_secs),
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).expect("plain values")
+        );
+    } else {
+        println!("file:    {}  ({events} events)", file.display());
+        println!("machine: {host_cpu}, best of {runs} runs, one core\n");
+        println!(
+            "{:<32} {:>10} {:>16} {:>12}",
+            "reader", "seconds", "events/s", "peak RSS"
+        );
+        println!(
+            "{:<32} {:>10.3} {:>16.0} {:>9} MiB",
+            "kstate (common + 2 fields)",
+            k_secs,
+            k_rate,
+            k_rss / 1024
+        );
+        if let Some(p) = &peer {
+            println!(
+                "{:<32} {:>10.3} {:>16.0} {:>9} MiB",
+                "trace-cmd report -t -R",
+                p.secs,
+                events as f64 / p.secs,
+                p.max_rss_kib / 1024
+            );
+            println!("\nkstate is {:.1}x trace-cmd's rate", p.secs / k_secs);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,229 @@
+//! `kstate dump`: every event in global time order, as trace-cmd-like text or NDJSON.
+
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use kstate_analyze::merge::{IdFilter, Merger};
+use kstate_format::value::{write_json_str, PrintSpec};
+use kstate_format::{Error, ErrorKind, EventFormat, Trace};
+
+use crate::timefmt::{fmt_secs, parse_secs};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// trace.dat (v6/v7) file or raw tracefs capture directory
+    file: PathBuf,
+    /// NDJSON: one {"ts","cpu","pid","event","fields"} object per line
+    #[arg(long)]
+    json: bool,
+    /// Only these events (names or SYSTEM:NAME), comma-separated
+    #[arg(long, value_delimiter = ',')]
+    events: Vec<String>,
+    /// Only these CPUs, comma-separated
+    #[arg(long, value_delimiter = ',')]
+    cpu: Vec<u32>,
+    /// Only events recorded in this process (common_pid)
+    #[arg(long)]
+    pid: Option<i32>,
+    /// Start time in seconds, as printed (inclusive)
+    #[arg(long, value_parser = parse_secs, value_name = "SECS")]
+    from: Option<u64>,
+    /// End time in seconds, as printed (inclusive)
+    #[arg(long, value_parser = parse_secs, value_name = "SECS")]
+    to: Option<u64>,
+}
+
+pub fn run(args: Args) -> Result<ExitCode, Error> {
+    let trace = super::open(&args.file)?;
+    let filter = id_filter(&trace, &args.events)?;
+    let cpus = (!args.cpu.is_empty()).then_some(args.cpu.as_slice());
+    let mut merger = Merger::new(&trace, cpus, filter)?;
+    // Per id: the format and its fields' print conversions, resolved once.
+    let formats: Vec<Option<(&EventFormat, Vec<Option<PrintSpec>>)>> = (0..trace.events.id_limit()
+        as u32)
+        .map(|id| {
+            trace.events.get(id).map(|f| {
+                (
+                    f,
+                    if args.json {
+                        Vec::new()
+                    } else {
+                        f.print_specs()
+                    },
+                )
+            })
+        })
+        .collect();
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
+    let mut line = Vec::with_capacity(512);
+    let (from, to) = (args.from.unwrap_or(0), args.to.unwrap_or(u64::MAX));
+    let mut failure = trace.truncated.clone();
+    loop {
+        let ev = match merger.next() {
+            Ok(Some(ev)) => ev,
+            Ok(None) => break,
+            Err(e) => {
+                // Stop at the first damaged page: what was printed is all in order, and the
+                // exit status says it is not the whole trace.
+                failure = Some(e);
+                break;
+            }
+        };
+        if ev.ts < from {
+            continue;
+        }
+        if ev.ts > to {
+            break;
+        }
+        let pid = ev.pid();
+        if args.pid.is_some_and(|p| p != pid) {
+            continue;
+        }
+        let Some((fmt, specs)) = formats.get(ev.id as usize).and_then(Option::as_ref) else {
+            failure = Some(
+                Error::new(
+                    ErrorKind::Corrupt,
+                    None,
+                    format!(
+                        "event id {} on CPU {} at {} has no format",
+                        ev.id,
+                        ev.cpu,
+                        fmt_secs(ev.ts)
+                    ),
+                )
+                .in_file(&trace.path),
+            );
+            break;
+        };
+        line.clear();
+        if args.json {
+            json_line(&mut line, &ev, pid, fmt, &trace);
+        } else {
+            text_line(&mut line, &ev, pid, fmt, specs, &trace);
+        }
+        if let Err(e) = out.write_all(&line) {
+            return stdout_closed(e);
+        }
+    }
+    if let Err(e) = out.flush() {
+        return stdout_closed(e);
+    }
+    match failure {
+        None => Ok(ExitCode::SUCCESS),
+        Some(e) => Err(e),
+    }
+}
+
+/// Reading into `head` or a closed pager is not an error.
+fn stdout_closed(e: std::io::Error) -> Result<ExitCode, Error> {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Err(Error::new(
+            ErrorKind::Io,
+            None,
+            format!("writing output: {e}"),
+        ))
+    }
+}
+
+/// Resolves `--events` names to ids; an unknown name is an error listing near matches.
+pub fn id_filter(trace: &Trace, names: &[String]) -> Result<IdFilter, Error> {
+    if names.is_empty() {
+        return Ok(IdFilter::all());
+    }
+    let mut ids = Vec::new();
+    for n in names {
+        match trace.events.find(n) {
+            Some(ev) => ids.push(ev.id),
+            None => {
+                let stem = n.rsplit(':').next().unwrap_or(n);
+                let mut near: Vec<String> = trace
+                    .events
+                    .iter()
+                    .filter(|e| e.name.contains(stem) || stem.contains(e.name.as_str()))
+                    .map(|e| format!("{}:{}", e.system, e.name))
+                    .collect();
+                near.truncate(8);
+                let hint = if near.is_empty() {
+                    String::new()
+                } else {
+                    format!("; near matches: {}", near.join(", "))
+                };
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    None,
+                    format!("no event {n:?} in this trace{hint}"),
+                )
+                .in_file(&trace.path));
+            }
+        }
+    }
+    Ok(IdFilter::only(ids))
+}
+
+fn comm(trace: &Trace, pid: i32) -> &str {
+    if pid == 0 {
+        return "<idle>";
+    }
+    trace.comms.get(&pid).map(String::as_str).unwrap_or("<...>")
+}
+
+fn text_line(
+    out: &mut Vec<u8>,
+    ev: &kstate_analyze::merge::Event,
+    pid: i32,
+    fmt: &EventFormat,
+    specs: &[Option<PrintSpec>],
+    trace: &Trace,
+) {
+    let _ = write!(
+        out,
+        "{:>16}-{:<5} [{:03}] {}: {:<22} ",
+        comm(trace, pid),
+        pid,
+        ev.cpu,
+        fmt_secs(ev.ts),
+        format_args!("{}:", fmt.name)
+    );
+    for (i, f) in fmt.fields.iter().enumerate() {
+        if i > 0 {
+            out.push(b' ');
+        }
+        f.write_raw_text(
+            ev.payload,
+            ev.endian,
+            trace.long_size,
+            specs.get(i).and_then(Option::as_ref),
+            out,
+        );
+    }
+    out.push(b'\n');
+}
+
+fn json_line(
+    out: &mut Vec<u8>,
+    ev: &kstate_analyze::merge::Event,
+    pid: i32,
+    fmt: &EventFormat,
+    _trace: &Trace,
+) {
+    let _ = write!(
+        out,
+        "{{\"ts\":{},\"cpu\":{},\"pid\":{},\"event\":",
+        ev.ts, ev.cpu, pid
+    );
+    write_json_str(&fmt.name, out);
+    out.extend_from_slice(b",\"fields\":{");
+    for (i, f) in fmt.fields.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_json_str(&f.name, out);
+        out.push(b':');
+        f.value(ev.payload, ev.endian).write_json(out);
+    }
+    out.extend_from_slice(b"}}\n");
+}

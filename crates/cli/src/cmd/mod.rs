@@ -1,0 +1,11 @@
+pub mod bench;
+pub mod dump;
+pub mod info;
+
+use kstate_format::{Error, Trace};
+use std::path::Path;
+
+/// Opens a trace for a command; the error already names the file and offset.
+pub fn open(path: &Path) -> Result<Trace, Error> {
+    Trace::open(path)
+}
