@@ -157,6 +157,9 @@ impl Merger {
 
     /// The next event in time order. After an error the failing CPU is dropped and the
     /// merge can go on with the others (so `info` can report what a damaged file holds).
+    // Not an `Iterator`: each event borrows the page it lives in, so it must be dropped
+    // before the next call (a lending iterator, which std's trait cannot express).
+    #[allow(clippy::should_implement_trait)]
     #[inline]
     pub fn next(&mut self) -> Result<Option<Event<'_>>> {
         if let Some(e) = self.deferred.take() {

@@ -186,11 +186,12 @@ fn parse_field(decl: &str, long_size: usize) -> std::result::Result<Field, Strin
             (_, Some(e)) => e,
             _ => 1,
         };
-        let len = if elem == 0 { 0 } else { size / elem };
+        let len = size.checked_div(elem).unwrap_or(0);
         FieldKind::Array { len, elem, string }
     } else {
         if !matches!(size, 1 | 2 | 4 | 8) {
             // Structs embedded by value: expose their bytes rather than fail the event.
+            // ftrace's own `char buf;` of size 0 is a string running to the end of the record.
             return Ok(Field {
                 name: name.to_string(),
                 type_name,
@@ -200,7 +201,7 @@ fn parse_field(decl: &str, long_size: usize) -> std::result::Result<Field, Strin
                 kind: FieldKind::Array {
                     len: size,
                     elem: 1,
-                    string: false,
+                    string: is_char(base),
                 },
             });
         }

@@ -34,14 +34,16 @@ pub struct Args {
     to: Option<u64>,
 }
 
+/// An event's format and the print conversion of each of its fields.
+type FormatAndSpecs<'t> = (&'t EventFormat, Vec<Option<PrintSpec>>);
+
 pub fn run(args: Args) -> Result<ExitCode, Error> {
     let trace = super::open(&args.file)?;
     let filter = id_filter(&trace, &args.events)?;
     let cpus = (!args.cpu.is_empty()).then_some(args.cpu.as_slice());
     let mut merger = Merger::new(&trace, cpus, filter)?;
     // Per id: the format and its fields' print conversions, resolved once.
-    let formats: Vec<Option<(&EventFormat, Vec<Option<PrintSpec>>)>> = (0..trace.events.id_limit()
-        as u32)
+    let formats: Vec<Option<FormatAndSpecs>> = (0..trace.events.id_limit() as u32)
         .map(|id| {
             trace.events.get(id).map(|f| {
                 (
@@ -181,12 +183,17 @@ fn text_line(
 ) {
     let _ = write!(
         out,
-        "{:>16}-{:<5} [{:03}] {}: {:<22} ",
+        "{:>16}-{:<5} [{:03}] {}: {}:",
         comm(trace, pid),
         pid,
         ev.cpu,
         fmt_secs(ev.ts),
-        format_args!("{}:", fmt.name)
+        fmt.name
+    );
+    // trace-cmd pads "name:" to 22 columns, then a space.
+    out.resize(
+        out.len() + 22usize.saturating_sub(fmt.name.len() + 1) + 1,
+        b' ',
     );
     for (i, f) in fmt.fields.iter().enumerate() {
         if i > 0 {

@@ -1,0 +1,343 @@
+//! What v6 and v7 share: the header files, event formats, kallsyms, printk formats, saved
+//! cmdlines and options, and the assembly of a `Trace` from them. v6 lays these out one
+//! after another; v7 puts each in a section found through the options.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::bytes::Endian;
+use crate::error::{Error, Result};
+use crate::event_format::EventFormat;
+use crate::layout::PageLayout;
+use crate::trace::{ClockMap, Container, CpuData, EventTable, Trace};
+
+use super::input::Input;
+
+/// Option ids (trace-cmd's `enum tracecmd_file_options`). In v7 the ids 16..=21 double as
+/// section ids.
+pub mod opt {
+    pub const DONE: u16 = 0;
+    pub const DATE: u16 = 1;
+    pub const BUFFER: u16 = 3;
+    pub const TRACECLOCK: u16 = 4;
+    pub const UNAME: u16 = 5;
+    pub const OFFSET: u16 = 7;
+    pub const CPUCOUNT: u16 = 8;
+    pub const VERSION: u16 = 9;
+    pub const TSC2NSEC: u16 = 14;
+    pub const HEADER_INFO: u16 = 16;
+    pub const FTRACE_EVENTS: u16 = 17;
+    pub const EVENT_FORMATS: u16 = 18;
+    pub const KALLSYMS: u16 = 19;
+    pub const PRINTK: u16 = 20;
+    pub const CMDLINES: u16 = 21;
+    pub const BUFFER_TEXT: u16 = 22;
+}
+
+/// Metadata gathered while walking either layout.
+pub(crate) struct Meta {
+    pub endian: Endian,
+    /// From the file header: the traced user space's long.
+    pub long_size: usize,
+    pub page_size: usize,
+    pub layout: Option<PageLayout>,
+    pub ftrace: Vec<Vec<u8>>,
+    pub systems: Vec<(String, Vec<Vec<u8>>)>,
+    pub kallsyms: Option<Vec<u8>>,
+    pub printk: Option<Vec<u8>>,
+    pub cmdlines: Option<Vec<u8>>,
+    pub clock: Option<String>,
+    pub clock_map: ClockMap,
+    pub uname: Option<String>,
+    pub tool_version: Option<String>,
+    pub cpu_count: Option<u32>,
+    pub extra_options: Vec<(u16, Vec<u8>)>,
+    /// v6 only: a TRACECLOCK option means the trace_clock text follows the CPU table.
+    pub has_clock_option: bool,
+}
+
+impl Meta {
+    pub fn new(endian: Endian, long_size: usize, page_size: usize) -> Meta {
+        Meta {
+            endian,
+            long_size,
+            page_size,
+            layout: None,
+            ftrace: Vec::new(),
+            systems: Vec::new(),
+            kallsyms: None,
+            printk: None,
+            cmdlines: None,
+            clock: None,
+            clock_map: ClockMap::default(),
+            uname: None,
+            tool_version: None,
+            cpu_count: None,
+            extra_options: Vec::new(),
+            has_clock_option: false,
+        }
+    }
+
+    /// `header_page` and `header_event`, each a fixed tag, a u64 size and the text.
+    pub fn read_headers(&mut self, inp: &mut impl Input) -> Result<()> {
+        expect_tag(inp, b"header_page\0")?;
+        let size = inp.u64("header_page size")?;
+        let at = inp.offset();
+        let text = inp.bytes(size, "header_page")?;
+        let layout = PageLayout::parse(&text, self.endian, Some(self.page_size))
+            .map_err(|e| e.shifted(at))?;
+        self.layout = Some(layout);
+        expect_tag(inp, b"header_event\0")?;
+        let size = inp.u64("header_event size")?;
+        // The event header layout has been fixed since 2.6.31; nothing in it we need.
+        inp.bytes(size, "header_event")?;
+        Ok(())
+    }
+
+    pub fn read_ftrace_formats(&mut self, inp: &mut impl Input) -> Result<()> {
+        let count = inp.u32("ftrace format count")?;
+        // Each entry takes at least its 8-byte size, so a corrupt count runs out of data
+        // instead of looping for long; no capacity is reserved from it.
+        for _ in 0..count {
+            let size = inp.u64("ftrace format size")?;
+            self.ftrace.push(inp.bytes(size, "ftrace format")?);
+        }
+        Ok(())
+    }
+
+    pub fn read_event_formats(&mut self, inp: &mut impl Input) -> Result<()> {
+        let systems = inp.u32("event system count")?;
+        for _ in 0..systems {
+            let name = inp.cstr("event system name")?;
+            let count = inp.u32("event format count")?;
+            let mut formats = Vec::new();
+            for _ in 0..count {
+                let size = inp.u64("event format size")?;
+                formats.push(inp.bytes(size, "event format")?);
+            }
+            self.systems.push((name, formats));
+        }
+        Ok(())
+    }
+
+    pub fn read_kallsyms(&mut self, inp: &mut impl Input) -> Result<()> {
+        let size = inp.u32("kallsyms size")?;
+        self.kallsyms = Some(inp.bytes(size as u64, "kallsyms")?);
+        Ok(())
+    }
+
+    pub fn read_printk(&mut self, inp: &mut impl Input) -> Result<()> {
+        let size = inp.u32("printk formats size")?;
+        self.printk = Some(inp.bytes(size as u64, "printk formats")?);
+        Ok(())
+    }
+
+    pub fn read_cmdlines(&mut self, inp: &mut impl Input) -> Result<()> {
+        let size = inp.u64("saved cmdlines size")?;
+        self.cmdlines = Some(inp.bytes(size, "saved cmdlines")?);
+        Ok(())
+    }
+
+    /// Interprets an option both versions share, keeping the rest in `extra_options`.
+    /// `at` is the payload's offset, for messages.
+    pub fn option(&mut self, id: u16, payload: Vec<u8>, at: u64) -> Result<()> {
+        match id {
+            // trace-cmd: DATE is the gettimeofday offset in microseconds, OFFSET a plain
+            // nanosecond offset; both C strings read with strtoll(.., 0) and summed.
+            opt::DATE => {
+                let us = parse_c_integer(&text(&payload));
+                self.add_offset(us.saturating_mul(1000));
+            }
+            opt::OFFSET => self.add_offset(parse_c_integer(&text(&payload))),
+            opt::TRACECLOCK => {
+                self.has_clock_option = true;
+                if let Some(c) = selected_clock(&text(&payload)) {
+                    self.clock = Some(c);
+                }
+            }
+            opt::UNAME => self.uname = Some(text(&payload)),
+            opt::VERSION => self.tool_version = Some(text(&payload)),
+            opt::CPUCOUNT if payload.len() >= 4 => {
+                self.cpu_count = Some(
+                    self.endian
+                        .u32([payload[0], payload[1], payload[2], payload[3]]),
+                );
+            }
+            opt::TSC2NSEC if payload.len() >= 16 => {
+                let e = self.endian;
+                let mult = e.u32([payload[0], payload[1], payload[2], payload[3]]);
+                let shift = e.u32([payload[4], payload[5], payload[6], payload[7]]);
+                if shift > 63 {
+                    return Err(Error::corrupt(
+                        at + 4,
+                        format!("TSC2NSEC option: shift {shift} is more than 63"),
+                    ));
+                }
+                // The option also carries a TSC offset (bytes 8..16), but trace-cmd 3.1.6
+                // does not subtract it when converting (checked against `trace-cmd report`
+                // in tests/tracedat.rs), so neither do we: timestamps must match its output.
+                self.clock_map.mult = mult;
+                self.clock_map.shift = shift;
+            }
+            _ => self.extra_options.push((id, payload)),
+        }
+        Ok(())
+    }
+
+    fn add_offset(&mut self, ns: i64) {
+        self.clock_map.offset = self.clock_map.offset.wrapping_add(ns);
+    }
+
+    /// Builds the `Trace`; `header_cpus` is the CPU count when no CPUCOUNT option gives one.
+    pub fn finish(
+        self,
+        path: &Path,
+        container: Container,
+        header_cpus: u32,
+        cpu_data: Vec<CpuData>,
+        truncated: Option<Error>,
+    ) -> Trace {
+        let layout = self.layout.unwrap_or_else(|| {
+            PageLayout::default_for(self.endian, self.long_size, self.page_size)
+        });
+        // Like trace-cmd, prefer the kernel's long (the header_page commit field) over the
+        // file header's, which describes the recording tool's user space.
+        let long_size = layout.commit_size;
+        let mut events = EventTable::default();
+        let all = self.ftrace.iter().map(|f| ("ftrace", f)).chain(
+            self.systems
+                .iter()
+                .flat_map(|(s, fs)| fs.iter().map(move |f| (s.as_str(), f))),
+        );
+        for (system, text) in all {
+            // trace-cmd counts formats it cannot parse and carries on; records of such an
+            // event show up downstream as an unknown id rather than sinking the whole file.
+            if let Ok(ev) = EventFormat::parse(text, system, long_size) {
+                events.insert(ev);
+            }
+        }
+        Trace {
+            path: path.to_path_buf(),
+            container,
+            endian: self.endian,
+            long_size,
+            layout,
+            events,
+            comms: self
+                .cmdlines
+                .as_deref()
+                .map(parse_cmdlines)
+                .unwrap_or_default(),
+            clock: self.clock,
+            clock_map: self.clock_map,
+            uname: self.uname,
+            tool_version: self.tool_version,
+            kallsyms: self.kallsyms,
+            printk_formats: self.printk,
+            cpu_count: self.cpu_count.unwrap_or(header_cpus),
+            cpu_data,
+            extra_options: self.extra_options,
+            truncated: truncated.map(|e| e.in_file(path)),
+        }
+    }
+}
+
+fn expect_tag(inp: &mut impl Input, tag: &[u8]) -> Result<()> {
+    let at = inp.offset();
+    let found = inp.bytes(tag.len() as u64, "section tag")?;
+    if found != tag {
+        return Err(Error::corrupt(
+            at,
+            format!(
+                "expected {:?}, found {:?}",
+                String::from_utf8_lossy(tag),
+                String::from_utf8_lossy(&found)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// An option's C string payload, without the NUL and anything after it.
+pub(crate) fn text(payload: &[u8]) -> String {
+    let end = payload
+        .iter()
+        .position(|&c| c == 0)
+        .unwrap_or(payload.len());
+    String::from_utf8_lossy(&payload[..end]).into_owned()
+}
+
+/// The clock shown in brackets in a `trace_clock` file: "[local] global counter" -> "local".
+pub(crate) fn selected_clock(text: &str) -> Option<String> {
+    let word = text.split_whitespace().find(|w| w.starts_with('['))?;
+    let name = word.trim_start_matches('[').split(']').next()?;
+    (!name.is_empty()).then(|| name.to_string())
+}
+
+/// `strtoll(s, NULL, 0)`: optional sign, then hex (0x), octal (leading 0) or decimal digits,
+/// stopping at the first character that is not one; saturates like strtoll.
+pub(crate) fn parse_c_integer(s: &str) -> i64 {
+    let s = s.trim_start();
+    let (neg, s) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let (radix, digits) = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        (16, h)
+    } else if s.len() > 1 && s.starts_with('0') {
+        (8, &s[1..])
+    } else {
+        (10, s)
+    };
+    let mut v: i128 = 0;
+    for c in digits.chars() {
+        let Some(d) = c.to_digit(radix) else { break };
+        v = (v * radix as i128 + d as i128).min(i64::MAX as i128 + 1);
+    }
+    let v = if neg { -v } else { v };
+    v.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+}
+
+/// saved_cmdlines: one "pid comm" per line; the comm is the rest of the line (it may hold
+/// spaces).
+pub(crate) fn parse_cmdlines(text: &[u8]) -> HashMap<i32, String> {
+    let text = String::from_utf8_lossy(text);
+    text.lines()
+        .filter_map(|line| {
+            let (pid, comm) = line.trim_start().split_once(' ')?;
+            Some((pid.parse().ok()?, comm.trim_end().to_string()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_integers() {
+        assert_eq!(parse_c_integer("0x10"), 16);
+        assert_eq!(parse_c_integer("-1000000000"), -1_000_000_000);
+        assert_eq!(parse_c_integer("010"), 8);
+        assert_eq!(parse_c_integer("  42abc"), 42);
+        assert_eq!(parse_c_integer(""), 0);
+        assert_eq!(parse_c_integer("99999999999999999999999"), i64::MAX);
+        assert_eq!(parse_c_integer("-99999999999999999999999"), i64::MIN);
+    }
+
+    #[test]
+    fn clocks_and_cmdlines() {
+        assert_eq!(
+            selected_clock("[local] global counter uptime\n").as_deref(),
+            Some("local")
+        );
+        assert_eq!(selected_clock("local global").as_deref(), None);
+        assert_eq!(selected_clock("x86-tsc [mono]").as_deref(), Some("mono"));
+        let c = parse_cmdlines(b"1 init\n42 Web Content\nbogus\n-3 x\n");
+        assert_eq!(c.get(&42).map(String::as_str), Some("Web Content"));
+        assert_eq!(c.get(&1).map(String::as_str), Some("init"));
+        assert_eq!(c.get(&-3).map(String::as_str), Some("x"));
+        assert_eq!(c.len(), 3);
+    }
+}
