@@ -1,4 +1,4 @@
-//! Readers for kernel trace data.
+//! Readers for kernel trace data, and a writer of trace-cmd's trace.dat (`writer`).
 //!
 //! Layers, lowest first: `bytes` (endian reads) -> `layout` (page header description) ->
 //! `page` (records inside one ring-buffer page) and `event_format` (field layouts) ->
@@ -13,6 +13,7 @@ pub mod rawdir;
 pub mod trace;
 pub mod tracedat;
 pub mod value;
+pub mod writer;
 
 pub use bytes::Endian;
 pub use error::{Error, ErrorKind, Result};
