@@ -11,7 +11,7 @@ fuzz_target!(|data: &[u8]| {
         for f in ev.fields.iter().chain(ev.common.iter()) {
             let mut out = Vec::new();
             f.value(payload, Endian::Little).write_json(&mut out);
-            kstate_format::value::write_raw_text(f, payload, Endian::Big, 8, &mut out);
+            f.write_raw_text(payload, Endian::Big, 8, None, &mut out);
         }
     }
 });

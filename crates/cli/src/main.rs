@@ -19,6 +19,8 @@ enum Command {
     Info(cmd::info::Args),
     /// Print every event in time order (trace-cmd-like text, or NDJSON with --json)
     Dump(cmd::dump::Args),
+    /// Turn a raw tracefs capture directory into a trace.dat v7 (readable by trace-cmd)
+    Convert(cmd::convert::Args),
     /// Measure kstate against its peers on this machine
     #[command(subcommand)]
     Bench(cmd::bench::Bench),
@@ -32,6 +34,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Info(a) => cmd::info::run(a),
         Command::Dump(a) => cmd::dump::run(a),
+        Command::Convert(a) => cmd::convert::run(a),
         Command::Bench(b) => cmd::bench::run(b),
     };
     match result {

@@ -149,8 +149,10 @@ fn parse_field(decl: &str, long_size: usize) -> std::result::Result<Field, Strin
     };
     let head = head.trim_end();
     let split = head
-        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .map_or(0, |i| i + 1);
+        .char_indices()
+        .rev()
+        .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map_or(0, |(i, c)| i + c.len_utf8());
     let name = &head[split..];
     if name.is_empty() {
         return Err("field has no name".into());
