@@ -48,21 +48,7 @@ pub const KSTATE_OPTION_IDS: RangeInclusive<u16> = 0x6b00..=0x6bff;
 
 /// Section and option ids from trace-cmd (`TRACECMD_OPTION_*`). In v7 a section's id is
 /// the id of the option that points to it.
-pub mod id {
-    pub const DONE: u16 = 0;
-    pub const BUFFER: u16 = 3;
-    pub const TRACECLOCK: u16 = 4;
-    pub const UNAME: u16 = 5;
-    pub const CPUCOUNT: u16 = 8;
-    pub const VERSION: u16 = 9;
-    pub const STRINGS: u16 = 15;
-    pub const HEADER_INFO: u16 = 16;
-    pub const FTRACE_EVENTS: u16 = 17;
-    pub const EVENT_FORMATS: u16 = 18;
-    pub const KALLSYMS: u16 = 19;
-    pub const PRINTK: u16 = 20;
-    pub const CMDLINES: u16 = 21;
-}
+pub use crate::tracedat::opt as id;
 
 /// Section header flag: the section body is compressed.
 const SECTION_COMPRESSED: u16 = 1;

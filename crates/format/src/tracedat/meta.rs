@@ -25,6 +25,7 @@ pub mod opt {
     pub const CPUCOUNT: u16 = 8;
     pub const VERSION: u16 = 9;
     pub const TSC2NSEC: u16 = 14;
+    pub const STRINGS: u16 = 15;
     pub const HEADER_INFO: u16 = 16;
     pub const FTRACE_EVENTS: u16 = 17;
     pub const EVENT_FORMATS: u16 = 18;
@@ -32,6 +33,26 @@ pub mod opt {
     pub const PRINTK: u16 = 20;
     pub const CMDLINES: u16 = 21;
     pub const BUFFER_TEXT: u16 = 22;
+}
+
+/// Notes (once) that a CPU's data runs past the end of the file: the trace opens, and
+/// readers report the short page when they reach it.
+pub(crate) fn note_short_cpu(
+    cpu: u32,
+    offset: u64,
+    size: u64,
+    file_len: u64,
+    truncated: &mut Option<Error>,
+) {
+    let end = offset.saturating_add(size);
+    if end > file_len && truncated.is_none() {
+        *truncated = Some(Error::truncated(
+            file_len,
+            format!(
+                "CPU {cpu} data should run from {offset} to {end}, but the file ends at {file_len}"
+            ),
+        ));
+    }
 }
 
 /// Metadata gathered while walking either layout.

@@ -13,6 +13,9 @@ mod meta;
 mod v6;
 mod v7;
 
+/// trace-cmd's option (and, in v7, section) ids, shared with the writer.
+pub use meta::opt;
+
 use std::fs::File;
 use std::path::Path;
 

@@ -67,15 +67,7 @@ pub(crate) fn read(path: &Path, inp: &mut FileInput, file_len: u64, meta: &mut M
         if size == 0 {
             continue;
         }
-        let end = offset.saturating_add(size);
-        if end > file_len && truncated.is_none() {
-            truncated = Some(Error::truncated(
-                file_len,
-                format!(
-                    "CPU {cpu} data should run from {offset} to {end}, but the file ends at {file_len}"
-                ),
-            ));
-        }
+        super::meta::note_short_cpu(cpu, offset, size, file_len, &mut truncated);
         cpu_data.push(CpuData {
             cpu,
             file_bytes: size,

@@ -265,15 +265,7 @@ pub(crate) fn read(
                 }),
             ),
         };
-        let end = offset.saturating_add(file_bytes);
-        if end > file_len && truncated.is_none() {
-            truncated = Some(Error::truncated(
-                file_len,
-                format!(
-                    "CPU {cpu} data should run from {offset} to {end}, but the file ends at {file_len}"
-                ),
-            ));
-        }
+        super::meta::note_short_cpu(cpu, offset, file_bytes, file_len, &mut truncated);
         cpu_data.push(CpuData {
             cpu,
             file_bytes,
