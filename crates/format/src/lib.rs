@@ -7,6 +7,7 @@
 pub mod bytes;
 pub mod error;
 pub mod event_format;
+pub mod extras;
 pub mod layout;
 pub mod page;
 pub mod rawdir;

@@ -143,6 +143,15 @@ impl Trace {
         }
     }
 
+    /// The payload of the first option `id` this reader kept uninterpreted, e.g. one of
+    /// kstate's sections (`extras::ids`).
+    pub fn extra(&self, id: u16) -> Option<&[u8]> {
+        self.extra_options
+            .iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, p)| p.as_slice())
+    }
+
     /// A reader of the pages of `cpu_data[index]`.
     pub fn pages(&self, index: usize) -> Result<Box<dyn PageSource>> {
         let cd = &self.cpu_data[index];
