@@ -5,10 +5,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use kstate_analyze::merge::{IdFilter, Merger};
+use kstate_format::extras::{self, ids, Recording, RingStats};
 use kstate_format::{Container, Error, ErrorKind, Trace};
 use serde_json::json;
 
-use crate::timefmt::fmt_secs;
+use crate::timefmt::{fmt_secs, fmt_utc};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -34,7 +35,105 @@ struct Report<'t> {
     pages: BTreeMap<u32, u64>,
     by_event: BTreeMap<String, u64>,
     unknown_ids: u64,
+    sections: Sections,
     errors: Vec<Error>,
+}
+
+/// kstate's own sections. Outer `Option`: the file has the section; inner: it decoded.
+#[derive(Default)]
+struct Sections {
+    recording: Option<Option<Recording>>,
+    processes: Option<Option<usize>>,
+    sysinfo_snapshots: Option<Option<u64>>,
+    ring_stats: Option<Option<Vec<RingStats>>>,
+}
+
+impl Sections {
+    fn any(&self) -> bool {
+        self.recording.is_some()
+            || self.processes.is_some()
+            || self.sysinfo_snapshots.is_some()
+            || self.ring_stats.is_some()
+    }
+}
+
+/// Decodes the sections the file has; a damaged one becomes `Some(None)` and an error.
+fn read_sections(trace: &Trace, errors: &mut Vec<Error>) -> Sections {
+    fn decode<T>(
+        trace: &Trace,
+        id: u16,
+        errors: &mut Vec<Error>,
+        f: impl FnOnce(&[u8]) -> Result<T, Error>,
+    ) -> Option<Option<T>> {
+        let payload = trace.extra(id)?;
+        match f(payload) {
+            Ok(v) => Some(Some(v)),
+            Err(e) => {
+                // The offset is into the section's payload, not the file: say so in words.
+                let at = e
+                    .offset
+                    .map(|o| format!(", byte {o} of its {} bytes", payload.len()))
+                    .unwrap_or_default();
+                let name = extras::section_name(id).unwrap_or("unknown");
+                let msg = e
+                    .msg
+                    .strip_prefix(&format!("{name} section: "))
+                    .unwrap_or(&e.msg);
+                errors.push(
+                    Error::new(
+                        e.kind,
+                        None,
+                        format!("kstate {name} section (option {id:#x}){at}: {msg}"),
+                    )
+                    .in_file(&trace.path),
+                );
+                Some(None)
+            }
+        }
+    }
+    Sections {
+        recording: decode(trace, ids::RECORDING, errors, Recording::decode),
+        processes: decode(trace, ids::PROCESSES, errors, |b| {
+            extras::decode_processes(b).map(|p| p.len())
+        }),
+        sysinfo_snapshots: decode(trace, ids::SYSINFO, errors, |b| {
+            extras::sysinfo_snapshots(b).try_fold(0u64, |n, s| s.map(|_| n + 1))
+        }),
+        ring_stats: decode(trace, ids::RING_STATS, errors, extras::decode_ring_stats),
+    }
+}
+
+/// `s` on one line of the text report: control characters as escapes (`\n`, `\x1b`).
+fn printable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// argv as a shell would take it back: words with anything but `[A-Za-z0-9_./:=,+@%-]`
+/// single-quoted.
+fn shell_words(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            let plain = !a.is_empty()
+                && a.bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || b"_./:=,+@%-".contains(&c));
+            if plain {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
@@ -100,6 +199,7 @@ fn scan(trace: &Trace) -> Result<Report<'_>, Error> {
         .filter(|e| counts[e.id as usize] > 0)
         .map(|e| (e.name.clone(), counts[e.id as usize]))
         .collect();
+    let sections = read_sections(trace, &mut errors);
     if unknown_ids > 0 {
         errors.push(
             Error::new(
@@ -117,6 +217,7 @@ fn scan(trace: &Trace) -> Result<Report<'_>, Error> {
         pages,
         by_event,
         unknown_ids,
+        sections,
         errors,
     })
 }
@@ -181,7 +282,7 @@ impl Report<'_> {
                 })
             })
             .collect();
-        json!({
+        let mut out = json!({
             "file": t.path.display().to_string(),
             "kind": kind, "version": version, "compression": compression,
             "endian": format!("{:?}", t.endian).to_lowercase(), "long_size": t.long_size,
@@ -196,7 +297,163 @@ impl Report<'_> {
             "truncated": self.truncated(),
             "errors": self.errors.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
             "per_cpu": per_cpu,
-        })
+        });
+        let sec = &self.sections;
+        let o = out.as_object_mut().expect("an object");
+        if let Some(r) = &sec.recording {
+            let v = r.as_ref().map(|r| {
+                json!({
+                    "tool": r.tool, "command": r.command, "workload": r.workload,
+                    "hostname": r.hostname, "clock": r.clock,
+                    "wall_offset_ns": r.wall_offset_ns,
+                    "start_ts": r.start_ts, "stop_ts": r.stop_ts,
+                    "buffer_kib_per_cpu": r.buffer_kib_per_cpu,
+                    "events": r.events, "missing_events": r.missing_events,
+                    "filters": r.filters, "pids": r.pids,
+                    "sysinfo_interval_ms": r.sysinfo_interval_ms,
+                })
+            });
+            o.insert("recording".into(), json!(v));
+        }
+        if let Some(n) = &sec.processes {
+            o.insert("processes".into(), json!(n));
+        }
+        if let Some(n) = &sec.sysinfo_snapshots {
+            o.insert("sysinfo_snapshots".into(), json!(n));
+        }
+        if let Some(rs) = &sec.ring_stats {
+            let v = rs.as_ref().map(|rs| {
+                rs.iter()
+                    .map(|s| {
+                        json!({
+                            "cpu": s.cpu, "entries": s.entries, "overrun": s.overrun,
+                            "commit_overrun": s.commit_overrun, "bytes": s.bytes,
+                            "dropped_events": s.dropped_events, "read_events": s.read_events,
+                        })
+                    })
+                    .collect::<Vec<_>>()
+            });
+            o.insert("ring_stats".into(), json!(v));
+        }
+        out
+    }
+
+    /// The "recording:" block, from whichever of kstate's sections the file has.
+    fn recording_text(&self, s: &mut String) {
+        use std::fmt::Write;
+        let sec = &self.sections;
+        if !sec.any() {
+            return;
+        }
+        const DAMAGED: &str = "(damaged, see the error)";
+        let _ = writeln!(s, "\nrecording:");
+        match &sec.recording {
+            None => {}
+            Some(None) => {
+                let _ = writeln!(s, "  {DAMAGED}");
+            }
+            Some(Some(r)) => {
+                let or_none = |v: String| if v.is_empty() { "(none)".into() } else { v };
+                let p = |v: &str| printable(v);
+                let list = |v: &[String], sep: &str| {
+                    or_none(v.iter().map(|x| p(x)).collect::<Vec<_>>().join(sep))
+                };
+                let _ = writeln!(s, "  tool:        {}", p(&r.tool));
+                let _ = writeln!(s, "  command:     {}", p(&shell_words(&r.command)));
+                let _ = writeln!(
+                    s,
+                    "  workload:    {}",
+                    or_none(p(&shell_words(&r.workload)))
+                );
+                let _ = writeln!(s, "  host:        {}", p(&r.hostname));
+                let _ = writeln!(s, "  clock:       {}", p(&r.clock));
+                let start = match r.wall_offset_ns {
+                    None => "unknown (no wall-clock offset recorded)".to_string(),
+                    Some(off) => fmt_utc(off as i128 + r.start_ts as i128)
+                        .unwrap_or_else(|| "unknown (out of range)".into()),
+                };
+                let _ = writeln!(s, "  started:     {start}");
+                let dur = match r.stop_ts.checked_sub(r.start_ts) {
+                    Some(d) => format!("{:.6} s", d as f64 / 1e9),
+                    None => "unknown (stops before it starts)".into(),
+                };
+                let _ = writeln!(
+                    s,
+                    "  duration:    {dur} ({} .. {})",
+                    fmt_secs(r.start_ts),
+                    fmt_secs(r.stop_ts)
+                );
+                let _ = writeln!(s, "  buffer:      {} KiB per CPU", r.buffer_kib_per_cpu);
+                let _ = writeln!(
+                    s,
+                    "  events:      {} enabled{}{}",
+                    r.events.len(),
+                    if r.events.is_empty() { "" } else { ": " },
+                    list(&r.events, ", ")
+                );
+                let _ = writeln!(s, "  missing:     {}", list(&r.missing_events, ", "));
+                let _ = writeln!(s, "  filters:     {}", list(&r.filters, "; "));
+                let pids = if r.pids.is_empty() {
+                    "all (system-wide)".to_string()
+                } else {
+                    r.pids
+                        .iter()
+                        .map(|p| p.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                let _ = writeln!(s, "  pids:        {pids}");
+            }
+        }
+        let interval = match &sec.recording {
+            Some(Some(r)) => Some(r.sysinfo_interval_ms),
+            _ => None,
+        };
+        let sysinfo = match (&sec.sysinfo_snapshots, interval) {
+            (Some(Some(n)), Some(ms)) if ms > 0 => Some(format!("{n} snapshots, every {ms} ms")),
+            (Some(Some(n)), _) => Some(format!("{n} snapshots")),
+            (Some(None), _) => Some(DAMAGED.to_string()),
+            (None, Some(0)) => Some("off".to_string()),
+            (None, Some(ms)) => Some(format!("every {ms} ms, but the file has no snapshots")),
+            (None, None) => None,
+        };
+        if let Some(line) = sysinfo {
+            let _ = writeln!(s, "  sysinfo:     {line}");
+        }
+        match &sec.processes {
+            Some(Some(n)) => {
+                let _ = writeln!(s, "  processes:   {n} at start");
+            }
+            Some(None) => {
+                let _ = writeln!(s, "  processes:   {DAMAGED}");
+            }
+            None => {}
+        }
+        match &sec.ring_stats {
+            None => {}
+            Some(None) => {
+                let _ = writeln!(s, "  ring buffer: {DAMAGED}");
+            }
+            Some(Some(rs)) => {
+                let _ = writeln!(
+                    s,
+                    "  ring buffer at stop:\n    {:>4} {:>12} {:>12} {:>14} {:>12} {:>12}",
+                    "cpu", "entries", "overrun", "commit_overrun", "dropped", "read"
+                );
+                for r in rs {
+                    let _ = writeln!(
+                        s,
+                        "    {:>4} {:>12} {:>12} {:>14} {:>12} {:>12}",
+                        r.cpu,
+                        r.entries,
+                        r.overrun,
+                        r.commit_overrun,
+                        r.dropped_events,
+                        r.read_events
+                    );
+                }
+            }
+        }
     }
 
     fn text(&self) -> String {
@@ -261,6 +518,7 @@ impl Report<'_> {
                 "TRUNCATED:   the file ends early; figures cover what could be read"
             );
         }
+        self.recording_text(&mut s);
         let _ = writeln!(
             s,
             "\nper CPU:\n  {:>4} {:>10} {:>20} {:>20} {:>10} {:>12}",
