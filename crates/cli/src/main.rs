@@ -19,8 +19,13 @@ enum Command {
     Info(cmd::info::Args),
     /// Print every event in time order (trace-cmd-like text, or NDJSON with --json)
     Dump(cmd::dump::Args),
+    /// Record kernel events into a trace.dat while a command runs (or until Ctrl-C)
+    Record(cmd::record::Args),
     /// Turn a raw tracefs capture directory into a trace.dat v7 (readable by trace-cmd)
     Convert(cmd::convert::Args),
+    /// Small programs with known behaviour, for tests, benchmarks and demos
+    #[command(subcommand, hide = true)]
+    Workload(cmd::workload::Workload),
     /// Measure kstate against its peers on this machine
     #[command(subcommand)]
     Bench(cmd::bench::Bench),
@@ -34,8 +39,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Info(a) => cmd::info::run(a),
         Command::Dump(a) => cmd::dump::run(a),
+        Command::Record(a) => cmd::record::run(a),
         Command::Convert(a) => cmd::convert::run(a),
         Command::Bench(b) => cmd::bench::run(b),
+        Command::Workload(w) => cmd::workload::run(w),
     };
     match result {
         Ok(code) => code,

@@ -2,6 +2,8 @@ pub mod bench;
 pub mod convert;
 pub mod dump;
 pub mod info;
+pub mod record;
+pub mod workload;
 
 use kstate_format::{Error, Trace};
 use std::path::Path;

@@ -1,0 +1,249 @@
+//! `kstate record`: kernel events into a trace.dat while a command runs (or until Ctrl-C
+//! or --duration), then a summary with the buffer consumption rate per CPU.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use kstate_format::writer::Compression;
+use kstate_format::Error;
+use kstate_record::events::PRESETS;
+use kstate_record::{Options, Summary, DEFAULT_BUFFER_KIB};
+
+use crate::timefmt;
+
+#[derive(clap::Args)]
+#[command(after_help = "Examples:\n  \
+    kstate record -e syscall -- dd if=/dev/zero of=/dev/null count=100000\n  \
+    kstate record -e sched,proc -a --duration 5\n  \
+    kstate record -e bio --filter 'block:block_rq_issue:bytes > 4096' -- ./writer\n\n\
+    Run as root. Events go into a private tracefs instance that is removed on exit\n\
+    (also after Ctrl-C or SIGTERM; a recorder killed with SIGKILL leaves one that the next\n\
+    `kstate record` removes). The output is a trace-cmd trace.dat (v7).")]
+pub struct Args {
+    /// Output file
+    #[arg(short, long, default_value = "kstate.dat")]
+    output: PathBuf,
+    /// Events: a preset (see --list-presets), SYSTEM, SYSTEM:EVENT or SYSTEM:*; repeat or
+    /// separate with commas [default: perf]
+    #[arg(short, long = "event", value_name = "SPEC")]
+    events: Vec<String>,
+    /// Record only these processes (all their threads, and children they start)
+    #[arg(short, long = "pid", value_name = "PID")]
+    pids: Vec<i32>,
+    /// With a command: record the whole system, not only the command and its children
+    #[arg(short, long)]
+    all: bool,
+    /// Stop after this many seconds
+    #[arg(short, long, value_name = "SECONDS", value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Ring-buffer size per CPU, in KiB
+    #[arg(short = 'b', long = "buffer", value_name = "KIB", default_value_t = DEFAULT_BUFFER_KIB,
+          value_parser = clap::value_parser!(u64).range(64..=16 * 1024 * 1024))]
+    buffer_kib: u64,
+    /// Trace clock [default: mono, which lines up with CLOCK_MONOTONIC and maps to wall time]
+    #[arg(long)]
+    clock: Option<String>,
+    /// Kernel-side event filter, EVENT:EXPR with EVENT a system:event, an event or a system
+    /// (e.g. 'sched:sched_switch:prev_pid != 0'); repeatable
+    #[arg(long = "filter", value_name = "EVENT:EXPR")]
+    filters: Vec<String>,
+    /// Snapshot /proc/meminfo and /proc/vmstat every MS milliseconds into the file (0: off)
+    #[arg(long = "sysinfo-interval", value_name = "MS", default_value_t = 1000)]
+    sysinfo_interval: u64,
+    /// Compress the file (trace-cmd reads it)
+    #[arg(long, value_name = "ALGO", value_parser = ["zstd", "none"])]
+    compress: Option<String>,
+    /// List the event presets and exit
+    #[arg(long)]
+    list_presets: bool,
+    /// Print the summary as JSON on standard output
+    #[arg(long)]
+    json: bool,
+    /// The command to run while recording
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    if !(secs > 0.0 && secs.is_finite()) {
+        return Err(format!("duration must be positive, got {s}"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+pub fn run(args: Args) -> Result<ExitCode, Error> {
+    if args.list_presets {
+        list_presets();
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut opts = Options::new(args.output.clone());
+    if !args.events.is_empty() {
+        opts.events = args.events;
+    }
+    opts.pids = args.pids;
+    opts.all = args.all;
+    opts.command = args.command;
+    opts.duration = args.duration;
+    opts.buffer_kib = args.buffer_kib;
+    opts.clock = args.clock;
+    opts.filters = args.filters;
+    opts.sysinfo_interval_ms = args.sysinfo_interval;
+    opts.compression = match args.compress.as_deref() {
+        Some("zstd") => Compression::Zstd,
+        _ => Compression::None,
+    };
+    opts.argv = std::env::args().collect();
+    let mut notify = |m: &str| eprintln!("kstate: {m}");
+    match kstate_record::record(&opts, &mut notify) {
+        Ok(s) => {
+            if args.json {
+                println!("{}", summary_json(&s));
+            } else {
+                print_summary(&s);
+            }
+            if let Some(why) = &s.disk_full {
+                eprintln!(
+                    "kstate: recording cut short: {why}; {} holds what was recorded until then",
+                    s.output.display()
+                );
+                return Ok(ExitCode::FAILURE);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("kstate record: {e}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+fn list_presets() {
+    for p in PRESETS {
+        println!("{:<8} {}", p.name, p.about);
+        let events = kstate_record::events::preset_events(p.name).unwrap_or_default();
+        if p.name == "all" {
+            println!("         ({} events)", events.len());
+            continue;
+        }
+        for e in events {
+            println!("         {e}");
+        }
+    }
+}
+
+fn mib(b: f64) -> String {
+    if b >= 1024.0 * 1024.0 {
+        format!("{:.1} MiB", b / (1024.0 * 1024.0))
+    } else {
+        format!("{:.1} KiB", b / 1024.0)
+    }
+}
+
+fn print_summary(s: &Summary) {
+    let secs = s.duration_ns as f64 / 1e9;
+    eprintln!(
+        "kstate: recorded {} s into {} ({}): {} events, {} lost{}",
+        timefmt::fmt_secs(s.duration_ns),
+        s.output.display(),
+        mib(s.file_bytes as f64),
+        s.events(),
+        s.lost(),
+        s.stopped_by
+            .as_ref()
+            .map(|w| format!(" ({w})"))
+            .unwrap_or_default()
+    );
+    eprintln!(
+        "  {:>4} {:>12} {:>10} {:>12} {:>13} {:>13}",
+        "cpu", "events", "lost", "bytes", "rate", "buffer holds"
+    );
+    let buffer = (s.buffer_kib * 1024) as f64;
+    for c in &s.cpus {
+        let n = &c.count;
+        let rate = if secs > 0.0 {
+            n.data_bytes as f64 / secs
+        } else {
+            0.0
+        };
+        let lost = if n.lost_unknown > 0 {
+            format!("{}+?", n.lost)
+        } else {
+            n.lost.to_string()
+        };
+        let holds = if rate > 0.0 {
+            format!("{:.2} s", buffer / rate)
+        } else {
+            "-".into()
+        };
+        eprintln!(
+            "  {:>4} {:>12} {:>10} {:>12} {:>13} {:>13}",
+            n.cpu,
+            n.events,
+            lost,
+            mib(n.data_bytes as f64),
+            format!("{}/s", mib(rate)),
+            holds
+        );
+    }
+    eprintln!(
+        "  buffer {} KiB per CPU, clock {}; recorder CPU {:.3} s while recording, {:.3} s in all",
+        s.buffer_kib,
+        s.clock,
+        s.recording_cpu_ns as f64 / 1e9,
+        s.recorder_cpu_ns as f64 / 1e9
+    );
+    if let Some(st) = s.workload_status {
+        if !st.success() {
+            eprintln!("kstate: the command exited with {st}");
+        }
+    }
+}
+
+fn summary_json(s: &Summary) -> String {
+    let secs = s.duration_ns as f64 / 1e9;
+    let cpus: Vec<serde_json::Value> = s
+        .cpus
+        .iter()
+        .map(|c| {
+            let n = &c.count;
+            let rate = if secs > 0.0 { n.data_bytes as f64 / secs } else { 0.0 };
+            serde_json::json!({
+                "cpu": n.cpu,
+                "events": n.events,
+                "lost": n.lost,
+                "lost_unknown_pages": n.lost_unknown,
+                "pages": n.pages,
+                "bytes": n.data_bytes,
+                "bytes_per_s": rate,
+                "buffer_holds_s": if rate > 0.0 { Some((s.buffer_kib * 1024) as f64 / rate) } else { None },
+                "overrun": c.stats.as_ref().map(|r| r.overrun),
+                "dropped": c.stats.as_ref().map(|r| r.dropped_events),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "output": s.output.display().to_string(),
+        "file_bytes": s.file_bytes,
+        "duration_ns": s.duration_ns,
+        "clock": s.clock,
+        "buffer_kib_per_cpu": s.buffer_kib,
+        "events": s.events(),
+        "lost": s.lost(),
+        "cpus": cpus,
+        "events_enabled": s.events_enabled,
+        "missing_events": s.missing_events,
+        "stale_instances_removed": s.stale_instances_removed,
+        "stopped_by": s.stopped_by,
+        "disk_full": s.disk_full,
+        "workload_exit": s.workload_status.and_then(|st| st.code()),
+        "recorder_cpu_ns": s.recorder_cpu_ns,
+        "recording_cpu_ns": s.recording_cpu_ns,
+        "sysinfo_snapshots": s.sysinfo_snapshots,
+        "spliced": s.spliced,
+    })
+    .to_string()
+}

@@ -1,0 +1,21 @@
+//! `kstate record`: kernel tracepoints into a trace-cmd-compatible trace.dat, through a
+//! private tracefs instance.
+//!
+//! Flow: `tracefs` (find or mount it) -> `instance` (a private, owner-named instance,
+//! always removed) -> `events` (presets and names resolved against the kernel) ->
+//! `reader` (one thread per CPU splicing pages into scratch files) -> `assemble` (scratch
+//! files into the trace.dat, counted) — driven by `session`.
+
+pub mod assemble;
+pub mod error;
+pub mod events;
+pub mod instance;
+pub mod reader;
+pub mod session;
+pub mod signals;
+pub mod system;
+pub mod tracefs;
+pub mod workload;
+
+pub use error::{Error, Result};
+pub use session::{record, CpuSummary, Options, Summary, DEFAULT_BUFFER_KIB};

@@ -1,0 +1,403 @@
+//! One thread per CPU moving ring-buffer pages from the kernel into a scratch file.
+//!
+//! Pages go kernel -> pipe -> file with `splice`: full pages are handed over without
+//! being copied to user space, and no event is looked at while recording. The thread
+//! sleeps in `poll` until the kernel reports the buffer filled to the instance's
+//! `buffer_percent` watermark (or the recording stops), then drains every full page.
+//! When the recording stops it drains the rest, and finally reads the last, partly
+//! filled pages with `read` (splice only moves whole pages).
+//!
+//! Kernels or files where splice is refused fall back to page-sized `read`/`write`.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use crate::error::{Error, Result};
+
+/// Shared between the recorder and its reader threads.
+pub struct Control {
+    stopping: AtomicBool,
+    /// eventfd that wakes every reader's poll at once.
+    wake: OwnedFd,
+    /// The first reader failure (a full disk, an I/O error); the recorder stops on it.
+    failure: Mutex<Option<Error>>,
+}
+
+impl Control {
+    pub fn new() -> Result<Arc<Control>> {
+        // SAFETY: eventfd has no memory-safety preconditions; the fd is checked below.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(Error::new(format!(
+                "eventfd: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        Ok(Arc::new(Control {
+            stopping: AtomicBool::new(false),
+            // SAFETY: fd is a fresh descriptor we own.
+            wake: unsafe { OwnedFd::from_raw_fd(fd) },
+            failure: Mutex::new(None),
+        }))
+    }
+
+    /// Tells every reader to drain what is left and finish.
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a valid u64 to our eventfd.
+        unsafe {
+            libc::write(
+                self.wake.as_raw_fd(),
+                (&one as *const u64).cast(),
+                std::mem::size_of::<u64>(),
+            )
+        };
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// Takes the first failure a reader reported, if any.
+    pub fn failure(&self) -> Option<Error> {
+        self.failure.lock().map(|mut f| f.take()).unwrap_or(None)
+    }
+
+    pub fn has_failed(&self) -> bool {
+        self.failure.lock().map(|f| f.is_some()).unwrap_or(true)
+    }
+
+    fn fail(&self, e: Error) {
+        if let Ok(mut f) = self.failure.lock() {
+            if f.is_none() {
+                *f = Some(e);
+            }
+        }
+        self.stop();
+    }
+}
+
+/// What a reader thread moved.
+#[derive(Debug, Clone)]
+pub struct CpuOutcome {
+    pub cpu: u32,
+    pub scratch: PathBuf,
+    /// Bytes written to the scratch file (may end mid-page after a write failure).
+    pub bytes: u64,
+    /// Whether pages went through splice (false: the read/write fallback).
+    pub spliced: bool,
+}
+
+pub struct CpuReader {
+    handle: JoinHandle<CpuOutcome>,
+}
+
+impl CpuReader {
+    /// Opens `trace_pipe_raw` and the scratch file now (so errors surface before tracing
+    /// starts) and starts the thread.
+    pub fn start(
+        cpu: u32,
+        pipe_raw: &Path,
+        scratch: &Path,
+        page_size: usize,
+        ctl: Arc<Control>,
+    ) -> Result<CpuReader> {
+        let src = open_nonblock(pipe_raw)?;
+        let dst = File::create(scratch).map_err(|e| Error::io("creating", scratch, e))?;
+        let scratch = scratch.to_path_buf();
+        let handle = std::thread::Builder::new()
+            .name(format!("kstate-cpu{cpu}"))
+            .spawn(move || {
+                let mut r = Mover {
+                    cpu,
+                    src,
+                    dst,
+                    page_size,
+                    bytes: 0,
+                    pipe: None,
+                    splice_ok: true,
+                    allocated: 0,
+                };
+                if let Err(e) = r.run(&ctl) {
+                    ctl.fail(e);
+                }
+                CpuOutcome {
+                    cpu,
+                    scratch,
+                    bytes: r.bytes,
+                    spliced: r.splice_ok,
+                }
+            })
+            .map_err(|e| Error::new(format!("starting the CPU {cpu} reader thread: {e}")))?;
+        Ok(CpuReader { handle })
+    }
+
+    pub fn join(self) -> Result<CpuOutcome> {
+        self.handle
+            .join()
+            .map_err(|_| Error::new("a reader thread panicked"))
+    }
+}
+
+fn open_nonblock(path: &Path) -> Result<OwnedFd> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| Error::new(format!("{}: path contains NUL", path.display())))?;
+    // SAFETY: c is a valid NUL-terminated path.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(Error::io("opening", path, std::io::Error::last_os_error()));
+    }
+    // SAFETY: fd is a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+struct Pipe {
+    r: OwnedFd,
+    w: OwnedFd,
+    size: usize,
+}
+
+struct Mover {
+    cpu: u32,
+    src: OwnedFd,
+    dst: File,
+    page_size: usize,
+    bytes: u64,
+    pipe: Option<Pipe>,
+    splice_ok: bool,
+    /// The scratch file is preallocated up to here (see `preallocate`).
+    allocated: u64,
+}
+
+/// The pipe between kernel and file: 1 MiB when the system allows it, so one splice moves
+/// up to 256 pages.
+const PIPE_SIZE: usize = 1 << 20;
+
+impl Mover {
+    fn run(&mut self, ctl: &Control) -> Result<()> {
+        self.pipe = make_pipe();
+        if self.pipe.is_none() {
+            self.splice_ok = false;
+        }
+        loop {
+            self.drain_full_pages()?;
+            if ctl.stopping() {
+                break;
+            }
+            self.wait(ctl);
+        }
+        // Tracing is off: take the full pages left, then the partly filled last ones.
+        self.drain_full_pages()?;
+        self.read_pages()
+    }
+
+    /// Sleeps until the kernel signals data past the watermark, or the stop eventfd fires.
+    /// A timeout bounds the sleep in case a wake-up is missed.
+    fn wait(&self, ctl: &Control) {
+        let mut fds = [
+            libc::pollfd {
+                fd: self.src.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: ctl.wake.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: fds is a valid array of 2 pollfd for the duration of the call.
+        unsafe { libc::poll(fds.as_mut_ptr(), 2, 500) };
+    }
+
+    fn drain_full_pages(&mut self) -> Result<()> {
+        if self.splice_ok {
+            match self.splice_pages() {
+                Ok(()) => return Ok(()),
+                // First splice refused (no splice support here): fall back for good.
+                Err(e) if e.os == Some(libc::EINVAL) && self.bytes == 0 => {
+                    self.splice_ok = false;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.read_pages()
+    }
+
+    fn splice_pages(&mut self) -> Result<()> {
+        let pipe = self.pipe.as_ref().expect("splice needs the pipe");
+        let chunk = pipe.size - pipe.size % self.page_size;
+        let (pipe_r, pipe_w) = (pipe.r.as_raw_fd(), pipe.w.as_raw_fd());
+        loop {
+            // SAFETY: valid fds; null offsets mean "current position".
+            let n = unsafe {
+                libc::splice(
+                    self.src.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    pipe_w,
+                    std::ptr::null_mut(),
+                    chunk,
+                    libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
+                )
+            };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                match e.raw_os_error() {
+                    Some(libc::EAGAIN) => return Ok(()),
+                    Some(libc::EINTR) => continue,
+                    _ => {
+                        return Err(os_error(
+                            format!("splicing CPU {} pages from the kernel", self.cpu),
+                            e,
+                        ))
+                    }
+                }
+            }
+            if n == 0 {
+                return Ok(());
+            }
+            self.preallocate(n as u64);
+            let mut left = n as usize;
+            while left > 0 {
+                // SAFETY: as above; moves what the pipe holds into the file.
+                let m = unsafe {
+                    libc::splice(
+                        pipe_r,
+                        std::ptr::null_mut(),
+                        self.dst.as_raw_fd(),
+                        std::ptr::null_mut(),
+                        left,
+                        libc::SPLICE_F_MOVE,
+                    )
+                };
+                if m < 0 {
+                    let e = std::io::Error::last_os_error();
+                    if e.raw_os_error() == Some(libc::EINTR) {
+                        continue;
+                    }
+                    return Err(os_error(
+                        format!("writing CPU {} pages to its scratch file", self.cpu),
+                        e,
+                    ));
+                }
+                if m == 0 {
+                    return Err(Error::new(format!(
+                        "writing CPU {} pages to its scratch file: no progress",
+                        self.cpu
+                    )));
+                }
+                left -= m as usize;
+                self.bytes += m as u64;
+            }
+        }
+    }
+
+    /// Allocates scratch-file space ahead of the writes, in large steps. Filesystems with
+    /// delayed allocation (ext4) otherwise spend more CPU reserving blocks page by page
+    /// than the pages cost to move. Best effort: a refusal (no support, or the disk is
+    /// nearly full) just leaves allocation to the writes.
+    fn preallocate(&mut self, incoming: u64) {
+        const STEP: u64 = 64 << 20;
+        if self.bytes + incoming <= self.allocated {
+            return;
+        }
+        // SAFETY: fallocate on our own open file; KEEP_SIZE leaves the file size alone.
+        let r = unsafe {
+            libc::fallocate(
+                self.dst.as_raw_fd(),
+                libc::FALLOC_FL_KEEP_SIZE,
+                self.allocated as libc::off_t,
+                STEP as libc::off_t,
+            )
+        };
+        self.allocated = if r == 0 {
+            self.allocated + STEP
+        } else {
+            u64::MAX // do not try again
+        };
+    }
+
+    /// Page-sized reads until the buffer is empty. `read` also hands out partly filled
+    /// pages (splice does not), so the fallback writes smaller pages while tracing.
+    fn read_pages(&mut self) -> Result<()> {
+        let mut page = vec![0u8; self.page_size];
+        loop {
+            // SAFETY: page is a valid writable buffer of page_size bytes.
+            let n = unsafe {
+                libc::read(
+                    self.src.as_raw_fd(),
+                    page.as_mut_ptr().cast(),
+                    self.page_size,
+                )
+            };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                match e.raw_os_error() {
+                    Some(libc::EAGAIN) => return Ok(()),
+                    Some(libc::EINTR) => continue,
+                    _ => {
+                        return Err(os_error(
+                            format!("reading CPU {} pages from the kernel", self.cpu),
+                            e,
+                        ))
+                    }
+                }
+            }
+            if n == 0 {
+                return Ok(());
+            }
+            // The kernel returns whole pages; anything else would break the page stream.
+            let n = n as usize;
+            if n != self.page_size {
+                page[n..].fill(0);
+            }
+            self.dst.write_all(&page).map_err(|e| {
+                os_error(
+                    format!("writing CPU {} pages to its scratch file", self.cpu),
+                    e,
+                )
+            })?;
+            self.bytes += self.page_size as u64;
+        }
+    }
+}
+
+fn os_error(what: String, e: std::io::Error) -> Error {
+    let mut err = Error::new(format!("{what}: {e}"));
+    err.os = e.raw_os_error();
+    err
+}
+
+fn make_pipe() -> Option<Pipe> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: fds is a valid array of two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return None;
+    }
+    // SAFETY: both descriptors are fresh and owned here.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: fcntl on our own pipe; failure leaves the default size.
+    let size = unsafe {
+        libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE as libc::c_int);
+        libc::fcntl(w.as_raw_fd(), libc::F_GETPIPE_SZ)
+    };
+    if size <= 0 {
+        return None;
+    }
+    Some(Pipe {
+        r,
+        w,
+        size: size as usize,
+    })
+}

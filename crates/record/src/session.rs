@@ -1,0 +1,628 @@
+//! One recording from start to finish: set up the instance, move pages while the workload
+//! runs, stop, and write the trace.dat with kstate's extra sections.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitStatus};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kstate_format::extras::{self, Recording, RingStats, SysinfoWriter};
+use kstate_format::writer::{Compression, TraceWriter, WriterConfig};
+use kstate_format::{Endian, PageLayout};
+
+use crate::assemble::{self, CpuCount};
+use crate::error::{Error, Result};
+use crate::events::{self, Selection};
+use crate::instance::{self, Instance};
+use crate::reader::{Control, CpuReader};
+use crate::system;
+use crate::tracefs::{self, Tracefs};
+use crate::{signals, workload};
+
+/// The default per-CPU buffer: room for a few hundred milliseconds of a system-call
+/// storm, so the reader's wake-ups never have to be prompt.
+pub const DEFAULT_BUFFER_KIB: u64 = 8192;
+
+/// The instance's wake-up watermark: readers are woken when a CPU's buffer is this full,
+/// leaving the rest as headroom while they drain it.
+const BUFFER_PERCENT: u32 = 20;
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub output: PathBuf,
+    /// `-e` arguments: presets, systems, `system:event`.
+    pub events: Vec<String>,
+    /// Record only these processes (and their children).
+    pub pids: Vec<i32>,
+    /// With a command: record the whole system, not just the command.
+    pub all: bool,
+    pub command: Vec<String>,
+    pub duration: Option<Duration>,
+    pub buffer_kib: u64,
+    /// Trace clock; default `mono` (lines up with CLOCK_MONOTONIC and maps to wall time).
+    pub clock: Option<String>,
+    /// `EVENT:EXPR`, EVENT being `system:event`, `event` or `system`.
+    pub filters: Vec<String>,
+    /// 0 turns the memory snapshots off.
+    pub sysinfo_interval_ms: u64,
+    pub compression: Compression,
+    /// The recorder's own command line, stored in the file.
+    pub argv: Vec<String>,
+    pub tool: String,
+}
+
+impl Options {
+    pub fn new(output: PathBuf) -> Options {
+        Options {
+            output,
+            events: vec!["perf".into()],
+            pids: Vec::new(),
+            all: false,
+            command: Vec::new(),
+            duration: None,
+            buffer_kib: DEFAULT_BUFFER_KIB,
+            clock: None,
+            filters: Vec::new(),
+            sysinfo_interval_ms: 1000,
+            compression: Compression::None,
+            argv: Vec::new(),
+            tool: format!("kstate {}", env!("CARGO_PKG_VERSION")),
+        }
+    }
+}
+
+/// Per CPU, what was recorded.
+#[derive(Debug, Clone)]
+pub struct CpuSummary {
+    pub count: CpuCount,
+    pub stats: Option<RingStats>,
+}
+
+#[derive(Debug)]
+pub struct Summary {
+    pub output: PathBuf,
+    pub file_bytes: u64,
+    pub duration_ns: u64,
+    pub clock: String,
+    pub buffer_kib: u64,
+    pub cpus: Vec<CpuSummary>,
+    pub events_enabled: Vec<String>,
+    pub missing_events: Vec<String>,
+    pub stale_instances_removed: Vec<String>,
+    /// Why the recording ended early (a signal, a full disk), if it did.
+    pub stopped_by: Option<String>,
+    /// Set when the file is complete but shorter than the recording: the disk filled.
+    pub disk_full: Option<String>,
+    pub workload_status: Option<ExitStatus>,
+    /// CPU time of the whole recorder run, setup and file writing included.
+    pub recorder_cpu_ns: u64,
+    /// CPU time the recorder used while tracing was on (all its threads).
+    pub recording_cpu_ns: u64,
+    pub sysinfo_snapshots: u64,
+    pub spliced: bool,
+}
+
+impl Summary {
+    pub fn events(&self) -> u64 {
+        self.cpus.iter().map(|c| c.count.events).sum()
+    }
+    pub fn lost(&self) -> u64 {
+        self.cpus.iter().map(|c| c.count.lost).sum()
+    }
+}
+
+/// Messages for the user while recording (warnings, "recording..."); the CLI prints them.
+pub type Notify<'a> = &'a mut dyn FnMut(&str);
+
+pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(Error::new(
+            "kstate record needs root: it creates a tracefs instance and enables kernel events",
+        ));
+    }
+    if let Some(a) = opts.command.first() {
+        if a.is_empty() {
+            return Err(Error::new("empty command"));
+        }
+    }
+    let tfs = Tracefs::open()?;
+    let stale = instance::remove_stale(&tfs);
+    for s in &stale {
+        notify(&format!(
+            "removed tracefs instance {s} left by a recorder that no longer runs"
+        ));
+    }
+    remove_stale_scratch(&opts.output);
+
+    let sel = events::resolve(&tfs.path("events"), &opts.events)?;
+    if !sel.missing.is_empty() {
+        notify(&format!(
+            "warning: this kernel lacks {}; recording the rest",
+            sel.missing.join(", ")
+        ));
+    }
+    let clock = choose_clock(&tfs, opts.clock.as_deref())?;
+    let page_size = page_size();
+    let header_page = tracefs::read(&tfs.path("events/header_page"))?;
+    let header_event = tracefs::read(&tfs.path("events/header_event"))?;
+    let endian = if cfg!(target_endian = "big") {
+        Endian::Big
+    } else {
+        Endian::Little
+    };
+    let layout = PageLayout::parse(&header_page, endian, Some(page_size))?;
+    let long_size = std::mem::size_of::<libc::c_long>();
+    let kallsyms = tracefs::read(Path::new("/proc/kallsyms")).unwrap_or_default();
+
+    // The output first: an unwritable path fails before anything is traced.
+    let mut cfg = WriterConfig::new(layout.page_size);
+    cfg.long_size = long_size;
+    cfg.compression = opts.compression;
+    cfg.clock = Some(clock.clone());
+    cfg.uname = system::uname();
+    cfg.version = Some(opts.tool.clone());
+    let mut writer = TraceWriter::create(&opts.output, cfg)?;
+    let scratch = Scratch::create(&opts.output)?;
+    // Room for the metadata if the disk fills while recording.
+    let reserve_bytes = kallsyms.len() as u64 + (8 << 20);
+    let reserve = assemble::reserve(&scratch.path("reserve"), reserve_bytes);
+
+    let inst = Instance::create(&tfs)?;
+    setup_instance(&inst, opts, &sel, &clock)?;
+
+    let cpus: Vec<u32> = system::possible_cpus()
+        .into_iter()
+        .filter(|c| inst.path(&format!("per_cpu/cpu{c}")).is_dir())
+        .collect();
+    let ctl = Control::new()?;
+    let mut readers = Vec::new();
+    for &cpu in &cpus {
+        readers.push(CpuReader::start(
+            cpu,
+            &inst.path(&format!("per_cpu/cpu{cpu}/trace_pipe_raw")),
+            &scratch.path(&format!("cpu{cpu}")),
+            layout.page_size,
+            Arc::clone(&ctl),
+        )?);
+    }
+
+    let processes = system::processes();
+    let user_clock = system::user_clock(&clock);
+    let wall_offset = user_clock.map(system::wall_offset);
+    let sampler = (opts.sysinfo_interval_ms > 0)
+        .then(|| {
+            Sampler::start(
+                &scratch.path("sysinfo"),
+                opts.sysinfo_interval_ms,
+                user_clock.unwrap_or(libc::CLOCK_MONOTONIC),
+                Arc::clone(&ctl),
+            )
+        })
+        .transpose()?;
+
+    signals::install();
+    let gated = match opts.command.is_empty() {
+        true => None,
+        false => Some(workload::spawn_gated(&opts.command)?),
+    };
+    let mut pids: Vec<i32> = opts
+        .pids
+        .iter()
+        .flat_map(|&p| workload::threads_of(p))
+        .collect();
+    if let Some(g) = &gated {
+        if !opts.all {
+            pids.push(g.pid);
+        }
+    }
+    if !pids.is_empty() {
+        inst.write("options/event-fork", "1")?;
+        let list: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
+        inst.write("set_event_pid", &list.join(" "))?;
+    }
+
+    let now = || user_clock.map_or(0, system::now_ns);
+    let cpu_at_start = system::self_cpu_ns();
+    inst.write("tracing_on", "1")?;
+    let start_ts = now();
+    let started = Instant::now();
+    let mut child: Option<Child> = None;
+    let mut workload_status = None;
+    let mut stopped_by = None;
+    match gated {
+        Some(g) => match g.release() {
+            Ok(c) => child = Some(c),
+            Err(e) => {
+                ctl.stop();
+                let _ = inst.write("tracing_on", "0");
+                return Err(e);
+            }
+        },
+        None => notify(&match opts.duration {
+            Some(d) => format!("recording for {:.3} s (Ctrl-C stops)", d.as_secs_f64()),
+            None => "recording; Ctrl-C stops".to_string(),
+        }),
+    }
+
+    // Wait for the end: the command exits, the duration passes, a signal, or a failure.
+    loop {
+        if let Some(c) = child.as_mut() {
+            if let Ok(Some(st)) = c.try_wait() {
+                workload_status = Some(st);
+                break;
+            }
+        }
+        if let Some(sig) = signals::caught() {
+            stopped_by = Some(format!("stopped by {}", signals::name(sig)));
+            if let Some(c) = child.as_ref() {
+                // Ctrl-C reaches the command through the terminal; SIGTERM does not.
+                // SAFETY: kill with a pid we spawned and have not reaped.
+                unsafe { libc::kill(c.id() as i32, sig) };
+            }
+            break;
+        }
+        if ctl.has_failed() {
+            break;
+        }
+        if opts.duration.is_some_and(|d| started.elapsed() >= d) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = inst.write("tracing_on", "0");
+    let stop_ts = now();
+    let elapsed = started.elapsed();
+    ctl.stop();
+
+    let mut outcomes = Vec::new();
+    for r in readers {
+        outcomes.push(r.join()?);
+    }
+    let sysinfo = sampler.map(Sampler::finish).transpose()?;
+    let recording_cpu_ns = system::self_cpu_ns() - cpu_at_start;
+    let stats: Vec<Option<RingStats>> = cpus
+        .iter()
+        .map(|&c| {
+            inst.read(&format!("per_cpu/cpu{c}/stats"))
+                .ok()
+                .and_then(|t| extras::parse_ring_stats(c, &t).ok())
+        })
+        .collect();
+    let saved_cmdlines = tracefs::read(&tfs.path("saved_cmdlines")).unwrap_or_default();
+    let formats: Vec<(String, Vec<u8>)> = sel
+        .events
+        .iter()
+        .map(|(s, e)| {
+            tracefs::read(&inst.path(&format!("events/{s}/{e}/format"))).map(|t| (s.clone(), t))
+        })
+        .collect::<Result<_>>()?;
+    let printk = tracefs::read(&tfs.path("printk_formats")).unwrap_or_default();
+    inst.remove()?;
+    if let Some(c) = child.as_mut() {
+        if workload_status.is_none() {
+            workload_status = wait_briefly(c);
+        }
+    }
+
+    // A reader failure (a full disk) ends the recording; what was written is kept.
+    let failure = ctl.failure();
+    let disk_full = match failure {
+        Some(e) if e.is_disk_full() => Some(e.to_string()),
+        Some(e) => return Err(e),
+        None => None,
+    };
+    drop(reserve);
+    let _ = std::fs::remove_file(scratch.path("reserve"));
+
+    writer.header_page(&header_page)?;
+    writer.header_event(&header_event);
+    for (s, t) in &formats {
+        writer.event_format(s, t);
+    }
+    writer.kallsyms(&kallsyms);
+    writer.printk_formats(&printk);
+    writer.cmdlines(&cmdlines(&processes, &saved_cmdlines));
+
+    let mut cpu_summaries = Vec::new();
+    for (o, st) in outcomes.iter().zip(stats) {
+        let count = assemble::copy_cpu(&mut writer, o.cpu, &o.scratch, &layout)?;
+        let _ = std::fs::remove_file(&o.scratch);
+        cpu_summaries.push(CpuSummary { count, stats: st });
+    }
+
+    let rec = Recording {
+        tool: opts.tool.clone(),
+        command: opts.argv.clone(),
+        workload: opts.command.clone(),
+        hostname: system::hostname(),
+        clock: clock.clone(),
+        wall_offset_ns: wall_offset,
+        start_ts,
+        stop_ts,
+        buffer_kib_per_cpu: opts.buffer_kib,
+        events: sel.events.iter().map(|(s, e)| format!("{s}:{e}")).collect(),
+        missing_events: sel.missing.clone(),
+        filters: opts.filters.clone(),
+        pids: pids.clone(),
+        sysinfo_interval_ms: opts.sysinfo_interval_ms,
+    };
+    writer.extra_option(extras::ids::RECORDING, &rec.encode())?;
+    writer.extra_option(
+        extras::ids::PROCESSES,
+        &extras::encode_processes(&processes),
+    )?;
+    let mut sysinfo_snapshots = 0;
+    if let Some((n, path)) = &sysinfo {
+        sysinfo_snapshots = *n;
+        let data = std::fs::read(path).map_err(|e| Error::io("reading", path, e))?;
+        writer.extra_option(extras::ids::SYSINFO, &data)?;
+    }
+    let ring: Vec<RingStats> = cpu_summaries
+        .iter()
+        .filter_map(|c| c.stats.clone())
+        .collect();
+    writer.extra_option(extras::ids::RING_STATS, &extras::encode_ring_stats(&ring))?;
+    writer.finish()?;
+    drop(scratch);
+
+    let file_bytes = std::fs::metadata(&opts.output)
+        .map(|m| m.len())
+        .unwrap_or(0);
+    let duration_ns = match (user_clock, stop_ts > start_ts) {
+        (Some(_), true) => stop_ts - start_ts,
+        _ => elapsed.as_nanos() as u64,
+    };
+    Ok(Summary {
+        output: opts.output.clone(),
+        file_bytes,
+        duration_ns,
+        clock,
+        buffer_kib: opts.buffer_kib,
+        cpus: cpu_summaries,
+        events_enabled: rec.events,
+        missing_events: sel.missing,
+        stale_instances_removed: stale,
+        stopped_by: stopped_by.or_else(|| disk_full.as_ref().map(|_| "stopped: disk full".into())),
+        disk_full,
+        workload_status,
+        recorder_cpu_ns: system::self_cpu_ns(),
+        recording_cpu_ns,
+        sysinfo_snapshots,
+        spliced: outcomes.iter().all(|o| o.spliced),
+    })
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
+}
+
+/// The requested trace clock, or `mono` when the kernel has it (it maps to wall time and
+/// to CLOCK_MONOTONIC in user space), else the kernel's current one.
+fn choose_clock(tfs: &Tracefs, want: Option<&str>) -> Result<String> {
+    let listing = tracefs::read_string(&tfs.path("trace_clock"))?;
+    let names: Vec<&str> = listing
+        .split_whitespace()
+        .map(|s| s.trim_matches(|c| c == '[' || c == ']'))
+        .collect();
+    match want {
+        Some(w) if names.contains(&w) => Ok(w.to_string()),
+        Some(w) => Err(Error::new(format!(
+            "trace clock '{w}' is not offered by this kernel (it has: {})",
+            names.join(", ")
+        ))),
+        None if names.contains(&"mono") => Ok("mono".into()),
+        None => {
+            Ok(kstate_format::rawdir::selected_clock(&listing).unwrap_or_else(|| "local".into()))
+        }
+    }
+}
+
+fn setup_instance(inst: &Instance, opts: &Options, sel: &Selection, clock: &str) -> Result<()> {
+    inst.write("buffer_size_kb", &opts.buffer_kib.to_string())
+        .map_err(|e| {
+            Error::new(format!(
+                "setting the buffer to {} KiB per CPU: {e}",
+                opts.buffer_kib
+            ))
+        })?;
+    inst.write("trace_clock", clock)?;
+    // Older kernels lack the watermark file; the readers' poll timeout covers them.
+    let _ = inst.write("buffer_percent", &BUFFER_PERCENT.to_string());
+    for f in &opts.filters {
+        apply_filter(inst, sel, f)?;
+    }
+    for (s, e) in &sel.events {
+        inst.write(&format!("events/{s}/{e}/enable"), "1")?;
+    }
+    Ok(())
+}
+
+/// `EVENT:EXPR` into the kernel's filter file(s); the kernel's own complaint on error.
+fn apply_filter(inst: &Instance, sel: &Selection, spec: &str) -> Result<()> {
+    let bad = || {
+        Error::new(format!(
+            "--filter '{spec}': expected EVENT:EXPR (EVENT is system:event, event or system)"
+        ))
+    };
+    let (head, rest) = spec.split_once(':').ok_or_else(bad)?;
+    // system:event:EXPR, or event:EXPR / system:EXPR.
+    let targets: Vec<(String, String)> = match rest.split_once(':') {
+        Some((ev, expr)) if sel.events.iter().any(|(s, e)| s == head && e == ev) => {
+            vec![(head.to_string(), ev.to_string())]
+                .into_iter()
+                .map(|t| (format!("events/{}/{}/filter", t.0, t.1), expr.to_string()))
+                .collect()
+        }
+        _ => sel
+            .events
+            .iter()
+            .filter(|(s, e)| e == head || s == head)
+            .map(|(s, e)| (format!("events/{s}/{e}/filter"), rest.to_string()))
+            .collect(),
+    };
+    if targets.is_empty() {
+        return Err(Error::new(format!(
+            "--filter '{spec}': '{head}' is not among the events being recorded"
+        )));
+    }
+    for (file, expr) in targets {
+        if let Err(e) = inst.write(&file, expr.trim()) {
+            // The kernel explains a rejected filter in the filter file itself.
+            let why = inst
+                .read(&file)
+                .map(|t| String::from_utf8_lossy(&t).trim().replace('\n', " "))
+                .unwrap_or_default();
+            return Err(Error::new(format!("--filter '{spec}': {e} {why}")));
+        }
+    }
+    Ok(())
+}
+
+/// cmdlines for trace-cmd: the process table at start plus the kernel's saved_cmdlines
+/// (which knows tasks that started during the recording).
+fn cmdlines(procs: &[extras::Process], saved: &[u8]) -> Vec<u8> {
+    let mut map: std::collections::BTreeMap<i32, String> =
+        procs.iter().map(|p| (p.pid, p.comm.clone())).collect();
+    for (pid, comm) in kstate_format::rawdir::parse_cmdlines(saved) {
+        map.insert(pid, comm);
+    }
+    map.iter()
+        .filter(|(pid, _)| **pid > 0)
+        .map(|(pid, c)| format!("{pid} {c}\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
+fn wait_briefly(c: &mut Child) -> Option<ExitStatus> {
+    for _ in 0..100 {
+        if let Ok(Some(st)) = c.try_wait() {
+            return Some(st);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
+
+/// The scratch directory beside the output: per-CPU page files, the memory snapshots
+/// and the disk reserve. Removed on drop, whatever happened.
+struct Scratch {
+    dir: PathBuf,
+}
+
+fn scratch_dir(output: &Path, pid: u32) -> PathBuf {
+    let mut s = output.as_os_str().to_owned();
+    s.push(format!(".kstate-{pid}.scratch"));
+    PathBuf::from(s)
+}
+
+impl Scratch {
+    fn create(output: &Path) -> Result<Scratch> {
+        let dir = scratch_dir(output, std::process::id());
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).map_err(|e| Error::io("creating scratch directory", &dir, e))?;
+        Ok(Scratch { dir })
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Scratch directories for the same output left by recorders that were killed.
+fn remove_stale_scratch(output: &Path) {
+    let dir = match output.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let Some(base) = output.file_name().and_then(|n| n.to_str()) else {
+        return;
+    };
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return;
+    };
+    for ent in rd.flatten() {
+        let name = ent.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(base)
+            .and_then(|r| r.strip_prefix(".kstate-"))
+            .and_then(|r| r.strip_suffix(".scratch"))
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(ent.path());
+        }
+    }
+}
+
+/// Samples /proc/meminfo and /proc/vmstat every interval into a scratch file.
+struct Sampler {
+    handle: std::thread::JoinHandle<Result<(u64, PathBuf)>>,
+}
+
+impl Sampler {
+    fn start(
+        path: &Path,
+        interval_ms: u64,
+        clock: libc::clockid_t,
+        ctl: Arc<Control>,
+    ) -> Result<Sampler> {
+        let file = std::fs::File::create(path).map_err(|e| Error::io("creating", path, e))?;
+        let path = path.to_path_buf();
+        let handle = std::thread::Builder::new()
+            .name("kstate-sysinfo".into())
+            .spawn(move || {
+                let mut w = SysinfoWriter::new(std::io::BufWriter::new(file));
+                let interval = Duration::from_millis(interval_ms);
+                let mut next = Instant::now();
+                loop {
+                    let last = ctl.stopping();
+                    // A tick whose /proc text cannot be read or parsed is skipped; the
+                    // recording itself must not fail over a memory snapshot.
+                    let mem = tracefs::read(Path::new("/proc/meminfo"));
+                    let vm = tracefs::read(Path::new("/proc/vmstat"));
+                    if let (Ok(mem), Ok(vm)) = (mem, vm) {
+                        match w.snapshot(system::now_ns(clock), &mem, &vm) {
+                            Err(e) if e.kind() != std::io::ErrorKind::InvalidData => {
+                                return Err(Error::io("writing", &path, e))
+                            }
+                            _ => {}
+                        }
+                    }
+                    if last {
+                        let n = w.snapshots();
+                        w.into_inner().map_err(|e| Error::io("writing", &path, e))?;
+                        return Ok((n, path));
+                    }
+                    next += interval;
+                    // Sleep in small steps so a stop is noticed quickly; the stop then
+                    // takes one last snapshot.
+                    while Instant::now() < next && !ctl.stopping() {
+                        let left = next.saturating_duration_since(Instant::now());
+                        std::thread::sleep(Duration::from_millis(10).min(left));
+                    }
+                }
+            })
+            .map_err(|e| Error::new(format!("starting the sysinfo thread: {e}")))?;
+        Ok(Sampler { handle })
+    }
+
+    fn finish(self) -> Result<(u64, PathBuf)> {
+        self.handle
+            .join()
+            .map_err(|_| Error::new("the sysinfo thread panicked"))?
+    }
+}
