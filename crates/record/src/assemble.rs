@@ -133,3 +133,13 @@ pub fn reserve(path: &Path, bytes: u64) -> Option<File> {
     let r = unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, bytes as libc::off_t) };
     (r == 0).then_some(f)
 }
+
+/// Gives back the space a reader preallocated past the end of its scratch file
+/// (truncating to the current size frees blocks beyond it on ext4 and XFS).
+pub fn release_preallocation(scratch: &Path) {
+    if let Ok(f) = OpenOptions::new().write(true).open(scratch) {
+        if let Ok(m) = f.metadata() {
+            let _ = f.set_len(m.len());
+        }
+    }
+}

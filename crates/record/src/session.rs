@@ -279,7 +279,18 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
     for r in readers {
         outcomes.push(r.join()?);
     }
-    let sysinfo = sampler.map(Sampler::finish).transpose()?;
+    for o in &outcomes {
+        assemble::release_preallocation(&o.scratch);
+    }
+    // Snapshots that could not be written (a full disk) are left out, not half kept.
+    let sysinfo = match sampler.map(Sampler::finish) {
+        Some(Err(e)) => {
+            notify(&format!("warning: memory snapshots left out: {e}"));
+            None
+        }
+        Some(Ok(s)) => Some(s),
+        None => None,
+    };
     let recording_cpu_ns = system::self_cpu_ns() - cpu_at_start;
     let stats: Vec<Option<RingStats>> = cpus
         .iter()
@@ -585,7 +596,7 @@ impl Sampler {
         let handle = std::thread::Builder::new()
             .name("kstate-sysinfo".into())
             .spawn(move || {
-                let mut w = SysinfoWriter::new(std::io::BufWriter::new(file));
+                let mut w = SysinfoWriter::new(file);
                 let interval = Duration::from_millis(interval_ms);
                 let mut next = Instant::now();
                 loop {

@@ -1,0 +1,589 @@
+//! `kstate record` against the running kernel: known workloads give known event counts,
+//! the files read in trace-cmd with the same counts, and every way out leaves tracefs
+//! clean. Needs root and tracefs (as the CI machine has); never skips.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
+const INSTANCES: &str = "/sys/kernel/tracing/instances";
+/// getppid on x86_64.
+#[cfg(target_arch = "x86_64")]
+const NR_GETPPID: i64 = 110;
+#[cfg(target_arch = "aarch64")]
+const NR_GETPPID: i64 = 173;
+
+fn run(args: &[&str]) -> Output {
+    Command::new(KSTATE)
+        .args(args)
+        .output()
+        .expect("cannot run kstate")
+}
+
+fn ok(args: &[&str]) -> Output {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "kstate {} failed ({}):\n{}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `kstate record --json ARGS`: the summary object (the last stdout line; the workload
+/// may print before it).
+fn record(args: &[&str]) -> Value {
+    let mut all = vec!["record", "--json"];
+    all.extend_from_slice(args);
+    let out = ok(&all);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let last = stdout.lines().last().expect("a summary line");
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("summary is not JSON ({e}): {last}"))
+}
+
+fn info(file: &Path) -> Value {
+    let out = ok(&["info", "--json", file.to_str().unwrap()]);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Every event of `file` as (event name, pid, fields), from `kstate dump --json`.
+fn dump(file: &Path, events: &str) -> Vec<(String, i64, serde_json::Map<String, Value>)> {
+    let out = ok(&["dump", "--json", "--events", events, file.to_str().unwrap()]);
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            (
+                v["event"].as_str().unwrap().to_string(),
+                v["pid"].as_i64().unwrap(),
+                v["fields"].as_object().unwrap().clone(),
+            )
+        })
+        .collect()
+}
+
+/// `trace-cmd report` of the file: (exit ok, stdout, stderr).
+fn trace_cmd_report(file: &Path) -> (bool, String, String) {
+    let out = Command::new("trace-cmd")
+        .args(["report", "-i"])
+        .arg(file)
+        .output()
+        .expect("trace-cmd must be installed (apt-get install trace-cmd)");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Event lines in trace-cmd report output (everything but the "cpus=N" header).
+fn report_event_lines(report: &str) -> usize {
+    report
+        .lines()
+        .filter(|l| !l.starts_with("cpus=") && !l.trim().is_empty())
+        .count()
+}
+
+fn kstate_instances() -> Vec<String> {
+    std::fs::read_dir(INSTANCES)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("kstate-"))
+        .collect()
+}
+
+fn instances_of(pid: u32) -> Vec<String> {
+    let prefix = format!("kstate-{pid}-");
+    kstate_instances()
+        .into_iter()
+        .filter(|n| n.starts_with(&prefix))
+        .collect()
+}
+
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !cond() {
+        assert!(t.elapsed() < Duration::from_secs(20), "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn tmp() -> tempfile::TempDir {
+    // Beside the target directory: on the real disk (not tmpfs), like a user's recording.
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    tempfile::tempdir_in(base).unwrap()
+}
+
+fn getppid_calls(file: &Path, pid: i64) -> (usize, usize) {
+    let evs = dump(file, "raw_syscalls:sys_enter,raw_syscalls:sys_exit");
+    let enter = evs
+        .iter()
+        .filter(|(e, p, f)| e == "sys_enter" && *p == pid && f["id"] == NR_GETPPID)
+        .count();
+    let exit = evs
+        .iter()
+        .filter(|(e, p, f)| e == "sys_exit" && *p == pid && f["id"] == NR_GETPPID)
+        .count();
+    (enter, exit)
+}
+
+fn recorded_pid(file: &Path) -> i64 {
+    let i = info(file);
+    let pids = i["recording"]["pids"].as_array().expect("recording pids");
+    assert_eq!(pids.len(), 1, "one workload pid: {pids:?}");
+    pids[0].as_i64().unwrap()
+}
+
+#[test]
+fn getppid_calls_are_recorded_exactly_and_trace_cmd_agrees() {
+    let dir = tmp();
+    let out = dir.path().join("getppid.dat");
+    let n = 12_345;
+    let s = record(&[
+        "-o",
+        out.to_str().unwrap(),
+        "-e",
+        "syscall",
+        "--",
+        KSTATE,
+        "workload",
+        "getppid",
+        &n.to_string(),
+    ]);
+    assert_eq!(s["lost"], 0, "{s}");
+    assert_eq!(s["workload_exit"], 0);
+    let pid = recorded_pid(&out);
+    assert_eq!(getppid_calls(&out, pid), (n, n));
+
+    // The summary, kstate info and trace-cmd report count the same events.
+    let i = info(&out);
+    assert_eq!(i["events"], s["events"]);
+    assert_eq!(i["truncated"], false);
+    let (okay, report, stderr) = trace_cmd_report(&out);
+    assert!(okay && stderr.trim().is_empty(), "trace-cmd: {stderr}");
+    assert_eq!(
+        report_event_lines(&report) as u64,
+        i["events"].as_u64().unwrap()
+    );
+    let tc_getppid = report
+        .lines()
+        .filter(|l| {
+            l.contains(&format!("-{pid} "))
+                && l.contains(&format!("sys_enter:            NR {NR_GETPPID} ("))
+        })
+        .count();
+    assert_eq!(tc_getppid, n, "trace-cmd sees the same getppid entries");
+
+    // The pid filter kept other processes out; every event lies inside the recording.
+    let evs = dump(&out, "raw_syscalls:sys_enter");
+    assert!(evs.iter().all(|(_, p, _)| *p == pid));
+    let rec = &i["recording"];
+    let (start, stop) = (
+        rec["start_ts"].as_u64().unwrap(),
+        rec["stop_ts"].as_u64().unwrap(),
+    );
+    assert!(start <= i["first_ts"].as_u64().unwrap());
+    assert!(i["last_ts"].as_u64().unwrap() <= stop);
+    assert!(kstate_instances()
+        .iter()
+        .all(|n| !n.starts_with(&format!("kstate-{}-", std::process::id()))));
+}
+
+#[test]
+fn fsync_writes_give_block_writes_on_the_files_device() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tmp();
+    let out = dir.path().join("bio.dat");
+    let data = dir.path().join("data");
+    let n = 20;
+    let s = record(&[
+        "-o",
+        out.to_str().unwrap(),
+        "-e",
+        "bio",
+        "-a",
+        "--",
+        KSTATE,
+        "workload",
+        "fsync",
+        &n.to_string(),
+        data.to_str().unwrap(),
+    ]);
+    assert_eq!(s["lost"], 0);
+    let dev = std::fs::metadata(&data).unwrap().dev();
+    // The kernel's dev_t in events: major << 20 | minor.
+    let (major, minor) = (libc::major(dev) as u64, libc::minor(dev) as u64);
+    let kdev = (major << 20) | minor;
+    let writes = dump(&out, "block:block_rq_complete")
+        .into_iter()
+        .filter(|(_, _, f)| {
+            f["dev"].as_u64() == Some(kdev) && f["rwbs"].as_str().is_some_and(|r| r.contains('W'))
+        })
+        .count();
+    // Each fsync writes the data block, and the journal commits: at least one request each.
+    assert!(
+        writes >= n,
+        "{writes} completed writes on {major}:{minor} for {n} fsyncs"
+    );
+}
+
+#[test]
+fn two_recorders_at_once_see_only_their_own_workload() {
+    let dir = tmp();
+    let spawn = |name: &str, n: u32| {
+        let out = dir.path().join(name);
+        let child = Command::new(KSTATE)
+            .args(["record", "--json", "-e", "syscall", "-o"])
+            .arg(&out)
+            .args(["--", KSTATE, "workload", "getppid", &n.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        (out, child, n)
+    };
+    let a = spawn("a.dat", 40_000);
+    let b = spawn("b.dat", 30_000);
+    for (out, child, n) in [a, b] {
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let pid = recorded_pid(&out);
+        assert_eq!(getppid_calls(&out, pid), (n as usize, n as usize));
+        let others = dump(&out, "raw_syscalls:sys_enter")
+            .iter()
+            .filter(|(_, p, _)| *p != pid)
+            .count();
+        assert_eq!(
+            others,
+            0,
+            "{} holds events of other processes",
+            out.display()
+        );
+    }
+}
+
+/// Starts a system-wide recorder and waits until its instance exists.
+fn start_background(out: &Path, extra: &[&str]) -> std::process::Child {
+    let child = Command::new(KSTATE)
+        .args(["record", "-e", "sched", "-o"])
+        .arg(out)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    wait_for("the recorder's instance appears", || {
+        !instances_of(pid).is_empty()
+    });
+    // Let it record something.
+    std::thread::sleep(Duration::from_millis(200));
+    child
+}
+
+#[test]
+fn sigint_and_sigterm_finish_the_file_and_remove_the_instance() {
+    let dir = tmp();
+    for (sig, with_cmd) in [
+        (libc::SIGINT, false),
+        (libc::SIGTERM, false),
+        (libc::SIGTERM, true),
+    ] {
+        let out = dir.path().join(format!("sig{sig}-{with_cmd}.dat"));
+        let extra: &[&str] = if with_cmd {
+            &["-a", "--", "sleep", "100"]
+        } else {
+            &[]
+        };
+        let child = start_background(&out, extra);
+        let pid = child.id();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(pid as i32, sig) };
+        let o = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "signal {sig}: {stderr}");
+        assert!(stderr.contains("stopped by SIG"), "{stderr}");
+        assert!(
+            instances_of(pid).is_empty(),
+            "instance left after signal {sig}"
+        );
+        let i = info(&out);
+        assert!(i["events"].as_u64().unwrap() > 0, "signal {sig}: no events");
+        let (okay, report, err) = trace_cmd_report(&out);
+        assert!(okay, "{err}");
+        assert_eq!(
+            report_event_lines(&report) as u64,
+            i["events"].as_u64().unwrap()
+        );
+        // No scratch files left beside the output.
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains("scratch") || n.ends_with(".tmp"))
+            .collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
+}
+
+#[test]
+fn a_killed_recorders_instance_is_removed_by_the_next_recording() {
+    let dir = tmp();
+    let out = dir.path().join("killed.dat");
+    let mut child = start_background(&out, &[]);
+    let pid = child.id();
+    child.kill().unwrap(); // SIGKILL: no cleanup possible
+    child.wait().unwrap();
+    let left = instances_of(pid);
+    assert_eq!(left.len(), 1, "SIGKILL leaves the instance: {left:?}");
+    assert!(!out.exists(), "no finished file after SIGKILL");
+
+    // The next recording (same output path) removes the instance and the scratch files.
+    let s = record(&["-e", "sched", "-d", "0.2", "-o", out.to_str().unwrap()]);
+    assert!(instances_of(pid).is_empty(), "stale instance still there");
+    let _ = s;
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().all(|n| !n.contains(&format!("kstate-{pid}"))),
+        "stale scratch left: {names:?}"
+    );
+    assert!(info(&out)["events"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn kernel_filters_apply_and_bad_ones_are_explained() {
+    let dir = tmp();
+    let out = dir.path().join("filter.dat");
+    let expr = format!("raw_syscalls:sys_enter:id == {NR_GETPPID}");
+    record(&[
+        "-o",
+        out.to_str().unwrap(),
+        "-e",
+        "syscall",
+        "--filter",
+        &expr,
+        "--",
+        KSTATE,
+        "workload",
+        "getppid",
+        "500",
+    ]);
+    let evs = dump(&out, "raw_syscalls:sys_enter");
+    assert_eq!(evs.len(), 500, "only getppid entries pass the filter");
+    assert!(
+        !dump(&out, "raw_syscalls:sys_exit").is_empty(),
+        "sys_exit is not filtered"
+    );
+
+    let o = run(&[
+        "record",
+        "-e",
+        "syscall",
+        "--filter",
+        "raw_syscalls:sys_enter:no_such_field == 1",
+        "-o",
+        dir.path().join("bad.dat").to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--filter") && err.contains("no_such_field"),
+        "{err}"
+    );
+    assert!(!dir.path().join("bad.dat").exists());
+}
+
+#[test]
+fn bad_requests_fail_clearly_and_leave_nothing_behind() {
+    let dir = tmp();
+    let before = kstate_instances();
+    let cases: [(&[&str], &str); 4] = [
+        (&["-e", "shced", "--", "true"], "did you mean: sched"),
+        (
+            &["-e", "raw_syscalls:sys_entr", "--", "true"],
+            "raw_syscalls:sys_enter",
+        ),
+        (
+            &["-o", "/proc/kstate-test.dat", "--", "true"],
+            "/proc/kstate-test.dat",
+        ),
+        (
+            &["--clock", "sundial", "--", "true"],
+            "trace clock 'sundial'",
+        ),
+    ];
+    let default_out = dir.path().join("x.dat");
+    for (args, expect) in cases {
+        let mut all: Vec<&str> = vec!["record"];
+        if !args.contains(&"-o") {
+            all.extend(["-o", default_out.to_str().unwrap()]);
+        }
+        all.extend_from_slice(args);
+        let o = run(&all);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{all:?} succeeded");
+        assert!(
+            err.contains(expect),
+            "{all:?}: expected '{expect}' in: {err}"
+        );
+    }
+    // Instances present now were present before (or belong to concurrently running tests).
+    for n in kstate_instances() {
+        let pid: u32 = n.split('-').nth(1).unwrap().parse().unwrap();
+        assert!(
+            before.contains(&n) || Path::new(&format!("/proc/{pid}")).exists(),
+            "instance {n} of a dead recorder left behind"
+        );
+    }
+    assert!(!dir.path().join("x.dat").exists());
+}
+
+#[test]
+fn non_root_is_told_what_is_missing() {
+    // setpriv (util-linux) drops to nobody without a shell.
+    let o = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            KSTATE,
+            "record",
+            "-o",
+            "/tmp/kstate-nonroot.dat",
+            "--",
+            "true",
+        ])
+        .output()
+        .expect("setpriv (util-linux) is needed for this test");
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("needs root"), "{err}");
+}
+
+#[test]
+fn memory_snapshots_line_up_with_events() {
+    let dir = tmp();
+    let out = dir.path().join("sysinfo.dat");
+    let s = record(&[
+        "-o",
+        out.to_str().unwrap(),
+        "-e",
+        "sched",
+        "-a",
+        "--sysinfo-interval",
+        "50",
+        "--",
+        "sleep",
+        "0.5",
+    ]);
+    let n = s["sysinfo_snapshots"].as_u64().unwrap();
+    // One at start, one per 50 ms, one at the end; allow for a loaded machine.
+    assert!((5..=14).contains(&n), "{n} snapshots in 0.5 s at 50 ms");
+    let i = info(&out);
+    assert_eq!(i["sysinfo_snapshots"].as_u64().unwrap(), n);
+    let rec = &i["recording"];
+    assert_eq!(rec["clock"], "mono");
+    // The trace clock is CLOCK_MONOTONIC: the recording's start maps to about now.
+    let wall = rec["wall_offset_ns"].as_i64().unwrap() + rec["start_ts"].as_i64().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64;
+    assert!(
+        (now - wall).abs() < 60_000_000_000,
+        "start maps to {wall}, now is {now}"
+    );
+    let mut per_cpu = BTreeMap::new();
+    for c in s["cpus"].as_array().unwrap() {
+        per_cpu.insert(c["cpu"].as_u64().unwrap(), c["events"].as_u64().unwrap());
+    }
+    assert_eq!(per_cpu.values().sum::<u64>(), i["events"].as_u64().unwrap());
+}
+
+/// A tmpfs of `mib` MiB mounted for the life of the value.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn new(mib: u32) -> SmallDisk {
+        let dir = tmp();
+        let st = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(st.success(), "mounting a tmpfs needs root");
+        SmallDisk { dir }
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+#[test]
+fn a_full_disk_ends_the_recording_with_a_readable_file() {
+    let disk = SmallDisk::new(24);
+    let out = disk.dir.path().join("full.dat");
+    // ~100 bytes per call: far more than 24 MiB.
+    let o = run(&[
+        "record",
+        "--json",
+        "-e",
+        "syscall",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        KSTATE,
+        "workload",
+        "getppid",
+        "1000000",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("No space left on device"), "{err}");
+    assert!(err.contains("holds what was recorded"), "{err}");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let s: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert!(s["disk_full"].is_string());
+
+    let i = info(&out);
+    assert_eq!(i["truncated"], false);
+    assert!(
+        i["errors"].as_array().unwrap().is_empty(),
+        "{}",
+        i["errors"]
+    );
+    let events = i["events"].as_u64().unwrap();
+    assert_eq!(events, s["events"].as_u64().unwrap());
+    assert!(
+        events > 50_000,
+        "only {events} events before the disk filled"
+    );
+    let (okay, report, tc_err) = trace_cmd_report(&out);
+    assert!(okay, "{tc_err}");
+    assert_eq!(report_event_lines(&report) as u64, events);
+    // Only the finished file is left on the disk.
+    let names: Vec<_> = std::fs::read_dir(disk.dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["full.dat"]);
+}
