@@ -18,4 +18,4 @@ pub mod tracefs;
 pub mod workload;
 
 pub use error::{Error, Result};
-pub use session::{record, CpuSummary, Options, Summary, DEFAULT_BUFFER_KIB};
+pub use session::{record, CpuSummary, Options, Summary, DEFAULT_BUFFER_KIB, DEFAULT_SUBBUF_KIB};

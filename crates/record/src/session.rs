@@ -23,6 +23,11 @@ use crate::{signals, workload};
 /// storm, so the reader's wake-ups never have to be prompt.
 pub const DEFAULT_BUFFER_KIB: u64 = 8192;
 
+/// Sub-buffer ("page") size where the kernel lets it be chosen (Linux 6.8+): moving
+/// 64 KiB pages costs the recorder about half the CPU of 4 KiB ones on a system-call
+/// storm (`kstate bench record`), and trace-cmd reads them.
+pub const DEFAULT_SUBBUF_KIB: u64 = 64;
+
 /// The instance's wake-up watermark: readers are woken when a CPU's buffer is this full,
 /// leaving the rest as headroom while they drain it.
 const BUFFER_PERCENT: u32 = 20;
@@ -39,6 +44,9 @@ pub struct Options {
     pub command: Vec<String>,
     pub duration: Option<Duration>,
     pub buffer_kib: u64,
+    /// Ring-buffer sub-buffer ("page") size in KiB; default [`DEFAULT_SUBBUF_KIB`] where
+    /// the kernel allows it.
+    pub subbuf_kib: Option<u64>,
     /// Trace clock; default `mono` (lines up with CLOCK_MONOTONIC and maps to wall time).
     pub clock: Option<String>,
     /// `EVENT:EXPR`, EVENT being `system:event`, `event` or `system`.
@@ -61,6 +69,7 @@ impl Options {
             command: Vec::new(),
             duration: None,
             buffer_kib: DEFAULT_BUFFER_KIB,
+            subbuf_kib: None,
             clock: None,
             filters: Vec::new(),
             sysinfo_interval_ms: 1000,
@@ -143,15 +152,17 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
         ));
     }
     let clock = choose_clock(&tfs, opts.clock.as_deref())?;
-    let page_size = page_size();
-    let header_page = tracefs::read(&tfs.path("events/header_page"))?;
+    let inst = Instance::create(&tfs)?;
+    setup_instance(&inst, opts, &sel, &clock)?;
+    // The instance's header_page describes its sub-buffer ("page") size.
+    let header_page = inst.read("events/header_page")?;
     let header_event = tracefs::read(&tfs.path("events/header_event"))?;
     let endian = if cfg!(target_endian = "big") {
         Endian::Big
     } else {
         Endian::Little
     };
-    let layout = PageLayout::parse(&header_page, endian, Some(page_size))?;
+    let layout = PageLayout::parse(&header_page, endian, None)?;
     let long_size = std::mem::size_of::<libc::c_long>();
     let kallsyms = tracefs::read(Path::new("/proc/kallsyms")).unwrap_or_default();
 
@@ -167,9 +178,6 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
     // Room for the metadata if the disk fills while recording.
     let reserve_bytes = kallsyms.len() as u64 + (8 << 20);
     let reserve = assemble::reserve(&scratch.path("reserve"), reserve_bytes);
-
-    let inst = Instance::create(&tfs)?;
-    setup_instance(&inst, opts, &sel, &clock)?;
 
     let cpus: Vec<u32> = system::possible_cpus()
         .into_iter()
@@ -404,16 +412,6 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
     })
 }
 
-fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 {
-        p as usize
-    } else {
-        4096
-    }
-}
-
 /// The requested trace clock, or `mono` when the kernel has it (it maps to wall time and
 /// to CLOCK_MONOTONIC in user space), else the kernel's current one.
 fn choose_clock(tfs: &Tracefs, want: Option<&str>) -> Result<String> {
@@ -444,6 +442,15 @@ fn setup_instance(inst: &Instance, opts: &Options, sel: &Selection, clock: &str)
             ))
         })?;
     inst.write("trace_clock", clock)?;
+    match opts.subbuf_kib {
+        Some(kib) => inst
+            .write("buffer_subbuf_size_kb", &kib.to_string())
+            .map_err(|e| Error::new(format!("setting {kib} KiB sub-buffers: {e}")))?,
+        // Kernels before 6.8 have only system-page-sized sub-buffers.
+        None => {
+            let _ = inst.write("buffer_subbuf_size_kb", &DEFAULT_SUBBUF_KIB.to_string());
+        }
+    }
     // Older kernels lack the watermark file; the readers' poll timeout covers them.
     let _ = inst.write("buffer_percent", &BUFFER_PERCENT.to_string());
     for f in &opts.filters {

@@ -27,6 +27,9 @@ pub enum Bench {
         #[arg(long)]
         json: bool,
     },
+    /// Recording cost: a null-system-call loop untraced, with the events enabled but
+    /// unread, under `kstate record` and under `perf record`, side by side
+    Record(super::bench_record::Args),
     /// One timed read pass in this process (used by `bench read` so each pass's memory is
     /// measured alone)
     #[command(hide = true)]
@@ -40,6 +43,7 @@ pub fn run(b: Bench) -> Result<ExitCode, Error> {
             println!("{events} {checksum} {secs}");
             Ok(ExitCode::SUCCESS)
         }
+        Bench::Record(a) => super::bench_record::run(a),
         Bench::Read {
             file,
             runs,

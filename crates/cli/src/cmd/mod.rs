@@ -1,4 +1,5 @@
 pub mod bench;
+pub mod bench_record;
 pub mod convert;
 pub mod dump;
 pub mod info;
