@@ -558,7 +558,8 @@ pub fn drive<A: Analyzer>(
         trace.cpu_data.iter().map(|c| (c.cpu, Some(0))).collect();
     let mut prev_ts: Vec<u64> = Vec::new();
     let mut errors: Vec<Error> = trace.truncated.iter().cloned().collect();
-    let mut merger = Merger::new(trace, None, IdFilter::only(ids))?;
+    let mut per_id = vec![0u64; trace.events.id_limit()];
+    let mut merger = Merger::new(trace, None, IdFilter::only(ids.iter().copied()))?;
     let (mut first, mut last) = (None, 0u64);
     // Once a CPU's stream is damaged, its later events are unknown: a gap that never closes.
     let mut damaged = 0u32;
@@ -593,9 +594,35 @@ pub fn drive<A: Analyzer>(
         };
         out.now = ev.ts;
         out.counts.events += 1;
+        if let Some(n) = per_id.get_mut(ev.id as usize) {
+            *n += 1;
+        }
         a.event(&ev, &mut out);
         if !out.pending.is_empty() {
             flush_log(&a, &mut out, log, &mut key_filter)?;
+        }
+    }
+    if out.counts.events == 0 && errors.is_empty() {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            None,
+            format!(
+                "analyzer {} needs {} but this trace holds none of those events; record them with `kstate record -e {} ...`",
+                info.name, info.needs, info.preset
+            ),
+        )
+        .in_file(&trace.path));
+    }
+    if ids.len() <= 4 {
+        for id in &ids {
+            if per_id.get(*id as usize) == Some(&0) {
+                if let Some(ev) = trace.events.get(*id) {
+                    notes.push(format!(
+                        "no {}:{} events in this trace (record them with `kstate record -e {}`)",
+                        ev.system, ev.name, info.preset
+                    ));
+                }
+            }
         }
     }
     out.counts.open_at_end = a.finish(&mut out);

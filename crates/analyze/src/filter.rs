@@ -110,7 +110,7 @@ fn parse_scaled(s: &str, unit: u64) -> Option<u64> {
     let mut v = whole.checked_mul(unit)?;
     let mut scale = unit;
     for d in frac.bytes() {
-        if scale % 10 != 0 {
+        if !scale.is_multiple_of(10) {
             // A fraction finer than a nanosecond.
             if d != b'0' {
                 return None;

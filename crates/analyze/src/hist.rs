@@ -67,7 +67,7 @@ impl LogHist {
         }
         if b < self.base {
             let grow = (self.base - b) as usize;
-            self.counts.splice(0..0, std::iter::repeat(0).take(grow));
+            self.counts.splice(0..0, std::iter::repeat_n(0, grow));
             self.base = b;
         }
         let at = (b - self.base) as usize;

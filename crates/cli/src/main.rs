@@ -19,6 +19,10 @@ enum Command {
     Info(cmd::info::Args),
     /// Print every event in time order (trace-cmd-like text, or NDJSON with --json)
     Dump(cmd::dump::Args),
+    /// Analyze a trace: per-key statistics, distributions or a log of paired events
+    /// (system-call time, wake-up latency, off-CPU time, ...)
+    #[command(visible_alias = "la")]
+    Analyze(Box<cmd::analyze::Args>),
     /// Turn a raw tracefs capture directory into a trace.dat v7 (readable by trace-cmd)
     Convert(cmd::convert::Args),
     /// Measure kstate against its peers on this machine
@@ -34,6 +38,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Info(a) => cmd::info::run(a),
         Command::Dump(a) => cmd::dump::run(a),
+        Command::Analyze(a) => cmd::analyze::run(*a),
         Command::Convert(a) => cmd::convert::run(a),
         Command::Bench(b) => cmd::bench::run(b),
     };

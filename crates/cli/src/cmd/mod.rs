@@ -1,3 +1,4 @@
+pub mod analyze;
 pub mod bench;
 pub mod convert;
 pub mod dump;
