@@ -269,6 +269,8 @@ pub struct Out {
     log: bool,
     decades: bool,
     index: FxMap<u64, u32>,
+    /// Slots of keys below `SMALL_KEYS` (system call numbers, CPUs, states): no hashing.
+    small: Vec<u32>,
     aggs: Vec<(u64, Agg)>,
     last: Option<(u64, u32)>,
     pending: Vec<Sample>,
@@ -336,6 +338,17 @@ impl Out {
         self.counts.selected += 1;
         let slot = match self.last {
             Some((k, i)) if k == s.key => i,
+            _ if s.key < SMALL_KEYS => {
+                let i = self.small[s.key as usize];
+                if i != u32::MAX {
+                    i
+                } else {
+                    let n = self.aggs.len() as u32;
+                    self.small[s.key as usize] = n;
+                    self.aggs.push((s.key, Agg::default()));
+                    n
+                }
+            }
             _ => {
                 let n = self.aggs.len() as u32;
                 let i = *self.index.entry(s.key).or_insert(n);
@@ -370,6 +383,8 @@ impl Out {
         true
     }
 }
+
+const SMALL_KEYS: u64 = 1024;
 
 /// A small table an analyzer adds to its report.
 #[derive(Debug, Clone, PartialEq)]
@@ -549,6 +564,7 @@ pub fn drive<A: Analyzer>(
         log: cfg.mode == Mode::Log,
         decades: cfg.mode == Mode::Dist(Buckets::Log10),
         index: FxMap::default(),
+        small: vec![u32::MAX; SMALL_KEYS as usize],
         aggs: Vec::new(),
         last: None,
         pending: Vec::new(),

@@ -18,14 +18,19 @@ pub struct Open<V> {
     pub v: V,
 }
 
+/// The most recent start is kept out of the map: most pairs end before another starts
+/// under a different key (a thread's system call returns before the next one begins), so
+/// the common case touches no hash table.
 #[derive(Debug, Clone)]
 pub struct Pairs<K, V> {
+    hot: Option<(K, Open<V>)>,
     open: FxMap<K, Open<V>>,
 }
 
 impl<K: Hash + Eq, V> Default for Pairs<K, V> {
     fn default() -> Self {
         Pairs {
+            hot: None,
             open: FxMap::default(),
         }
     }
@@ -42,38 +47,50 @@ impl<K: Hash + Eq + Copy, V> Pairs<K, V> {
             cpu,
             v,
         };
-        if self.open.insert(k, o).is_some() {
+        let replaced = match self.hot.take() {
+            Some((hk, _)) if hk == k => true,
+            Some((hk, ho)) => {
+                self.open.insert(hk, ho);
+                self.open.remove(&k).is_some()
+            }
+            None => !self.open.is_empty() && self.open.remove(&k).is_some(),
+        };
+        if replaced {
             out.unmatched();
         }
+        self.hot = Some((k, o));
     }
     /// Opens a pair unless one is open under `k` already (keeps the first start).
     #[inline]
     pub fn begin_first(&mut self, k: K, cpu: u32, v: V, out: &mut Out) {
-        let (start, mark) = (out.now(), out.mark());
-        self.open.entry(k).or_insert(Open {
-            start,
-            mark,
-            cpu,
-            v,
-        });
+        if !self.contains(k) {
+            self.begin(k, cpu, v, out);
+        }
     }
     /// Closes the pair under `k`, if one is open.
     #[inline]
     pub fn end(&mut self, k: K) -> Option<Open<V>> {
-        self.open.remove(&k)
+        match &self.hot {
+            Some((hk, _)) if *hk == k => self.hot.take().map(|x| x.1),
+            _ if self.open.is_empty() => None,
+            _ => self.open.remove(&k),
+        }
     }
     #[inline]
     pub fn get_mut(&mut self, k: K) -> Option<&mut Open<V>> {
-        self.open.get_mut(&k)
+        match &mut self.hot {
+            Some((hk, o)) if *hk == k => Some(o),
+            _ => self.open.get_mut(&k),
+        }
     }
     #[inline]
     pub fn contains(&self, k: K) -> bool {
-        self.open.contains_key(&k)
+        matches!(&self.hot, Some((hk, _)) if *hk == k) || self.open.contains_key(&k)
     }
     pub fn len(&self) -> usize {
-        self.open.len()
+        self.open.len() + self.hot.is_some() as usize
     }
     pub fn is_empty(&self) -> bool {
-        self.open.is_empty()
+        self.len() == 0
     }
 }

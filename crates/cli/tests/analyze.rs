@@ -613,33 +613,70 @@ fn syscall_counts_getppid_of_a_live_process() {
     assert!(rows[0]["count"].as_u64().unwrap() >= GETPPID_CALLS);
 }
 
-#[test]
-fn offcpu_sees_each_10ms_sleep() {
-    let tmp = tempfile::tempdir().unwrap();
-    let cap = tmp.path().join("cap");
-    let pid = record(
-        "sleep",
-        &[
-            "sched/sched_switch",
-            "sched/sched_wakeup",
-            "raw_syscalls/sys_enter",
-            "raw_syscalls/sys_exit",
-        ],
-        sleep_loop,
-        &cap,
-    );
-    let pid_s = pid.to_string();
-    let v = kstate_json(&[
-        "analyze".as_ref(),
-        "offcpu".as_ref(),
-        "--format".as_ref(),
-        "json".as_ref(),
-        "--tid".as_ref(),
-        pid_s.as_ref(),
-        "--min".as_ref(),
-        "9ms".as_ref(),
+/// Switches-in of `pid` in a capture, as kstate dump reads them.
+fn switches_in(cap: &Path, pid: i32) -> u64 {
+    let out = kstate(&[
+        "dump".as_ref(),
+        "--json".as_ref(),
+        "--events".as_ref(),
+        "sched_switch".as_ref(),
         cap.as_os_str(),
     ]);
+    out.lines()
+        .filter(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            v["fields"]["next_pid"] == pid
+        })
+        .count() as u64
+}
+
+#[test]
+fn offcpu_sees_each_10ms_sleep() {
+    // This VM's kernel now and then records no sched_switch for an idle -> task switch
+    // (the task's next switch-out follows its wake-up directly). Such a wait has no end
+    // and is not measured (it counts as unmatched); when a recording shows fewer
+    // switches-in than sleeps, record again.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut attempt = 0;
+    let (cap, pid, v) = loop {
+        attempt += 1;
+        let cap = tmp.path().join(format!("cap{attempt}"));
+        let pid = record(
+            "sleep",
+            &[
+                "sched/sched_switch",
+                "sched/sched_wakeup",
+                "raw_syscalls/sys_enter",
+                "raw_syscalls/sys_exit",
+            ],
+            sleep_loop,
+            &cap,
+        );
+        let pid_s = pid.to_string();
+        let v = kstate_json(&[
+            "analyze".as_ref(),
+            "offcpu".as_ref(),
+            "--format".as_ref(),
+            "json".as_ref(),
+            "--tid".as_ref(),
+            pid_s.as_ref(),
+            "--min".as_ref(),
+            "9ms".as_ref(),
+            cap.as_os_str(),
+        ]);
+        let got = row(&v, "S").map_or(0, |r| r["count"].as_u64().unwrap());
+        if got == SLEEPS {
+            break (cap, pid, v);
+        }
+        let seen = switches_in(&cap, pid);
+        assert!(
+            seen <= SLEEPS,
+            "{seen} switches-in of the sleeper recorded but only {got} sleeps measured: {v}"
+        );
+        assert!(attempt < 5, "5 recordings lacked switches-in: {v}");
+        eprintln!("recording {attempt}: the kernel recorded {seen} switches-in for {SLEEPS} sleeps; again");
+    };
+    let pid_s = pid.to_string();
     for (cpu, n) in v["lost_events"].as_object().unwrap() {
         assert_eq!(n, 0, "events lost on cpu {cpu}");
     }
@@ -790,4 +827,52 @@ fn text_csv_and_dist_views_agree() {
     let outside = count(&["--not-window", "2:5"]);
     assert!(inside > 0 && outside > 0);
     assert_eq!(inside + outside, all);
+}
+
+/// A buffer far too small for the workload: the kernel overwrites the oldest pages and
+/// flags the first page read with the count it dropped. The report must say so loudly.
+#[test]
+fn losses_are_reported_and_pairs_across_them_dropped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cap = tmp.path().join("cap");
+    let inst = Instance::new("loss");
+    inst.write("buffer_size_kb", "8");
+    inst.write("options/overwrite", "1");
+    let (pid, fd) = fork_waiting(getppid_loop);
+    for e in ["raw_syscalls/sys_enter", "raw_syscalls/sys_exit"] {
+        inst.write(
+            &format!("events/{e}/filter"),
+            &format!("common_pid == {pid}"),
+        );
+        inst.write(&format!("events/{e}/enable"), "1");
+    }
+    inst.write("tracing_on", "1");
+    release_and_wait(pid, fd);
+    inst.write("tracing_on", "0");
+    inst.save(&["raw_syscalls/sys_enter", "raw_syscalls/sys_exit"], &cap);
+    drop(inst);
+    let pid_s = pid.to_string();
+    let v = kstate_json(&[
+        "la".as_ref(),
+        "syscall".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        "--tid".as_ref(),
+        pid_s.as_ref(),
+        cap.as_os_str(),
+    ]);
+    let lost: u64 = v["lost_events"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap_or(1))
+        .sum();
+    assert!(lost > 0, "an 8 KiB buffer should have lost events: {v}");
+    let n = row(&v, "getppid").map_or(0, |r| r["count"].as_u64().unwrap());
+    assert!(n < GETPPID_CALLS, "{v}");
+    let text = kstate(&["la".as_ref(), "syscall".as_ref(), cap.as_os_str()]);
+    assert!(
+        text.contains("LOST:") && text.contains("events lost"),
+        "{text}"
+    );
 }
