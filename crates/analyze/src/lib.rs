@@ -1,2 +1,13 @@
-//! Analysis over merged event streams.
+//! Analysis over merged event streams: the time-ordered merge (`merge`), the framework
+//! every analyzer shares (`analyzer`: trait, driver, filters, pairing with loss handling,
+//! aggregation) and the analyzers themselves (`analyzers`, one file each).
+pub mod analyzer;
+pub mod analyzers;
+pub mod filter;
+pub mod fxmap;
+pub mod hist;
 pub mod merge;
+pub mod pair;
+pub mod stats;
+
+pub use analyzer::{Analyzer, Config, Info, LogRow, LogSink, Mode, Outcome};

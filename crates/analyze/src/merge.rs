@@ -25,6 +25,8 @@ pub struct Event<'a> {
     pub endian: Endian,
     /// Events the kernel dropped on this CPU just before this one.
     pub lost_before: Lost,
+    /// Loss gaps around this event (see [`Merger::loss_mark`]).
+    pub loss: LossMark,
 }
 
 /// Offset of `common_pid` in every event since Linux 2.6.31 (after type, flags, preempt count).
@@ -107,6 +109,20 @@ pub struct Merger {
     limit: (u64, usize),
     /// An error met while priming, reported by the first `next`.
     deferred: Option<Error>,
+    /// Loss gaps opened so far (see [`Merger::loss_gen`]).
+    loss_gen: u64,
+    /// CPUs currently inside a loss gap.
+    gaps_open: u32,
+}
+
+/// Where the merge stands with respect to lost events, for pairing: a pair whose start
+/// and end see the same `LossMark` with `open == 0` spans no loss on any CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LossMark {
+    /// Number of loss gaps that have opened so far.
+    pub gen: u64,
+    /// Number of CPUs whose next event follows a loss, i.e. whose gap covers "now".
+    pub open: u32,
 }
 
 impl Merger {
@@ -137,6 +153,8 @@ impl Merger {
             current: 0,
             limit: (0, 0),
             deferred: None,
+            loss_gen: 0,
+            gaps_open: 0,
         };
         // Prime every stream; a stream that fails here reports its error on the first `next`.
         let mut first_err = None;
@@ -148,6 +166,23 @@ impl Merger {
         m.pick();
         m.deferred = first_err;
         Ok(m)
+    }
+
+    /// Lost-event gaps around the event just delivered.
+    ///
+    /// A CPU whose next record carries a loss flag is "in a gap" from the moment its
+    /// previous record was delivered until that record is: the lost events lie somewhere in
+    /// between. Because every CPU's head is read ahead, the merge knows about a gap before
+    /// any event inside it is delivered, so `open > 0` exactly when the current time lies
+    /// in some CPU's gap, and `gen` counts gaps opened so far. An interval of events
+    /// [s, e] overlaps no gap iff the marks at s and e are equal and have `open == 0`.
+    /// A stream that ends with a loss flag stays in its gap to the end of the trace.
+    #[inline]
+    pub fn loss_mark(&self) -> LossMark {
+        LossMark {
+            gen: self.loss_gen,
+            open: self.gaps_open,
+        }
     }
 
     /// Totals per CPU so far (complete once `next` has returned None).
@@ -190,6 +225,10 @@ impl Merger {
             payload,
             endian,
             lost_before: s.head_lost,
+            loss: LossMark {
+                gen: self.loss_gen,
+                open: self.gaps_open,
+            },
         }))
     }
 
@@ -219,6 +258,11 @@ impl Merger {
     /// Moves stream `i` to its next accepted record, loading pages as needed.
     fn advance(&mut self, i: usize) -> Result<()> {
         let layout = self.layout;
+        if self.streams[i].head_lost.is_some() {
+            // The record that closed this CPU's gap has been delivered.
+            self.gaps_open -= 1;
+        }
+        let (loss_gen, gaps_open, filter) = (&mut self.loss_gen, &mut self.gaps_open, &self.filter);
         let s = &mut self.streams[i];
         s.head = None;
         s.head_lost = Lost::None;
@@ -231,17 +275,29 @@ impl Merger {
             match rec {
                 Some(r) => {
                     let id = layout.endian.uint(page, r.start, 2).unwrap_or(u64::MAX) as u32;
-                    if !self.filter.accepts(id) {
+                    if !filter.accepts(id) {
                         continue;
                     }
                     s.head = Some((r.ts, r.start, r.len));
                     s.head_lost = std::mem::take(&mut s.pending_lost);
+                    if s.head_lost.is_some() {
+                        *loss_gen += 1;
+                        *gaps_open += 1;
+                    }
                     return Ok(());
                 }
                 None => {
                     match s.src.advance() {
                         Ok(true) => {}
-                        Ok(false) => return Ok(()),
+                        Ok(false) => {
+                            if s.pending_lost.is_some() {
+                                // Lost events after the last record: a gap to the end.
+                                s.pending_lost = Lost::None;
+                                *loss_gen += 1;
+                                *gaps_open += 1;
+                            }
+                            return Ok(());
+                        }
                         Err(e) => return Err(s.fail(e)),
                     }
                     let header = match read_header(s.src.page(), &layout) {

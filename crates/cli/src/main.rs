@@ -21,6 +21,10 @@ enum Command {
     Dump(cmd::dump::Args),
     /// Record kernel events into a trace.dat while a command runs (or until Ctrl-C)
     Record(cmd::record::Args),
+    /// Analyze a trace: per-key statistics, distributions or a log of paired events
+    /// (system-call time, wake-up latency, off-CPU time, ...)
+    #[command(visible_alias = "la")]
+    Analyze(Box<cmd::analyze::Args>),
     /// Turn a raw tracefs capture directory into a trace.dat v7 (readable by trace-cmd)
     Convert(cmd::convert::Args),
     /// Small programs with known behaviour, for tests, benchmarks and demos
@@ -40,6 +44,7 @@ fn main() -> ExitCode {
         Command::Info(a) => cmd::info::run(a),
         Command::Dump(a) => cmd::dump::run(a),
         Command::Record(a) => cmd::record::run(a),
+        Command::Analyze(a) => cmd::analyze::run(*a),
         Command::Convert(a) => cmd::convert::run(a),
         Command::Bench(b) => cmd::bench::run(b),
         Command::Workload(w) => cmd::workload::run(w),

@@ -269,9 +269,10 @@ fn two_recorders_at_once_see_only_their_own_workload() {
     }
 }
 
-/// Starts a system-wide recorder and waits until its instance exists.
+/// Starts a recorder and waits until it is recording: its instance exists and, with a
+/// command, the command runs; without one, it has said "recording".
 fn start_background(out: &Path, extra: &[&str]) -> std::process::Child {
-    let child = Command::new(KSTATE)
+    let mut child = Command::new(KSTATE)
         .args(["record", "-e", "sched", "-o"])
         .arg(out)
         .args(extra)
@@ -283,9 +284,69 @@ fn start_background(out: &Path, extra: &[&str]) -> std::process::Child {
     wait_for("the recorder's instance appears", || {
         !instances_of(pid).is_empty()
     });
+    if extra.contains(&"--") {
+        wait_for("the command runs", || {
+            children_of(pid).iter().any(|c| c == "sleep")
+        });
+    } else {
+        // Read stderr up to the "recording" line, then keep draining it in the
+        // background so the recorder never blocks on a full pipe.
+        use std::io::BufRead;
+        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(
+                err.read_line(&mut line).unwrap() > 0,
+                "recorder exited early"
+            );
+            if line.contains("recording") {
+                break;
+            }
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut rest = String::new();
+            let _ = std::io::Read::read_to_string(&mut err, &mut rest);
+            let _ = tx.send(rest);
+        });
+        STDERR_RX.with(|r| *r.borrow_mut() = Some(rx));
+    }
     // Let it record something.
     std::thread::sleep(Duration::from_millis(200));
     child
+}
+
+thread_local! {
+    /// The rest of a background recorder's stderr, when start_background took it.
+    static STDERR_RX: std::cell::RefCell<Option<std::sync::mpsc::Receiver<String>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Waits for a background recorder; returns its status and stderr.
+fn finish_background(child: std::process::Child) -> (std::process::ExitStatus, String) {
+    let o = child.wait_with_output().unwrap();
+    let mut err = String::from_utf8_lossy(&o.stderr).into_owned();
+    if let Some(rx) = STDERR_RX.with(|r| r.borrow_mut().take()) {
+        err += &rx.recv().unwrap_or_default();
+    }
+    (o.status, err)
+}
+
+/// comm of each child process of `pid`.
+fn children_of(pid: u32) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .filter_map(|st| {
+            let close = st.rfind(')')?;
+            let comm = st[st.find('(')? + 1..close].to_string();
+            let ppid: u32 = st[close + 2..].split(' ').nth(1)?.parse().ok()?;
+            (ppid == pid).then_some(comm)
+        })
+        .collect()
 }
 
 #[test]
@@ -306,9 +367,8 @@ fn sigint_and_sigterm_finish_the_file_and_remove_the_instance() {
         let pid = child.id();
         // SAFETY: signalling our own child.
         unsafe { libc::kill(pid as i32, sig) };
-        let o = child.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&o.stderr);
-        assert!(o.status.success(), "signal {sig}: {stderr}");
+        let (status, stderr) = finish_background(child);
+        assert!(status.success(), "signal {sig}: {stderr}");
         assert!(stderr.contains("stopped by SIG"), "{stderr}");
         assert!(
             instances_of(pid).is_empty(),

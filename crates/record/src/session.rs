@@ -135,6 +135,9 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
             return Err(Error::new("empty command"));
         }
     }
+    // From here on, Ctrl-C/SIGTERM end the recording through the normal path, so the
+    // instance is always removed (a signal during setup gives a near-empty recording).
+    signals::install();
     let tfs = Tracefs::open()?;
     let stale = instance::remove_stale(&tfs);
     for s in &stale {
@@ -209,7 +212,6 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
         })
         .transpose()?;
 
-    signals::install();
     let gated = match opts.command.is_empty() {
         true => None,
         false => Some(workload::spawn_gated(&opts.command)?),

@@ -30,6 +30,24 @@ pub enum Bench {
     /// Recording cost: a null-system-call loop untraced, with the events enabled but
     /// unread, under `kstate record` and under `perf record`, side by side
     Record(super::bench_record::Args),
+    /// Analysis speed: `kstate analyze syscall --stat` (system-call time per call name,
+    /// with percentiles) next to `trace-cmd report` piped into an awk script that pairs
+    /// sys_enter/sys_exit per thread and sums per call number; wall time and peak RSS of
+    /// both, same file, same run
+    Analyze {
+        /// trace.dat or capture directory with raw_syscalls events (e.g. from
+        /// scripts/make-bench-trace)
+        file: PathBuf,
+        /// Passes of kstate; the fastest is reported (the peer runs once: it is slow)
+        #[arg(long, default_value_t = 3)]
+        runs: u32,
+        /// Skip the trace-cmd comparison
+        #[arg(long)]
+        no_peer: bool,
+        /// Print the result as JSON
+        #[arg(long)]
+        json: bool,
+    },
     /// One timed read pass in this process (used by `bench read` so each pass's memory is
     /// measured alone)
     #[command(hide = true)]
@@ -50,6 +68,12 @@ pub fn run(b: Bench) -> Result<ExitCode, Error> {
             no_peer,
             json,
         } => bench_read(&file, runs.max(1), no_peer, json),
+        Bench::Analyze {
+            file,
+            runs,
+            no_peer,
+            json,
+        } => bench_analyze(&file, runs.max(1), no_peer, json),
     }
 }
 
@@ -215,6 +239,112 @@ fn bench_read(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitC
                 p.max_rss_kib / 1024
             );
             println!("\nkstate is {:.1}x trace-cmd's rate", p.secs / k_secs);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The peer of `bench analyze`: pairs raw sys_enter/sys_exit per thread from
+/// `trace-cmd report -t -R` and prints `NR COUNT TOTAL_NS` per call number.
+const AWK_SYSCALL: &str = r#"
+{
+    for (i = 1; i <= NF; i++) if ($i ~ /^\[[0-9]+\]$/) break;
+    if (i > NF) next;
+    tid = $(i - 1); sub(/.*-/, "", tid);
+    ts = $(i + 1); sub(/:$/, "", ts); split(ts, p, "."); ns = p[1] * 1000000000 + p[2];
+    ev = $(i + 2); id = $(i + 3); sub(/^id=/, "", id);
+    if (ev == "sys_enter:") { start[tid] = ns; nr[tid] = id }
+    else if (ev == "sys_exit:" && (tid in start) && nr[tid] == id) {
+        cnt[id]++; tot[id] += ns - start[tid]; delete start[tid]
+    }
+}
+END { for (k in cnt) printf "%s %d %.0f\n", k, cnt[k], tot[k] }
+"#;
+
+fn bench_analyze(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitCode, Error> {
+    let exe =
+        std::env::current_exe().map_err(|e| Error::new(ErrorKind::Io, None, e.to_string()))?;
+    let mut best: Option<Measured> = None;
+    for _ in 0..runs {
+        let m = measure(
+            Command::new(&exe)
+                .args(["analyze", "syscall", "--stat", "--format", "json"])
+                .arg(file),
+            true,
+        )?;
+        if best.as_ref().is_none_or(|b| m.secs < b.secs) {
+            best = Some(m);
+        }
+    }
+    let k = best.expect("runs >= 1");
+    let v: serde_json::Value = serde_json::from_str(&k.stdout).map_err(|e| {
+        Error::new(
+            ErrorKind::Corrupt,
+            None,
+            format!("kstate analyze printed invalid JSON: {e}"),
+        )
+    })?;
+    let events = v["events_read"].as_u64().unwrap_or(0);
+    let pairs = v["pairs"]["selected"].as_u64().unwrap_or(0);
+    let k_rate = events as f64 / k.secs;
+    let peer = if no_peer {
+        None
+    } else {
+        let script = format!(
+            "trace-cmd report -t -R -i '{}' | awk '{}'",
+            file.display().to_string().replace('\'', "'\\''"),
+            AWK_SYSCALL
+        );
+        let m = measure(Command::new("sh").arg("-c").arg(script), true)?;
+        let peer_pairs: u64 = m
+            .stdout
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum();
+        Some((m, peer_pairs))
+    };
+    if json {
+        let out = serde_json::json!({
+            "file": file.display().to_string(), "events": events, "pairs": pairs,
+            "kstate": {"seconds": k.secs, "events_per_sec": k_rate, "max_rss_kib": k.max_rss_kib},
+            "trace_cmd_awk": peer.as_ref().map(|(p, n)| serde_json::json!({
+                "seconds": p.secs, "events_per_sec": events as f64 / p.secs,
+                "max_rss_kib": p.max_rss_kib, "pairs": n})),
+            "speedup": peer.as_ref().map(|(p, _)| p.secs / k.secs),
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).expect("plain values")
+        );
+    } else {
+        println!(
+            "file:    {}  ({events} events, {pairs} system calls paired)",
+            file.display()
+        );
+        println!("task:    system-call time per call: count, total, min, max, p50, p99\n");
+        println!(
+            "{:<40} {:>10} {:>16} {:>12}",
+            "analyzer", "seconds", "events/s", "peak RSS"
+        );
+        println!(
+            "{:<40} {:>10.3} {:>16.0} {:>9} MiB",
+            format!("kstate analyze syscall (best of {runs})"),
+            k.secs,
+            k_rate,
+            k.max_rss_kib / 1024
+        );
+        if let Some((p, n)) = &peer {
+            println!(
+                "{:<40} {:>10.3} {:>16.0} {:>9} MiB",
+                "trace-cmd report -t -R | awk",
+                p.secs,
+                events as f64 / p.secs,
+                p.max_rss_kib / 1024
+            );
+            println!(
+                "\nkstate is {:.1}x the pipeline's rate; pairs: kstate {pairs}, awk {n}",
+                p.secs / k.secs
+            );
         }
     }
     Ok(ExitCode::SUCCESS)

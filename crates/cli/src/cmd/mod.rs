@@ -1,3 +1,4 @@
+pub mod analyze;
 pub mod bench;
 pub mod bench_record;
 pub mod convert;

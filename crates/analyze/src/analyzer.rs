@@ -1,0 +1,722 @@
+//! The analysis framework. Every analyzer has the same shape: which events it needs
+//! ([`Analyzer::bind`] resolves them and their fields once per file), how it pairs them
+//! ([`Analyzer::event`], usually with a [`crate::pair::Pairs`] table), and what key and value
+//! it emits ([`Out::pair`] / [`Out::emit`] with a [`Sample`]). The driver ([`drive`]) does
+//! the rest the same way for all of them: one time-ordered pass over only the events the
+//! analyzer asked for, lost-event accounting per CPU within the selected time, dropping
+//! pairs that span a loss, filters, per-key aggregation (`stats`, `hist`) or streaming
+//! log rows to a [`LogSink`].
+//!
+//! Adding an analyzer: one file under `analyzers/` with a type implementing [`Analyzer`]
+//! and its `INFO`, plus one line in `analyzers::ALL`.
+
+use std::collections::BTreeMap;
+
+use kstate_format::{Error, ErrorKind, EventFormat, Lost, Trace};
+
+use crate::filter::{Filters, TimeSel};
+use crate::fxmap::FxMap;
+use crate::merge::{Event, IdFilter, LossMark, Merger};
+use crate::stats::Agg;
+
+/// What `kstate analyze --list` shows, and how to run the analyzer.
+#[derive(Clone, Copy)]
+pub struct Info {
+    pub name: &'static str,
+    pub about: &'static str,
+    /// The events it needs, as users would enable them.
+    pub needs: &'static str,
+    /// The `kstate record -e PRESET` that records them.
+    pub preset: &'static str,
+    /// Keyings offered by `--by` (name, meaning); the first is the default.
+    pub by: &'static [(&'static str, &'static str)],
+    /// Name of the column counting flagged values (e.g. "errors"), if the analyzer flags any.
+    pub flag_column: Option<&'static str>,
+    /// What the value is, for headers ("duration", "latency", ...).
+    pub value: &'static str,
+    pub run: RunFn,
+}
+
+pub type RunFn = fn(&Trace, &Config, &mut dyn LogSink) -> Result<Outcome, Error>;
+
+/// One analyzer bound to one file.
+pub trait Analyzer: Sized {
+    const INFO: Info;
+
+    /// Finds the events and fields this analyzer reads in `trace`, keyed `by` (one of
+    /// `INFO.by`). Returns the analyzer and the event ids to deliver, or the names of the
+    /// missing events.
+    fn bind(trace: &Trace, by: &str) -> Result<(Self, Vec<u32>), Missing>;
+
+    /// Handles one event (only the ids `bind` returned are delivered).
+    fn event(&mut self, ev: &Event<'_>, out: &mut Out);
+
+    /// Called after the last event; returns how many pairs were still open.
+    fn finish(&mut self, out: &mut Out) -> u64;
+
+    /// The key as printed.
+    fn key_name(&self, key: u64, tasks: &Tasks) -> String;
+
+    /// Extra tables for `--stat` (e.g. run-queue length per CPU).
+    fn tables(&mut self, _out: &Out) -> Vec<Table> {
+        Vec::new()
+    }
+}
+
+/// Events an analyzer needs and the file lacks.
+#[derive(Debug, Clone)]
+pub struct Missing(pub Vec<String>);
+
+/// Looks up `system:name` (or `name`); records the name in `missing` when absent.
+pub fn need<'t>(
+    trace: &'t Trace,
+    spec: &str,
+    missing: &mut Vec<String>,
+) -> Option<&'t EventFormat> {
+    let ev = trace.events.find(spec);
+    if ev.is_none() {
+        missing.push(spec.to_string());
+    }
+    ev
+}
+
+/// How results are presented.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Stat,
+    Dist(Buckets),
+    Log,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Buckets {
+    Log2,
+    Log10,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// One of the analyzer's `INFO.by` names; `None` for its default.
+    pub by: Option<String>,
+    pub mode: Mode,
+    pub filters: Filters,
+    /// Thread id -> thread-group id, where the trace records them (tracefs `saved_tgids`).
+    pub tgids: FxMap<i32, i32>,
+}
+
+impl Config {
+    pub fn new(mode: Mode) -> Config {
+        Config {
+            by: None,
+            mode,
+            filters: Filters::default(),
+            tgids: FxMap::default(),
+        }
+    }
+}
+
+/// Task names and thread groups, as far as the trace tells them: seeded from the saved
+/// cmdlines (and tgids) and kept current by analyzers that see comms in events.
+#[derive(Debug, Clone, Default)]
+pub struct Tasks {
+    comms: FxMap<i32, [u8; 16]>,
+    tgids: FxMap<i32, i32>,
+}
+
+impl Tasks {
+    pub fn new(trace: &Trace, tgids: &FxMap<i32, i32>) -> Tasks {
+        let mut t = Tasks {
+            comms: FxMap::default(),
+            tgids: tgids.clone(),
+        };
+        for (pid, c) in &trace.comms {
+            t.set_comm(*pid, c.as_bytes());
+        }
+        t
+    }
+    /// Records `tid`'s name (a `char[16]` field, NUL-padded or not).
+    #[inline]
+    pub fn set_comm(&mut self, tid: i32, comm: &[u8]) {
+        let mut c = [0u8; 16];
+        let n = comm
+            .iter()
+            .position(|&b| b == 0)
+            .unwrap_or(comm.len())
+            .min(16);
+        c[..n].copy_from_slice(&comm[..n]);
+        match self.comms.get_mut(&tid) {
+            Some(old) => *old = c,
+            None => {
+                self.comms.insert(tid, c);
+            }
+        }
+    }
+    pub fn comm(&self, tid: i32) -> String {
+        if tid == 0 {
+            return "<idle>".into();
+        }
+        match self.comms.get(&tid) {
+            Some(c) => {
+                let n = c.iter().position(|&b| b == 0).unwrap_or(16);
+                String::from_utf8_lossy(&c[..n]).into_owned()
+            }
+            None => "<...>".into(),
+        }
+    }
+    #[inline]
+    fn comm_is(&self, tid: i32, want: &str) -> bool {
+        self.comm(tid) == want
+    }
+    /// The thread group of `tid` if the trace recorded it.
+    pub fn tgid(&self, tid: i32) -> Option<i32> {
+        self.tgids.get(&tid).copied()
+    }
+    pub fn knows_tgids(&self) -> bool {
+        !self.tgids.is_empty()
+    }
+    /// `comm-tid`, as trace-cmd prints tasks.
+    pub fn label(&self, tid: i32) -> String {
+        format!("{}-{}", self.comm(tid), tid)
+    }
+}
+
+/// What an analyzer emits for one pair (or one measurement).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sample {
+    /// When the measured interval began (ns, trace clock).
+    pub start: u64,
+    /// Duration in ns (for [`Kind::Dur`]) or a level (for [`Kind::Level`]).
+    pub value: u64,
+    pub key: u64,
+    /// The task the sample is about.
+    pub tid: i32,
+    pub cpu: u32,
+    /// Counted in the analyzer's flag column (e.g. a failed system call).
+    pub flag: bool,
+    pub kind: Kind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A duration: aggregated per key, and a `--log` row.
+    Dur,
+    /// A level that changed at `start` (e.g. a run-queue length): `--log` rows only.
+    Level,
+}
+
+/// Counters every analyzer reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Events delivered to the analyzer.
+    pub events: u64,
+    /// Pairs completed and selected by the filters.
+    pub selected: u64,
+    /// Pairs completed but outside the filters.
+    pub filtered: u64,
+    /// Pairs dropped because events were lost somewhere between their start and end.
+    pub broken_by_loss: u64,
+    /// Ends seen without a start (the start predates the trace), and starts replaced by a
+    /// second start before any end.
+    pub unmatched: u64,
+    /// Pairs still open when the trace ended.
+    pub open_at_end: u64,
+}
+
+/// Receives log rows as pairs complete.
+pub trait LogSink {
+    fn row(&mut self, row: &LogRow<'_>) -> std::io::Result<()>;
+}
+
+/// A sink that drops rows (for `--stat` and `--dist`).
+pub struct NoLog;
+
+impl LogSink for NoLog {
+    fn row(&mut self, _: &LogRow<'_>) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// One `--log` row.
+#[derive(Debug, Clone)]
+pub struct LogRow<'a> {
+    pub start: u64,
+    pub key: &'a str,
+    pub value: u64,
+    pub kind: Kind,
+    pub tid: i32,
+    /// Thread group, where known.
+    pub pid: Option<i32>,
+    pub comm: &'a str,
+    pub cpu: u32,
+    pub flag: bool,
+}
+
+/// Where analyzers put their samples: applies the filters, then aggregates per key or
+/// queues log rows for the driver to print.
+pub struct Out {
+    pub tasks: Tasks,
+    mark: LossMark,
+    now: u64,
+    sel: TimeSel,
+    pids: Vec<i32>,
+    tids: Vec<i32>,
+    comms: Vec<String>,
+    cpus: Vec<u32>,
+    min: u64,
+    max: u64,
+    /// Any filter besides time and duration.
+    task_or_cpu_filter: bool,
+    log: bool,
+    decades: bool,
+    index: FxMap<u64, u32>,
+    /// Slots of keys below `SMALL_KEYS` (system call numbers, CPUs, states): no hashing.
+    small: Vec<u32>,
+    aggs: Vec<(u64, Agg)>,
+    last: Option<(u64, u32)>,
+    pending: Vec<Sample>,
+    pub counts: Counts,
+}
+
+impl Out {
+    /// The loss mark of the event being handled; store it with a pair's start.
+    #[inline]
+    pub fn mark(&self) -> LossMark {
+        self.mark
+    }
+    /// Time of the event being handled.
+    #[inline]
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+    /// The selected time (windows).
+    pub fn sel(&self) -> TimeSel {
+        self.sel
+    }
+    pub fn is_log(&self) -> bool {
+        self.log
+    }
+
+    /// A pair started at `start_mark` ends now: emitted if no events were lost anywhere
+    /// in between, else counted in `broken_by_loss` and dropped.
+    #[inline]
+    pub fn pair(&mut self, start_mark: LossMark, s: Sample) {
+        if start_mark.open != 0 || start_mark != self.mark {
+            self.counts.broken_by_loss += 1;
+            return;
+        }
+        self.emit(s);
+    }
+
+    /// An end without a start, or a start that replaced an unfinished one.
+    #[inline]
+    pub fn unmatched(&mut self) {
+        self.counts.unmatched += 1;
+    }
+
+    /// Emits a sample that needs no pairing (or whose pairing the caller checked).
+    #[inline]
+    pub fn emit(&mut self, s: Sample) {
+        if !self.sel.contains(s.start)
+            || (s.kind == Kind::Dur && (s.value < self.min || s.value > self.max))
+            || (self.task_or_cpu_filter && !self.task_selected(s.tid, s.cpu))
+        {
+            if s.kind == Kind::Dur {
+                self.counts.filtered += 1;
+            }
+            return;
+        }
+        if self.log {
+            if s.kind == Kind::Dur {
+                self.counts.selected += 1;
+            }
+            self.pending.push(s);
+            return;
+        }
+        if s.kind != Kind::Dur {
+            return;
+        }
+        self.counts.selected += 1;
+        let slot = match self.last {
+            Some((k, i)) if k == s.key => i,
+            _ if s.key < SMALL_KEYS => {
+                let i = self.small[s.key as usize];
+                if i != u32::MAX {
+                    i
+                } else {
+                    let n = self.aggs.len() as u32;
+                    self.small[s.key as usize] = n;
+                    self.aggs.push((s.key, Agg::default()));
+                    n
+                }
+            }
+            _ => {
+                let n = self.aggs.len() as u32;
+                let i = *self.index.entry(s.key).or_insert(n);
+                if i == n {
+                    self.aggs.push((s.key, Agg::default()));
+                }
+                self.last = Some((s.key, i));
+                i
+            }
+        };
+        self.aggs[slot as usize]
+            .1
+            .add(s.value, s.flag, self.decades);
+    }
+
+    fn task_selected(&self, tid: i32, cpu: u32) -> bool {
+        if !self.cpus.is_empty() && !self.cpus.contains(&cpu) {
+            return false;
+        }
+        if !self.tids.is_empty() && !self.tids.contains(&tid) {
+            return false;
+        }
+        if !self.pids.is_empty() {
+            let pid = self.tasks.tgid(tid).unwrap_or(tid);
+            if !self.pids.contains(&pid) {
+                return false;
+            }
+        }
+        if !self.comms.is_empty() && !self.comms.iter().any(|c| self.tasks.comm_is(tid, c)) {
+            return false;
+        }
+        true
+    }
+}
+
+const SMALL_KEYS: u64 = 1024;
+
+/// A small table an analyzer adds to its report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    /// JSON member name, e.g. "runqueue".
+    pub name: &'static str,
+    pub title: String,
+    pub columns: Vec<&'static str>,
+    pub rows: Vec<Vec<Cell>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    Int(u64),
+    Float(f64),
+    Text(String),
+}
+
+/// One aggregated key.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub key: String,
+    pub agg: Agg,
+}
+
+/// The result of one analysis pass.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub info: Info,
+    pub by: &'static str,
+    pub rows: Vec<Row>,
+    /// First event of the whole trace (relative windows count from it).
+    pub trace_start: Option<u64>,
+    /// Time analysed: the selected window clipped to the events read.
+    pub span: Option<(u64, u64)>,
+    /// Events lost per CPU in the selected time; `None` where the kernel did not count.
+    pub lost: BTreeMap<u32, Option<u64>>,
+    pub counts: Counts,
+    pub tables: Vec<Table>,
+    /// Facts a reader must know (assumptions, fallbacks).
+    pub notes: Vec<String>,
+    /// Damaged data met on the way; the figures cover what was read.
+    pub errors: Vec<Error>,
+}
+
+impl std::fmt::Debug for Info {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+impl Outcome {
+    pub fn any_loss(&self) -> bool {
+        self.lost.values().any(|l| *l != Some(0))
+    }
+    /// Total counted losses, and whether some CPU lost an unknown number.
+    pub fn lost_total(&self) -> (u64, bool) {
+        let n = self.lost.values().map(|l| l.unwrap_or(0)).sum();
+        (n, self.lost.values().any(Option::is_none))
+    }
+}
+
+/// Columns rows can be sorted by.
+pub const SORT_COLUMNS: [&str; 8] = ["key", "count", "total", "avg", "min", "max", "p50", "p99"];
+
+/// Sorts rows by `column` (descending for numbers, ascending for the key; ties by key)
+/// and keeps the first `top`.
+pub fn sort_rows(
+    rows: &mut Vec<Row>,
+    column: &str,
+    flag_column: Option<&str>,
+    top: Option<usize>,
+) -> Result<(), String> {
+    let num: fn(&Agg) -> u64 = match column {
+        "key" => |_| 0,
+        "count" => |a| a.count,
+        "total" => |a| a.total,
+        "avg" => |a| a.avg(),
+        "min" => |a| a.min(),
+        "max" => |a| a.max,
+        "p50" => |a| a.percentile(50.0),
+        "p99" => |a| a.percentile(99.0),
+        c if Some(c) == flag_column => |a| a.flagged,
+        c => {
+            let mut cols: Vec<&str> = SORT_COLUMNS.to_vec();
+            cols.extend(flag_column);
+            return Err(format!(
+                "cannot sort by {c:?}: columns are {}",
+                cols.join(", ")
+            ));
+        }
+    };
+    rows.sort_by(|a, b| {
+        num(&b.agg)
+            .cmp(&num(&a.agg))
+            .then_with(|| a.key.cmp(&b.key))
+    });
+    if let Some(n) = top {
+        rows.truncate(n);
+    }
+    Ok(())
+}
+
+/// The first event's time of the whole trace (all events, all CPUs).
+fn trace_start(trace: &Trace) -> Result<Option<u64>, Error> {
+    let mut m = Merger::new(trace, None, IdFilter::all())?;
+    // A damaged first page is reported by the analysis pass itself.
+    Ok(m.next().ok().flatten().map(|e| e.ts))
+}
+
+/// Runs analyzer `A` over `trace`: the one pass every analyzer shares.
+pub fn drive<A: Analyzer>(
+    trace: &Trace,
+    cfg: &Config,
+    log: &mut dyn LogSink,
+) -> Result<Outcome, Error> {
+    let info = A::INFO;
+    let by = match &cfg.by {
+        None => info.by[0].0,
+        Some(b) => match info.by.iter().find(|(n, _)| n == b) {
+            Some((n, _)) => *n,
+            None => {
+                let names: Vec<&str> = info.by.iter().map(|b| b.0).collect();
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    None,
+                    format!(
+                        "analyzer {} cannot key by {b:?}: choose one of {}",
+                        info.name,
+                        names.join(", ")
+                    ),
+                ));
+            }
+        },
+    };
+    let (mut a, ids) = A::bind(trace, by).map_err(|Missing(ev)| {
+        Error::new(
+            ErrorKind::Unsupported,
+            None,
+            format!(
+                "analyzer {} needs {} but this trace has no {}; record them with `kstate record -e {} ...`",
+                info.name,
+                info.needs,
+                ev.join(", "),
+                info.preset
+            ),
+        )
+        .in_file(&trace.path)
+    })?;
+    let start = trace_start(trace)?;
+    let f = &cfg.filters;
+    let t0 = start.unwrap_or(0);
+    let sel = TimeSel {
+        include: f.window.map_or((0, u64::MAX), |w| w.resolve(t0)),
+        exclude: f.not_window.map(|w| w.resolve(t0)),
+    };
+    let mut notes = Vec::new();
+    let tasks = Tasks::new(trace, &cfg.tgids);
+    if !f.pids.is_empty() && !tasks.knows_tgids() {
+        notes.push("this trace records no thread-group ids: --pid matches thread ids".to_string());
+    }
+    let mut out = Out {
+        tasks,
+        mark: LossMark { gen: 0, open: 0 },
+        now: 0,
+        sel,
+        pids: f.pids.clone(),
+        tids: f.tids.clone(),
+        comms: f.comms.clone(),
+        cpus: f.cpus.clone(),
+        min: f.min.unwrap_or(0),
+        max: f.max.unwrap_or(u64::MAX),
+        task_or_cpu_filter: !(f.pids.is_empty()
+            && f.tids.is_empty()
+            && f.comms.is_empty()
+            && f.cpus.is_empty()),
+        log: cfg.mode == Mode::Log,
+        decades: cfg.mode == Mode::Dist(Buckets::Log10),
+        index: FxMap::default(),
+        small: vec![u32::MAX; SMALL_KEYS as usize],
+        aggs: Vec::new(),
+        last: None,
+        pending: Vec::new(),
+        counts: Counts::default(),
+    };
+    let mut lost: BTreeMap<u32, Option<u64>> =
+        trace.cpu_data.iter().map(|c| (c.cpu, Some(0))).collect();
+    let mut prev_ts: Vec<u64> = Vec::new();
+    let mut errors: Vec<Error> = trace.truncated.iter().cloned().collect();
+    let mut per_id = vec![0u64; trace.events.id_limit()];
+    let mut merger = Merger::new(trace, None, IdFilter::only(ids.iter().copied()))?;
+    let (mut first, mut last) = (None, 0u64);
+    // Once a CPU's stream is damaged, its later events are unknown: a gap that never closes.
+    let mut damaged = 0u32;
+    let mut key_filter = KeyFilter::new(&f.keys);
+    loop {
+        let ev = match merger.next() {
+            Ok(Some(ev)) => ev,
+            Ok(None) => break,
+            Err(e) => {
+                damaged = 1;
+                errors.push(e);
+                continue;
+            }
+        };
+        let cpu = ev.cpu as usize;
+        if cpu >= prev_ts.len() {
+            prev_ts.resize(cpu + 1, 0);
+        }
+        if ev.lost_before.is_some() && sel.overlaps(prev_ts[cpu], ev.ts) {
+            let e = lost.entry(ev.cpu).or_insert(Some(0));
+            *e = match (*e, ev.lost_before) {
+                (Some(n), Lost::Count(k)) => Some(n + k),
+                _ => None,
+            };
+        }
+        prev_ts[cpu] = ev.ts;
+        first.get_or_insert(ev.ts);
+        last = ev.ts;
+        out.mark = LossMark {
+            gen: ev.loss.gen,
+            open: ev.loss.open + damaged,
+        };
+        out.now = ev.ts;
+        out.counts.events += 1;
+        if let Some(n) = per_id.get_mut(ev.id as usize) {
+            *n += 1;
+        }
+        a.event(&ev, &mut out);
+        if !out.pending.is_empty() {
+            flush_log(&a, &mut out, log, &mut key_filter)?;
+        }
+    }
+    if out.counts.events == 0 && errors.is_empty() {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            None,
+            format!(
+                "analyzer {} needs {} but this trace holds none of those events; record them with `kstate record -e {} ...`",
+                info.name, info.needs, info.preset
+            ),
+        )
+        .in_file(&trace.path));
+    }
+    if ids.len() <= 4 {
+        for id in &ids {
+            if per_id.get(*id as usize) == Some(&0) {
+                if let Some(ev) = trace.events.get(*id) {
+                    notes.push(format!(
+                        "no {}:{} events in this trace (record them with `kstate record -e {}`)",
+                        ev.system, ev.name, info.preset
+                    ));
+                }
+            }
+        }
+    }
+    out.counts.open_at_end = a.finish(&mut out);
+    flush_log(&a, &mut out, log, &mut key_filter)?;
+    let tables = a.tables(&out);
+    let mut rows = Vec::with_capacity(out.aggs.len());
+    for (k, agg) in std::mem::take(&mut out.aggs) {
+        let key = a.key_name(k, &out.tasks);
+        if key_filter.accepts(&key) {
+            rows.push(Row { key, agg });
+        } else {
+            out.counts.selected -= agg.count;
+            out.counts.filtered += agg.count;
+        }
+    }
+    let span = first.and_then(|f| {
+        let lo = f.max(sel.include.0).max(start.unwrap_or(0));
+        let hi = last.min(sel.include.1);
+        (lo <= hi).then_some((lo, hi))
+    });
+    Ok(Outcome {
+        info,
+        by,
+        rows,
+        trace_start: start,
+        span,
+        lost,
+        counts: out.counts,
+        tables,
+        notes,
+        errors,
+    })
+}
+
+struct KeyFilter {
+    keys: Vec<String>,
+}
+
+impl KeyFilter {
+    fn new(keys: &[String]) -> KeyFilter {
+        KeyFilter {
+            keys: keys.to_vec(),
+        }
+    }
+    fn accepts(&self, key: &str) -> bool {
+        self.keys.is_empty() || self.keys.iter().any(|k| k == key)
+    }
+}
+
+fn flush_log<A: Analyzer>(
+    a: &A,
+    out: &mut Out,
+    log: &mut dyn LogSink,
+    keys: &mut KeyFilter,
+) -> Result<(), Error> {
+    for s in std::mem::take(&mut out.pending) {
+        let key = a.key_name(s.key, &out.tasks);
+        if !keys.accepts(&key) {
+            if s.kind == Kind::Dur {
+                out.counts.selected -= 1;
+                out.counts.filtered += 1;
+            }
+            continue;
+        }
+        let comm = out.tasks.comm(s.tid);
+        let row = LogRow {
+            start: s.start,
+            key: &key,
+            value: s.value,
+            kind: s.kind,
+            tid: s.tid,
+            pid: out.tasks.tgid(s.tid),
+            comm: &comm,
+            cpu: s.cpu,
+            flag: s.flag,
+        };
+        log.row(&row)
+            .map_err(|e| Error::new(ErrorKind::Io, None, format!("writing output: {e}")))?;
+    }
+    Ok(())
+}

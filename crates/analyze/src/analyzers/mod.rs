@@ -1,0 +1,22 @@
+//! The analyzers, one file each. To add one: write `NAME.rs` with a type implementing
+//! [`crate::analyzer::Analyzer`] (its `INFO`, `bind`, `event`, `finish`, `key_name`) and
+//! list its `INFO` in [`ALL`].
+
+use crate::analyzer::{Analyzer, Info};
+
+pub mod offcpu;
+pub mod runq;
+pub mod sched;
+pub mod syscall;
+pub mod syscall_x86_64;
+
+/// Every analyzer, in `--list` order.
+pub const ALL: &[Info] = &[
+    <syscall::Syscall as Analyzer>::INFO,
+    <runq::Runq as Analyzer>::INFO,
+    <offcpu::OffCpu as Analyzer>::INFO,
+];
+
+pub fn find(name: &str) -> Option<&'static Info> {
+    ALL.iter().find(|i| i.name == name)
+}

@@ -1,0 +1,350 @@
+//! What the scheduler analyzers share: sched_switch / sched_wakeup fields resolved once,
+//! and the decoding of `prev_state` as the kernel's own print format spells it.
+
+use kstate_format::{EventFormat, FieldRef, Trace};
+
+use crate::analyzer::need;
+
+/// sched_switch, resolved.
+#[derive(Debug, Clone, Copy)]
+pub struct Switch {
+    pub id: u32,
+    pub prev_pid: FieldRef,
+    pub prev_state: FieldRef,
+    pub next_pid: FieldRef,
+    pub prev_comm: (usize, usize),
+    pub next_comm: (usize, usize),
+}
+
+/// sched_wakeup / sched_wakeup_new, resolved.
+#[derive(Debug, Clone, Copy)]
+pub struct Wakeup {
+    pub id: u32,
+    pub pid: FieldRef,
+    /// Missing in some old kernels; then the wakee goes to the waking CPU.
+    pub target_cpu: Option<FieldRef>,
+    pub comm: (usize, usize),
+}
+
+fn comm_field(ev: &EventFormat, name: &str) -> Option<(usize, usize)> {
+    ev.field(name).map(|f| (f.offset, f.size))
+}
+
+pub fn switch(trace: &Trace, missing: &mut Vec<String>) -> Option<Switch> {
+    let ev = need(trace, "sched:sched_switch", missing)?;
+    let f = |n: &str| ev.field(n).map(FieldRef::from);
+    Some(Switch {
+        id: ev.id,
+        prev_pid: f("prev_pid")?,
+        prev_state: f("prev_state")?,
+        next_pid: f("next_pid")?,
+        prev_comm: comm_field(ev, "prev_comm")?,
+        next_comm: comm_field(ev, "next_comm")?,
+    })
+}
+
+/// sched_wakeup and (where recorded) sched_wakeup_new.
+pub fn wakeups(trace: &Trace, missing: &mut Vec<String>) -> Vec<Wakeup> {
+    let mut v = Vec::new();
+    let mut absent = Vec::new();
+    for name in ["sched:sched_wakeup", "sched:sched_wakeup_new"] {
+        let Some(ev) = need(trace, name, &mut absent) else {
+            continue;
+        };
+        let (Some(pid), Some(comm)) = (ev.field("pid"), comm_field(ev, "comm")) else {
+            continue;
+        };
+        v.push(Wakeup {
+            id: ev.id,
+            pid: pid.into(),
+            target_cpu: ev.field("target_cpu").map(FieldRef::from),
+            comm,
+        });
+    }
+    if v.is_empty() {
+        missing.push("sched:sched_wakeup".into());
+    }
+    v
+}
+
+#[inline]
+pub fn bytes(payload: &[u8], (off, len): (usize, usize)) -> &[u8] {
+    payload.get(off..off + len).unwrap_or(&[])
+}
+
+/// How `prev_state` reads, from sched_switch's print fmt:
+/// `prev_state & MASK ? __print_flags(prev_state & MASK, "|", {1, "S"}, ...) : "R"`,
+/// then `prev_state & PREEMPT ? "+" : ""`. The values of the bits changed across kernel
+/// versions (TASK_REPORT_MAX is 0x100 in 6.x, 2048 or 4096 in 4.x), so they are read
+/// from the file, not assumed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateNames {
+    pub mask: u64,
+    pub preempt: u64,
+    pub flags: Vec<(u64, String)>,
+}
+
+impl StateNames {
+    pub fn from_print_fmt(fmt: &str) -> StateNames {
+        let mut flags = Vec::new();
+        let mut mask = None;
+        if let Some(at) = fmt.find("__print_flags(") {
+            let rest = &fmt[at + "__print_flags(".len()..];
+            if let Some(expr) = rest.split_once(',').map(|x| x.0) {
+                mask = expr
+                    .trim()
+                    .strip_prefix("REC->prev_state")
+                    .and_then(|e| e.trim().strip_prefix('&'))
+                    .and_then(eval);
+            }
+            // `{ 0x00000001, "S" }` pairs up to the closing parenthesis of the call.
+            let mut s = rest;
+            while let Some(open) = s.find('{') {
+                let Some(close) = s[open..].find('}') else {
+                    break;
+                };
+                let inner = &s[open + 1..open + close];
+                if let Some((v, name)) = inner.split_once(',') {
+                    if let Some(v) = eval(v) {
+                        flags.push((v, name.trim().trim_matches('"').to_string()));
+                    }
+                }
+                s = &s[open + close + 1..];
+                if s.trim_start().starts_with(')') {
+                    break;
+                }
+            }
+        }
+        if flags.is_empty() {
+            flags = [
+                (1, "S"),
+                (2, "D"),
+                (4, "T"),
+                (8, "t"),
+                (16, "X"),
+                (32, "Z"),
+                (64, "P"),
+                (128, "I"),
+            ]
+            .iter()
+            .map(|&(v, n)| (v, n.to_string()))
+            .collect();
+        }
+        let max_flag = flags.iter().map(|f| f.0).max().unwrap_or(128);
+        let mask = mask.unwrap_or(max_flag * 2 - 1);
+        // `REC->prev_state & EXPR ? "+"`.
+        let preempt = fmt
+            .find("? \"+\"")
+            .and_then(|end| {
+                let head = &fmt[..end];
+                let at = head.rfind("REC->prev_state")?;
+                head[at + "REC->prev_state".len()..]
+                    .trim()
+                    .strip_prefix('&')
+                    .and_then(eval)
+            })
+            .unwrap_or(mask + 1);
+        StateNames {
+            mask,
+            preempt,
+            flags,
+        }
+    }
+
+    /// The bits a key keeps: state bits and the preemption marker.
+    pub fn key_bits(&self) -> u64 {
+        self.mask | self.preempt
+    }
+
+    /// Whether a task switched out in state `s` is still runnable (preempted).
+    #[inline]
+    pub fn is_runnable(&self, s: u64) -> bool {
+        s & self.mask == 0
+    }
+
+    /// `S`, `D`, `R+`, `D|K`: what `trace-cmd report` prints.
+    pub fn name(&self, s: u64) -> String {
+        let bits = s & self.mask;
+        let mut out = String::new();
+        if bits == 0 {
+            out.push('R');
+        } else {
+            let mut left = bits;
+            for (v, n) in &self.flags {
+                if *v != 0 && bits & v == *v {
+                    if !out.is_empty() {
+                        out.push('|');
+                    }
+                    out.push_str(n);
+                    left &= !v;
+                }
+            }
+            if left != 0 {
+                if !out.is_empty() {
+                    out.push('|');
+                }
+                out.push_str(&format!("0x{left:x}"));
+            }
+        }
+        if s & self.preempt != 0 {
+            out.push('+');
+        }
+        out
+    }
+}
+
+/// Evaluates the constant expressions of print fmts: integers (decimal, 0x hex) with
+/// `|`, `+`, `-`, `<<` and parentheses, left to right within a precedence level.
+pub fn eval(s: &str) -> Option<u64> {
+    let toks = tokens(s)?;
+    let mut p = 0;
+    let v = or_expr(&toks, &mut p)?;
+    (p == toks.len()).then_some(v)
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Num(u64),
+    Op(&'static str),
+}
+
+fn tokens(s: &str) -> Option<Vec<Tok>> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut v = Vec::new();
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_whitespace() {
+            i += 1;
+        } else if c.is_ascii_digit() {
+            let start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric()) {
+                i += 1;
+            }
+            let t = s[start..i].trim_end_matches(['u', 'U', 'l', 'L']);
+            let n = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+                Some(h) => u64::from_str_radix(h, 16).ok()?,
+                None => t.parse().ok()?,
+            };
+            v.push(Tok::Num(n));
+        } else if s[i..].starts_with("<<") {
+            v.push(Tok::Op("<<"));
+            i += 2;
+        } else {
+            v.push(Tok::Op(match c {
+                b'|' => "|",
+                b'+' => "+",
+                b'-' => "-",
+                b'(' => "(",
+                b')' => ")",
+                _ => return None,
+            }));
+            i += 1;
+        }
+    }
+    Some(v)
+}
+
+fn or_expr(t: &[Tok], p: &mut usize) -> Option<u64> {
+    let mut v = shift_expr(t, p)?;
+    while t.get(*p) == Some(&Tok::Op("|")) {
+        *p += 1;
+        v |= shift_expr(t, p)?;
+    }
+    Some(v)
+}
+
+fn shift_expr(t: &[Tok], p: &mut usize) -> Option<u64> {
+    let mut v = add_expr(t, p)?;
+    while t.get(*p) == Some(&Tok::Op("<<")) {
+        *p += 1;
+        v = v.checked_shl(add_expr(t, p)? as u32)?;
+    }
+    Some(v)
+}
+
+fn add_expr(t: &[Tok], p: &mut usize) -> Option<u64> {
+    let mut v = atom(t, p)?;
+    loop {
+        match t.get(*p) {
+            Some(Tok::Op("+")) => {
+                *p += 1;
+                v = v.wrapping_add(atom(t, p)?);
+            }
+            Some(Tok::Op("-")) => {
+                *p += 1;
+                v = v.wrapping_sub(atom(t, p)?);
+            }
+            _ => return Some(v),
+        }
+    }
+}
+
+fn atom(t: &[Tok], p: &mut usize) -> Option<u64> {
+    match t.get(*p)? {
+        Tok::Num(n) => {
+            *p += 1;
+            Some(*n)
+        }
+        Tok::Op("(") => {
+            *p += 1;
+            let v = or_expr(t, p)?;
+            if t.get(*p) != Some(&Tok::Op(")")) {
+                return None;
+            }
+            *p += 1;
+            Some(v)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const V4_4096: &str = r#""prev_comm=%s prev_pid=%d prev_prio=%d prev_state=%s%s ==> next_comm=%s next_pid=%d next_prio=%d", REC->prev_comm, REC->prev_pid, REC->prev_prio, REC->prev_state & (4096-1) ? __print_flags(REC->prev_state & (4096-1), "|", { 1, "S"} , { 2, "D" }, { 4, "T" }, { 8, "t" }, { 16, "Z" }, { 32, "X" }, { 64, "x" }, { 128, "K" }, { 256, "W" }, { 512, "P" }, { 1024, "N" }) : "R", REC->prev_state & 4096 ? "+" : "", REC->next_comm, REC->next_pid, REC->next_prio"#;
+    const V6: &str = r#""prev_comm=%s prev_pid=%d prev_prio=%d prev_state=%s%s ==> next_comm=%s next_pid=%d next_prio=%d", REC->prev_comm, REC->prev_pid, REC->prev_prio, (REC->prev_state & ((((0x00000000 | 0x00000001 | 0x00000002 | 0x00000004 | 0x00000008 | 0x00000010 | 0x00000020 | 0x00000040) + 1) << 1) - 1)) ? __print_flags(REC->prev_state & ((((0x00000000 | 0x00000001 | 0x00000002 | 0x00000004 | 0x00000008 | 0x00000010 | 0x00000020 | 0x00000040) + 1) << 1) - 1), "|", { 0x00000001, "S" }, { 0x00000002, "D" }, { 0x00000004, "T" }, { 0x00000008, "t" }, { 0x00000010, "X" }, { 0x00000020, "Z" }, { 0x00000040, "P" }, { 0x00000080, "I" }) : "R", REC->prev_state & (((0x00000000 | 0x00000001 | 0x00000002 | 0x00000004 | 0x00000008 | 0x00000010 | 0x00000020 | 0x00000040) + 1) << 1) ? "+" : "", REC->next_comm, REC->next_pid, REC->next_prio"#;
+
+    #[test]
+    fn states_of_4x_kernels() {
+        let s = StateNames::from_print_fmt(V4_4096);
+        assert_eq!((s.mask, s.preempt, s.flags.len()), (4095, 4096, 11));
+        assert_eq!(s.name(0), "R");
+        assert_eq!(s.name(4096), "R+");
+        assert_eq!(s.name(1), "S");
+        assert_eq!(s.name(130), "D|K");
+        assert!(s.is_runnable(4096) && !s.is_runnable(2));
+    }
+
+    #[test]
+    fn states_of_6x_kernels() {
+        let s = StateNames::from_print_fmt(V6);
+        assert_eq!((s.mask, s.preempt, s.flags.len()), (0xff, 0x100, 8));
+        assert_eq!(s.name(0x100), "R+");
+        assert_eq!(s.name(0x80), "I");
+        assert_eq!(s.name(2), "D");
+    }
+
+    #[test]
+    fn this_kernels_sched_switch() {
+        let p = "/sys/kernel/tracing/events/sched/sched_switch/format";
+        let Ok(text) = std::fs::read_to_string(p) else {
+            return;
+        };
+        let f = EventFormat::parse(text.as_bytes(), "sched", 8).unwrap();
+        let s = StateNames::from_print_fmt(&f.print_fmt);
+        assert_eq!(s.name(1), "S");
+        assert_eq!(s.name(2), "D");
+        assert!(s.preempt > s.mask);
+    }
+
+    #[test]
+    fn expressions() {
+        assert_eq!(eval("(4096-1)"), Some(4095));
+        assert_eq!(eval("((1|2)+1)<<1"), Some(8));
+        assert_eq!(eval("0x10UL"), Some(16));
+        assert_eq!(eval("1 +"), None);
+        assert_eq!(eval("x"), None);
+    }
+}

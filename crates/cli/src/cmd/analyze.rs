@@ -1,0 +1,243 @@
+//! `kstate analyze` (alias `la`): run one analyzer over a trace, as per-key statistics,
+//! distributions or a log of pairs.
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use kstate_analyze::analyzer::{sort_rows, Buckets, Config, Mode, NoLog};
+use kstate_analyze::analyzers;
+use kstate_analyze::filter::{parse_dur, parse_window, Filters, WindowSpec};
+use kstate_analyze::fxmap::FxMap;
+use kstate_format::{Error, ErrorKind, Trace};
+use kstate_render::{Format, LogWriter, Meta};
+
+const AFTER_HELP: &str = "\
+Times: --window/--not-window take FROM:TO, either side optional. A plain number is seconds
+after the first event of the trace (1.5:2, or with a unit: 250ms:1s); a leading @ makes it
+an absolute trace-clock time as `kstate dump` prints it (@259445.106948920:@259445.2). A
+pair is selected when its start lies in the window (bounds inclusive).
+
+Durations (--min/--max): a number and a unit: 500ns, 10us, 1.5ms, 2s (bare numbers: ns).
+
+Percentiles (p50, p99) are nearest-rank values from a per-key log-linear histogram: exact
+below 256 ns, otherwise within 0.4 % (1/256) of the true value. count, total, avg (rounded
+down to the ns), min and max are exact. Memory grows with the number of keys and of open
+pairs, not with the trace.
+
+Losses: the header lists events lost per CPU within the selected time. A pair whose start
+and end straddle a loss on any CPU is dropped and counted, never guessed.
+
+--pid matches thread-group ids where the trace records them (raw captures with
+saved_tgids), else thread ids; --tid always matches thread ids.
+
+--log rows come in completion order (each row shows its start time); sort by the first
+column for start order.";
+
+#[derive(clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// Analyzer to run (see --list)
+    analyzer: Option<String>,
+    /// trace.dat (v6/v7) file or raw tracefs capture directory
+    file: Option<PathBuf>,
+    /// List the analyzers, the events each needs and how to record them
+    #[arg(long)]
+    list: bool,
+    /// Per key: count, total, avg, min, max, p50, p99 (the default)
+    #[arg(long, group = "mode")]
+    stat: bool,
+    /// Per key: a histogram of values
+    #[arg(long, group = "mode")]
+    dist: bool,
+    /// One row per pair: start, key, value, tid, pid, comm, CPU
+    #[arg(long, group = "mode")]
+    log: bool,
+    /// Histogram buckets for --dist: log2 (powers of two) or log10 (<=0.1us, 0.1-1us, ...)
+    #[arg(long, default_value = "log2", value_parser = ["log2", "log10"])]
+    buckets: String,
+    /// Output: text (aligned, for people), csv or json (complete, integer ns)
+    #[arg(long, default_value = "text", value_parser = ["text", "csv", "json"])]
+    format: String,
+    /// Key the results by (analyzer-specific, see --list)
+    #[arg(long)]
+    by: Option<String>,
+    /// --stat: sort by key, count, total, avg, min, max, p50, p99 (or the flag column)
+    #[arg(long, default_value = "total")]
+    sort: String,
+    /// --stat/--dist: only the first N keys
+    #[arg(long, value_name = "N")]
+    top: Option<usize>,
+    /// Only pairs starting in FROM:TO
+    #[arg(long, value_parser = parse_window, value_name = "FROM:TO")]
+    window: Option<WindowSpec>,
+    /// Only pairs starting outside FROM:TO
+    #[arg(long, value_parser = parse_window, value_name = "FROM:TO")]
+    not_window: Option<WindowSpec>,
+    /// Only these processes (comma-separated)
+    #[arg(long, value_delimiter = ',')]
+    pid: Vec<i32>,
+    /// Only these threads (comma-separated)
+    #[arg(long, value_delimiter = ',')]
+    tid: Vec<i32>,
+    /// Only tasks with this comm (comma-separated)
+    #[arg(long, value_delimiter = ',')]
+    comm: Vec<String>,
+    /// Only pairs that started on these CPUs (syscall) / ended on them (runq, offcpu)
+    #[arg(long, value_delimiter = ',')]
+    cpu: Vec<u32>,
+    /// Only these keys, as printed (comma-separated)
+    #[arg(long, value_delimiter = ',')]
+    key: Vec<String>,
+    /// Only values >= DUR
+    #[arg(long, value_parser = parse_dur, value_name = "DUR")]
+    min: Option<u64>,
+    /// Only values <= DUR
+    #[arg(long, value_parser = parse_dur, value_name = "DUR")]
+    max: Option<u64>,
+}
+
+fn bad_args(msg: String) -> Error {
+    Error::new(ErrorKind::Unsupported, None, msg)
+}
+
+fn list() {
+    println!(
+        "{:<10} {:<10} {:<8} what / events needed",
+        "ANALYZER", "PRESET", "--by"
+    );
+    for a in analyzers::ALL {
+        let by: Vec<&str> = a.by.iter().map(|b| b.0).collect();
+        println!("{:<10} {:<10} {:<8} {}", a.name, a.preset, by[0], a.about);
+        println!("{:<30} needs: {}", "", a.needs);
+        println!("{:<30} --by: {}", "", by.join(", "));
+    }
+}
+
+/// tid -> tgid from a raw capture's saved_tgids ("TID TGID" lines), if present.
+fn saved_tgids(path: &Path) -> FxMap<i32, i32> {
+    let mut m = FxMap::default();
+    if let Ok(text) = std::fs::read_to_string(path.join("saved_tgids")) {
+        for line in text.lines() {
+            let mut w = line.split_whitespace();
+            if let (Some(Ok(t)), Some(Ok(g))) = (w.next().map(str::parse), w.next().map(str::parse))
+            {
+                if g != 0 {
+                    m.insert(t, g);
+                }
+            }
+        }
+    }
+    m
+}
+
+pub fn run(args: Args) -> Result<ExitCode, Error> {
+    if args.list {
+        list();
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(name) = args.analyzer.as_deref() else {
+        return Err(bad_args(
+            "name an analyzer (kstate analyze --list shows them) and a trace file".into(),
+        ));
+    };
+    let Some(info) = analyzers::find(name) else {
+        let names: Vec<&str> = analyzers::ALL.iter().map(|a| a.name).collect();
+        return Err(bad_args(format!(
+            "no analyzer {name:?}; there are: {}",
+            names.join(", ")
+        )));
+    };
+    let Some(file) = args.file.as_deref() else {
+        return Err(bad_args("name the trace file to analyze".into()));
+    };
+    let mode = if args.dist {
+        Mode::Dist(if args.buckets == "log10" {
+            Buckets::Log10
+        } else {
+            Buckets::Log2
+        })
+    } else if args.log {
+        Mode::Log
+    } else {
+        Mode::Stat
+    };
+    let format = match args.format.as_str() {
+        "csv" => Format::Csv,
+        "json" => Format::Json,
+        _ => Format::Text,
+    };
+    if let (Some(a), Some(b)) = (args.min, args.max) {
+        if a > b {
+            return Err(bad_args("--min is larger than --max".into()));
+        }
+    }
+    let mut cfg = Config::new(mode);
+    cfg.by = args.by.clone();
+    cfg.filters = Filters {
+        window: args.window,
+        not_window: args.not_window,
+        pids: args.pid.clone(),
+        tids: args.tid.clone(),
+        comms: args.comm.clone(),
+        cpus: args.cpu.clone(),
+        keys: args.key.clone(),
+        min: args.min,
+        max: args.max,
+    };
+    let trace: Trace = super::open(file)?;
+    if file.is_dir() {
+        cfg.tgids = saved_tgids(file);
+    }
+    let meta = Meta {
+        file: file.display().to_string(),
+        filters: cfg.filters.describe(),
+    };
+    let stdout = std::io::stdout();
+    let out = BufWriter::with_capacity(1 << 16, stdout.lock());
+    let done = |r: std::io::Result<()>| -> Result<(), Error> {
+        match r {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::new(
+                ErrorKind::Io,
+                None,
+                format!("writing output: {e}"),
+            )),
+            _ => Ok(()),
+        }
+    };
+    let outcome = if mode == Mode::Log {
+        let by = cfg.by.clone().unwrap_or_else(|| info.by[0].0.to_string());
+        let mut w = LogWriter::start(out, format, info, &by, &meta)
+            .map_err(|e| Error::new(ErrorKind::Io, None, format!("writing output: {e}")))?;
+        let o = match (info.run)(&trace, &cfg, &mut w) {
+            Ok(o) => o,
+            Err(_) if w.broken_pipe => return Ok(ExitCode::SUCCESS),
+            Err(e) => return Err(e),
+        };
+        done(w.finish(&o, &meta))?;
+        o
+    } else {
+        let mut o = (info.run)(&trace, &cfg, &mut NoLog)?;
+        sort_rows(&mut o.rows, &args.sort, info.flag_column, args.top).map_err(bad_args)?;
+        let mut out = out;
+        let r = match mode {
+            Mode::Dist(b) => kstate_render::dist(&o, &meta, b, format, &mut out),
+            _ => kstate_render::stat(&o, &meta, format, &mut out),
+        };
+        done(r.and_then(|_| out.flush()))?;
+        o
+    };
+    if format == Format::Csv && outcome.any_loss() {
+        let (n, unknown) = outcome.lost_total();
+        eprintln!(
+            "kstate: WARNING: {n}{} events lost in the selected time; {} pairs spanning a loss were dropped",
+            if unknown { "+ (some uncounted)" } else { "" },
+            outcome.counts.broken_by_loss
+        );
+    }
+    if let Some(e) = outcome.errors.first() {
+        eprintln!("kstate: {e}");
+        return Ok(ExitCode::from(crate::EXIT_BAD_INPUT));
+    }
+    Ok(ExitCode::SUCCESS)
+}

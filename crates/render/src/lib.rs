@@ -1,0 +1,697 @@
+//! Rendering of analyses: aligned text for people, CSV and JSON for programs.
+//!
+//! JSON and CSV are complete (every row, every column, integer nanoseconds) and stable:
+//! members are only ever added. Text rounds durations for reading (`12.345us`).
+//!
+//! JSON shapes (one object per run; `--log` streams its rows inside the object):
+//! - `--stat`: `{"analyzer", "by", "mode": "stat", "file", "window": [from_ns, to_ns] | null,
+//!   "filters": {...}, "lost_events": {"<cpu>": n | null}, "pairs": {...},
+//!   "rows": [{"key", "count", "total_ns", "avg_ns", "min_ns", "max_ns", "p50_ns",
+//!   "p99_ns"[, FLAG_COLUMN]}], TABLE_NAME: [{column: value}], "notes", "errors"}`
+//! - `--dist`: the same header, `"buckets": "log2" | "log10"`, and rows
+//!   `{"key", "count", "buckets": [{"lo_ns", "hi_ns" | null, "count"}]}` (non-empty range;
+//!   a bucket holds lo_ns <= v <= hi_ns for log2, lo_ns < v <= hi_ns for log10).
+//! - `--log`: `{"analyzer", "by", "mode": "log", "file", "filters", "rows": [{"ts", "key",
+//!   "dur_ns" | "level", "tid", "pid", "comm", "cpu"[, FLAG_COLUMN]}], "window",
+//!   "lost_events", "pairs", "notes", "errors"}`; rows in completion order.
+
+use std::io::{self, Write};
+
+use kstate_analyze::analyzer::{Buckets, Cell, Kind, LogRow, LogSink, Outcome, Row, Table};
+use kstate_analyze::filter::{fmt_dur, fmt_secs};
+use kstate_analyze::hist::{Decades, DECADES};
+use kstate_analyze::Info;
+use kstate_format::value::write_json_str;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Csv,
+    Json,
+}
+
+/// What the report header says besides the outcome.
+#[derive(Debug, Clone)]
+pub struct Meta {
+    pub file: String,
+    pub filters: Vec<(String, String)>,
+}
+
+fn json_str(s: &str) -> String {
+    let mut v = Vec::new();
+    write_json_str(s, &mut v);
+    String::from_utf8(v).expect("JSON text is UTF-8")
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn json_header(info: &Info, by: &str, mode: &str, meta: &Meta) -> String {
+    let filters: Vec<String> = meta
+        .filters
+        .iter()
+        .map(|(k, v)| format!("{}:{}", json_str(k), json_str(v)))
+        .collect();
+    format!(
+        "{{\"analyzer\":{},\"by\":{},\"mode\":{},\"file\":{},\"filters\":{{{}}}",
+        json_str(info.name),
+        json_str(by),
+        json_str(mode),
+        json_str(&meta.file),
+        filters.join(",")
+    )
+}
+
+/// Members every report ends with: window, losses, pair counts, tables, notes, errors.
+fn json_trailer(o: &Outcome) -> String {
+    let mut s = String::new();
+    match o.span {
+        Some((a, b)) => s.push_str(&format!(",\"window\":[{a},{b}]")),
+        None => s.push_str(",\"window\":null"),
+    }
+    let lost: Vec<String> = o
+        .lost
+        .iter()
+        .map(|(cpu, n)| match n {
+            Some(n) => format!("\"{cpu}\":{n}"),
+            None => format!("\"{cpu}\":null"),
+        })
+        .collect();
+    s.push_str(&format!(",\"lost_events\":{{{}}}", lost.join(",")));
+    let c = &o.counts;
+    s.push_str(&format!(
+        ",\"pairs\":{{\"selected\":{},\"filtered_out\":{},\"broken_by_loss\":{},\"unmatched\":{},\"open_at_end\":{}}},\"events_read\":{}",
+        c.selected, c.filtered, c.broken_by_loss, c.unmatched, c.open_at_end, c.events
+    ));
+    for t in &o.tables {
+        s.push_str(&format!(",{}:[", json_str(t.name)));
+        for (i, r) in t.rows.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            let cells: Vec<String> = t
+                .columns
+                .iter()
+                .zip(r)
+                .map(|(c, v)| format!("{}:{}", json_str(c), json_cell(v)))
+                .collect();
+            s.push_str(&format!("{{{}}}", cells.join(",")));
+        }
+        s.push(']');
+    }
+    let notes: Vec<String> = o.notes.iter().map(|n| json_str(n)).collect();
+    let errors: Vec<String> = o.errors.iter().map(|e| json_str(&e.to_string())).collect();
+    s.push_str(&format!(
+        ",\"notes\":[{}],\"errors\":[{}]}}",
+        notes.join(","),
+        errors.join(",")
+    ));
+    s
+}
+
+fn json_cell(c: &Cell) -> String {
+    match c {
+        Cell::Int(n) => n.to_string(),
+        Cell::Float(f) if f.is_finite() => format!("{f}"),
+        Cell::Float(_) => "null".into(),
+        Cell::Text(t) => json_str(t),
+    }
+}
+
+fn text_cell(c: &Cell) -> String {
+    match c {
+        Cell::Int(n) => n.to_string(),
+        Cell::Float(f) => format!("{f:.3}"),
+        Cell::Text(t) => t.clone(),
+    }
+}
+
+/// The text header: file, time, filters, losses (loudly), pair accounting.
+fn text_header(o: &Outcome, meta: &Meta, mode: &str, w: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        w,
+        "analyzer: {} --{mode} (key: {}; value: {})",
+        o.info.name, o.by, o.info.value
+    )?;
+    writeln!(w, "file:     {}", meta.file)?;
+    text_time_and_losses(o, meta, w)
+}
+
+fn text_time_and_losses(o: &Outcome, meta: &Meta, w: &mut dyn Write) -> io::Result<()> {
+    match o.span {
+        Some((a, b)) => {
+            let rel = o
+                .trace_start
+                .map(|t| {
+                    format!(
+                        " (+{} .. +{} from trace start)",
+                        fmt_secs(a.saturating_sub(t)),
+                        fmt_secs(b.saturating_sub(t))
+                    )
+                })
+                .unwrap_or_default();
+            writeln!(
+                w,
+                "time:     {} .. {}{rel}, {:.6} s",
+                fmt_secs(a),
+                fmt_secs(b),
+                (b - a) as f64 / 1e9
+            )?
+        }
+        None => writeln!(w, "time:     (no events selected)")?,
+    }
+    if !meta.filters.is_empty() {
+        let f: Vec<String> = meta
+            .filters
+            .iter()
+            .map(|(k, v)| format!("--{k} {v}"))
+            .collect();
+        writeln!(w, "filters:  {}", f.join(" "))?;
+    }
+    if o.any_loss() {
+        let (n, unknown) = o.lost_total();
+        let per: Vec<String> = o
+            .lost
+            .iter()
+            .filter(|(_, l)| **l != Some(0))
+            .map(|(c, l)| match l {
+                Some(n) => format!("cpu{c}: {n}"),
+                None => format!("cpu{c}: unknown"),
+            })
+            .collect();
+        writeln!(
+            w,
+            "LOST:     *** {}{} events lost in this time ({}); {} pairs spanning a loss were dropped ***",
+            n,
+            if unknown { "+ (some uncounted)" } else { "" },
+            per.join(", "),
+            o.counts.broken_by_loss
+        )?;
+    } else {
+        writeln!(w, "lost:     none")?;
+    }
+    let c = &o.counts;
+    writeln!(
+        w,
+        "pairs:    {} selected; {} filtered out, {} broken by loss, {} unmatched, {} open at end",
+        c.selected, c.filtered, c.broken_by_loss, c.unmatched, c.open_at_end
+    )?;
+    for n in &o.notes {
+        writeln!(w, "note:     {n}")?;
+    }
+    for e in &o.errors {
+        writeln!(w, "ERROR:    {e} (figures cover what could be read)")?;
+    }
+    Ok(())
+}
+
+fn stat_values(r: &Row) -> [u64; 7] {
+    let a = &r.agg;
+    [
+        a.count,
+        a.total,
+        a.avg(),
+        a.min(),
+        a.max,
+        a.percentile(50.0),
+        a.percentile(99.0),
+    ]
+}
+
+/// `--stat`: one row per key (rows already sorted and cut by the caller).
+pub fn stat(o: &Outcome, meta: &Meta, fmt: Format, w: &mut dyn Write) -> io::Result<()> {
+    let flag = o.info.flag_column;
+    match fmt {
+        Format::Json => {
+            write!(w, "{}", json_header(&o.info, o.by, "stat", meta))?;
+            write!(w, ",\"rows\":[")?;
+            for (i, r) in o.rows.iter().enumerate() {
+                let v = stat_values(r);
+                if i > 0 {
+                    write!(w, ",")?;
+                }
+                write!(
+                    w,
+                    "{{\"key\":{},\"count\":{},\"total_ns\":{},\"avg_ns\":{},\"min_ns\":{},\"max_ns\":{},\"p50_ns\":{},\"p99_ns\":{}",
+                    json_str(&r.key), v[0], v[1], v[2], v[3], v[4], v[5], v[6]
+                )?;
+                if let Some(f) = flag {
+                    write!(w, ",{}:{}", json_str(f), r.agg.flagged)?;
+                }
+                write!(w, "}}")?;
+            }
+            write!(w, "]")?;
+            writeln!(w, "{}", json_trailer(o))
+        }
+        Format::Csv => {
+            write!(w, "key,count,total_ns,avg_ns,min_ns,max_ns,p50_ns,p99_ns")?;
+            if let Some(f) = flag {
+                write!(w, ",{f}")?;
+            }
+            writeln!(w)?;
+            for r in &o.rows {
+                let v = stat_values(r);
+                write!(w, "{}", csv_field(&r.key))?;
+                for x in v {
+                    write!(w, ",{x}")?;
+                }
+                if flag.is_some() {
+                    write!(w, ",{}", r.agg.flagged)?;
+                }
+                writeln!(w)?;
+            }
+            Ok(())
+        }
+        Format::Text => {
+            text_header(o, meta, "stat", w)?;
+            writeln!(w)?;
+            let kw = o
+                .rows
+                .iter()
+                .map(|r| r.key.chars().count())
+                .max()
+                .unwrap_or(3)
+                .max(3);
+            write!(
+                w,
+                "{:<kw$} {:>10} {:>14} {:>12} {:>12} {:>12} {:>12} {:>12}",
+                "KEY", "COUNT", "TOTAL", "AVG", "MIN", "MAX", "P50", "P99"
+            )?;
+            if let Some(f) = flag {
+                write!(w, " {:>8}", f.to_uppercase())?;
+            }
+            writeln!(w)?;
+            for r in &o.rows {
+                let v = stat_values(r);
+                write!(
+                    w,
+                    "{:<kw$} {:>10} {:>14} {:>12} {:>12} {:>12} {:>12} {:>12}",
+                    r.key,
+                    v[0],
+                    fmt_dur(v[1]),
+                    fmt_dur(v[2]),
+                    fmt_dur(v[3]),
+                    fmt_dur(v[4]),
+                    fmt_dur(v[5]),
+                    fmt_dur(v[6])
+                )?;
+                if flag.is_some() {
+                    write!(w, " {:>8}", r.agg.flagged)?;
+                }
+                writeln!(w)?;
+            }
+            if o.rows.is_empty() {
+                writeln!(w, "(no pairs)")?;
+            }
+            for t in &o.tables {
+                text_table(t, w)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn text_table(t: &Table, w: &mut dyn Write) -> io::Result<()> {
+    writeln!(w, "\n{}:", t.title)?;
+    let cells: Vec<Vec<String>> = t
+        .rows
+        .iter()
+        .map(|r| r.iter().map(text_cell).collect())
+        .collect();
+    let widths: Vec<usize> = t
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            cells
+                .iter()
+                .map(|r| r.get(i).map_or(0, String::len))
+                .max()
+                .unwrap_or(0)
+                .max(c.len())
+        })
+        .collect();
+    for (i, c) in t.columns.iter().enumerate() {
+        write!(w, "  {:>width$}", c.to_uppercase(), width = widths[i])?;
+    }
+    writeln!(w)?;
+    for r in &cells {
+        for (i, c) in r.iter().enumerate() {
+            write!(w, "  {:>width$}", c, width = widths[i])?;
+        }
+        writeln!(w)?;
+    }
+    Ok(())
+}
+
+/// One bucket: inclusive/exclusive bounds as documented at the top, and its count.
+struct Bucket {
+    lo: u64,
+    hi: Option<u64>,
+    count: u64,
+    label: String,
+}
+
+fn dist_buckets(r: &Row, buckets: Buckets) -> Vec<Bucket> {
+    match buckets {
+        Buckets::Log2 => {
+            let l = r.agg.hist.log2();
+            let (Some(first), Some(last)) = (l.first(), l.last()) else {
+                return Vec::new();
+            };
+            (first.0..=last.0)
+                .map(|k| {
+                    let count = l.iter().find(|x| x.0 == k).map_or(0, |x| x.1);
+                    let (lo, hi) = if k < 0 {
+                        (0, 0)
+                    } else {
+                        (
+                            1u64 << k,
+                            ((1u128 << (k + 1)) - 1).min(u64::MAX as u128) as u64,
+                        )
+                    };
+                    Bucket {
+                        lo,
+                        hi: Some(hi),
+                        count,
+                        label: format!("{} .. {}", fmt_dur(lo), fmt_dur(hi)),
+                    }
+                })
+                .collect()
+        }
+        Buckets::Log10 => {
+            let c = &r.agg.decades.counts;
+            let Some(first) = c.iter().position(|&n| n > 0) else {
+                return Vec::new();
+            };
+            let last = c.iter().rposition(|&n| n > 0).unwrap_or(first);
+            (first..=last)
+                .map(|i| {
+                    let (lo, hi) = Decades::range(i);
+                    let label = match (lo, hi) {
+                        (None, Some(h)) => format!("<= {}", decade(h)),
+                        (Some(l), Some(h)) => format!("{} - {}", decade(l), decade(h)),
+                        (Some(l), None) => format!("> {}", decade(l)),
+                        (None, None) => String::new(),
+                    };
+                    Bucket {
+                        lo: lo.unwrap_or(0),
+                        hi,
+                        count: c[i],
+                        label,
+                    }
+                })
+                .collect()
+        }
+    }
+}
+
+/// 100 -> `0.1us`, 1000 -> `1us`, 10^8 -> `100ms`.
+fn decade(ns: u64) -> String {
+    match ns {
+        100 => "0.1us".into(),
+        n if n < 1_000_000 => format!("{}us", n / 1_000),
+        n if n < 1_000_000_000 => format!("{}ms", n / 1_000_000),
+        n => format!("{}s", n / 1_000_000_000),
+    }
+}
+
+const _: () = assert!(DECADES == 10);
+
+/// `--dist`: a histogram per key, as ASCII bars with counts and percentages.
+pub fn dist(
+    o: &Outcome,
+    meta: &Meta,
+    buckets: Buckets,
+    fmt: Format,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    let bname = match buckets {
+        Buckets::Log2 => "log2",
+        Buckets::Log10 => "log10",
+    };
+    match fmt {
+        Format::Json => {
+            write!(w, "{}", json_header(&o.info, o.by, "dist", meta))?;
+            write!(w, ",\"buckets\":\"{bname}\",\"rows\":[")?;
+            for (i, r) in o.rows.iter().enumerate() {
+                if i > 0 {
+                    write!(w, ",")?;
+                }
+                write!(
+                    w,
+                    "{{\"key\":{},\"count\":{},\"buckets\":[",
+                    json_str(&r.key),
+                    r.agg.count
+                )?;
+                for (j, b) in dist_buckets(r, buckets).iter().enumerate() {
+                    if j > 0 {
+                        write!(w, ",")?;
+                    }
+                    let hi = b.hi.map_or("null".to_string(), |h| h.to_string());
+                    write!(
+                        w,
+                        "{{\"lo_ns\":{},\"hi_ns\":{hi},\"count\":{}}}",
+                        b.lo, b.count
+                    )?;
+                }
+                write!(w, "]}}")?;
+            }
+            write!(w, "]")?;
+            writeln!(w, "{}", json_trailer(o))
+        }
+        Format::Csv => {
+            writeln!(w, "key,lo_ns,hi_ns,count")?;
+            for r in &o.rows {
+                for b in dist_buckets(r, buckets) {
+                    writeln!(
+                        w,
+                        "{},{},{},{}",
+                        csv_field(&r.key),
+                        b.lo,
+                        b.hi.map_or(String::new(), |h| h.to_string()),
+                        b.count
+                    )?;
+                }
+            }
+            Ok(())
+        }
+        Format::Text => {
+            text_header(o, meta, "dist", w)?;
+            for r in &o.rows {
+                let bs = dist_buckets(r, buckets);
+                let max = bs.iter().map(|b| b.count).max().unwrap_or(0).max(1);
+                let lw = bs.iter().map(|b| b.label.len()).max().unwrap_or(0).max(5);
+                writeln!(
+                    w,
+                    "\n{} = {}  (count {}, avg {}, max {})",
+                    o.by,
+                    r.key,
+                    r.agg.count,
+                    fmt_dur(r.agg.avg()),
+                    fmt_dur(r.agg.max)
+                )?;
+                writeln!(
+                    w,
+                    "  {:>lw$} : {:>9} {:>7}  distribution",
+                    "range", "count", "%"
+                )?;
+                for b in &bs {
+                    let bar = (b.count * 40).div_ceil(max) as usize;
+                    let pct = b.count as f64 * 100.0 / r.agg.count.max(1) as f64;
+                    writeln!(
+                        w,
+                        "  {:>lw$} : {:>9} {:>6.2}% |{:<40}|",
+                        b.label,
+                        b.count,
+                        pct,
+                        "*".repeat(bar)
+                    )?;
+                }
+            }
+            if o.rows.is_empty() {
+                writeln!(w, "\n(no pairs)")?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// `--log`: rows streamed as pairs complete, then a footer (text) or the closing
+/// members (JSON) once the pass is over.
+pub struct LogWriter<W: Write> {
+    w: W,
+    fmt: Format,
+    flag: Option<&'static str>,
+    rows: u64,
+    /// Set when the reader went away (closed pipe): not an error for the user.
+    pub broken_pipe: bool,
+}
+
+impl<W: Write> LogWriter<W> {
+    pub fn start(mut w: W, fmt: Format, info: &Info, by: &str, meta: &Meta) -> io::Result<Self> {
+        let flag = info.flag_column;
+        match fmt {
+            Format::Json => write!(w, "{},\"rows\":[", json_header(info, by, "log", meta))?,
+            Format::Csv => {
+                write!(w, "ts_ns,key,value,unit,tid,pid,comm,cpu")?;
+                if let Some(f) = flag {
+                    write!(w, ",{f}")?;
+                }
+                writeln!(w)?;
+            }
+            Format::Text => {
+                writeln!(
+                    w,
+                    "analyzer: {} --log (key: {by}; value: {}; rows in completion order)",
+                    info.name, info.value
+                )?;
+                writeln!(w, "file:     {}", meta.file)?;
+                writeln!(w)?;
+                write!(
+                    w,
+                    "{:>20} {:<24} {:>14} {:>8} {:>8} {:<16} {:>4}",
+                    "START", "KEY", "VALUE", "TID", "PID", "COMM", "CPU"
+                )?;
+                if let Some(f) = flag {
+                    write!(w, " {}", f.to_uppercase())?;
+                }
+                writeln!(w)?;
+            }
+        }
+        Ok(LogWriter {
+            w,
+            fmt,
+            flag,
+            rows: 0,
+            broken_pipe: false,
+        })
+    }
+
+    /// Ends the output with what is known only after the pass.
+    pub fn finish(mut self, o: &Outcome, meta: &Meta) -> io::Result<()> {
+        match self.fmt {
+            Format::Json => writeln!(self.w, "]{}", json_trailer(o))?,
+            Format::Csv => {}
+            Format::Text => {
+                writeln!(self.w, "\n{} rows", self.rows)?;
+                text_time_and_losses(o, meta, &mut self.w)?;
+            }
+        }
+        self.w.flush()
+    }
+}
+
+impl<W: Write> LogSink for LogWriter<W> {
+    fn row(&mut self, r: &LogRow<'_>) -> io::Result<()> {
+        let res = self.write_row(r);
+        if let Err(e) = &res {
+            if e.kind() == io::ErrorKind::BrokenPipe {
+                self.broken_pipe = true;
+            }
+        }
+        res
+    }
+}
+
+impl<W: Write> LogWriter<W> {
+    fn write_row(&mut self, r: &LogRow<'_>) -> io::Result<()> {
+        let flag = r.flag as u8;
+        match self.fmt {
+            Format::Json => {
+                if self.rows > 0 {
+                    write!(self.w, ",")?;
+                }
+                let value = match r.kind {
+                    Kind::Dur => format!("\"dur_ns\":{}", r.value),
+                    Kind::Level => format!("\"level\":{}", r.value),
+                };
+                let pid = r.pid.map_or("null".to_string(), |p| p.to_string());
+                write!(
+                    self.w,
+                    "\n{{\"ts\":{},\"key\":{},{value},\"tid\":{},\"pid\":{pid},\"comm\":{},\"cpu\":{}",
+                    r.start,
+                    json_str(r.key),
+                    r.tid,
+                    json_str(r.comm),
+                    r.cpu
+                )?;
+                if let Some(f) = self.flag {
+                    write!(self.w, ",{}:{}", json_str(f), r.flag)?;
+                }
+                write!(self.w, "}}")?;
+            }
+            Format::Csv => {
+                let unit = match r.kind {
+                    Kind::Dur => "ns",
+                    Kind::Level => "level",
+                };
+                write!(
+                    self.w,
+                    "{},{},{},{unit},{},{},{},{}",
+                    r.start,
+                    csv_field(r.key),
+                    r.value,
+                    r.tid,
+                    r.pid.map_or(String::new(), |p| p.to_string()),
+                    csv_field(r.comm),
+                    r.cpu
+                )?;
+                if self.flag.is_some() {
+                    write!(self.w, ",{flag}")?;
+                }
+                writeln!(self.w)?;
+            }
+            Format::Text => {
+                let value = match r.kind {
+                    Kind::Dur => fmt_dur(r.value),
+                    Kind::Level => format!("len={}", r.value),
+                };
+                write!(
+                    self.w,
+                    "{:>20} {:<24} {:>14} {:>8} {:>8} {:<16} {:>4}",
+                    fmt_secs(r.start),
+                    r.key,
+                    value,
+                    r.tid,
+                    r.pid.map_or("-".to_string(), |p| p.to_string()),
+                    r.comm,
+                    r.cpu
+                )?;
+                if self.flag.is_some() {
+                    write!(self.w, " {}", if r.flag { "yes" } else { "" })?;
+                }
+                writeln!(self.w)?;
+            }
+        }
+        self.rows += 1;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_quoting() {
+        assert_eq!(csv_field("read"), "read");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+    }
+
+    #[test]
+    fn decade_labels() {
+        assert_eq!(decade(100), "0.1us");
+        assert_eq!(decade(1_000), "1us");
+        assert_eq!(decade(100_000), "100us");
+        assert_eq!(decade(1_000_000), "1ms");
+        assert_eq!(decade(100_000_000), "100ms");
+        assert_eq!(decade(10_000_000_000), "10s");
+    }
+}
