@@ -77,6 +77,7 @@ fn sections() -> Sections {
         filters: vec!["sched:sched_switch:prev_pid != 0".into()],
         pids: vec![],
         sysinfo_interval_ms: 50,
+        workload_pid: Some(31337),
     };
     let mut processes = vec![
         Process {
@@ -293,6 +294,7 @@ fn sections_survive_a_trace_dat_and_trace_cmd_ignores_them() {
                 "buffer_kib_per_cpu": r.buffer_kib_per_cpu, "events": r.events,
                 "missing_events": r.missing_events, "filters": r.filters, "pids": r.pids,
                 "sysinfo_interval_ms": r.sysinfo_interval_ms,
+                "workload_pid": r.workload_pid,
             })
         );
         assert_eq!(v["processes"], json!(s.processes.len()));
@@ -348,7 +350,7 @@ fn info_text_shows_the_recording() {
         "\nrecording:\n",
         "  tool:        kstate 0.1.0\n",
         "  command:     kstate record -e sched -- sh -c 'sleep 1; echo '\\''done'\\'''\n",
-        "  workload:    sh -c 'sleep 1; echo '\\''done'\\'''\n",
+        "  workload:    sh -c 'sleep 1; echo '\\''done'\\''' (pid 31337)\n",
         "  host:        test-host\\nwith newline\n",
         "  clock:       mono\n",
         "  started:     2023-11-14T22:13:20.500000000Z\n",

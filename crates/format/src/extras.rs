@@ -250,6 +250,8 @@ pub struct Recording {
     pub pids: Vec<i32>,
     /// 0 = off.
     pub sysinfo_interval_ms: u64,
+    /// The traced command's pid, when kstate started one.
+    pub workload_pid: Option<i32>,
 }
 
 impl Recording {
@@ -291,6 +293,9 @@ impl Recording {
             kv("pids", &p.to_string());
         }
         kv("sysinfo_interval_ms", &self.sysinfo_interval_ms.to_string());
+        if let Some(p) = self.workload_pid {
+            kv("workload_pid", &p.to_string());
+        }
         s.into_bytes()
     }
 
@@ -324,6 +329,7 @@ impl Recording {
                     | "stop_ts"
                     | "buffer_kib_per_cpu"
                     | "sysinfo_interval_ms"
+                    | "workload_pid"
             );
             if scalar {
                 if seen.contains(&key) {
@@ -349,6 +355,7 @@ impl Recording {
                 "filters" => r.filters.push(v),
                 "pids" => r.pids.push(int_at(&v, vat, key)?),
                 "sysinfo_interval_ms" => r.sysinfo_interval_ms = int_at(&v, vat, key)?,
+                "workload_pid" => r.workload_pid = Some(int_at(&v, vat, key)?),
                 _ => {} // a newer kstate's key
             }
         }
@@ -1065,6 +1072,7 @@ mod tests {
             filters: vec!["sched:sched_switch:prev_pid != 0 && next_comm ~ \"a b\"".into()],
             pids: vec![1, -1, i32::MAX, i32::MIN],
             sysinfo_interval_ms: 100,
+            workload_pid: Some(4242),
         }
     }
 

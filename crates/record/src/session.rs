@@ -237,6 +237,7 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
     inst.write("tracing_on", "1")?;
     let start_ts = now();
     let started = Instant::now();
+    let workload_pid = gated.as_ref().map(|g| g.pid);
     let mut child: Option<Child> = None;
     let mut workload_status = None;
     let mut stopped_by = None;
@@ -367,6 +368,7 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
         filters: opts.filters.clone(),
         pids: pids.clone(),
         sysinfo_interval_ms: opts.sysinfo_interval_ms,
+        workload_pid,
     };
     writer.extra_option(extras::ids::RECORDING, &rec.encode())?;
     writer.extra_option(

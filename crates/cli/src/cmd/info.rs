@@ -311,6 +311,7 @@ impl Report<'_> {
                     "events": r.events, "missing_events": r.missing_events,
                     "filters": r.filters, "pids": r.pids,
                     "sysinfo_interval_ms": r.sysinfo_interval_ms,
+                    "workload_pid": r.workload_pid,
                 })
             });
             o.insert("recording".into(), json!(v));
@@ -362,8 +363,11 @@ impl Report<'_> {
                 let _ = writeln!(s, "  command:     {}", p(&shell_words(&r.command)));
                 let _ = writeln!(
                     s,
-                    "  workload:    {}",
-                    or_none(p(&shell_words(&r.workload)))
+                    "  workload:    {}{}",
+                    or_none(p(&shell_words(&r.workload))),
+                    r.workload_pid
+                        .map(|p| format!(" (pid {p})"))
+                        .unwrap_or_default()
                 );
                 let _ = writeln!(s, "  host:        {}", p(&r.hostname));
                 let _ = writeln!(s, "  clock:       {}", p(&r.clock));

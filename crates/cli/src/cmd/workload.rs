@@ -29,7 +29,13 @@ pub enum Workload {
         size: usize,
     },
     /// N sleeps of MS milliseconds
-    Sleep { n: u64, ms: u64 },
+    Sleep {
+        n: u64,
+        ms: u64,
+        /// Pin to this CPU first
+        #[arg(long)]
+        cpu: Option<usize>,
+    },
 }
 
 pub fn run(w: Workload) -> Result<ExitCode, Error> {
@@ -61,7 +67,10 @@ pub fn run(w: Workload) -> Result<ExitCode, Error> {
                 f.sync_all().map_err(|e| Error::io(&file, e))?;
             }
         }
-        Workload::Sleep { n, ms } => {
+        Workload::Sleep { n, ms, cpu } => {
+            if let Some(c) = cpu {
+                pin(c);
+            }
             for _ in 0..n {
                 std::thread::sleep(std::time::Duration::from_millis(ms));
             }
