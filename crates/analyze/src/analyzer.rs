@@ -34,7 +34,40 @@ pub struct Info {
     pub flag_column: Option<&'static str>,
     /// What the value is, for headers ("duration", "latency", ...).
     pub value: &'static str,
+    /// What the value is measured in: names the value columns (`total_ns`, `avg_bytes`,
+    /// `max_pages`) and how text output prints it.
+    pub unit: Unit,
     pub run: RunFn,
+}
+
+/// The unit of an analyzer's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// Nanoseconds (durations, latencies): printed as 1.234ms.
+    Ns,
+    /// Bytes: printed as a plain number.
+    Bytes,
+    /// A count of the things named (e.g. "pages", "len"): printed as a plain number.
+    Count(&'static str),
+}
+
+impl Unit {
+    /// Suffix of value column names: `total_ns`, `avg_bytes`, `max_len`.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Unit::Ns => "ns",
+            Unit::Bytes => "bytes",
+            Unit::Count(what) => what,
+        }
+    }
+
+    /// A value for humans.
+    pub fn fmt(self, v: u64) -> String {
+        match self {
+            Unit::Ns => crate::filter::fmt_dur(v),
+            Unit::Bytes | Unit::Count(_) => v.to_string(),
+        }
+    }
 }
 
 pub type RunFn = fn(&Trace, &Config, &mut dyn LogSink) -> Result<Outcome, Error>;

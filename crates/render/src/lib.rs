@@ -11,14 +11,17 @@
 //! - `--dist`: the same header, `"buckets": "log2" | "log10"`, and rows
 //!   `{"key", "count", "buckets": [{"lo_ns", "hi_ns" | null, "count"}]}` (non-empty range;
 //!   a bucket holds lo_ns <= v <= hi_ns for log2, lo_ns < v <= hi_ns for log10).
+//! - Value columns are named for the analyzer's unit (`Info::unit`): `total_ns` for
+//!   durations, `total_bytes`, `total_pages`, ... for others; `--log` rows carry `dur_ns`
+//!   or the unit's name.
 //! - `--log`: `{"analyzer", "by", "mode": "log", "file", "filters", "rows": [{"ts", "key",
 //!   "dur_ns" | "level", "tid", "pid", "comm", "cpu"[, FLAG_COLUMN]}], "window",
 //!   "lost_events", "pairs", "notes", "errors"}`; rows in completion order.
 
 use std::io::{self, Write};
 
-use kstate_analyze::analyzer::{Buckets, Cell, Kind, LogRow, LogSink, Outcome, Row, Table};
-use kstate_analyze::filter::{fmt_dur, fmt_secs};
+use kstate_analyze::analyzer::{Buckets, Cell, Kind, LogRow, LogSink, Outcome, Row, Table, Unit};
+use kstate_analyze::filter::fmt_secs;
 use kstate_analyze::hist::{Decades, DECADES};
 use kstate_analyze::Info;
 use kstate_format::value::write_json_str;
@@ -235,9 +238,10 @@ pub fn stat(o: &Outcome, meta: &Meta, fmt: Format, w: &mut dyn Write) -> io::Res
                 if i > 0 {
                     write!(w, ",")?;
                 }
+                let u = o.info.unit.suffix();
                 write!(
                     w,
-                    "{{\"key\":{},\"count\":{},\"total_ns\":{},\"avg_ns\":{},\"min_ns\":{},\"max_ns\":{},\"p50_ns\":{},\"p99_ns\":{}",
+                    "{{\"key\":{},\"count\":{},\"total_{u}\":{},\"avg_{u}\":{},\"min_{u}\":{},\"max_{u}\":{},\"p50_{u}\":{},\"p99_{u}\":{}",
                     json_str(&r.key), v[0], v[1], v[2], v[3], v[4], v[5], v[6]
                 )?;
                 if let Some(f) = flag {
@@ -249,7 +253,11 @@ pub fn stat(o: &Outcome, meta: &Meta, fmt: Format, w: &mut dyn Write) -> io::Res
             writeln!(w, "{}", json_trailer(o))
         }
         Format::Csv => {
-            write!(w, "key,count,total_ns,avg_ns,min_ns,max_ns,p50_ns,p99_ns")?;
+            let u = o.info.unit.suffix();
+            write!(
+                w,
+                "key,count,total_{u},avg_{u},min_{u},max_{u},p50_{u},p99_{u}"
+            )?;
             if let Some(f) = flag {
                 write!(w, ",{f}")?;
             }
@@ -286,6 +294,7 @@ pub fn stat(o: &Outcome, meta: &Meta, fmt: Format, w: &mut dyn Write) -> io::Res
                 write!(w, " {:>8}", f.to_uppercase())?;
             }
             writeln!(w)?;
+            let unit = o.info.unit;
             for r in &o.rows {
                 let v = stat_values(r);
                 write!(
@@ -293,12 +302,12 @@ pub fn stat(o: &Outcome, meta: &Meta, fmt: Format, w: &mut dyn Write) -> io::Res
                     "{:<kw$} {:>10} {:>14} {:>12} {:>12} {:>12} {:>12} {:>12}",
                     r.key,
                     v[0],
-                    fmt_dur(v[1]),
-                    fmt_dur(v[2]),
-                    fmt_dur(v[3]),
-                    fmt_dur(v[4]),
-                    fmt_dur(v[5]),
-                    fmt_dur(v[6])
+                    unit.fmt(v[1]),
+                    unit.fmt(v[2]),
+                    unit.fmt(v[3]),
+                    unit.fmt(v[4]),
+                    unit.fmt(v[5]),
+                    unit.fmt(v[6])
                 )?;
                 if flag.is_some() {
                     write!(w, " {:>8}", r.agg.flagged)?;
@@ -357,7 +366,7 @@ struct Bucket {
     label: String,
 }
 
-fn dist_buckets(r: &Row, buckets: Buckets) -> Vec<Bucket> {
+fn dist_buckets(r: &Row, buckets: Buckets, unit: Unit) -> Vec<Bucket> {
     match buckets {
         Buckets::Log2 => {
             let l = r.agg.hist.log2();
@@ -379,7 +388,7 @@ fn dist_buckets(r: &Row, buckets: Buckets) -> Vec<Bucket> {
                         lo,
                         hi: Some(hi),
                         count,
-                        label: format!("{} .. {}", fmt_dur(lo), fmt_dur(hi)),
+                        label: format!("{} .. {}", unit.fmt(lo), unit.fmt(hi)),
                     }
                 })
                 .collect()
@@ -394,9 +403,11 @@ fn dist_buckets(r: &Row, buckets: Buckets) -> Vec<Bucket> {
                 .map(|i| {
                     let (lo, hi) = Decades::range(i);
                     let label = match (lo, hi) {
-                        (None, Some(h)) => format!("<= {}", decade(h)),
-                        (Some(l), Some(h)) => format!("{} - {}", decade(l), decade(h)),
-                        (Some(l), None) => format!("> {}", decade(l)),
+                        (None, Some(h)) => format!("<= {}", decade(h, unit)),
+                        (Some(l), Some(h)) => {
+                            format!("{} - {}", decade(l, unit), decade(h, unit))
+                        }
+                        (Some(l), None) => format!("> {}", decade(l, unit)),
                         (None, None) => String::new(),
                     };
                     Bucket {
@@ -411,8 +422,11 @@ fn dist_buckets(r: &Row, buckets: Buckets) -> Vec<Bucket> {
     }
 }
 
-/// 100 -> `0.1us`, 1000 -> `1us`, 10^8 -> `100ms`.
-fn decade(ns: u64) -> String {
+/// 100 -> `0.1us`, 1000 -> `1us`, 10^8 -> `100ms` (other units: the number).
+fn decade(ns: u64, unit: Unit) -> String {
+    if unit != Unit::Ns {
+        return ns.to_string();
+    }
     match ns {
         100 => "0.1us".into(),
         n if n < 1_000_000 => format!("{}us", n / 1_000),
@@ -449,14 +463,15 @@ pub fn dist(
                     json_str(&r.key),
                     r.agg.count
                 )?;
-                for (j, b) in dist_buckets(r, buckets).iter().enumerate() {
+                for (j, b) in dist_buckets(r, buckets, o.info.unit).iter().enumerate() {
                     if j > 0 {
                         write!(w, ",")?;
                     }
                     let hi = b.hi.map_or("null".to_string(), |h| h.to_string());
+                    let u = o.info.unit.suffix();
                     write!(
                         w,
-                        "{{\"lo_ns\":{},\"hi_ns\":{hi},\"count\":{}}}",
+                        "{{\"lo_{u}\":{},\"hi_{u}\":{hi},\"count\":{}}}",
                         b.lo, b.count
                     )?;
                 }
@@ -466,9 +481,10 @@ pub fn dist(
             writeln!(w, "{}", json_trailer(o))
         }
         Format::Csv => {
-            writeln!(w, "key,lo_ns,hi_ns,count")?;
+            let u = o.info.unit.suffix();
+            writeln!(w, "key,lo_{u},hi_{u},count")?;
             for r in &o.rows {
-                for b in dist_buckets(r, buckets) {
+                for b in dist_buckets(r, buckets, o.info.unit) {
                     writeln!(
                         w,
                         "{},{},{},{}",
@@ -484,7 +500,7 @@ pub fn dist(
         Format::Text => {
             text_header(o, meta, "dist", w)?;
             for r in &o.rows {
-                let bs = dist_buckets(r, buckets);
+                let bs = dist_buckets(r, buckets, o.info.unit);
                 let max = bs.iter().map(|b| b.count).max().unwrap_or(0).max(1);
                 let lw = bs.iter().map(|b| b.label.len()).max().unwrap_or(0).max(5);
                 writeln!(
@@ -493,8 +509,8 @@ pub fn dist(
                     o.by,
                     r.key,
                     r.agg.count,
-                    fmt_dur(r.agg.avg()),
-                    fmt_dur(r.agg.max)
+                    o.info.unit.fmt(r.agg.avg()),
+                    o.info.unit.fmt(r.agg.max)
                 )?;
                 writeln!(
                     w,
@@ -528,6 +544,7 @@ pub struct LogWriter<W: Write> {
     w: W,
     fmt: Format,
     flag: Option<&'static str>,
+    unit: Unit,
     rows: u64,
     /// Set when the reader went away (closed pipe): not an error for the user.
     pub broken_pipe: bool,
@@ -568,6 +585,7 @@ impl<W: Write> LogWriter<W> {
             w,
             fmt,
             flag,
+            unit: info.unit,
             rows: 0,
             broken_pipe: false,
         })
@@ -608,7 +626,8 @@ impl<W: Write> LogWriter<W> {
                     write!(self.w, ",")?;
                 }
                 let value = match r.kind {
-                    Kind::Dur => format!("\"dur_ns\":{}", r.value),
+                    Kind::Dur if self.unit == Unit::Ns => format!("\"dur_ns\":{}", r.value),
+                    Kind::Dur => format!("\"{}\":{}", self.unit.suffix(), r.value),
                     Kind::Level => format!("\"level\":{}", r.value),
                 };
                 let pid = r.pid.map_or("null".to_string(), |p| p.to_string());
@@ -628,7 +647,7 @@ impl<W: Write> LogWriter<W> {
             }
             Format::Csv => {
                 let unit = match r.kind {
-                    Kind::Dur => "ns",
+                    Kind::Dur => self.unit.suffix(),
                     Kind::Level => "level",
                 };
                 write!(
@@ -649,7 +668,7 @@ impl<W: Write> LogWriter<W> {
             }
             Format::Text => {
                 let value = match r.kind {
-                    Kind::Dur => fmt_dur(r.value),
+                    Kind::Dur => self.unit.fmt(r.value),
                     Kind::Level => format!("len={}", r.value),
                 };
                 write!(
@@ -687,11 +706,11 @@ mod tests {
 
     #[test]
     fn decade_labels() {
-        assert_eq!(decade(100), "0.1us");
-        assert_eq!(decade(1_000), "1us");
-        assert_eq!(decade(100_000), "100us");
-        assert_eq!(decade(1_000_000), "1ms");
-        assert_eq!(decade(100_000_000), "100ms");
-        assert_eq!(decade(10_000_000_000), "10s");
+        assert_eq!(decade(100, Unit::Ns), "0.1us");
+        assert_eq!(decade(1_000, Unit::Ns), "1us");
+        assert_eq!(decade(100_000, Unit::Ns), "100us");
+        assert_eq!(decade(1_000_000, Unit::Ns), "1ms");
+        assert_eq!(decade(100_000_000, Unit::Ns), "100ms");
+        assert_eq!(decade(10_000_000_000, Unit::Ns), "10s");
     }
 }

@@ -12,7 +12,7 @@
 use kstate_format::Trace;
 
 use super::sched::{self, Switch, Wakeup};
-use crate::analyzer::{Analyzer, Info, Kind, Missing, Out, Sample, Tasks};
+use crate::analyzer::{Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Unit};
 use crate::fxmap::FxMap;
 use crate::merge::Event;
 use crate::pair::Pairs;
@@ -54,6 +54,7 @@ impl Analyzer for OffCpu {
         ],
         flag_column: None,
         value: "off-CPU time",
+        unit: Unit::Ns,
         run: crate::analyzer::drive::<OffCpu>,
     };
 

@@ -29,7 +29,7 @@
 use kstate_format::{FieldRef, Trace};
 
 use super::sched::{self, Switch, Wakeup};
-use crate::analyzer::{Analyzer, Cell, Info, Kind, Missing, Out, Sample, Table, Tasks};
+use crate::analyzer::{Analyzer, Cell, Info, Kind, Missing, Out, Sample, Table, Tasks, Unit};
 use crate::fxmap::FxMap;
 use crate::merge::Event;
 use crate::pair::Pairs;
@@ -133,6 +133,7 @@ impl Analyzer for Runq {
         by: &[("pid", "woken task (comm-pid)"), ("cpu", "CPU the task ran on")],
         flag_column: None,
         value: "latency",
+        unit: Unit::Ns,
         run: crate::analyzer::drive::<Runq>,
     };
 

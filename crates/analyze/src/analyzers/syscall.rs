@@ -8,7 +8,7 @@
 
 use kstate_format::{FieldRef, Trace};
 
-use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks};
+use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Unit};
 use crate::fxmap::FxMap;
 use crate::merge::Event;
 use crate::pair::Pairs;
@@ -66,6 +66,7 @@ impl Analyzer for Syscall {
         ],
         flag_column: Some("errors"),
         value: "duration",
+        unit: Unit::Ns,
         run: crate::analyzer::drive::<Syscall>,
     };
 

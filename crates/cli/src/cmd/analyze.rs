@@ -19,6 +19,7 @@ an absolute trace-clock time as `kstate dump` prints it (@259445.106948920:@2594
 pair is selected when its start lies in the window (bounds inclusive).
 
 Durations (--min/--max): a number and a unit: 500ns, 10us, 1.5ms, 2s (bare numbers: ns).
+For analyzers whose values are not times (bytes, pages, queue lengths), give bare numbers.
 
 Percentiles (p50, p99) are nearest-rank values from a per-key log-linear histogram: exact
 below 256 ns, otherwise within 0.4 % (1/256) of the true value. count, total, avg (rounded
