@@ -647,3 +647,34 @@ fn a_full_disk_ends_the_recording_with_a_readable_file() {
         .collect();
     assert_eq!(names, ["full.dat"]);
 }
+
+#[test]
+fn pid_option_records_only_that_process() {
+    let dir = tmp();
+    let out = dir.path().join("pid.dat");
+    // A process that sleeps in a loop: 40 sleeps of 10 ms.
+    let mut target = Command::new(KSTATE)
+        .args(["workload", "sleep", "40", "10"])
+        .spawn()
+        .unwrap();
+    let pid = target.id() as i64;
+    let s = record(&[
+        "-o",
+        out.to_str().unwrap(),
+        "-e",
+        "syscall",
+        "-p",
+        &pid.to_string(),
+        "-d",
+        "0.2",
+    ]);
+    target.wait().unwrap();
+    assert_eq!(s["lost"], 0);
+    let evs = dump(&out, "raw_syscalls:sys_enter");
+    assert!(evs.len() >= 5, "only {} syscalls of the sleeper", evs.len());
+    assert!(
+        evs.iter().all(|(_, p, _)| *p == pid),
+        "events of other processes recorded"
+    );
+    assert_eq!(info(&out)["recording"]["pids"][0].as_i64(), Some(pid));
+}

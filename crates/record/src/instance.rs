@@ -91,6 +91,7 @@ fn teardown(dir: &Path) -> Result<()> {
     let _ = tracefs::write(&dir.join("tracing_on"), "0");
     let _ = tracefs::write(&dir.join("events/enable"), "0");
     let _ = tracefs::write(&dir.join("set_event_pid"), "");
+    let _ = tracefs::write(&dir.join("set_event_notrace_pid"), "");
     let mut last = None;
     // The kernel returns EBUSY while a reader of the instance is still closing.
     for _ in 0..50 {

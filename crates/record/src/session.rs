@@ -212,6 +212,12 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
         })
         .transpose()?;
 
+    // The recorder's own threads (polling, splicing, sampling) stay out of the recording.
+    let own: Vec<String> = workload::threads_of(std::process::id() as i32)
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
+    let _ = inst.write("set_event_notrace_pid", &own.join(" "));
     let gated = match opts.command.is_empty() {
         true => None,
         false => Some(workload::spawn_gated(&opts.command)?),

@@ -11,6 +11,13 @@ use kstate_format::Error;
 
 #[derive(clap::Subcommand)]
 pub enum Workload {
+    /// A little of everything, for the quick start: fsync'd writes, short sleeps, a
+    /// burst of null system calls, and a few child processes
+    Demo {
+        /// Where the scratch file goes (removed afterwards)
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+    },
     /// N getppid() calls in a tight loop (the null system call); prints ns per call
     Getppid {
         n: u64,
@@ -40,6 +47,7 @@ pub enum Workload {
 
 pub fn run(w: Workload) -> Result<ExitCode, Error> {
     match w {
+        Workload::Demo { dir } => demo(&dir)?,
         Workload::Getppid { n, cpu, json } => {
             if let Some(c) = cpu {
                 pin(c);
@@ -96,4 +104,37 @@ fn cpu_ns() -> u64 {
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
     tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// The quick start's workload: each part exercises one analyzer.
+fn demo(dir: &std::path::Path) -> Result<(), Error> {
+    let file = dir.join(format!(".kstate-demo-{}", std::process::id()));
+    let r = (|| {
+        let mut f = std::fs::File::create(&file).map_err(|e| Error::io(&file, e))?;
+        let buf = vec![0x6bu8; 64 * 1024];
+        for _ in 0..20 {
+            f.write_all(&buf).map_err(|e| Error::io(&file, e))?;
+            f.sync_all().map_err(|e| Error::io(&file, e))?;
+        }
+        for _ in 0..10 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        for _ in 0..100_000 {
+            // SAFETY: getppid has no preconditions.
+            std::hint::black_box(unsafe { libc::getppid() });
+        }
+        for _ in 0..5 {
+            let st = std::process::Command::new("true").status();
+            st.map_err(|e| {
+                Error::new(
+                    kstate_format::ErrorKind::Io,
+                    None,
+                    format!("running true: {e}"),
+                )
+            })?;
+        }
+        Ok(())
+    })();
+    let _ = std::fs::remove_file(&file);
+    r
 }
