@@ -251,24 +251,13 @@ impl Mover {
                     libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
                 )
             };
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
-                match e.raw_os_error() {
-                    Some(libc::EAGAIN) => return Ok(()),
-                    Some(libc::EINTR) => continue,
-                    _ => {
-                        return Err(os_error(
-                            format!("splicing CPU {} pages from the kernel", self.cpu),
-                            e,
-                        ))
-                    }
-                }
-            }
-            if n == 0 {
-                return Ok(());
-            }
+            let n = match from_kernel(n, || format!("splicing CPU {} pages", self.cpu))? {
+                Got::Bytes(n) => n,
+                Got::Nothing => return Ok(()),
+                Got::Interrupted => continue,
+            };
             self.preallocate(n as u64);
-            let mut left = n as usize;
+            let mut left = n;
             while left > 0 {
                 // SAFETY: as above; moves what the pipe holds into the file.
                 let m = unsafe {
@@ -341,24 +330,12 @@ impl Mover {
                     self.page_size,
                 )
             };
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
-                match e.raw_os_error() {
-                    Some(libc::EAGAIN) => return Ok(()),
-                    Some(libc::EINTR) => continue,
-                    _ => {
-                        return Err(os_error(
-                            format!("reading CPU {} pages from the kernel", self.cpu),
-                            e,
-                        ))
-                    }
-                }
-            }
-            if n == 0 {
-                return Ok(());
-            }
+            let n = match from_kernel(n, || format!("reading CPU {} pages", self.cpu))? {
+                Got::Bytes(n) => n,
+                Got::Nothing => return Ok(()),
+                Got::Interrupted => continue,
+            };
             // The kernel returns whole pages; anything else would break the page stream.
-            let n = n as usize;
             if n != self.page_size {
                 page[n..].fill(0);
             }
@@ -370,6 +347,30 @@ impl Mover {
             })?;
             self.bytes += self.page_size as u64;
         }
+    }
+}
+
+/// What a `read` or `splice` from `trace_pipe_raw` returned.
+enum Got {
+    Bytes(usize),
+    /// Nothing more for now (EAGAIN) or ever (end of file).
+    Nothing,
+    /// A signal interrupted the call: try again.
+    Interrupted,
+}
+
+fn from_kernel(n: isize, what: impl Fn() -> String) -> Result<Got> {
+    if n > 0 {
+        return Ok(Got::Bytes(n as usize));
+    }
+    if n == 0 {
+        return Ok(Got::Nothing);
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EAGAIN) => Ok(Got::Nothing),
+        Some(libc::EINTR) => Ok(Got::Interrupted),
+        _ => Err(os_error(format!("{} from the kernel", what()), e)),
     }
 }
 
