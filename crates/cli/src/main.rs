@@ -25,6 +25,8 @@ enum Command {
     /// (system-call time, wake-up latency, off-CPU time, ...)
     #[command(visible_alias = "la")]
     Analyze(Box<cmd::analyze::Args>),
+    /// Split a trace into one trace.dat per CPU (timestamps kept)
+    Split(cmd::split::Args),
     /// Turn a raw tracefs capture directory into a trace.dat v7 (readable by trace-cmd)
     Convert(cmd::convert::Args),
     /// Small programs with known behaviour, for tests, benchmarks and demos
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
         Command::Record(a) => cmd::record::run(a),
         Command::Analyze(a) => cmd::analyze::run(*a),
         Command::Convert(a) => cmd::convert::run(a),
+        Command::Split(a) => cmd::split::run(a),
         Command::Bench(b) => cmd::bench::run(b),
         Command::Workload(w) => cmd::workload::run(w),
     };

@@ -42,6 +42,7 @@ pub fn open(dir: &Path) -> Result<Trace> {
     let long_size = layout.commit_size;
 
     let mut events = EventTable::default();
+    let mut format_texts = Vec::new();
     for root in ["events", "formats"] {
         let root = dir.join(root);
         let Ok(systems) = std::fs::read_dir(&root) else {
@@ -62,9 +63,13 @@ pub fn open(dir: &Path) -> Result<Trace> {
                     continue;
                 }
                 let text = read(&f)?;
-                events.insert(
-                    EventFormat::parse(&text, &sysname, long_size).map_err(|e| e.in_file(&f))?,
-                );
+                let ev =
+                    EventFormat::parse(&text, &sysname, long_size).map_err(|e| e.in_file(&f))?;
+                // A capture may hold the same event under events/ and formats/.
+                if events.get(ev.id).is_none() {
+                    format_texts.push((sysname.clone(), text));
+                }
+                events.insert(ev);
             }
         }
     }
@@ -98,6 +103,8 @@ pub fn open(dir: &Path) -> Result<Trace> {
         long_size,
         layout,
         events,
+        header_page: Some(text),
+        format_texts,
         comms: optional("saved_cmdlines")
             .map(|t| parse_cmdlines(&t))
             .unwrap_or_default(),

@@ -113,6 +113,10 @@ pub struct Trace {
     pub long_size: usize,
     pub layout: PageLayout,
     pub events: EventTable,
+    /// The metadata as the file holds it, for writing it out again (`writer`): the
+    /// `header_page` text, and every event format file with its system.
+    pub header_page: Option<Vec<u8>>,
+    pub format_texts: Vec<(String, Vec<u8>)>,
     /// pid -> comm from the saved cmdlines.
     pub comms: HashMap<i32, String>,
     pub clock: Option<String>,

@@ -896,7 +896,7 @@ impl Drop for CpuWriter<'_> {
 /// Converts a raw capture directory (see `rawdir`) into a trace.dat at `out`. Page size,
 /// long size and byte order come from the capture; `cfg` gives compression, uname,
 /// version, and the clock when the capture has no `trace_clock`.
-pub fn write_from_capture(capture: &Trace, out: &Path, mut cfg: WriterConfig) -> Result<()> {
+pub fn write_from_capture(capture: &Trace, out: &Path, cfg: WriterConfig) -> Result<()> {
     if capture.container != Container::RawDir {
         return Err(Error::unsupported(
             None,
@@ -904,77 +904,69 @@ pub fn write_from_capture(capture: &Trace, out: &Path, mut cfg: WriterConfig) ->
         )
         .in_file(&capture.path));
     }
-    let dir = &capture.path;
-    cfg.page_size = capture.layout.page_size;
-    cfg.long_size = capture.long_size;
-    cfg.endian = capture.endian;
-    if capture.clock.is_some() {
-        cfg.clock = capture.clock.clone();
-    }
-    cfg.cpu_count = Some(cfg.cpu_count.unwrap_or(capture.cpu_count));
-    let mut w = TraceWriter::create(out, cfg)?;
+    write_from_trace(capture, out, cfg, None)
+}
 
-    let read = |p: &Path| std::fs::read(p).map_err(|e| Error::io(p, e));
-    let first = |names: [&str; 3]| names.iter().map(|n| dir.join(n)).find(|p| p.is_file());
-    let Some(hp) = first(["header_page", "events/header_page", "formats/header_page"]) else {
-        return Err(Error::unsupported(None, "capture has no header_page").in_file(dir));
+/// Writes what `src` holds (any container) as a trace.dat at `out`: its metadata, its
+/// kstate sections, and the pages of the CPUs in `cpus` (all when `None`) unchanged, so
+/// timestamps and lost-event marks are kept. Page size, long size and byte order come
+/// from `src`; `cfg` gives compression, and uname, version and clock where `src` has none.
+pub fn write_from_trace(
+    src: &Trace,
+    out: &Path,
+    mut cfg: WriterConfig,
+    cpus: Option<&[u32]>,
+) -> Result<()> {
+    cfg.page_size = src.layout.page_size;
+    cfg.long_size = src.long_size;
+    cfg.endian = src.endian;
+    if src.clock.is_some() {
+        cfg.clock = src.clock.clone();
+    }
+    if src.uname.is_some() {
+        cfg.uname = src.uname.clone();
+    }
+    cfg.cpu_count = Some(cfg.cpu_count.unwrap_or(src.cpu_count));
+    let mut w = TraceWriter::create(out, cfg)?;
+    let header_page = match &src.header_page {
+        Some(t) => t.clone(),
+        None => default_header_page(src.long_size, src.layout.page_size).into_bytes(),
     };
-    w.header_page(&read(&hp)?).map_err(|e| e.in_file(&hp))?;
-    if let Some(he) = first([
-        "header_event",
-        "events/header_event",
-        "formats/header_event",
-    ]) {
-        w.header_event(&read(&he)?);
+    w.header_page(&header_page)
+        .map_err(|e| e.in_file(&src.path))?;
+    for (system, text) in &src.format_texts {
+        w.event_format(system, text);
     }
-    let mut seen = std::collections::HashSet::new();
-    for root in ["events", "formats"] {
-        for sys in sorted_dir(&dir.join(root)) {
-            let Some(sysname) = sys.file_name().and_then(|s| s.to_str()) else {
-                continue;
-            };
-            for ev in sorted_dir(&sys) {
-                let f = ev.join("format");
-                if f.is_file()
-                    && seen.insert((sysname.to_string(), ev.file_name().map(|n| n.to_owned())))
-                {
-                    w.event_format(sysname, &read(&f)?);
-                }
-            }
-        }
-    }
-    if let Some(k) = &capture.kallsyms {
+    if let Some(k) = &src.kallsyms {
         w.kallsyms(k);
     }
-    if let Some(p) = &capture.printk_formats {
+    if let Some(p) = &src.printk_formats {
         w.printk_formats(p);
     }
-    let mut comms: Vec<_> = capture.comms.iter().collect();
+    let mut comms: Vec<_> = src.comms.iter().collect();
     comms.sort();
     let cmdlines: String = comms
         .iter()
         .map(|(pid, c)| format!("{pid} {c}\n"))
         .collect();
     w.cmdlines(cmdlines.as_bytes());
-
-    for (i, cd) in capture.cpu_data.iter().enumerate() {
-        let mut src = capture.pages(i)?;
+    for (id, payload) in &src.extra_options {
+        if KSTATE_OPTION_IDS.contains(id) {
+            w.extra_option(*id, payload)?;
+        }
+    }
+    for (i, cd) in src.cpu_data.iter().enumerate() {
+        if cpus.is_some_and(|c| !c.contains(&cd.cpu)) {
+            continue;
+        }
+        let mut pages = src.pages(i)?;
         let mut cw = w.cpu_writer(cd.cpu)?;
-        while src.advance()? {
-            cw.write_page(src.page())?;
+        while pages.advance()? {
+            cw.write_page(pages.page())?;
         }
         cw.finish()?;
     }
     w.finish()
-}
-
-fn sorted_dir(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
-        Err(_) => Vec::new(),
-    };
-    v.sort();
-    v
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ pub mod convert;
 pub mod dump;
 pub mod info;
 pub mod record;
+pub mod split;
 pub mod workload;
 
 use kstate_format::{Error, Trace};

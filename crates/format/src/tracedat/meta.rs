@@ -62,6 +62,7 @@ pub(crate) struct Meta {
     pub long_size: usize,
     pub page_size: usize,
     pub layout: Option<PageLayout>,
+    pub header_page: Option<Vec<u8>>,
     pub ftrace: Vec<Vec<u8>>,
     pub systems: Vec<(String, Vec<Vec<u8>>)>,
     pub kallsyms: Option<Vec<u8>>,
@@ -84,6 +85,7 @@ impl Meta {
             long_size,
             page_size,
             layout: None,
+            header_page: None,
             ftrace: Vec::new(),
             systems: Vec::new(),
             kallsyms: None,
@@ -108,6 +110,7 @@ impl Meta {
         let layout = PageLayout::parse(&text, self.endian, Some(self.page_size))
             .map_err(|e| e.shifted(at))?;
         self.layout = Some(layout);
+        self.header_page = Some(text);
         expect_tag(inp, b"header_event\0")?;
         let size = inp.u64("header_event size")?;
         // The event header layout has been fixed since 2.6.31; nothing in it we need.
@@ -225,12 +228,17 @@ impl Meta {
         // file header's, which describes the recording tool's user space.
         let long_size = layout.commit_size;
         let mut events = EventTable::default();
-        let all = self.ftrace.iter().map(|f| ("ftrace", f)).chain(
-            self.systems
-                .iter()
-                .flat_map(|(s, fs)| fs.iter().map(move |f| (s.as_str(), f))),
-        );
-        for (system, text) in all {
+        let format_texts: Vec<(String, Vec<u8>)> = self
+            .ftrace
+            .into_iter()
+            .map(|f| ("ftrace".to_string(), f))
+            .chain(
+                self.systems
+                    .into_iter()
+                    .flat_map(|(s, fs)| fs.into_iter().map(move |f| (s.clone(), f))),
+            )
+            .collect();
+        for (system, text) in &format_texts {
             // trace-cmd counts formats it cannot parse and carries on; records of such an
             // event show up downstream as an unknown id rather than sinking the whole file.
             if let Ok(ev) = EventFormat::parse(text, system, long_size) {
@@ -244,6 +252,8 @@ impl Meta {
             long_size,
             layout,
             events,
+            header_page: self.header_page,
+            format_texts,
             comms: self
                 .cmdlines
                 .as_deref()
