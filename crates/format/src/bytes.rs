@@ -43,6 +43,15 @@ impl Endian {
             _ => return None,
         })
     }
+
+    /// Writes the low `out.len()` bytes (1, 2, 4 or 8) of `v` in this byte order.
+    pub fn put_uint(self, out: &mut [u8], v: u64) {
+        let n = out.len();
+        match self {
+            Endian::Little => out.copy_from_slice(&v.to_le_bytes()[..n]),
+            Endian::Big => out.copy_from_slice(&v.to_be_bytes()[8 - n..]),
+        }
+    }
 }
 
 /// A cursor over a byte slice whose errors carry absolute offsets (`base` + position).

@@ -10,6 +10,8 @@ pub mod event_format;
 pub mod extras;
 pub mod layout;
 pub mod page;
+pub mod page_builder;
+pub mod perfdata;
 pub mod rawdir;
 pub mod trace;
 pub mod tracedat;

@@ -118,6 +118,7 @@ pub fn open(dir: &Path) -> Result<Trace> {
         cpu_data,
         extra_options: Vec::new(),
         truncated: None,
+        scratch: None,
     })
 }
 

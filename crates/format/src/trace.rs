@@ -22,6 +22,34 @@ pub enum Container {
     },
     /// A directory with header_page, event format files and per-CPU raw pages.
     RawDir,
+    /// perf's `perf.data` with tracepoint samples (see `perfdata`).
+    PerfData,
+}
+
+/// A scratch directory removed when the last [`Trace`] holding it is dropped (the pages
+/// kstate builds for containers that have none, such as perf.data).
+#[derive(Debug)]
+pub struct ScratchDir {
+    pub path: PathBuf,
+}
+
+impl ScratchDir {
+    pub fn create() -> Result<ScratchDir> {
+        let path = std::env::temp_dir().join(format!(
+            "kstate-{}-{}",
+            std::process::id(),
+            crate::perfdata::next_scratch_seq()
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir(&path).map_err(|e| Error::io(&path, e))?;
+        Ok(ScratchDir { path })
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
 }
 
 /// Maps the ring buffer's raw timestamps to nanoseconds the way trace-cmd does:
@@ -134,17 +162,25 @@ pub struct Trace {
     pub extra_options: Vec<(u16, Vec<u8>)>,
     /// Set when the container ended early; holds the error that stopped reading.
     pub truncated: Option<Error>,
+    /// Where pages built for this trace live (perf.data); removed with the last clone.
+    pub scratch: Option<std::sync::Arc<ScratchDir>>,
 }
 
 impl Trace {
-    /// Opens a trace.dat file or a raw capture directory.
+    /// Opens a trace.dat file, a perf.data file or a raw capture directory.
     pub fn open(path: &Path) -> Result<Trace> {
         let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
         if meta.is_dir() {
-            crate::rawdir::open(path)
-        } else {
-            tracedat::open(path)
+            return crate::rawdir::open(path);
         }
+        let mut magic = [0u8; 8];
+        let n = std::fs::File::open(path)
+            .and_then(|mut f| std::io::Read::read(&mut f, &mut magic))
+            .map_err(|e| Error::io(path, e))?;
+        if n == 8 && &magic == crate::perfdata::MAGIC {
+            return crate::perfdata::open(path);
+        }
+        tracedat::open(path)
     }
 
     /// The payload of the first option `id` this reader kept uninterpreted, e.g. one of

@@ -253,6 +253,7 @@ impl Report<'_> {
                 compression,
             } => ("trace.dat".into(), Some(*version), compression.clone()),
             Container::RawDir => ("raw tracefs capture".into(), None, None),
+            Container::PerfData => ("perf.data (tracepoint samples)".into(), None, None),
         }
     }
 

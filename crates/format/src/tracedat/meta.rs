@@ -269,6 +269,7 @@ impl Meta {
             cpu_data,
             extra_options: self.extra_options,
             truncated: truncated.map(|e| e.in_file(path)),
+            scratch: None,
         }
     }
 }

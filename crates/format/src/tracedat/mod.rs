@@ -8,8 +8,8 @@
 //! `PlainPages` or, for compressed v7 data, `CompressedPages` one chunk at a time.
 
 mod compress;
-mod input;
-mod meta;
+pub(crate) mod input;
+pub(crate) mod meta;
 mod v6;
 mod v7;
 

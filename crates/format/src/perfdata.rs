@@ -1,0 +1,266 @@
+//! `perf.data` files recorded with tracepoint events (`perf record -e 'sched:*' ...`).
+//!
+//! The file is parsed with the `linux-perf-data` crate (it also puts records in time order,
+//! round by round). The event formats come from perf's TRACING_DATA feature section, which
+//! holds the same header_page / formats / kallsyms / printk / cmdlines blocks as the start
+//! of a trace.dat v6, and is read by the same code. Each sample's raw tracepoint payload is
+//! the record the kernel's ring buffer would have held, so the samples are written into
+//! ring-buffer pages per CPU (`page_builder`) in a scratch directory that lives as long as
+//! the [`Trace`]: everything downstream then reads a perf.data like any other trace, with
+//! memory bounded by one page per CPU. perf's lost-event records become the pages' lost
+//! counts on the CPU they name.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use linux_perf_data::linux_perf_event_reader::{EventRecord, RecordType};
+use linux_perf_data::{Feature, PerfFileReader, PerfFileRecord};
+
+use crate::bytes::{Endian, Reader};
+use crate::error::{Error, ErrorKind, Result};
+use crate::layout::PageLayout;
+use crate::page_builder::PageBuilder;
+use crate::trace::{Container, CpuData, DataLoc, ScratchDir, Trace};
+use crate::tracedat::meta::Meta;
+
+pub const MAGIC: &[u8; 8] = b"PERFILE2";
+
+/// Page size of the synthesized pages (perf records no ring-buffer pages of its own).
+const PAGE_SIZE: usize = 4096;
+
+pub fn open(path: &Path) -> Result<Trace> {
+    read(path).map_err(|e| e.in_file(path))
+}
+
+fn perf_err(e: impl std::fmt::Display) -> Error {
+    Error::new(ErrorKind::Corrupt, None, format!("perf.data: {e}"))
+}
+
+fn read(path: &Path) -> Result<Trace> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = PerfFileReader::parse_file(BufReader::new(file)).map_err(perf_err)?;
+    let tracing = perf_file
+        .feature_section_data(Feature::TRACING_DATA)
+        .ok_or_else(|| {
+            Error::unsupported(
+                None,
+                "perf.data without tracepoint events (no TRACING_DATA section): record with \
+                 `perf record -e SYSTEM:EVENT ...`",
+            )
+        })?;
+    let mut meta = tracing_data(tracing)?;
+    meta.uname = match (
+        perf_file.hostname(),
+        perf_file.os_release(),
+        perf_file.arch(),
+    ) {
+        (Ok(Some(h)), Ok(Some(r)), Ok(Some(a))) => Some(format!("Linux {h} {r} {a}")),
+        _ => None,
+    };
+    meta.tool_version = perf_file
+        .perf_version()
+        .ok()
+        .flatten()
+        .map(|v| format!("perf {v}"));
+    // perf's sample time is the kernel's perf clock (local_clock) in ns.
+    meta.clock = Some("perf".into());
+    let nr_cpus = perf_file
+        .nr_cpus()
+        .ok()
+        .flatten()
+        .map(|n| n.nr_cpus_available);
+
+    let layout = PageLayout::default_for(meta.endian, meta.long_size, PAGE_SIZE);
+    let scratch = Arc::new(ScratchDir::create()?);
+    let mut cpus: BTreeMap<u32, CpuStream> = BTreeMap::new();
+    let mut comms: HashMap<i32, String> = HashMap::new();
+    let mut samples_without_raw = 0u64;
+
+    while let Some(rec) = record_iter.next_record(&mut perf_file).map_err(perf_err)? {
+        let PerfFileRecord::EventRecord { record, .. } = rec else {
+            continue;
+        };
+        let cpu_of = |r: &linux_perf_data::linux_perf_event_reader::RawEventRecord| {
+            r.common_data().ok().and_then(|c| c.cpu).unwrap_or(0)
+        };
+        match record.record_type {
+            RecordType::SAMPLE => {
+                let EventRecord::Sample(s) = record.parse().map_err(perf_err)? else {
+                    continue;
+                };
+                let Some(raw) = s.raw else {
+                    samples_without_raw += 1;
+                    continue;
+                };
+                let cpu = s.cpu.unwrap_or(0);
+                let payload = raw.as_slice();
+                let stream = match cpus.get_mut(&cpu) {
+                    Some(s) => s,
+                    None => {
+                        let st = CpuStream::create(&scratch.path, cpu, layout)?;
+                        cpus.entry(cpu).or_insert(st)
+                    }
+                };
+                stream.push(s.timestamp.unwrap_or(0), &payload)?;
+            }
+            // PERF_RECORD_LOST: events a CPU's buffer dropped, with the CPU in its sample
+            // id. (LOST_SAMPLES records repeat the same losses per event at the end of the
+            // recording, without a place in time; counting both would count twice.)
+            RecordType::LOST => {
+                let cpu = cpu_of(&record);
+                let n = match record.parse().map_err(perf_err)? {
+                    EventRecord::Lost(l) => l.count,
+                    _ => 0,
+                };
+                if n > 0 {
+                    let stream = match cpus.get_mut(&cpu) {
+                        Some(s) => s,
+                        None => {
+                            let st = CpuStream::create(&scratch.path, cpu, layout)?;
+                            cpus.entry(cpu).or_insert(st)
+                        }
+                    };
+                    stream.builder.lost(n);
+                }
+            }
+            RecordType::COMM => {
+                if let Ok(EventRecord::Comm(c)) = record.parse() {
+                    comms.insert(
+                        c.tid,
+                        String::from_utf8_lossy(&c.name.as_slice()).into_owned(),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    let _ = samples_without_raw;
+
+    let mut cpu_data = Vec::new();
+    for (cpu, stream) in cpus {
+        let (path, size) = stream.finish()?;
+        if size > 0 {
+            cpu_data.push(CpuData {
+                cpu,
+                file_bytes: size,
+                loc: DataLoc::Plain {
+                    path,
+                    offset: 0,
+                    size,
+                },
+            });
+        }
+    }
+    let max_cpu = cpu_data.last().map_or(0, |c| c.cpu + 1);
+    let header_cpus = nr_cpus.unwrap_or(max_cpu).max(max_cpu);
+    let mut trace = meta.finish(path, Container::PerfData, header_cpus, cpu_data, None);
+    trace.layout = layout;
+    for (tid, comm) in comms {
+        trace.comms.insert(tid, comm);
+    }
+    trace.scratch = Some(scratch);
+    Ok(trace)
+}
+
+/// Parses perf's TRACING_DATA: `\x17\x08\x44tracing`, a version string ("0.5", "0.6"),
+/// endianness, long size, page size, then the blocks a trace.dat v6 starts with.
+fn tracing_data(b: &[u8]) -> Result<Meta> {
+    const TAG: &[u8; 10] = b"\x17\x08\x44tracing";
+    let mut r = Reader::new(b, 0, Endian::Little);
+    if r.bytes(TAG.len(), "tracing data magic")? != TAG {
+        return Err(Error::corrupt(0, "perf.data tracing data: bad magic"));
+    }
+    let version = r.cstr("tracing data version")?.to_string();
+    r.endian = match r.u8("endianness")? {
+        0 => Endian::Little,
+        _ => Endian::Big,
+    };
+    let long_size = match r.u8("long size")? {
+        b @ (4 | 8) => b as usize,
+        b => return Err(Error::corrupt(r.offset(), format!("long size {b}"))),
+    };
+    let page_size = r.u32("page size")? as usize;
+    let mut meta = Meta::new(r.endian, long_size, page_size);
+    meta.read_headers(&mut r)?;
+    meta.read_ftrace_formats(&mut r)?;
+    meta.read_event_formats(&mut r)?;
+    meta.read_kallsyms(&mut r)?;
+    meta.read_printk(&mut r)?;
+    // Version 0.6 adds the saved cmdlines.
+    if version.as_str() >= "0.6" && !r.is_empty() {
+        meta.read_cmdlines(&mut r)?;
+    }
+    Ok(meta)
+}
+
+/// One CPU's synthesized pages going to a scratch file.
+struct CpuStream {
+    path: PathBuf,
+    out: BufWriter<File>,
+    builder: PageBuilder,
+    bytes: u64,
+    failed: Option<std::io::Error>,
+}
+
+impl CpuStream {
+    fn create(dir: &Path, cpu: u32, layout: PageLayout) -> Result<CpuStream> {
+        let path = dir.join(format!("cpu{cpu}"));
+        let f = File::create(&path).map_err(|e| Error::io(&path, e))?;
+        Ok(CpuStream {
+            path,
+            out: BufWriter::with_capacity(1 << 18, f),
+            builder: PageBuilder::new(layout),
+            bytes: 0,
+            failed: None,
+        })
+    }
+
+    fn push(&mut self, ts: u64, payload: &[u8]) -> Result<()> {
+        let (out, bytes, failed) = (&mut self.out, &mut self.bytes, &mut self.failed);
+        let mut done = |p: &[u8]| {
+            if failed.is_none() {
+                match out.write_all(p) {
+                    Ok(()) => *bytes += p.len() as u64,
+                    Err(e) => *failed = Some(e),
+                }
+            }
+        };
+        // A payload larger than a page cannot be a tracepoint record; it is skipped.
+        self.builder.push(ts, payload, &mut done);
+        match self.failed.take() {
+            Some(e) => Err(Error::io(&self.path, e)),
+            None => Ok(()),
+        }
+    }
+
+    fn finish(mut self) -> Result<(PathBuf, u64)> {
+        let (out, bytes, failed) = (&mut self.out, &mut self.bytes, &mut self.failed);
+        self.builder.finish(&mut |p: &[u8]| {
+            if failed.is_none() {
+                match out.write_all(p) {
+                    Ok(()) => *bytes += p.len() as u64,
+                    Err(e) => *failed = Some(e),
+                }
+            }
+        });
+        if let Some(e) = self.failed.take() {
+            return Err(Error::io(&self.path, e));
+        }
+        self.out.flush().map_err(|e| Error::io(&self.path, e))?;
+        Ok((self.path, self.bytes))
+    }
+}
+
+/// Names scratch directories uniquely within this process.
+pub(crate) static SCRATCH_SEQ: AtomicU32 = AtomicU32::new(0);
+
+pub(crate) fn next_scratch_seq() -> u32 {
+    SCRATCH_SEQ.fetch_add(1, Ordering::Relaxed)
+}
