@@ -1,0 +1,325 @@
+//! `kstate analyze softirq|irq|lockwait|net|netsize` on workloads recorded from the live
+//! kernel at test time, against figures computed here from `trace-cmd report` of the same
+//! file and against what the workload did by construction.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn kstate<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_kstate"))
+        .args(args)
+        .output()
+        .expect("run kstate");
+    let shown: Vec<String> = args
+        .iter()
+        .map(|a| a.as_ref().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        out.status.success(),
+        "kstate {} failed: {}",
+        shown.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
+fn kstate_json(args: &[&str], file: &Path) -> Value {
+    let mut a: Vec<&std::ffi::OsStr> = vec!["analyze".as_ref()];
+    a.extend(args.iter().map(std::ffi::OsStr::new));
+    a.extend(["--format".as_ref(), "json".as_ref(), file.as_os_str()]);
+    let text = kstate(&a);
+    let v: Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("invalid JSON ({e}):\n{text}"));
+    for (cpu, n) in v["lost_events"].as_object().unwrap() {
+        assert_eq!(n, 0, "events lost on cpu {cpu}: {}", file.display());
+    }
+    v
+}
+
+/// `trace-cmd report -t -N`: the kernel's print fmt, no plugins.
+fn trace_cmd_report(file: &Path) -> String {
+    let out = Command::new("trace-cmd")
+        .args(["report", "-t", "-N", "-i"])
+        .arg(file)
+        .output()
+        .expect("trace-cmd is needed by these tests: apt-get install trace-cmd");
+    assert!(out.status.success(), "trace-cmd report {}", file.display());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// An event line of `trace-cmd report -t`: `comm-pid [cpu] secs.nsecs: event: fields`.
+struct Line<'a> {
+    #[allow(dead_code)]
+    pid: i64,
+    cpu: u32,
+    ts: u64,
+    event: &'a str,
+    rest: &'a str,
+}
+
+fn parse_line(line: &str) -> Option<Line<'_>> {
+    for (i, _) in line.match_indices(" [") {
+        let after = &line[i + 2..];
+        let Some(close) = after.find(']') else {
+            continue;
+        };
+        let Ok(cpu) = after[..close].parse::<u32>() else {
+            continue;
+        };
+        let rest = after[close + 1..].trim_start();
+        let Some(colon) = rest.find(": ") else {
+            continue;
+        };
+        let Some((s, ns)) = rest[..colon].split_once('.') else {
+            continue;
+        };
+        let (Ok(s), Ok(ns)) = (s.parse::<u64>(), ns.parse::<u64>()) else {
+            continue;
+        };
+        if rest[..colon].split_once('.').map(|x| x.1.len()) != Some(9) {
+            continue;
+        }
+        let pid = line[..i].trim().rsplit_once('-')?.1.parse().ok()?;
+        let rest = &rest[colon + 2..];
+        let end = rest.find(':')?;
+        return Some(Line {
+            pid,
+            cpu,
+            ts: s * 1_000_000_000 + ns,
+            event: &rest[..end],
+            rest: rest[end + 1..].trim(),
+        });
+    }
+    None
+}
+
+/// The value of `name=` in a field list (up to the next space).
+fn field<'a>(rest: &'a str, name: &str) -> &'a str {
+    let pat = format!("{name}=");
+    let at = rest
+        .match_indices(&pat)
+        .find(|(i, _)| *i == 0 || rest.as_bytes()[i - 1] == b' ')
+        .unwrap_or_else(|| panic!("no {name} in {rest:?}"))
+        .0;
+    rest[at + pat.len()..].split(' ').next().unwrap_or("")
+}
+
+fn num(rest: &str, name: &str) -> i64 {
+    field(rest, name)
+        .parse()
+        .unwrap_or_else(|_| panic!("{name} is not a number in {rest:?}"))
+}
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct Stat {
+    count: u64,
+    total: u64,
+    min: u64,
+    max: u64,
+    flagged: u64,
+}
+
+impl Stat {
+    fn add(&mut self, v: u64, flag: bool) {
+        if self.count == 0 || v < self.min {
+            self.min = v;
+        }
+        self.max = self.max.max(v);
+        self.count += 1;
+        self.total += v;
+        self.flagged += flag as u64;
+    }
+}
+
+/// kstate's rows as Stats (value columns named for `unit`; `flag` the flag column).
+fn rows(v: &Value, unit: &str, flag: Option<&str>) -> BTreeMap<String, Stat> {
+    v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let n = |c: &str| r[c].as_u64().unwrap_or_else(|| panic!("no {c} in {r}"));
+            (
+                r["key"].as_str().unwrap().to_string(),
+                Stat {
+                    count: n("count"),
+                    total: n(&format!("total_{unit}")),
+                    min: n(&format!("min_{unit}")),
+                    max: n(&format!("max_{unit}")),
+                    flagged: flag.map_or(0, n),
+                },
+            )
+        })
+        .collect()
+}
+
+/// Records `kstate workload ARGS` with `kstate record -e EVENTS` (system-wide with `all`);
+/// returns the workload's pid.
+fn record(events: &str, workload: &[&str], all: bool, dest: &Path) -> i32 {
+    let exe = env!("CARGO_BIN_EXE_kstate");
+    let mut cmd = Command::new(exe);
+    cmd.args(["record", "--sysinfo-interval", "0", "-e", events, "-o"])
+        .arg(dest);
+    if all {
+        cmd.arg("-a");
+    }
+    cmd.args(["--", exe, "workload"]).args(workload);
+    let out = cmd.output().expect("cannot run kstate record");
+    assert!(
+        out.status.success(),
+        "kstate record failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let info: Value = serde_json::from_str(&kstate(&[
+        "info".as_ref(),
+        "--json".as_ref(),
+        dest.as_os_str(),
+    ]))
+    .unwrap();
+    info["recording"]["workload_pid"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no workload pid in {}", info["recording"])) as i32
+}
+
+// ---- softirq, irq ---------------------------------------------------------------------
+
+/// `vec=N [action=NAME]` -> (N, NAME), as trace-cmd prints it from the print fmt.
+fn vector(rest: &str) -> (i64, String) {
+    let name = rest
+        .split_once("[action=")
+        .and_then(|(_, n)| n.strip_suffix(']'))
+        .unwrap_or_else(|| panic!("no action in {rest:?}"));
+    (num(rest, "vec"), name.to_string())
+}
+
+/// softirq handler times and raise-to-entry delays per vector name, with the rules of
+/// `analyzers/softirq.rs`; irq handler times per `irq N NAME` (flag: unhandled).
+struct IrqOracle {
+    handler: BTreeMap<String, Stat>,
+    delay: BTreeMap<String, Stat>,
+    irq: BTreeMap<String, Stat>,
+}
+
+fn irq_oracle(report: &str) -> IrqOracle {
+    let mut o = IrqOracle {
+        handler: BTreeMap::new(),
+        delay: BTreeMap::new(),
+        irq: BTreeMap::new(),
+    };
+    let mut running: BTreeMap<u32, (u64, i64)> = BTreeMap::new();
+    let mut raised: BTreeMap<(u32, i64), u64> = BTreeMap::new();
+    let mut in_irq: BTreeMap<u32, (u64, i64, String)> = BTreeMap::new();
+    for l in report.lines().filter_map(parse_line) {
+        match l.event {
+            "softirq_raise" => {
+                let (v, _) = vector(l.rest);
+                raised.entry((l.cpu, v)).or_insert(l.ts);
+            }
+            "softirq_entry" => {
+                let (v, name) = vector(l.rest);
+                if let Some(t) = raised.remove(&(l.cpu, v)) {
+                    o.delay.entry(name).or_default().add(l.ts - t, false);
+                }
+                running.insert(l.cpu, (l.ts, v));
+            }
+            "softirq_exit" => {
+                let (v, name) = vector(l.rest);
+                if let Some((t, rv)) = running.remove(&l.cpu) {
+                    if rv == v {
+                        o.handler.entry(name).or_default().add(l.ts - t, false);
+                    }
+                }
+            }
+            "irq_handler_entry" => {
+                let irq = num(l.rest, "irq");
+                let name = field(l.rest, "name").to_string();
+                in_irq.insert(l.cpu, (l.ts, irq, name));
+            }
+            "irq_handler_exit" => {
+                let irq = num(l.rest, "irq");
+                if let Some((t, i, name)) = in_irq.remove(&l.cpu) {
+                    if i == irq {
+                        let unhandled = field(l.rest, "ret") == "unhandled";
+                        o.irq
+                            .entry(format!("irq {irq} {name}"))
+                            .or_default()
+                            .add(l.ts - t, unhandled);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    o
+}
+
+const FSYNCS: u64 = 20;
+
+/// System-wide softirq and irq events while a process writes and fsyncs a file FSYNCS
+/// times: each fsync waits for the disk, whose completions arrive as hard interrupts.
+#[test]
+fn softirq_and_irq_match_trace_cmd() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cap = tmp.path().join("irq.dat");
+    let target = tmp.path().join("written");
+    record(
+        "softirq",
+        &["fsync", &FSYNCS.to_string(), target.to_str().unwrap()],
+        true,
+        &cap,
+    );
+    let o = irq_oracle(&trace_cmd_report(&cap));
+    let handler = kstate_json(&["softirq"], &cap);
+    assert_eq!(handler["by"], "handler");
+    assert_eq!(rows(&handler, "ns", None), o.handler);
+    let delay = kstate_json(&["softirq", "--by", "delay"], &cap);
+    assert_eq!(rows(&delay, "ns", None), o.delay);
+    let irq = kstate_json(&["irq"], &cap);
+    assert_eq!(rows(&irq, "ns", Some("unhandled")), o.irq);
+    // Every fsync waited for at least one write to complete: one interrupt or more each.
+    let irqs: u64 = o.irq.values().map(|s| s.count).sum();
+    assert!(irqs >= FSYNCS, "{irqs} hard interrupts for {FSYNCS} fsyncs");
+    // Vectors were named: something ran, and nothing fell back to `vec N`.
+    assert!(!o.handler.is_empty() && !o.delay.is_empty());
+    for k in o.handler.keys().chain(o.delay.keys()) {
+        assert!(!k.starts_with("vec "), "{k}");
+    }
+    // Per CPU, the handler pairs add up to the per-vector ones.
+    let by_cpu = kstate_json(&["irq", "--by", "cpu"], &cap);
+    let n: u64 = rows(&by_cpu, "ns", Some("unhandled"))
+        .values()
+        .map(|s| s.count)
+        .sum();
+    assert_eq!(n, irqs);
+    for (k, s) in rows(&by_cpu, "ns", Some("unhandled")) {
+        assert!(k.starts_with("cpu"), "{k}");
+        assert!(s.count > 0);
+    }
+}
+
+#[test]
+fn missing_events_name_the_preset() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cap = tmp.path().join("sys.dat");
+    record("syscall", &["getppid", "10"], false, &cap);
+    for (a, preset) in [("softirq", "softirq"), ("irq", "softirq")] {
+        let out = Command::new(env!("CARGO_BIN_EXE_kstate"))
+            .args(["analyze", a])
+            .arg(&cap)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{a}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("kstate record -e {preset}")),
+            "{a}: {err}"
+        );
+    }
+    let list = kstate(&["analyze", "--list"]);
+    for a in ["softirq", "irq"] {
+        assert!(list.lines().any(|l| l.starts_with(a)), "{list}");
+    }
+}
