@@ -52,7 +52,6 @@ fn trace_cmd_report(file: &Path) -> String {
 
 /// An event line of `trace-cmd report -t`: `comm-pid [cpu] secs.nsecs: event: fields`.
 struct Line<'a> {
-    #[allow(dead_code)]
     pid: i64,
     cpu: u32,
     ts: u64,
@@ -300,6 +299,218 @@ fn softirq_and_irq_match_trace_cmd() {
     }
 }
 
+// ---- lockwait ------------------------------------------------------------------------
+
+/// `ADDR (flags=A|B)` of contention_begin as trace-cmd decodes the flags -> the lock's
+/// type and the wait's kind, by the kernel's lock.h and perf lock's names.
+fn lock_kind(flags: &str) -> (&'static str, String) {
+    let mut f: Vec<&str> = flags.split('|').filter(|x| !x.is_empty()).collect();
+    let mode = if f.contains(&"READ") {
+        ":R"
+    } else if f.contains(&"WRITE") {
+        ":W"
+    } else {
+        ""
+    };
+    f.retain(|x| *x != "READ" && *x != "WRITE");
+    f.sort();
+    let ty = match (f.as_slice(), mode) {
+        ([], "") => "semaphore",
+        ([], _) => "rwsem",
+        (["SPIN"], "") => "spinlock",
+        (["SPIN"], _) => "rwlock",
+        (["MUTEX"] | ["MUTEX", "SPIN"], "") => "mutex",
+        (["RT"], "") => "rt-mutex",
+        (["RT"], _) => "rwlock-rt",
+        (["PERCPU"], m) if !m.is_empty() => "percpu-rwsem",
+        _ => panic!("unexpected lock flags {flags}"),
+    };
+    let kind = match ty {
+        "percpu-rwsem" => format!("pcpu-sem{mode}"),
+        "rwsem" | "rwlock" | "rwlock-rt" => format!("{ty}{mode}"),
+        _ => ty.to_string(),
+    };
+    (ty, kind)
+}
+
+/// How a lock address should print, from this machine's /proc/kallsyms by a plain scan:
+/// the closest symbol at or below it, unless that is a linker section marker (or there is
+/// none, as for the heap), then hex.
+struct Kallsyms(Vec<(u64, String)>);
+
+impl Kallsyms {
+    fn load() -> Kallsyms {
+        let text = std::fs::read_to_string("/proc/kallsyms").unwrap();
+        let syms: Vec<(u64, String)> = text
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.split_whitespace();
+                let (a, t, n) = (w.next()?, w.next()?, w.next()?);
+                let a = u64::from_str_radix(a, 16).ok()?;
+                (a != 0 && t != "a" && t != "A").then(|| (a, n.to_string()))
+            })
+            .collect();
+        assert!(syms.len() > 1000, "/proc/kallsyms hides addresses");
+        Kallsyms(syms)
+    }
+
+    fn key(&self, addr: u64, ty: &str) -> String {
+        let marker = |n: &str| {
+            ["__start_", "__stop_", "__end_"]
+                .iter()
+                .any(|p| n.starts_with(p))
+                || [
+                    "_text",
+                    "_stext",
+                    "_etext",
+                    "_sdata",
+                    "_edata",
+                    "_sinittext",
+                    "_einittext",
+                    "__bss_start",
+                    "__bss_stop",
+                    "_end",
+                    "__init_begin",
+                    "__init_end",
+                    "__brk_base",
+                    "__brk_limit",
+                ]
+                .contains(&n)
+        };
+        let best = self.0.iter().filter(|s| s.0 <= addr).map(|s| s.0).max();
+        let last = self.0.iter().map(|s| s.0).max().unwrap();
+        let name = best.filter(|b| addr <= last || *b == addr).and_then(|b| {
+            self.0
+                .iter()
+                .find(|s| s.0 == b && !marker(&s.1))
+                .map(|s| (s.1.clone(), addr - b))
+        });
+        match name {
+            Some((n, 0)) => format!("{n} ({ty})"),
+            Some((n, off)) => format!("{n}+{off:#x} ({ty})"),
+            None => format!("{addr:#x} ({ty})"),
+        }
+    }
+}
+
+/// Waits per lock address (with its type), per kind and per waiting tid, by the rules in
+/// `analyzers/lockwait.rs`: per (waiter, address), the first begin to the next end.
+#[derive(Default)]
+struct LockOracle {
+    by_addr: BTreeMap<u64, (&'static str, Stat)>,
+    by_kind: BTreeMap<String, Stat>,
+    by_tid: BTreeMap<i64, Stat>,
+    unmatched: u64,
+}
+
+fn lock_oracle(report: &str) -> LockOracle {
+    let mut o = LockOracle::default();
+    let mut open: BTreeMap<(i64, u64), (u64, String)> = BTreeMap::new();
+    for l in report.lines().filter_map(parse_line) {
+        let waiter = if l.pid == 0 { -1 - l.cpu as i64 } else { l.pid };
+        let (addr, rest) = l.rest.split_once(' ').unwrap();
+        let addr = u64::from_str_radix(addr.trim_start_matches("0x"), 16).unwrap();
+        let paren = rest.trim().trim_start_matches('(').trim_end_matches(')');
+        match l.event {
+            "contention_begin" => {
+                let flags = paren.strip_prefix("flags=").unwrap().to_string();
+                open.entry((waiter, addr)).or_insert((l.ts, flags));
+            }
+            "contention_end" => {
+                let ret: i64 = paren.strip_prefix("ret=").unwrap().parse().unwrap();
+                let Some((t, flags)) = open.remove(&(waiter, addr)) else {
+                    o.unmatched += 1;
+                    continue;
+                };
+                let (ty, kind) = lock_kind(&flags);
+                let d = l.ts - t;
+                let e = o.by_addr.entry(addr).or_insert((ty, Stat::default()));
+                assert_eq!(e.0, ty, "lock {addr:#x} changed type");
+                e.1.add(d, ret != 0);
+                o.by_kind.entry(kind).or_default().add(d, ret != 0);
+                o.by_tid.entry(l.pid).or_default().add(d, ret != 0);
+            }
+            _ => {}
+        }
+    }
+    o
+}
+
+const MMAP_THREADS: u64 = 4;
+
+/// Four threads of one process map and unmap pages: mmap and munmap take the process's
+/// mmap_lock (a rwsem) for writing, so the threads wait for each other on it.
+#[test]
+fn lockwait_matches_trace_cmd() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cap = tmp.path().join("lock.dat");
+    let pid = record(
+        "lock",
+        &["mmap", &MMAP_THREADS.to_string(), "20000"],
+        false,
+        &cap,
+    );
+    let o = lock_oracle(&trace_cmd_report(&cap));
+    let ksyms = Kallsyms::load();
+    let v = kstate_json(&["lockwait"], &cap);
+    assert_eq!(v["by"], "lock");
+    assert_eq!(v["pairs"]["unmatched"], o.unmatched);
+    let got = rows(&v, "ns", Some("failed"));
+    let want: BTreeMap<String, Stat> = o
+        .by_addr
+        .iter()
+        .map(|(addr, (ty, st))| (ksyms.key(*addr, ty), st.clone()))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(got.len(), o.by_addr.len(), "two locks printed alike: {v}");
+    for k in got.keys() {
+        let (name, ty) = k.rsplit_once(" (").unwrap();
+        assert!(!name.is_empty() && ty.len() > 1, "{k}");
+    }
+    // The rows are ranked by count x average (= total).
+    let totals: Vec<u64> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["total_ns"].as_u64().unwrap())
+        .collect();
+    assert!(totals.windows(2).all(|w| w[0] >= w[1]), "{totals:?}");
+    let pairs: u64 = got.values().map(|s| s.count).sum();
+    assert!(
+        pairs > 0,
+        "no contention between {MMAP_THREADS} mmap threads"
+    );
+    // The mmap_lock: a rwsem the workload's threads waited on for writing.
+    let kinds = rows(
+        &kstate_json(&["lockwait", "--by", "kind"], &cap),
+        "ns",
+        Some("failed"),
+    );
+    assert_eq!(kinds, o.by_kind);
+    assert!(
+        kinds.get("rwsem:W").is_some_and(|s| s.count > 0),
+        "{kinds:?}"
+    );
+    let tasks = rows(
+        &kstate_json(&["lockwait", "--by", "task"], &cap),
+        "ns",
+        Some("failed"),
+    );
+    let want: BTreeMap<String, Stat> = tasks
+        .keys()
+        .map(|k| {
+            let tid: i64 = k.rsplit_once('-').unwrap().1.parse().unwrap();
+            (k.clone(), o.by_tid[&tid].clone())
+        })
+        .collect();
+    assert_eq!(tasks, want);
+    assert_eq!(tasks.len(), o.by_tid.len());
+    // Only the workload was recorded: its threads waited, at least two of them.
+    assert!(tasks.len() >= 2, "{tasks:?}");
+    let threads = tasks.keys().filter(|k| k.starts_with("kstate-")).count();
+    assert!(threads >= 2 && pid > 0, "{tasks:?}");
+}
+
 #[test]
 fn missing_events_name_the_preset() {
     let tmp = tempfile::tempdir().unwrap();
@@ -319,7 +530,7 @@ fn missing_events_name_the_preset() {
         );
     }
     let list = kstate(&["analyze", "--list"]);
-    for a in ["softirq", "irq"] {
+    for a in ["softirq", "irq", "lockwait"] {
         assert!(list.lines().any(|l| l.starts_with(a)), "{list}");
     }
 }

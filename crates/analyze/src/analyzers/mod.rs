@@ -5,6 +5,7 @@
 use crate::analyzer::{Analyzer, Info};
 
 pub mod irq;
+pub mod lockwait;
 pub mod offcpu;
 pub mod runq;
 pub mod sched;
@@ -19,6 +20,7 @@ pub const ALL: &[Info] = &[
     <offcpu::OffCpu as Analyzer>::INFO,
     <softirq::Softirq as Analyzer>::INFO,
     <irq::Irq as Analyzer>::INFO,
+    <lockwait::LockWait as Analyzer>::INFO,
 ];
 
 pub fn find(name: &str) -> Option<&'static Info> {
