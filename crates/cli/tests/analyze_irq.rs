@@ -511,6 +511,88 @@ fn lockwait_matches_trace_cmd() {
     assert!(threads >= 2 && pid > 0, "{tasks:?}");
 }
 
+// ---- net ------------------------------------------------------------------------------
+
+/// Transmit times (net_dev_queue to net_dev_xmit of the same skbaddr) and xmit sizes per
+/// device, from trace-cmd's text.
+fn net_oracle(report: &str) -> (BTreeMap<String, Stat>, BTreeMap<String, Stat>) {
+    let mut time: BTreeMap<String, Stat> = BTreeMap::new();
+    let mut size: BTreeMap<String, Stat> = BTreeMap::new();
+    let mut open: BTreeMap<String, u64> = BTreeMap::new();
+    for l in report.lines().filter_map(parse_line) {
+        match l.event {
+            "net_dev_queue" => {
+                open.insert(field(l.rest, "skbaddr").to_string(), l.ts);
+            }
+            "net_dev_xmit" => {
+                let dev = field(l.rest, "dev").to_string();
+                let failed = num(l.rest, "rc") != 0;
+                size.entry(dev.clone())
+                    .or_default()
+                    .add(num(l.rest, "len") as u64, failed);
+                if let Some(t) = open.remove(field(l.rest, "skbaddr")) {
+                    time.entry(dev).or_default().add(l.ts - t, failed);
+                }
+            }
+            _ => {}
+        }
+    }
+    (time, size)
+}
+
+const DATAGRAMS: u64 = 200;
+const PAYLOAD: u64 = 300;
+/// UDP (8) + IPv4 (20) + the loopback device's Ethernet header (14).
+const HEADERS: u64 = 8 + 20 + 14;
+
+/// DATAGRAMS UDP datagrams of PAYLOAD bytes to 127.0.0.1: as many transmits on `lo`, each
+/// PAYLOAD + HEADERS bytes long.
+#[test]
+fn net_counts_loopback_datagrams() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cap = tmp.path().join("net.dat");
+    record(
+        "net",
+        &["udp", &DATAGRAMS.to_string(), &PAYLOAD.to_string()],
+        false,
+        &cap,
+    );
+    let (time, size) = net_oracle(&trace_cmd_report(&cap));
+    let t = kstate_json(&["net"], &cap);
+    assert_eq!(rows(&t, "ns", Some("failed")), time);
+    let lo = &time["lo"];
+    assert_eq!(lo.count, DATAGRAMS, "{t}");
+    assert!(lo.min > 0 && lo.max < 1_000_000_000, "{lo:?}");
+    let s = kstate_json(&["netsize"], &cap);
+    assert_eq!(s["by"], "dev");
+    let got = rows(&s, "bytes", Some("failed"));
+    assert_eq!(got, size);
+    let want = PAYLOAD + HEADERS;
+    assert_eq!(
+        got["lo"],
+        Stat {
+            count: DATAGRAMS,
+            total: DATAGRAMS * want,
+            min: want,
+            max: want,
+            flagged: 0
+        }
+    );
+    // The distribution puts every packet in the bucket holding PAYLOAD + HEADERS.
+    let d = kstate_json(&["netsize", "--dist", "--key", "lo"], &cap);
+    let buckets = d["rows"][0]["buckets"].as_array().unwrap();
+    let full: Vec<&Value> = buckets.iter().filter(|b| b["count"] != 0).collect();
+    assert_eq!(full.len(), 1, "{d}");
+    assert_eq!(full[0]["count"], DATAGRAMS);
+    let (lo_b, hi_b) = (
+        full[0]["lo_bytes"].as_u64().unwrap(),
+        full[0]["hi_bytes"].as_u64().unwrap(),
+    );
+    assert!(lo_b <= want && want <= hi_b, "{d}");
+    let text = kstate(&["la".as_ref(), "netsize".as_ref(), cap.as_os_str()]);
+    assert!(text.contains(&format!(" {want} ")), "{text}");
+}
+
 #[test]
 fn missing_events_name_the_preset() {
     let tmp = tempfile::tempdir().unwrap();
@@ -530,7 +612,7 @@ fn missing_events_name_the_preset() {
         );
     }
     let list = kstate(&["analyze", "--list"]);
-    for a in ["softirq", "irq", "lockwait"] {
+    for a in ["softirq", "irq", "lockwait", "net", "netsize"] {
         assert!(list.lines().any(|l| l.starts_with(a)), "{list}");
     }
 }

@@ -6,6 +6,7 @@ use crate::analyzer::{Analyzer, Info};
 
 pub mod irq;
 pub mod lockwait;
+pub mod net;
 pub mod offcpu;
 pub mod runq;
 pub mod sched;
@@ -21,6 +22,8 @@ pub const ALL: &[Info] = &[
     <softirq::Softirq as Analyzer>::INFO,
     <irq::Irq as Analyzer>::INFO,
     <lockwait::LockWait as Analyzer>::INFO,
+    <net::Net as Analyzer>::INFO,
+    <net::NetSize as Analyzer>::INFO,
 ];
 
 pub fn find(name: &str) -> Option<&'static Info> {
