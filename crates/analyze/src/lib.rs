@@ -6,6 +6,7 @@ pub mod analyzers;
 pub mod filter;
 pub mod fxmap;
 pub mod hist;
+pub mod ksyms;
 pub mod merge;
 pub mod pair;
 pub mod stats;

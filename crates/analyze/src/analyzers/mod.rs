@@ -4,9 +4,13 @@
 
 use crate::analyzer::{Analyzer, Info};
 
+pub mod irq;
+pub mod lockwait;
+pub mod net;
 pub mod offcpu;
 pub mod runq;
 pub mod sched;
+pub mod softirq;
 pub mod syscall;
 pub mod syscall_x86_64;
 
@@ -15,6 +19,11 @@ pub const ALL: &[Info] = &[
     <syscall::Syscall as Analyzer>::INFO,
     <runq::Runq as Analyzer>::INFO,
     <offcpu::OffCpu as Analyzer>::INFO,
+    <softirq::Softirq as Analyzer>::INFO,
+    <irq::Irq as Analyzer>::INFO,
+    <lockwait::LockWait as Analyzer>::INFO,
+    <net::Net as Analyzer>::INFO,
+    <net::NetSize as Analyzer>::INFO,
 ];
 
 pub fn find(name: &str) -> Option<&'static Info> {

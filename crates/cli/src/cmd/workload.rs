@@ -43,6 +43,12 @@ pub enum Workload {
         #[arg(long)]
         cpu: Option<usize>,
     },
+    /// THREADS threads each mapping and unmapping an anonymous page N times and touching
+    /// it: they contend on the process's mmap_lock (a rwsem)
+    Mmap { threads: usize, n: u64 },
+    /// N UDP datagrams of SIZE payload bytes sent to 127.0.0.1 (over the loopback
+    /// device); prints how many were sent
+    Udp { n: u64, size: usize },
 }
 
 pub fn run(w: Workload) -> Result<ExitCode, Error> {
@@ -83,8 +89,52 @@ pub fn run(w: Workload) -> Result<ExitCode, Error> {
                 std::thread::sleep(std::time::Duration::from_millis(ms));
             }
         }
+        Workload::Mmap { threads, n } => {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| std::thread::spawn(move || mmap_loop(n)))
+                .collect();
+            for w in workers {
+                w.join().expect("mmap worker");
+            }
+        }
+        Workload::Udp { n, size } => {
+            let io = |e| Error::io(std::path::Path::new("udp 127.0.0.1"), e);
+            let rx = std::net::UdpSocket::bind("127.0.0.1:0").map_err(io)?;
+            let tx = std::net::UdpSocket::bind("127.0.0.1:0").map_err(io)?;
+            let to = rx.local_addr().map_err(io)?;
+            let buf = vec![0x6bu8; size];
+            let mut back = vec![0u8; size.max(1)];
+            for _ in 0..n {
+                tx.send_to(&buf, to).map_err(io)?;
+                // Receive each before sending the next: no datagram is dropped for a full
+                // socket buffer.
+                rx.recv_from(&mut back).map_err(io)?;
+            }
+            println!("{n} datagrams of {size} bytes sent");
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Maps, touches and unmaps one anonymous page `n` times (mmap_lock taken for writing
+/// by mmap and munmap, for reading by the page fault).
+fn mmap_loop(n: u64) {
+    for _ in 0..n {
+        // SAFETY: a fresh private anonymous mapping, written then unmapped by us alone.
+        unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert!(p != libc::MAP_FAILED, "mmap failed");
+            std::ptr::write_volatile(p.cast::<u8>(), 1);
+            libc::munmap(p, 4096);
+        }
+    }
 }
 
 fn pin(cpu: usize) {
