@@ -1,0 +1,190 @@
+//! perf.data in: files recorded by `perf record` at test time read like any other trace.
+//! `perf script` is the oracle for events and field values; an analyzer gives the same
+//! figures on a perf.data and on a kstate recording of the same deterministic workload.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
+#[cfg(target_arch = "x86_64")]
+const NR_GETPPID: u64 = 110;
+#[cfg(target_arch = "aarch64")]
+const NR_GETPPID: u64 = 173;
+
+fn perf_record(out: &Path, extra: &[&str], workload: &[&str]) {
+    let o = Command::new("perf")
+        .args(["record", "-q", "-o"])
+        .arg(out)
+        .args(extra)
+        .arg("--")
+        .arg(KSTATE)
+        .arg("workload")
+        .args(workload)
+        .output()
+        .expect("perf must be installed (apt-get install linux-perf)");
+    assert!(
+        o.status.success(),
+        "perf record: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn kstate(args: &[&str]) -> String {
+    let o = Command::new(KSTATE).args(args).output().unwrap();
+    assert!(
+        o.status.success(),
+        "kstate {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// (ts ns, cpu, tid, event name, syscall NR when the event has one)
+type Ev = (u64, u32, i64, String, Option<u64>);
+
+/// `perf script --ns -F tid,cpu,time,event,trace`: "  1234 [001]  6313.310020127: raw_syscalls:sys_exit: NR 59 = 0".
+fn perf_script(file: &Path) -> Vec<Ev> {
+    let o = Command::new("perf")
+        .args(["script", "--ns", "-F", "tid,cpu,time,event,trace", "-i"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let mut it = l.split_whitespace();
+            let tid: i64 = it.next().unwrap().parse().unwrap();
+            let cpu: u32 = it
+                .next()
+                .unwrap()
+                .trim_matches(|c| c == '[' || c == ']')
+                .parse()
+                .unwrap();
+            let t = it.next().unwrap().trim_end_matches(':');
+            let (s, ns) = t.split_once('.').unwrap();
+            let ts = s.parse::<u64>().unwrap() * 1_000_000_000 + ns.parse::<u64>().unwrap();
+            let event = it.next().unwrap().trim_end_matches(':');
+            let name = event.rsplit(':').next().unwrap().to_string();
+            let nr = match it.next() {
+                Some("NR") => it.next().and_then(|n| n.parse().ok()),
+                _ => None,
+            };
+            (ts, cpu, tid, name, nr)
+        })
+        .collect()
+}
+
+fn kstate_dump(file: &Path) -> Vec<Ev> {
+    kstate(&["dump", "--json", file.to_str().unwrap()])
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            (
+                v["ts"].as_u64().unwrap(),
+                v["cpu"].as_u64().unwrap() as u32,
+                v["pid"].as_i64().unwrap(),
+                v["event"].as_str().unwrap().to_string(),
+                v["fields"]["id"].as_u64(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn perf_data_events_and_fields_match_perf_script() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("perf.data");
+    perf_record(
+        &f,
+        &["-e", "raw_syscalls:*", "-e", "sched:sched_switch"],
+        &["getppid", "3000"],
+    );
+    let mut want = perf_script(&f);
+    let mut got = kstate_dump(&f);
+    assert!(want.len() > 6000, "{} perf samples", want.len());
+    // Same multiset of events; ties at one timestamp may be ordered differently.
+    want.sort();
+    got.sort();
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g, w);
+    }
+    let getppid = got
+        .iter()
+        .filter(|e| e.3 == "sys_enter" && e.4 == Some(NR_GETPPID))
+        .count();
+    assert_eq!(getppid, 3000);
+    let info: Value =
+        serde_json::from_str(&kstate(&["info", "--json", f.to_str().unwrap()])).unwrap();
+    assert_eq!(info["events"].as_u64().unwrap() as usize, want.len());
+    assert_eq!(info["lost_total"], 0);
+}
+
+#[test]
+fn an_analyzer_agrees_on_perf_data_and_a_kstate_recording() {
+    let dir = tempfile::tempdir().unwrap();
+    let pf = dir.path().join("perf.data");
+    let kf = dir.path().join("kstate.dat");
+    perf_record(&pf, &["-e", "raw_syscalls:*"], &["getppid", "4321"]);
+    kstate(&[
+        "record",
+        "-e",
+        "syscall",
+        "--sysinfo-interval",
+        "0",
+        "-o",
+        kf.to_str().unwrap(),
+        "--",
+        KSTATE,
+        "workload",
+        "getppid",
+        "4321",
+    ]);
+    let count = |f: &Path| -> u64 {
+        let v: Value = serde_json::from_str(&kstate(&[
+            "analyze",
+            "syscall",
+            "--key",
+            "getppid",
+            "--format",
+            "json",
+            f.to_str().unwrap(),
+        ]))
+        .unwrap();
+        v["rows"][0]["count"].as_u64().unwrap()
+    };
+    assert_eq!(count(&pf), 4321);
+    assert_eq!(count(&kf), 4321);
+}
+
+#[test]
+fn perfs_lost_records_are_lost_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("perf.data");
+    // One data page per CPU buffer: perf drops samples of a system-call storm.
+    perf_record(
+        &f,
+        &["-m", "1", "-e", "raw_syscalls:*"],
+        &["getppid", "200000"],
+    );
+    let o = Command::new("perf")
+        .args(["script", "--show-lost-events", "-F", "event", "-i"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    let perf_lost: u64 = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| l.contains("PERF_RECORD_LOST"))
+        .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
+        .sum();
+    assert!(perf_lost > 0, "perf lost nothing with a one-page buffer");
+    let info: Value =
+        serde_json::from_str(&kstate(&["info", "--json", f.to_str().unwrap()])).unwrap();
+    assert_eq!(info["lost_total"].as_u64().unwrap(), perf_lost);
+    let samples = perf_script(&f).len() as u64;
+    assert_eq!(info["events"].as_u64().unwrap(), samples);
+}
