@@ -4,6 +4,9 @@
 
 use crate::analyzer::{Analyzer, Info};
 
+pub mod biotime;
+pub mod blkqueue;
+pub mod block;
 pub mod offcpu;
 pub mod runq;
 pub mod sched;
@@ -15,6 +18,8 @@ pub const ALL: &[Info] = &[
     <syscall::Syscall as Analyzer>::INFO,
     <runq::Runq as Analyzer>::INFO,
     <offcpu::OffCpu as Analyzer>::INFO,
+    <biotime::BioTime as Analyzer>::INFO,
+    <blkqueue::BlkQueue as Analyzer>::INFO,
 ];
 
 pub fn find(name: &str) -> Option<&'static Info> {
