@@ -358,6 +358,11 @@ fn check_writes(file: &Path, data: &Path) -> u64 {
         .unwrap_or_else(|| panic!("no {key} in the queue table: {q}"));
     assert_eq!(t["changes"], changes, "{t}");
     assert_eq!(t["max_len"], max, "{t}");
+    let requeues = evs
+        .iter()
+        .filter(|e| e.event == "block_rq_requeue" && req_id(e).0 == kdev && req_id(e).2 == 'W')
+        .count() as u64;
+    assert_eq!(t["requeues"], requeues, "{t}");
     assert!(max >= 1);
     let avg = area as f64 / span as f64;
     let got = t["avg_len"].as_f64().unwrap();
@@ -386,7 +391,7 @@ fn check_writes(file: &Path, data: &Path) -> u64 {
     assert_eq!(levels.len() as u64, changes);
     assert_eq!(levels.iter().max().copied(), Some(max));
     eprintln!(
-        "{key}: {} requests ({unmatched} completions without an issue), issue->complete max {} ns; in flight: {changes} changes, avg {avg:.6}, max {max}",
+        "{key}: {} requests ({unmatched} completions without an issue), issue->complete max {} ns; in flight: {changes} changes, avg {avg:.6}, max {max}, {requeues} requeues",
         want.len(),
         durs.iter().max().unwrap()
     );

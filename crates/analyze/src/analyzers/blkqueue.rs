@@ -20,9 +20,11 @@
 //! - `--log`: a row per change: time, key, the new length (`len=N`), and the task that
 //!   submitted the request that entered or left (not the task interrupted by the
 //!   completion).
-//! - `--stat`: the table `queue` per key: `changes`, `avg_len` (the length averaged over
+//! - `--stat`: the table `queue` per key: `changes` (in the selected time), `avg_len`
+//!   (the length averaged over
 //!   the analysed time, weighted by how long each length lasted; a key counts as 0 before
-//!   its first request), `max_len`. The main rows are what each arriving request found:
+//!   its first request), `max_len`, `requeues` (requests the driver handed back because
+//!   the device was busy); keys idle throughout the selected time are left out. The main rows are what each arriving request found:
 //!   the length just after it entered, itself included (count = requests that entered,
 //!   avg/max/percentiles of that length); `--dist` shows their histogram.
 //!   Key: `0000fe00-W(vda)` (see `block.rs`).
@@ -43,7 +45,11 @@ struct Level {
     /// Integral of len over the selected time, in request-ns.
     area: u128,
     max: u64,
+    /// Changes seen (any time), and those in the selected time.
+    seen: u64,
     changes: u64,
+    /// Requests the driver handed back (device busy) in the selected time.
+    requeues: u64,
 }
 
 pub struct BlkQueue {
@@ -64,11 +70,11 @@ impl BlkQueue {
         let sel = out.sel();
         let key = rq.key();
         let l = self.levels.entry(key).or_default();
-        if l.changes > 0 {
+        if l.seen > 0 {
             l.area += l.len as u128 * sel.overlap_ns(l.since, now) as u128;
         }
         l.since = now;
-        l.changes += 1;
+        l.seen += 1;
         if up {
             l.len += 1;
         } else {
@@ -76,6 +82,7 @@ impl BlkQueue {
         }
         if sel.contains(now) {
             l.max = l.max.max(l.len);
+            l.changes += 1;
         }
         let len = l.len;
         let kind = if out.is_log() {
@@ -117,7 +124,7 @@ impl BlkQueue {
         let now = out.now();
         let sel = out.sel();
         for l in self.levels.values_mut() {
-            if l.changes > 0 {
+            if l.seen > 0 {
                 l.area += l.len as u128 * sel.overlap_ns(l.since, now) as u128;
             }
             l.since = now;
@@ -179,8 +186,13 @@ impl Analyzer for BlkQueue {
         match role {
             Role::Insert if !self.device => self.enter(rq, ev, out),
             Role::Issue => self.enter(rq, ev, out),
-            Role::Requeue if self.device => {
-                self.leave(rq, ev, out);
+            Role::Requeue => {
+                if out.sel().contains(ev.ts) {
+                    self.levels.entry(rq.key()).or_default().requeues += 1;
+                }
+                if self.device {
+                    self.leave(rq, ev, out);
+                }
             }
             Role::Complete if !self.leave(rq, ev, out) => out.unmatched(),
             _ => {}
@@ -191,7 +203,7 @@ impl Analyzer for BlkQueue {
         let now = out.now();
         let sel = out.sel();
         for l in self.levels.values_mut() {
-            if l.changes > 0 {
+            if l.seen > 0 {
                 l.area += l.len as u128 * sel.overlap_ns(l.since, now) as u128;
                 l.since = now;
             }
@@ -208,6 +220,8 @@ impl Analyzer for BlkQueue {
         let mut rows: Vec<(String, &Level)> = self
             .levels
             .iter()
+            // Keys with nothing in flight and no change in the selected time are left out.
+            .filter(|(_, l)| l.changes > 0 || l.area > 0 || l.requeues > 0)
             .map(|(k, l)| (self.names.key_name(*k), l))
             .collect();
         rows.sort_by(|a, b| a.0.cmp(&b.0));
@@ -224,6 +238,7 @@ impl Analyzer for BlkQueue {
                     Cell::Int(l.changes),
                     Cell::Float((avg * 1e6).round() / 1e6),
                     Cell::Int(l.max),
+                    Cell::Int(l.requeues),
                 ]
             })
             .collect();
@@ -245,7 +260,7 @@ impl Analyzer for BlkQueue {
             title: format!(
                 "requests in flight ({what}) per device and direction, averaged over the analysed time (lower bound at start{restarts})"
             ),
-            columns: vec!["key", "changes", "avg_len", "max_len"],
+            columns: vec!["key", "changes", "avg_len", "max_len", "requeues"],
             rows,
         }]
     }
