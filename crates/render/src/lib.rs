@@ -16,7 +16,8 @@
 //!   or the unit's name.
 //! - `--log`: `{"analyzer", "by", "mode": "log", "file", "filters", "rows": [{"ts", "key",
 //!   "dur_ns" | "level", "tid", "pid", "comm", "cpu"[, FLAG_COLUMN]}], "window",
-//!   "lost_events", "pairs", "notes", "errors"}`; rows in completion order.
+//!   "lost_events", "pairs", "notes", "errors"}`; rows in completion order, or with
+//!   `--sort` the first N rows in that order ([`sorted::SortedLog`]).
 
 use std::io::{self, Write};
 
@@ -25,6 +26,8 @@ use kstate_analyze::filter::fmt_secs;
 use kstate_analyze::hist::{Decades, DECADES};
 use kstate_analyze::Info;
 use kstate_format::value::write_json_str;
+
+pub mod sorted;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -551,7 +554,20 @@ pub struct LogWriter<W: Write> {
 }
 
 impl<W: Write> LogWriter<W> {
-    pub fn start(mut w: W, fmt: Format, info: &Info, by: &str, meta: &Meta) -> io::Result<Self> {
+    pub fn start(w: W, fmt: Format, info: &Info, by: &str, meta: &Meta) -> io::Result<Self> {
+        Self::start_ordered(w, fmt, info, by, meta, "in completion order")
+    }
+
+    /// Like [`LogWriter::start`], for rows in another `order` ("in completion order",
+    /// "sorted by ..."; text headers say it).
+    pub fn start_ordered(
+        mut w: W,
+        fmt: Format,
+        info: &Info,
+        by: &str,
+        meta: &Meta,
+        order: &str,
+    ) -> io::Result<Self> {
         let flag = info.flag_column;
         match fmt {
             Format::Json => write!(w, "{},\"rows\":[", json_header(info, by, "log", meta))?,
@@ -565,7 +581,7 @@ impl<W: Write> LogWriter<W> {
             Format::Text => {
                 writeln!(
                     w,
-                    "analyzer: {} --log (key: {by}; value: {}; rows in completion order)",
+                    "analyzer: {} --log (key: {by}; value: {}; rows {order})",
                     info.name, info.value
                 )?;
                 writeln!(w, "file:     {}", meta.file)?;

@@ -4,6 +4,9 @@
 
 use crate::analyzer::{Analyzer, Info};
 
+pub mod biotime;
+pub mod blkqueue;
+pub mod block;
 pub mod irq;
 pub mod lockwait;
 pub mod net;
@@ -24,6 +27,8 @@ pub const ALL: &[Info] = &[
     <lockwait::LockWait as Analyzer>::INFO,
     <net::Net as Analyzer>::INFO,
     <net::NetSize as Analyzer>::INFO,
+    <biotime::BioTime as Analyzer>::INFO,
+    <blkqueue::BlkQueue as Analyzer>::INFO,
 ];
 
 pub fn find(name: &str) -> Option<&'static Info> {

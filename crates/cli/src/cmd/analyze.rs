@@ -10,6 +10,7 @@ use kstate_analyze::analyzers;
 use kstate_analyze::filter::{parse_dur, parse_window, Filters, WindowSpec};
 use kstate_analyze::fxmap::FxMap;
 use kstate_format::{Error, ErrorKind, Trace};
+use kstate_render::sorted::{LogOrder, SortedLog};
 use kstate_render::{Format, LogWriter, Meta};
 
 const AFTER_HELP: &str = "\
@@ -32,8 +33,9 @@ and end straddle a loss on any CPU is dropped and counted, never guessed.
 --pid matches thread-group ids where the trace records them (raw captures with
 saved_tgids), else thread ids; --tid always matches thread ids.
 
---log rows come in completion order (each row shows its start time); sort by the first
-column for start order.";
+--log rows come in completion order (each row shows its start time). `--log --sort value
+--top N` prints only the N largest values, largest first (`--sort start`: the N earliest);
+sorting holds rows back until the end, so it needs --top: memory stays bounded by N.";
 
 #[derive(clap::Args)]
 #[command(after_help = AFTER_HELP)]
@@ -63,10 +65,12 @@ pub struct Args {
     /// Key the results by (analyzer-specific, see --list)
     #[arg(long)]
     by: Option<String>,
-    /// --stat: sort by key, count, total, avg, min, max, p50, p99 (or the flag column)
-    #[arg(long, default_value = "total")]
-    sort: String,
-    /// --stat/--dist: only the first N keys
+    /// --stat/--dist: sort by key, count, total (default), avg, min, max, p50, p99 (or
+    /// the flag column); --log: by value (largest first) or start (earliest first), with
+    /// --top N
+    #[arg(long)]
+    sort: Option<String>,
+    /// --stat/--dist: only the first N keys; --log --sort: only the first N rows
     #[arg(long, value_name = "N")]
     top: Option<usize>,
     /// Only pairs starting in FROM:TO
@@ -206,7 +210,37 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             _ => Ok(()),
         }
     };
-    let outcome = if mode == Mode::Log {
+    let log_order = match (mode, &args.sort) {
+        (Mode::Log, Some(col)) => {
+            let order = LogOrder::parse(col).map_err(bad_args)?;
+            let Some(top) = args.top else {
+                return Err(bad_args(
+                    "--log --sort holds rows back until the end of the trace: give --top N \
+                     to bound them"
+                        .into(),
+                ));
+            };
+            Some((order, top))
+        }
+        _ => None,
+    };
+    let outcome = if let Some((order, top)) = log_order {
+        let by = cfg.by.clone().unwrap_or_else(|| info.by[0].0.to_string());
+        let io_err =
+            |e: std::io::Error| Error::new(ErrorKind::Io, None, format!("writing output: {e}"));
+        let mut sorted = SortedLog::new(order, top);
+        let o = (info.run)(&trace, &cfg, &mut sorted)?;
+        let mut w = LogWriter::start_ordered(out, format, info, &by, &meta, &order.describe(top))
+            .map_err(io_err)?;
+        if let Err(e) = sorted.drain_into(&mut w) {
+            if w.broken_pipe {
+                return Ok(ExitCode::SUCCESS);
+            }
+            return Err(io_err(e));
+        }
+        done(w.finish(&o, &meta))?;
+        o
+    } else if mode == Mode::Log {
         let by = cfg.by.clone().unwrap_or_else(|| info.by[0].0.to_string());
         let mut w = LogWriter::start(out, format, info, &by, &meta)
             .map_err(|e| Error::new(ErrorKind::Io, None, format!("writing output: {e}")))?;
@@ -219,7 +253,8 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         o
     } else {
         let mut o = (info.run)(&trace, &cfg, &mut NoLog)?;
-        sort_rows(&mut o.rows, &args.sort, info.flag_column, args.top).map_err(bad_args)?;
+        let sort = args.sort.as_deref().unwrap_or("total");
+        sort_rows(&mut o.rows, sort, info.flag_column, args.top).map_err(bad_args)?;
         let mut out = out;
         let r = match mode {
             Mode::Dist(b) => kstate_render::dist(&o, &meta, b, format, &mut out),

@@ -35,6 +35,19 @@ pub enum Workload {
         #[arg(long, default_value_t = 4096)]
         size: usize,
     },
+    /// THREADS threads, each writing COUNT blocks of SIZE bytes with O_DIRECT to its own
+    /// file FILE_PREFIX.I (I = 0..THREADS), so every write goes to the device; prints
+    /// the slowest write
+    DirectWriters {
+        #[arg(long, default_value_t = 6)]
+        threads: usize,
+        #[arg(long)]
+        count: u64,
+        /// Bytes per write: a multiple of 4096
+        #[arg(long, default_value_t = 1 << 20)]
+        size: usize,
+        file_prefix: PathBuf,
+    },
     /// N sleeps of MS milliseconds
     Sleep {
         n: u64,
@@ -81,6 +94,12 @@ pub fn run(w: Workload) -> Result<ExitCode, Error> {
                 f.sync_all().map_err(|e| Error::io(&file, e))?;
             }
         }
+        Workload::DirectWriters {
+            threads,
+            count,
+            size,
+            file_prefix,
+        } => direct_writers(threads, count, size, &file_prefix)?,
         Workload::Sleep { n, ms, cpu } => {
             if let Some(c) = cpu {
                 pin(c);
@@ -135,6 +154,105 @@ fn mmap_loop(n: u64) {
             libc::munmap(p, 4096);
         }
     }
+}
+
+/// A page-aligned buffer for O_DIRECT.
+struct Aligned {
+    ptr: *mut u8,
+    layout: std::alloc::Layout,
+}
+
+impl Aligned {
+    fn new(size: usize, fill: u8) -> Aligned {
+        let layout = std::alloc::Layout::from_size_align(size, 4096).expect("valid layout");
+        // SAFETY: size > 0 (checked by the caller); the memory is written before use.
+        let ptr = unsafe { std::alloc::alloc(layout) };
+        assert!(!ptr.is_null(), "out of memory");
+        // SAFETY: ptr points to `size` writable bytes.
+        unsafe { std::ptr::write_bytes(ptr, fill, size) };
+        Aligned { ptr, layout }
+    }
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: allocated and initialised in `new` for layout.size() bytes.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.layout.size()) }
+    }
+}
+
+impl Drop for Aligned {
+    fn drop(&mut self) {
+        // SAFETY: allocated with this layout in `new`.
+        unsafe { std::alloc::dealloc(self.ptr, self.layout) };
+    }
+}
+
+fn direct_writers(
+    threads: usize,
+    count: u64,
+    size: usize,
+    prefix: &std::path::Path,
+) -> Result<(), Error> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if size == 0 || !size.is_multiple_of(4096) {
+        return Err(Error::new(
+            kstate_format::ErrorKind::Unsupported,
+            None,
+            format!("--size {size}: O_DIRECT writes need a positive multiple of 4096 bytes"),
+        ));
+    }
+    let mut files = Vec::new();
+    for i in 0..threads {
+        let mut name = prefix.as_os_str().to_owned();
+        name.push(format!(".{i}"));
+        let path = PathBuf::from(name);
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        files.push((path, f));
+    }
+    let t0 = Instant::now();
+    let results: Vec<Result<(u64, f64), Error>> = std::thread::scope(|s| {
+        let handles: Vec<_> = files
+            .into_iter()
+            .enumerate()
+            .map(|(i, (path, mut f))| {
+                s.spawn(move || {
+                    let buf = Aligned::new(size, b'a' + (i % 26) as u8);
+                    let mut slowest = (0u64, 0.0f64);
+                    for _ in 0..count {
+                        let t = Instant::now();
+                        f.write_all(buf.bytes()).map_err(|e| Error::io(&path, e))?;
+                        let ns = t.elapsed().as_nanos() as u64;
+                        if ns > slowest.0 {
+                            slowest = (ns, (t - t0).as_secs_f64());
+                        }
+                    }
+                    Ok(slowest)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("writer thread panicked"))
+            .collect()
+    });
+    let mut slowest = (0u64, 0.0f64);
+    for r in results {
+        let s = r?;
+        if s.0 > slowest.0 {
+            slowest = s;
+        }
+    }
+    println!(
+        "{threads} threads x {count} O_DIRECT writes of {size} bytes in {:.3} s; slowest write {:.3} ms at +{:.3} s",
+        t0.elapsed().as_secs_f64(),
+        slowest.0 as f64 / 1e6,
+        slowest.1
+    );
+    Ok(())
 }
 
 fn pin(cpu: usize) {
