@@ -33,7 +33,116 @@ pub const MAGIC: &[u8; 8] = b"PERFILE2";
 const PAGE_SIZE: usize = 4096;
 
 pub fn open(path: &Path) -> Result<Trace> {
-    read(path).map_err(|e| e.in_file(path))
+    check_sections(path).map_err(|e| e.in_file(path))?;
+    // The parsing crate is not hardened against every malformed file; a panic in it must
+    // still come out as an error naming the file.
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read(path))) {
+        Ok(r) => r.map_err(|e| e.in_file(path)),
+        Err(_) => Err(
+            Error::corrupt(0, "perf.data: malformed records (the parser gave up)").in_file(path),
+        ),
+    }
+}
+
+/// Checks that the header's sections and the feature-section table lie inside the file
+/// before the parsing crate allocates buffers of the sizes they claim.
+fn check_sections(path: &Path) -> Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
+    let len = f.metadata().map_err(|e| Error::io(path, e))?.len();
+    let mut h = [0u8; 104];
+    f.read_exact(&mut h)
+        .map_err(|_| Error::truncated(0, "perf.data: file shorter than its 104-byte header"))?;
+    let u = |at: usize| u64::from_le_bytes(h[at..at + 8].try_into().expect("8 bytes"));
+    let inside = |off: u64, size: u64, what: &str, at: u64| -> Result<()> {
+        match off.checked_add(size) {
+            Some(end) if end <= len => Ok(()),
+            _ => Err(Error::truncated(
+                at,
+                format!("perf.data: {what} section ({size} bytes at offset {off}) runs past the end of the {len}-byte file"),
+            )),
+        }
+    };
+    if u(8) < 104 || u(8) > len {
+        return Err(Error::corrupt(
+            8,
+            format!("perf.data: header size {} is implausible", u(8)),
+        ));
+    }
+    inside(u(24), u(32), "attributes", 24)?;
+    inside(u(40), u(48), "data", 40)?;
+    // The feature table follows the data: one (offset, size) pair per feature bit set.
+    let features: u32 = h[72..104].iter().map(|b| b.count_ones()).sum();
+    let table = u(40) + u(48);
+    inside(table, features as u64 * 16, "feature table", table)?;
+    f.seek(SeekFrom::Start(table))
+        .map_err(|e| Error::io(path, e))?;
+    let mut t = vec![0u8; features as usize * 16];
+    f.read_exact(&mut t).map_err(|e| Error::io(path, e))?;
+    // Feature bits in order; the table has one entry per set bit.
+    let bits = (0..256usize).filter(|b| h[72 + b / 8] & (1 << (b % 8)) != 0);
+    for (e, bit) in t.chunks_exact(16).zip(bits) {
+        let off = u64::from_le_bytes(e[..8].try_into().expect("8 bytes"));
+        let size = u64::from_le_bytes(e[8..].try_into().expect("8 bytes"));
+        inside(off, size, "feature", off)?;
+        if matches!(bit, 3..=6 | 8 | 9 | 11 | 12) && size <= 1 << 24 {
+            f.seek(SeekFrom::Start(off))
+                .map_err(|e| Error::io(path, e))?;
+            let mut body = vec![0u8; size as usize];
+            f.read_exact(&mut body).map_err(|e| Error::io(path, e))?;
+            check_feature_strings(bit, &body)
+                .map_err(|msg| Error::corrupt(off, format!("perf.data: feature {bit}: {msg}")))?;
+        }
+    }
+    Ok(())
+}
+
+/// The string-bearing feature sections (hostname .. cpuid, cmdline, event_desc): every
+/// length they hold must fit in the section, before the parser allocates by it.
+fn check_feature_strings(bit: usize, b: &[u8]) -> std::result::Result<(), String> {
+    let mut at = 0usize;
+    let u32_at = |at: &mut usize| -> std::result::Result<usize, String> {
+        let v = b
+            .get(*at..*at + 4)
+            .map(|x| u32::from_le_bytes(x.try_into().expect("4 bytes")) as usize)
+            .ok_or("ends inside a length")?;
+        *at += 4;
+        Ok(v)
+    };
+    let skip = |at: &mut usize, n: usize| -> std::result::Result<(), String> {
+        match at.checked_add(n) {
+            Some(end) if end <= b.len() => {
+                *at = end;
+                Ok(())
+            }
+            _ => Err(format!("a length of {n} bytes runs past the section")),
+        }
+    };
+    match bit {
+        11 => {
+            let n = u32_at(&mut at)?;
+            for _ in 0..n {
+                let len = u32_at(&mut at)?;
+                skip(&mut at, len)?;
+            }
+        }
+        12 => {
+            let n = u32_at(&mut at)?;
+            let attr = u32_at(&mut at)?;
+            for _ in 0..n {
+                skip(&mut at, attr)?;
+                let ids = u32_at(&mut at)?;
+                let len = u32_at(&mut at)?;
+                skip(&mut at, len)?;
+                skip(&mut at, ids.saturating_mul(8))?;
+            }
+        }
+        _ => {
+            let len = u32_at(&mut at)?;
+            skip(&mut at, len)?;
+        }
+    }
+    Ok(())
 }
 
 fn perf_err(e: impl std::fmt::Display) -> Error {
