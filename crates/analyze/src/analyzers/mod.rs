@@ -5,6 +5,7 @@
 use crate::analyzer::{Analyzer, Info};
 
 pub mod offcpu;
+pub mod proc;
 pub mod runq;
 pub mod sched;
 pub mod syscall;
@@ -15,6 +16,7 @@ pub const ALL: &[Info] = &[
     <syscall::Syscall as Analyzer>::INFO,
     <runq::Runq as Analyzer>::INFO,
     <offcpu::OffCpu as Analyzer>::INFO,
+    <proc::Proc as Analyzer>::INFO,
 ];
 
 pub fn find(name: &str) -> Option<&'static Info> {

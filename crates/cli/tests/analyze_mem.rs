@@ -1,0 +1,267 @@
+//! The memory and process analyzers (proc, futex, palloc, kmalloc, vmscan, sysinfo) on
+//! workloads recorded from the live kernel at test time with `kstate record`, against
+//! what the workload does by construction and against counts computed here from
+//! `trace-cmd report` of the same file.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
+
+fn kstate<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
+    let out = Command::new(KSTATE)
+        .args(args)
+        .output()
+        .expect("run kstate");
+    let shown: Vec<String> = args
+        .iter()
+        .map(|a| a.as_ref().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        out.status.success(),
+        "kstate {} failed: {}",
+        shown.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
+fn kstate_json<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Value {
+    let text = kstate(args);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("invalid JSON ({e}):\n{text}"))
+}
+
+/// `kstate analyze NAME --format json ARGS FILE`.
+fn analyze(name: &str, args: &[&str], file: &Path) -> Value {
+    let mut a: Vec<&std::ffi::OsStr> = vec!["analyze".as_ref(), name.as_ref()];
+    a.extend(["--format", "json"].iter().map(std::ffi::OsStr::new));
+    a.extend(args.iter().map(std::ffi::OsStr::new));
+    a.push(file.as_os_str());
+    let v = kstate_json(&a);
+    for (cpu, n) in v["lost_events"].as_object().unwrap() {
+        assert_eq!(
+            n, 0,
+            "events lost on cpu {cpu}: the test buffer is too small"
+        );
+    }
+    v
+}
+
+/// Records `CMD` with `kstate record OPTS -o dest -- CMD`; returns the workload's pid and
+/// what the recorder printed on standard output (the workload's output goes there too).
+fn record(opts: &[&str], cmd: &[&str], dest: &Path) -> (i32, String) {
+    let mut c = Command::new(KSTATE);
+    c.arg("record")
+        .args(opts)
+        .arg("-o")
+        .arg(dest)
+        .arg("--")
+        .args(cmd);
+    let out = c.output().expect("cannot run kstate record");
+    assert!(
+        out.status.success(),
+        "kstate record failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let info = kstate_json(&["info".as_ref(), "--json".as_ref(), dest.as_os_str()]);
+    let pid = info["recording"]["workload_pid"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no workload pid in {}", info["recording"])) as i32;
+    (pid, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `trace-cmd report -t -R` (raw field values) or `-t` with its plugins (symbols).
+fn trace_cmd_report(file: &Path, raw: bool) -> String {
+    let mut c = Command::new("trace-cmd");
+    c.args(["report", "-t"]);
+    if raw {
+        c.arg("-R");
+    }
+    let out = c
+        .arg("-i")
+        .arg(file)
+        .output()
+        .expect("trace-cmd is needed by these tests: apt-get install trace-cmd");
+    assert!(out.status.success(), "trace-cmd report {}", file.display());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// An event line of `trace-cmd report -t`: `comm-pid [cpu] secs.nsecs: event: fields`.
+#[derive(Debug)]
+struct Line<'a> {
+    pid: i64,
+    ts: u64,
+    event: &'a str,
+    rest: &'a str,
+}
+
+fn parse_line(line: &str) -> Option<Line<'_>> {
+    for (i, _) in line.match_indices(" [") {
+        let after = &line[i + 2..];
+        let close = after.find(']')?;
+        if after[..close].parse::<u32>().is_err() {
+            continue;
+        }
+        let pid: i64 = line[..i].trim().rsplit_once('-')?.1.parse().ok()?;
+        let rest = after[close + 1..].trim_start();
+        let colon = rest.find(": ")?;
+        let (s, ns) = rest[..colon].split_once('.')?;
+        if ns.len() != 9 {
+            continue;
+        }
+        let ts = s.parse::<u64>().ok()? * 1_000_000_000 + ns.parse::<u64>().ok()?;
+        let rest = &rest[colon + 2..];
+        let end = rest.find(':')?;
+        return Some(Line {
+            pid,
+            ts,
+            event: rest[..end].trim(),
+            rest: &rest[end + 1..],
+        });
+    }
+    None
+}
+
+/// The value of `name=` (or `name: ` in syscall events) in a field list.
+fn field<'a>(rest: &'a str, name: &str) -> &'a str {
+    let t = rest.trim_start();
+    for pat in [format!("{name}="), format!("{name}: ")] {
+        let at = if t.starts_with(&pat) {
+            Some(0)
+        } else {
+            t.find(&format!(" {pat}")).map(|i| i + 1)
+        };
+        if let Some(at) = at {
+            let v = &t[at + pat.len()..];
+            return v.split([' ', ',']).next().unwrap_or("");
+        }
+    }
+    panic!("no {name} in {rest:?}")
+}
+
+fn num(rest: &str, name: &str) -> i64 {
+    let f = field(rest, name);
+    let r = match f.strip_prefix("0x") {
+        Some(h) => i64::from_str_radix(h, 16),
+        None => f.parse(),
+    };
+    r.unwrap_or_else(|_| panic!("{name} is not a number in {rest:?}"))
+}
+
+fn rows(v: &Value) -> &Vec<Value> {
+    v["rows"].as_array().unwrap()
+}
+
+fn row<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
+    rows(v).iter().find(|r| r["key"] == key)
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+// ---- proc -----------------------------------------------------------------------------
+
+#[test]
+fn proc_counts_forks_and_lifetimes() {
+    const K: u64 = 6;
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("fork.dat");
+    let (pid, _) = record(
+        &["--sysinfo-interval", "0", "-e", "proc"],
+        &[KSTATE, "workload", "fork", &K.to_string(), "--ms", "10"],
+        &f,
+    );
+    // Independent: forks and exits in trace-cmd's report, lifetimes paired by pid.
+    let report = trace_cmd_report(&f, true);
+    let (mut forks, mut exits) = (0u64, 0u64);
+    let mut born: BTreeMap<i64, u64> = BTreeMap::new();
+    let mut lives: Vec<u64> = Vec::new();
+    for l in report.lines().filter_map(parse_line) {
+        match l.event {
+            "sched_process_fork" => {
+                forks += 1;
+                assert_eq!(num(l.rest, "parent_pid"), pid as i64, "{l:?}");
+                assert_eq!(l.pid, pid as i64, "{l:?}");
+                born.insert(num(l.rest, "child_pid"), l.ts);
+            }
+            "sched_process_exit" => {
+                exits += 1;
+                if let Some(t) = born.remove(&num(l.rest, "pid")) {
+                    lives.push(l.ts - t);
+                }
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        (forks, exits),
+        (K, K + 1),
+        "trace-cmd's view of the workload"
+    );
+    let v = analyze("proc", &[], &f);
+    let all = v["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["comm"] == "(all)")
+        .unwrap_or_else(|| panic!("no (all) row: {v}"));
+    assert_eq!(u(&all["forks"]), forks, "{v}");
+    assert_eq!(u(&all["exits"]), exits, "{v}");
+    assert_eq!(
+        u(&all["execs"]),
+        1,
+        "the recorder execs the workload once: {v}"
+    );
+    // The children live from fork to exit: each sleeps 10 ms.
+    let r = row(&v, "kstate").unwrap_or_else(|| panic!("no kstate row: {v}"));
+    assert_eq!(u(&r["count"]), K, "{v}");
+    assert_eq!(u(&r["total_ns"]), lives.iter().sum::<u64>(), "{v}");
+    assert_eq!(u(&r["min_ns"]), *lives.iter().min().unwrap());
+    assert_eq!(u(&r["max_ns"]), *lives.iter().max().unwrap());
+    assert!(u(&r["min_ns"]) >= 10_000_000, "{r}");
+    // The workload's own fork predates the recording: open, never a lifetime.
+    assert_eq!(u(&v["pairs"]["unmatched"]), 0);
+    // --pid selects the workload's forks (as parent) only; --by pid names each child.
+    let w = analyze("proc", &["--pid", &pid.to_string()], &f);
+    let wall = w["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["comm"] == "(all)")
+        .unwrap();
+    assert_eq!((u(&wall["forks"]), u(&wall["exits"])), (K, 1), "{w}");
+    let by = analyze("proc", &["--by", "pid"], &f);
+    assert_eq!(rows(&by).len() as u64, K, "{by}");
+    assert!(rows(&by)
+        .iter()
+        .all(|r| r["key"].as_str().unwrap().starts_with("kstate-")));
+    // The log is the timeline: K forks, K+1 exits, one exec, K lifetimes.
+    let log = kstate(&[
+        "la".as_ref(),
+        "proc".as_ref(),
+        "--log".as_ref(),
+        "--format".as_ref(),
+        "csv".as_ref(),
+        f.as_os_str(),
+    ]);
+    let count = |k: &str| {
+        log.lines()
+            .filter(|l| l.split(',').nth(1) == Some(k))
+            .count() as u64
+    };
+    assert_eq!(
+        (count("fork"), count("exit"), count("kstate")),
+        (K, K + 1, K)
+    );
+    assert_eq!(
+        log.lines()
+            .filter(|l| l.split(',').nth(1).unwrap_or("").starts_with("exec "))
+            .count(),
+        1,
+        "{log}"
+    );
+}
