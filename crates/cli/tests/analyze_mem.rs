@@ -145,7 +145,7 @@ fn field<'a>(rest: &'a str, name: &str) -> &'a str {
 fn num(rest: &str, name: &str) -> i64 {
     let f = field(rest, name);
     let r = match f.strip_prefix("0x") {
-        Some(h) => i64::from_str_radix(h, 16),
+        Some(h) => u64::from_str_radix(h, 16).map(|v| v as i64),
         None => f.parse(),
     };
     r.unwrap_or_else(|_| panic!("{name} is not a number in {rest:?}"))
@@ -264,4 +264,98 @@ fn proc_counts_forks_and_lifetimes() {
         1,
         "{log}"
     );
+}
+
+// ---- futex ----------------------------------------------------------------------------
+
+#[test]
+fn futex_waits_on_one_contended_mutex() {
+    const ITERS: u64 = 4000;
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("futex.dat");
+    let (pid, stdout) = record(
+        &["--sysinfo-interval", "0", "-e", "futex,task:task_newtask"],
+        &[
+            KSTATE,
+            "workload",
+            "mutex-fight",
+            "--threads",
+            "2",
+            "--iters",
+            &ITERS.to_string(),
+        ],
+        &f,
+    );
+    // `mutex 0x... size N`: the futex word lies inside.
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("mutex "))
+        .unwrap_or_else(|| panic!("no mutex line in {stdout:?}"));
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let base = u64::from_str_radix(w[1].trim_start_matches("0x"), 16).unwrap();
+    let size: u64 = w[3].parse().unwrap();
+    // Independent: waits per uaddr (count, errors, total time) from trace-cmd's report.
+    let report = trace_cmd_report(&f, true);
+    let mut open: BTreeMap<i64, (u64, u64, u64)> = BTreeMap::new();
+    let mut waits: BTreeMap<u64, (u64, u64, u64)> = BTreeMap::new();
+    let mut wakes = 0u64;
+    let mut threads = std::collections::BTreeSet::new();
+    for l in report.lines().filter_map(parse_line) {
+        match l.event {
+            "sys_enter_futex" => {
+                let op = num(l.rest, "op") as u64 & 127;
+                open.insert(l.pid, (num(l.rest, "uaddr") as u64, op, l.ts));
+            }
+            "sys_exit_futex" => {
+                let Some((uaddr, op, t)) = open.remove(&l.pid) else {
+                    continue;
+                };
+                if [0, 6, 9, 11, 13].contains(&op) {
+                    let e = waits.entry(uaddr).or_default();
+                    e.0 += 1;
+                    e.1 += (num(l.rest, "ret") < 0) as u64;
+                    e.2 += l.ts - t;
+                    threads.insert(l.pid);
+                } else if [1, 3, 4, 5, 7, 10, 12].contains(&op) {
+                    wakes += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(open.is_empty(), "unfinished futex calls: {open:?}");
+    assert_eq!(waits.len(), 1, "one contended lock: {waits:?}");
+    let (&uaddr, &(n, errors, total)) = waits.iter().next().unwrap();
+    assert!(
+        uaddr >= base && uaddr < base + size,
+        "{uaddr:#x} is not inside the mutex at {base:#x}"
+    );
+    assert!(n > 0 && n <= 2 * ITERS, "{n} waits");
+    assert!(
+        !threads.contains(&(pid as i64)),
+        "the main thread waits on a pipe"
+    );
+    let v = analyze("futex", &["--pid", &pid.to_string()], &f);
+    let wait_rows: Vec<&Value> = rows(&v)
+        .iter()
+        .filter(|r| r["key"].as_str().unwrap().ends_with(" wait"))
+        .collect();
+    assert_eq!(wait_rows.len(), 1, "{v}");
+    let r = wait_rows[0];
+    assert_eq!(r["key"], format!("{uaddr:#x}@{pid} wait"), "{v}");
+    assert_eq!(
+        (u(&r["count"]), u(&r["errors"]), u(&r["total_ns"])),
+        (n, errors, total),
+        "{v}"
+    );
+    let wake = row(&v, &format!("{uaddr:#x}@{pid} wake")).unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(u(&wake["count"]), wakes, "{v}");
+    // Per thread: the two fighters, and their waits add up.
+    let by = analyze("futex", &["--by", "tid"], &f);
+    let tw: Vec<&Value> = rows(&by)
+        .iter()
+        .filter(|r| r["key"].as_str().unwrap().ends_with(" wait"))
+        .collect();
+    assert_eq!(tw.len(), threads.len(), "{by}");
+    assert_eq!(tw.iter().map(|r| u(&r["count"])).sum::<u64>(), n);
 }

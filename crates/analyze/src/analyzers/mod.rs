@@ -4,6 +4,7 @@
 
 use crate::analyzer::{Analyzer, Info};
 
+pub mod futex;
 pub mod offcpu;
 pub mod proc;
 pub mod runq;
@@ -17,6 +18,7 @@ pub const ALL: &[Info] = &[
     <runq::Runq as Analyzer>::INFO,
     <offcpu::OffCpu as Analyzer>::INFO,
     <proc::Proc as Analyzer>::INFO,
+    <futex::Futex as Analyzer>::INFO,
 ];
 
 pub fn find(name: &str) -> Option<&'static Info> {
