@@ -359,3 +359,83 @@ fn futex_waits_on_one_contended_mutex() {
     assert_eq!(tw.len(), threads.len(), "{by}");
     assert_eq!(tw.iter().map(|r| u(&r["count"])).sum::<u64>(), n);
 }
+
+// ---- palloc ---------------------------------------------------------------------------
+
+#[test]
+fn palloc_counts_the_pages_a_workload_touches() {
+    const N: u64 = 3000;
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("pages.dat");
+    let (pid, _) = record(
+        &["--sysinfo-interval", "0", "-e", "mem"],
+        &[KSTATE, "workload", "touch-pages", &N.to_string()],
+        &f,
+    );
+    // Independent: trace-cmd's decoding (with the kernel's print format for gfp_flags).
+    let report = trace_cmd_report(&f, false);
+    let mut want: BTreeMap<String, u64> = BTreeMap::new();
+    let mut by_gfp: BTreeMap<String, u64> = BTreeMap::new();
+    for l in report.lines().filter_map(parse_line) {
+        if l.pid != pid as i64 {
+            continue;
+        }
+        let key = match l.event {
+            "mm_page_alloc" => {
+                *by_gfp
+                    .entry(format!("alloc {}", field(l.rest, "gfp_flags")))
+                    .or_default() += 1;
+                format!("alloc order {}", num(l.rest, "order"))
+            }
+            "mm_page_free" => format!("free order {}", num(l.rest, "order")),
+            "mm_page_free_batched" => "free order 0".to_string(),
+            _ => continue,
+        };
+        *want.entry(key).or_default() += 1;
+    }
+    // Every touched page is a fresh order-0 page (huge pages are advised off).
+    assert!(want["alloc order 0"] >= N, "{want:?}");
+    let v = analyze("palloc", &["--pid", &pid.to_string()], &f);
+    let got: BTreeMap<String, u64> = rows(&v)
+        .iter()
+        .map(|r| (r["key"].as_str().unwrap().to_string(), u(&r["count"])))
+        .collect();
+    assert_eq!(got, want, "{v}");
+    // Pages = calls x 2^order.
+    for r in rows(&v) {
+        let order: u32 = r["key"]
+            .as_str()
+            .unwrap()
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(u(&r["total_pages"]), u(&r["count"]) << order, "{r}");
+    }
+    let g = analyze("palloc", &["--by", "gfp", "--pid", &pid.to_string()], &f);
+    let got: BTreeMap<String, u64> = rows(&g)
+        .iter()
+        .filter(|r| r["key"].as_str().unwrap().starts_with("alloc "))
+        .map(|r| (r["key"].as_str().unwrap().to_string(), u(&r["count"])))
+        .collect();
+    assert_eq!(got, by_gfp, "{g}");
+    let m = analyze(
+        "palloc",
+        &["--by", "migratetype", "--pid", &pid.to_string()],
+        &f,
+    );
+    assert!(u(&row(&m, "alloc Movable").unwrap_or_else(|| panic!("{m}"))["count"]) >= N);
+    // The log: one row per event of the workload.
+    let log = kstate(&[
+        "la".as_ref(),
+        "palloc".as_ref(),
+        "--log".as_ref(),
+        "--format".as_ref(),
+        "csv".as_ref(),
+        "--pid".as_ref(),
+        pid.to_string().as_ref(),
+        f.as_os_str(),
+    ]);
+    assert_eq!(log.lines().count() as u64 - 1, want.values().sum::<u64>());
+}

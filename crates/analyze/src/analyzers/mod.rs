@@ -6,6 +6,7 @@ use crate::analyzer::{Analyzer, Info};
 
 pub mod futex;
 pub mod offcpu;
+pub mod palloc;
 pub mod proc;
 pub mod runq;
 pub mod sched;
@@ -19,6 +20,7 @@ pub const ALL: &[Info] = &[
     <offcpu::OffCpu as Analyzer>::INFO,
     <proc::Proc as Analyzer>::INFO,
     <futex::Futex as Analyzer>::INFO,
+    <palloc::Palloc as Analyzer>::INFO,
 ];
 
 pub fn find(name: &str) -> Option<&'static Info> {
