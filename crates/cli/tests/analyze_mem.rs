@@ -439,3 +439,60 @@ fn palloc_counts_the_pages_a_workload_touches() {
     ]);
     assert_eq!(log.lines().count() as u64 - 1, want.values().sum::<u64>());
 }
+
+// ---- kmalloc --------------------------------------------------------------------------
+
+#[test]
+fn kmalloc_call_sites_match_trace_cmd_symbols() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("slab.dat");
+    let (pid, _) = record(
+        &["--sysinfo-interval", "0", "-e", "mem"],
+        &[KSTATE, "workload", "fork", "3", "--ms", "1"],
+        &f,
+    );
+    // Independent: trace-cmd symbolizes call_site (%pS) with the file's kallsyms.
+    let report = trace_cmd_report(&f, false);
+    let mut sites: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut caches: BTreeMap<String, u64> = BTreeMap::new();
+    for l in report.lines().filter_map(parse_line) {
+        if l.pid != pid as i64 || !matches!(l.event, "kmalloc" | "kmem_cache_alloc") {
+            continue;
+        }
+        let site = field(l.rest, "call_site");
+        let func = site.split('+').next().unwrap().to_string();
+        let e = sites.entry(func).or_default();
+        e.0 += 1;
+        e.1 += num(l.rest, "bytes_req") as u64;
+        let cache = match l.event {
+            "kmalloc" => format!("kmalloc-{}", num(l.rest, "bytes_alloc")),
+            _ => field(l.rest, "name").to_string(),
+        };
+        *caches.entry(cache).or_default() += 1;
+    }
+    assert!(
+        sites.len() > 5,
+        "a fork allocates from many places: {sites:?}"
+    );
+    let v = analyze("kmalloc", &["--pid", &pid.to_string()], &f);
+    let got: BTreeMap<String, (u64, u64)> = rows(&v)
+        .iter()
+        .map(|r| {
+            (
+                r["key"].as_str().unwrap().to_string(),
+                (u(&r["count"]), u(&r["total_bytes"])),
+            )
+        })
+        .collect();
+    assert_eq!(got, sites, "{v}");
+    let c = analyze("kmalloc", &["--by", "cache", "--pid", &pid.to_string()], &f);
+    let got: BTreeMap<String, u64> = rows(&c)
+        .iter()
+        .map(|r| (r["key"].as_str().unwrap().to_string(), u(&r["count"])))
+        .collect();
+    assert_eq!(got, caches, "{c}");
+    // Requested never exceeds allocated.
+    for b in c["bytes"].as_array().unwrap() {
+        assert!(u(&b["requested"]) <= u(&b["allocated"]), "{b}");
+    }
+}

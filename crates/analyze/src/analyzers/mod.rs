@@ -5,6 +5,7 @@
 use crate::analyzer::{Analyzer, Info};
 
 pub mod futex;
+pub mod kmalloc;
 pub mod offcpu;
 pub mod palloc;
 pub mod proc;
@@ -21,6 +22,7 @@ pub const ALL: &[Info] = &[
     <proc::Proc as Analyzer>::INFO,
     <futex::Futex as Analyzer>::INFO,
     <palloc::Palloc as Analyzer>::INFO,
+    <kmalloc::Kmalloc as Analyzer>::INFO,
 ];
 
 pub fn find(name: &str) -> Option<&'static Info> {
