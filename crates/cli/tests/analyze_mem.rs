@@ -496,3 +496,87 @@ fn kmalloc_call_sites_match_trace_cmd_symbols() {
         assert!(u(&b["requested"]) <= u(&b["allocated"]), "{b}");
     }
 }
+
+// ---- sysinfo --------------------------------------------------------------------------
+
+/// A /proc/meminfo value in bytes.
+fn meminfo(name: &str) -> u64 {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in /proc/meminfo"));
+    let kb: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kb * 1024
+}
+
+#[test]
+fn sysinfo_rows_follow_the_snapshots() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("sysinfo.dat");
+    record(
+        &["--sysinfo-interval", "50", "-e", "proc"],
+        &[KSTATE, "workload", "sleep", "15", "20"],
+        &f,
+    );
+    let info = kstate_json(&["info".as_ref(), "--json".as_ref(), f.as_os_str()]);
+    let snaps = u(&info["sysinfo_snapshots"]);
+    // 300 ms of sleeps at one snapshot per 50 ms (a loaded VM may take fewer).
+    assert!(snaps >= 3, "{snaps} snapshots");
+    let total = meminfo("MemTotal");
+    let log = kstate(&[
+        "la".as_ref(),
+        "sysinfo".as_ref(),
+        "--log".as_ref(),
+        "--format".as_ref(),
+        "csv".as_ref(),
+        f.as_os_str(),
+    ]);
+    let lines: Vec<&str> = log.lines().skip(1).collect();
+    assert_eq!(lines.len() as u64, snaps * 6, "{log}");
+    let mut per_field: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    let mut times = std::collections::BTreeSet::new();
+    for l in &lines {
+        let c: Vec<&str> = l.split(',').collect();
+        times.insert(c[0]);
+        per_field
+            .entry(c[1])
+            .or_default()
+            .push(c[2].parse().unwrap());
+    }
+    assert_eq!(times.len() as u64, snaps);
+    let keys: Vec<&str> = per_field.keys().copied().collect();
+    assert_eq!(
+        keys,
+        [
+            "AnonPages",
+            "Cached",
+            "Dirty",
+            "MemFree",
+            "Slab",
+            "Writeback"
+        ]
+    );
+    for v in &per_field["MemFree"] {
+        assert!(*v > 0 && *v < total, "MemFree {v} of {total}");
+    }
+    // --stat: per field, as many samples as snapshots; MemTotal never changes.
+    let v = analyze("sysinfo", &["--key", "MemTotal,MemFree"], &f);
+    let t = row(&v, "MemTotal").unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(u(&t["count"]), snaps);
+    assert_eq!(
+        (u(&t["min_bytes"]), u(&t["max_bytes"])),
+        (total, total),
+        "{t}"
+    );
+    let m = row(&v, "MemFree").unwrap();
+    let mf = &per_field["MemFree"];
+    assert_eq!(u(&m["min_bytes"]), *mf.iter().min().unwrap());
+    assert_eq!(u(&m["max_bytes"]), *mf.iter().max().unwrap());
+    assert_eq!(u(&m["total_bytes"]), mf.iter().sum::<u64>());
+    // A window keeps the snapshots inside it; its complement the rest.
+    let n = |w: &str| {
+        u(&analyze("sysinfo", &[w, "0:150ms", "--key", "MemTotal"], &f)["rows"][0]["count"])
+    };
+    assert_eq!(n("--window") + n("--not-window"), snaps);
+}

@@ -13,6 +13,7 @@ pub mod runq;
 pub mod sched;
 pub mod syscall;
 pub mod syscall_x86_64;
+pub mod sysinfo;
 
 /// Every analyzer, in `--list` order.
 pub const ALL: &[Info] = &[
@@ -23,6 +24,7 @@ pub const ALL: &[Info] = &[
     <futex::Futex as Analyzer>::INFO,
     <palloc::Palloc as Analyzer>::INFO,
     <kmalloc::Kmalloc as Analyzer>::INFO,
+    sysinfo::INFO,
 ];
 
 pub fn find(name: &str) -> Option<&'static Info> {
