@@ -580,3 +580,116 @@ fn sysinfo_rows_follow_the_snapshots() {
     };
     assert_eq!(n("--window") + n("--not-window"), snaps);
 }
+
+// ---- vmscan ---------------------------------------------------------------------------
+
+/// A memory cgroup with a small limit, removed however the test ends: cgroup v2 where
+/// its memory controller is there, else v1's memory hierarchy.
+struct Cgroup {
+    dir: std::path::PathBuf,
+}
+
+impl Cgroup {
+    fn new(limit: u64) -> Cgroup {
+        let name = format!("kstate-test-{}", std::process::id());
+        let v2 = Path::new("/sys/fs/cgroup");
+        let v2_mem = std::fs::read_to_string(v2.join("cgroup.controllers"))
+            .is_ok_and(|c| c.split_whitespace().any(|w| w == "memory"));
+        let (dir, file) = if v2_mem {
+            (v2.join(&name), "memory.max")
+        } else {
+            (
+                Path::new("/sys/fs/cgroup/memory").join(&name),
+                "memory.limit_in_bytes",
+            )
+        };
+        std::fs::create_dir(&dir)
+            .unwrap_or_else(|e| panic!("mkdir {} (need root, memory cgroups): {e}", dir.display()));
+        let cg = Cgroup { dir };
+        std::fs::write(cg.dir.join(file), limit.to_string()).unwrap();
+        cg
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir(&self.dir) {
+            eprintln!("could not remove {}: {e}", self.dir.display());
+        }
+    }
+}
+
+#[test]
+fn vmscan_times_memcg_reclaim() {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    // On disk (not tmpfs: shmem pages need swap to be reclaimed, and there is none).
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = tmp.path().join("data");
+    {
+        let mut w = std::fs::File::create(&data).unwrap();
+        let block = vec![0x5au8; 1 << 20];
+        for _ in 0..64 {
+            w.write_all(&block).unwrap();
+        }
+        w.sync_all().unwrap();
+        // Out of the page cache, so reading it charges the reader's cgroup.
+        // SAFETY: a valid descriptor.
+        unsafe { libc::posix_fadvise(w.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    }
+    let cg = Cgroup::new(16 << 20);
+    let f = tmp.path().join("vmscan.dat");
+    let script = format!(
+        "echo $$ > {}/cgroup.procs && exec dd if={} of=/dev/null bs=1M",
+        cg.dir.display(),
+        data.display()
+    );
+    record(
+        &[
+            "--sysinfo-interval",
+            "0",
+            "-e",
+            "mem,vmscan:mm_vmscan_memcg_reclaim_begin,vmscan:mm_vmscan_memcg_reclaim_end",
+        ],
+        &["sh", "-c", &script],
+        &f,
+    );
+    drop(cg);
+    // Independent: episodes paired per thread in trace-cmd's report.
+    let report = trace_cmd_report(&f, true);
+    let mut open: BTreeMap<i64, u64> = BTreeMap::new();
+    let (mut n, mut total, mut pages, mut empty) = (0u64, 0u64, 0u64, 0u64);
+    for l in report.lines().filter_map(parse_line) {
+        match l.event {
+            "mm_vmscan_memcg_reclaim_begin" => {
+                open.insert(l.pid, l.ts);
+            }
+            "mm_vmscan_memcg_reclaim_end" => {
+                let t = open.remove(&l.pid).expect("an end without a begin");
+                let r = num(l.rest, "nr_reclaimed") as u64;
+                n += 1;
+                total += l.ts - t;
+                pages += r;
+                empty += (r == 0) as u64;
+            }
+            _ => {}
+        }
+    }
+    // 64 MiB read through a 16 MiB limit: at least 48 MiB had to be reclaimed.
+    assert!(n > 0, "no memcg reclaim recorded");
+    assert!(pages * 4096 >= 48 << 20, "{pages} pages reclaimed");
+    let v = analyze("vmscan", &[], &f);
+    let r = row(&v, "memcg dd").unwrap_or_else(|| panic!("no memcg dd row: {v}"));
+    assert_eq!(
+        (u(&r["count"]), u(&r["total_ns"]), u(&r["empty"])),
+        (n, total, empty),
+        "{v}"
+    );
+    assert_eq!(rows(&v).len(), 1, "{v}");
+    let t = v["reclaimed"].as_array().unwrap();
+    assert_eq!(t.len(), 1, "{v}");
+    assert_eq!(
+        (t[0]["key"].as_str(), u(&t[0]["pages"])),
+        (Some("memcg dd"), pages)
+    );
+}

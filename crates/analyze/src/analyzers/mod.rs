@@ -14,6 +14,7 @@ pub mod sched;
 pub mod syscall;
 pub mod syscall_x86_64;
 pub mod sysinfo;
+pub mod vmscan;
 
 /// Every analyzer, in `--list` order.
 pub const ALL: &[Info] = &[
@@ -24,6 +25,7 @@ pub const ALL: &[Info] = &[
     <futex::Futex as Analyzer>::INFO,
     <palloc::Palloc as Analyzer>::INFO,
     <kmalloc::Kmalloc as Analyzer>::INFO,
+    <vmscan::Vmscan as Analyzer>::INFO,
     sysinfo::INFO,
 ];
 
