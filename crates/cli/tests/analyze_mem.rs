@@ -693,3 +693,72 @@ fn vmscan_times_memcg_reclaim() {
         (Some("memcg dd"), pages)
     );
 }
+
+/// Threads that existed before recording started belong to their process through the
+/// process table kstate stores (no task_newtask recorded): --pid selects them, and their
+/// futex waits are keyed by the process.
+#[test]
+fn pid_filter_uses_the_recorded_process_table() {
+    let mut child = Command::new(KSTATE)
+        .args([
+            "workload",
+            "mutex-fight",
+            "--threads",
+            "2",
+            "--iters",
+            "1000000000",
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let task = format!("/proc/{pid}/task");
+    let t0 = std::time::Instant::now();
+    while std::fs::read_dir(&task).map_or(0, |d| d.count()) < 3 {
+        assert!(
+            t0.elapsed().as_secs() < 10,
+            "the workload's threads did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let tids: Vec<i32> = std::fs::read_dir(&task)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_str().unwrap().parse().unwrap())
+        .filter(|t| *t != pid)
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("table.dat");
+    let out = Command::new(KSTATE)
+        .args(["record", "--sysinfo-interval", "0", "-e", "futex", "-p"])
+        .arg(pid.to_string())
+        .args(["-d", "0.2", "-o"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = analyze("futex", &["--pid", &pid.to_string()], &f);
+    let keys: Vec<&str> = rows(&v)
+        .iter()
+        .map(|r| r["key"].as_str().unwrap())
+        .collect();
+    assert!(!keys.is_empty(), "the fighters wait and wake: {v}");
+    assert!(
+        keys.iter().all(|k| k.contains(&format!("@{pid} "))),
+        "keyed by the process: {keys:?}"
+    );
+    // The same calls, thread by thread.
+    let by = analyze("futex", &["--by", "tid", "--pid", &pid.to_string()], &f);
+    let n = |v: &Value| rows(v).iter().map(|r| u(&r["count"])).sum::<u64>();
+    assert_eq!(n(&by), n(&v));
+    for r in rows(&by) {
+        let label = r["key"].as_str().unwrap().split(' ').next().unwrap();
+        let tid: i32 = label.rsplit_once('-').unwrap().1.parse().unwrap();
+        assert!(tids.contains(&tid), "{tid} is not one of {tids:?}");
+    }
+}
