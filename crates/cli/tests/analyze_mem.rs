@@ -298,7 +298,7 @@ fn futex_waits_on_one_contended_mutex() {
     let report = trace_cmd_report(&f, true);
     let mut open: BTreeMap<i64, (u64, u64, u64)> = BTreeMap::new();
     let mut waits: BTreeMap<u64, (u64, u64, u64)> = BTreeMap::new();
-    let mut wakes = 0u64;
+    let mut wakes: BTreeMap<u64, u64> = BTreeMap::new();
     let mut threads = std::collections::BTreeSet::new();
     for l in report.lines().filter_map(parse_line) {
         match l.event {
@@ -317,7 +317,7 @@ fn futex_waits_on_one_contended_mutex() {
                     e.2 += l.ts - t;
                     threads.insert(l.pid);
                 } else if [1, 3, 4, 5, 7, 10, 12].contains(&op) {
-                    wakes += 1;
+                    *wakes.entry(uaddr).or_default() += 1;
                 }
             }
             _ => {}
@@ -349,7 +349,7 @@ fn futex_waits_on_one_contended_mutex() {
         "{v}"
     );
     let wake = row(&v, &format!("{uaddr:#x}@{pid} wake")).unwrap_or_else(|| panic!("{v}"));
-    assert_eq!(u(&wake["count"]), wakes, "{v}");
+    assert_eq!(u(&wake["count"]), wakes[&uaddr], "{v}");
     // Per thread: the two fighters, and their waits add up.
     let by = analyze("futex", &["--by", "tid"], &f);
     let tw: Vec<&Value> = rows(&by)
@@ -699,19 +699,29 @@ fn vmscan_times_memcg_reclaim() {
 /// futex waits are keyed by the process.
 #[test]
 fn pid_filter_uses_the_recorded_process_table() {
-    let mut child = Command::new(KSTATE)
-        .args([
-            "workload",
-            "mutex-fight",
-            "--threads",
-            "2",
-            "--iters",
-            "1000000000",
-        ])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
+    /// The fighters would run for minutes: killed however the test ends.
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let child = Kill(
+        Command::new(KSTATE)
+            .args([
+                "workload",
+                "mutex-fight",
+                "--threads",
+                "2",
+                "--iters",
+                "1000000000",
+            ])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.0.id() as i32;
     let task = format!("/proc/{pid}/task");
     let t0 = std::time::Instant::now();
     while std::fs::read_dir(&task).map_or(0, |d| d.count()) < 3 {
@@ -735,8 +745,7 @@ fn pid_filter_uses_the_recorded_process_table() {
         .arg(&f)
         .output()
         .unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     assert!(
         out.status.success(),
         "{}",

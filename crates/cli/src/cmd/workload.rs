@@ -165,13 +165,22 @@ fn mutex_fight(threads: usize, iters: u64) {
     // The futex word lies somewhere inside the Mutex (Rust does not fix field order).
     println!("mutex {addr:#x} size {}", std::mem::size_of::<Mutex<u64>>());
     let _ = std::io::stdout().flush();
+    // The workers start together (a spinning barrier: no futex), so they overlap.
+    let ready = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for _ in 0..threads {
         let m = Arc::clone(&m);
+        let ready = Arc::clone(&ready);
         let w = fds[1];
         std::thread::spawn(move || {
+            use std::sync::atomic::Ordering;
+            ready.fetch_add(1, Ordering::SeqCst);
+            while ready.load(Ordering::SeqCst) < threads {
+                std::hint::spin_loop();
+            }
             for _ in 0..iters {
                 let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
-                for _ in 0..50 {
+                // Held longer than the lock spins before it waits in the kernel.
+                for _ in 0..500 {
                     *g = std::hint::black_box(*g + 1);
                 }
             }
