@@ -186,7 +186,7 @@ impl Analyzer for Kmalloc {
             }
             By::Cache => match &a.name {
                 Some(f) => {
-                    let n = f.str(p, e).unwrap_or_default().into_owned();
+                    let n = f.str(p, e).unwrap_or_default();
                     self.intern(&n)
                 }
                 None => self.intern(&format!("kmalloc-{alloc}")),
