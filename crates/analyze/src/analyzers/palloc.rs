@@ -1,9 +1,11 @@
 //! `palloc`: page allocations and frees — how many, of which order and migrate type,
 //! with which GFP flags, by whom.
 //!
-//! Events: kmem:mm_page_alloc and kmem:mm_page_free (kmem:mm_page_free_batched, order-0
-//! frees of page lists, where recorded). Each event is one sample whose value is its
-//! page count, 2^order: per key, `count` is the number of calls and `total` the pages.
+//! Events: kmem:mm_page_alloc and kmem:mm_page_free. Each event is one sample whose
+//! value is its page count, 2^order: per key, `count` is the number of calls and `total`
+//! the pages. kmem:mm_page_free_batched is not read: the kernel emits it for pages freed
+//! in batches *in addition to* mm_page_free (free_pages_prepare traces every free), so
+//! counting it would count those pages twice.
 //!
 //! Keys: `alloc ...` for allocations and `free ...` for frees. `--by order` (default):
 //! `alloc order 0`; `--by migratetype`: `alloc Movable` (frees carry no migrate type and
@@ -31,7 +33,6 @@ const FREE: u64 = 1 << 62;
 pub struct Palloc {
     by: By,
     alloc: u32,
-    free: u32,
     a_order: FieldRef,
     a_mt: FieldRef,
     a_gfp: FieldRef,
@@ -45,7 +46,7 @@ impl Analyzer for Palloc {
     const INFO: Info = Info {
         name: "palloc",
         about: "page allocations and frees: calls and pages by order, migrate type, GFP flags or command",
-        needs: "kmem:mm_page_alloc + kmem:mm_page_free (mm_page_free_batched counted if present)",
+        needs: "kmem:mm_page_alloc + kmem:mm_page_free",
         preset: "mem",
         by: &[
             ("order", "allocation order (pages = 2^order)"),
@@ -79,9 +80,7 @@ impl Analyzer for Palloc {
                 "kmem:mm_page_alloc/free with order, migratetype, gfp_flags".into(),
             ]));
         };
-        let batched = trace.events.find("kmem:mm_page_free_batched").map(|e| e.id);
-        let mut ids = vec![a.id, f.id];
-        ids.extend(batched);
+        let ids = vec![a.id, f.id];
         Ok((
             Palloc {
                 by: match by {
@@ -91,7 +90,7 @@ impl Analyzer for Palloc {
                     _ => By::Order,
                 },
                 alloc: a.id,
-                free: f.id,
+
                 a_order,
                 a_mt,
                 a_gfp,
@@ -117,11 +116,7 @@ impl Analyzer for Palloc {
             };
             (order, key)
         } else {
-            let order = if ev.id == self.free {
-                self.f_order.get_u64(p, e).unwrap_or(0)
-            } else {
-                0
-            };
+            let order = self.f_order.get_u64(p, e).unwrap_or(0);
             let key = match self.by {
                 By::Comm => self.comm_key(tid, out),
                 _ => order,
