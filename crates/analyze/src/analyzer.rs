@@ -149,7 +149,8 @@ impl Config {
 }
 
 /// Task names and thread groups, as far as the trace tells them: seeded from the saved
-/// cmdlines (and tgids) and kept current by analyzers that see comms in events.
+/// cmdlines (and tgids), from the process table kstate records with a trace (its
+/// PROCESSES section), and kept current by analyzers that see comms or clones in events.
 #[derive(Debug, Clone, Default)]
 pub struct Tasks {
     comms: FxMap<i32, [u8; 16]>,
@@ -165,7 +166,22 @@ impl Tasks {
         for (pid, c) in &trace.comms {
             t.set_comm(*pid, c.as_bytes());
         }
+        // kstate recordings: the process table taken when recording started. Threads
+        // that start later are learned from events (task:task_newtask) where recorded.
+        if let Some(b) = trace.extra(kstate_format::extras::ids::PROCESSES) {
+            if let Ok(ps) = kstate_format::extras::decode_processes(b) {
+                for p in ps {
+                    if p.pid > 0 && p.tgid > 0 {
+                        t.tgids.entry(p.pid).or_insert(p.tgid);
+                    }
+                }
+            }
+        }
         t
+    }
+    /// Records that thread `tid` belongs to thread group `tgid`.
+    pub fn set_tgid(&mut self, tid: i32, tgid: i32) {
+        self.tgids.insert(tid, tgid);
     }
     /// Records `tid`'s name (a `char[16]` field, NUL-padded or not).
     #[inline]
@@ -395,6 +411,12 @@ impl Out {
         self.aggs[slot as usize]
             .1
             .add(s.value, s.flag, self.decades);
+    }
+
+    /// Whether a sample of `tid` on `cpu` now would pass the time and task filters (for
+    /// analyzers that count things outside samples, e.g. in their tables).
+    pub fn selects(&self, tid: i32, cpu: u32) -> bool {
+        self.sel.contains(self.now) && (!self.task_or_cpu_filter || self.task_selected(tid, cpu))
     }
 
     fn task_selected(&self, tid: i32, cpu: u32) -> bool {

@@ -7,15 +7,21 @@ use crate::analyzer::{Analyzer, Info};
 pub mod biotime;
 pub mod blkqueue;
 pub mod block;
+pub mod futex;
 pub mod irq;
+pub mod kmalloc;
 pub mod lockwait;
 pub mod net;
 pub mod offcpu;
+pub mod palloc;
+pub mod proc;
 pub mod runq;
 pub mod sched;
 pub mod softirq;
 pub mod syscall;
 pub mod syscall_x86_64;
+pub mod sysinfo;
+pub mod vmscan;
 
 /// Every analyzer, in `--list` order.
 pub const ALL: &[Info] = &[
@@ -29,6 +35,12 @@ pub const ALL: &[Info] = &[
     <net::NetSize as Analyzer>::INFO,
     <biotime::BioTime as Analyzer>::INFO,
     <blkqueue::BlkQueue as Analyzer>::INFO,
+    <proc::Proc as Analyzer>::INFO,
+    <futex::Futex as Analyzer>::INFO,
+    <palloc::Palloc as Analyzer>::INFO,
+    <kmalloc::Kmalloc as Analyzer>::INFO,
+    <vmscan::Vmscan as Analyzer>::INFO,
+    sysinfo::INFO,
 ];
 
 pub fn find(name: &str) -> Option<&'static Info> {

@@ -31,7 +31,8 @@ Losses: the header lists events lost per CPU within the selected time. A pair wh
 and end straddle a loss on any CPU is dropped and counted, never guessed.
 
 --pid matches thread-group ids where the trace records them (raw captures with
-saved_tgids), else thread ids; --tid always matches thread ids.
+saved_tgids; kstate recordings' process table, and threads started while recording where
+task:task_newtask was recorded), else thread ids; --tid always matches thread ids.
 
 --log rows come in completion order (each row shows its start time). `--log --sort value
 --top N` prints only the N largest values, largest first (`--sort start`: the N earliest);

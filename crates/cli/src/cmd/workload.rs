@@ -62,6 +62,22 @@ pub enum Workload {
     /// N UDP datagrams of SIZE payload bytes sent to 127.0.0.1 (over the loopback
     /// device); prints how many were sent
     Udp { n: u64, size: usize },
+    /// Fork K children, one after another; each sleeps MS milliseconds and exits
+    Fork {
+        k: u64,
+        #[arg(long, default_value_t = 10)]
+        ms: u64,
+    },
+    /// Map N anonymous pages (no huge pages) and write one byte to each
+    TouchPages { n: usize },
+    /// THREADS threads each take one std::sync::Mutex ITERS times (futex contention);
+    /// prints the mutex's address and size as `mutex 0x... size N`
+    MutexFight {
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        #[arg(long, default_value_t = 10000)]
+        iters: u64,
+    },
 }
 
 pub fn run(w: Workload) -> Result<ExitCode, Error> {
@@ -131,6 +147,62 @@ pub fn run(w: Workload) -> Result<ExitCode, Error> {
             }
             println!("{n} datagrams of {size} bytes sent");
         }
+        Workload::Fork { k, ms } => {
+            for _ in 0..k {
+                // SAFETY: the child only calls async-signal-safe functions and _exit.
+                let pid = unsafe { libc::fork() };
+                if pid == 0 {
+                    let ts = libc::timespec {
+                        tv_sec: (ms / 1000) as libc::time_t,
+                        tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+                    };
+                    // SAFETY: plain system calls in the child.
+                    unsafe {
+                        libc::nanosleep(&ts, std::ptr::null_mut());
+                        libc::_exit(0);
+                    }
+                }
+                if pid < 0 {
+                    return Err(Error::new(
+                        kstate_format::ErrorKind::Io,
+                        None,
+                        format!("fork: {}", std::io::Error::last_os_error()),
+                    ));
+                }
+                let mut status = 0;
+                // SAFETY: waits for the child just forked.
+                unsafe { libc::waitpid(pid, &mut status, 0) };
+            }
+        }
+        Workload::TouchPages { n } => {
+            let page = 4096usize;
+            let len = n * page;
+            // SAFETY: a fresh private anonymous mapping, written only inside its length.
+            unsafe {
+                let p = libc::mmap(
+                    std::ptr::null_mut(),
+                    len.max(page),
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                );
+                if p == libc::MAP_FAILED {
+                    return Err(Error::new(
+                        kstate_format::ErrorKind::Io,
+                        None,
+                        format!("mmap: {}", std::io::Error::last_os_error()),
+                    ));
+                }
+                libc::madvise(p, len.max(page), libc::MADV_NOHUGEPAGE);
+                let b = p as *mut u8;
+                for i in 0..n {
+                    std::ptr::write_volatile(b.add(i * page), 1);
+                }
+                libc::munmap(p, len.max(page));
+            }
+        }
+        Workload::MutexFight { threads, iters } => mutex_fight(threads, iters),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -253,6 +325,49 @@ fn direct_writers(
         slowest.1
     );
     Ok(())
+}
+
+/// Workers lock one mutex in turn; the main thread waits for them on a pipe (not a
+/// futex) and exits without joining, so every futex wait of the process is on the mutex.
+fn mutex_fight(threads: usize, iters: u64) {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    use std::sync::{Arc, Mutex};
+    let m = Arc::new(Mutex::new(0u64));
+    let mut fds = [0i32; 2];
+    // SAFETY: fds has room for the two descriptors.
+    unsafe { libc::pipe(fds.as_mut_ptr()) };
+    let addr = Arc::as_ptr(&m) as usize;
+    // The futex word lies somewhere inside the Mutex (Rust does not fix field order).
+    println!("mutex {addr:#x} size {}", std::mem::size_of::<Mutex<u64>>());
+    let _ = std::io::stdout().flush();
+    // The workers start together (a spinning barrier: no futex), so they overlap.
+    let ready = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for _ in 0..threads {
+        let m = Arc::clone(&m);
+        let ready = Arc::clone(&ready);
+        let w = fds[1];
+        std::thread::spawn(move || {
+            use std::sync::atomic::Ordering;
+            ready.fetch_add(1, Ordering::SeqCst);
+            while ready.load(Ordering::SeqCst) < threads {
+                std::hint::spin_loop();
+            }
+            for _ in 0..iters {
+                let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
+                // Held longer than the lock spins before it waits in the kernel.
+                for _ in 0..500 {
+                    *g = std::hint::black_box(*g + 1);
+                }
+            }
+            // SAFETY: writes one byte from a valid buffer.
+            unsafe { libc::write(w, b"x".as_ptr().cast(), 1) };
+        });
+    }
+    // SAFETY: fds[0] is the pipe's read end, owned here from now on.
+    let mut r = unsafe { std::fs::File::from_raw_fd(fds[0]) };
+    let mut buf = vec![0u8; threads];
+    let _ = r.read_exact(&mut buf);
 }
 
 fn pin(cpu: usize) {

@@ -1,0 +1,221 @@
+//! `futex`: user-space lock waits — time in futex() system calls per lock (plockstat's
+//! view of pthread mutexes, condition variables, and Rust's std locks).
+//!
+//! Events: syscalls:sys_enter_futex / sys_exit_futex (task:task_newtask where recorded,
+//! to learn which threads started during the recording share a process).
+//! Pairs: per thread, an entry with the next exit. The operation is `op & 127` (without
+//! FUTEX_PRIVATE_FLAG and FUTEX_CLOCK_REALTIME). Waits: FUTEX_WAIT, FUTEX_WAIT_BITSET,
+//! FUTEX_LOCK_PI, FUTEX_LOCK_PI2, FUTEX_WAIT_REQUEUE_PI; wakes: FUTEX_WAKE,
+//! FUTEX_WAKE_BITSET, FUTEX_WAKE_OP, FUTEX_REQUEUE, FUTEX_CMP_REQUEUE,
+//! FUTEX_CMP_REQUEUE_PI, FUTEX_UNLOCK_PI; other operations are not reported.
+//!
+//! Key (`--by lock`, default): the futex word's address in its process and whether the
+//! call waited or woke: `0x55d0c3a0e010@1234 wait` (1234: the thread group). Where the
+//! thread group of a thread is unknown (no process table, no task_newtask), its thread
+//! id stands in, written `@tid5678`. `--by tid`: the calling thread and the family
+//! (`worker-5678 wait`). Value: time in the call (for waits: the wait). Flag column
+//! `errors`: calls that returned an error (EAGAIN: the word changed before the wait;
+//! ETIMEDOUT).
+
+use kstate_format::{FieldRef, Trace};
+
+use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Unit};
+use crate::fxmap::FxMap;
+use crate::merge::Event;
+use crate::pair::Pairs;
+
+const CLONE_THREAD: u64 = 0x0001_0000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Family {
+    Wait,
+    Wake,
+}
+
+fn family(op: u64) -> Option<Family> {
+    match op & 127 {
+        // WAIT, LOCK_PI, WAIT_BITSET, WAIT_REQUEUE_PI, LOCK_PI2
+        0 | 6 | 9 | 11 | 13 => Some(Family::Wait),
+        // WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP, UNLOCK_PI, WAKE_BITSET, CMP_REQUEUE_PI
+        1 | 3 | 4 | 5 | 7 | 10 | 12 => Some(Family::Wake),
+        _ => None,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Lock {
+    uaddr: u64,
+    /// Thread group, or the thread when `known` is false.
+    group: i32,
+    known: bool,
+    family: Family,
+}
+
+struct NewTask {
+    id: u32,
+    pid: FieldRef,
+    flags: FieldRef,
+}
+
+pub struct Futex {
+    by_tid: bool,
+    enter: u32,
+    exit: u32,
+    uaddr: FieldRef,
+    op: FieldRef,
+    ret: FieldRef,
+    newtask: Option<NewTask>,
+    pairs: Pairs<i32, (u64, Family)>,
+    index: FxMap<Lock, u32>,
+    locks: Vec<Lock>,
+}
+
+impl Analyzer for Futex {
+    const INFO: Info = Info {
+        name: "futex",
+        about: "user-space lock waits: time in futex() waits and wakes per lock address",
+        needs: "syscalls:sys_enter_futex + syscalls:sys_exit_futex (task:task_newtask for thread groups)",
+        preset: "futex",
+        by: &[
+            ("lock", "futex address@process and wait/wake"),
+            ("tid", "calling thread (comm-tid) and wait/wake"),
+        ],
+        flag_column: Some("errors"),
+        value: "time in futex()",
+        unit: Unit::Ns,
+        run: crate::analyzer::drive::<Futex>,
+    };
+
+    fn bind(trace: &Trace, by: &str) -> Result<(Self, Vec<u32>), Missing> {
+        let mut missing = Vec::new();
+        let en = need(trace, "syscalls:sys_enter_futex", &mut missing);
+        let ex = need(trace, "syscalls:sys_exit_futex", &mut missing);
+        let (Some(en), Some(ex)) = (en, ex) else {
+            return Err(Missing(missing));
+        };
+        let (Some(uaddr), Some(op), Some(ret)) =
+            (en.field("uaddr"), en.field("op"), ex.field("ret"))
+        else {
+            return Err(Missing(vec![
+                "syscalls:sys_enter_futex with uaddr and op".into()
+            ]));
+        };
+        let newtask = trace.events.find("task:task_newtask").and_then(|e| {
+            Some(NewTask {
+                id: e.id,
+                pid: e.field("pid")?.into(),
+                flags: e.field("clone_flags")?.into(),
+            })
+        });
+        let mut ids = vec![en.id, ex.id];
+        ids.extend(newtask.as_ref().map(|n| n.id));
+        Ok((
+            Futex {
+                by_tid: by == "tid",
+                enter: en.id,
+                exit: ex.id,
+                uaddr: uaddr.into(),
+                op: op.into(),
+                ret: ret.into(),
+                newtask,
+                pairs: Pairs::default(),
+                index: FxMap::default(),
+                locks: Vec::new(),
+            },
+            ids,
+        ))
+    }
+
+    fn event(&mut self, ev: &Event<'_>, out: &mut Out) {
+        let (p, e) = (ev.payload, ev.endian);
+        let tid = ev.pid();
+        if ev.id == self.enter {
+            let op = self.op.get_u64(p, e).unwrap_or(u64::MAX);
+            match family(op) {
+                Some(f) => {
+                    let uaddr = self.uaddr.get_u64(p, e).unwrap_or(0);
+                    self.pairs.begin(tid, ev.cpu, (uaddr, f), out);
+                }
+                // Not reported; a pending pair of this thread would be stale anyway.
+                None => {
+                    self.pairs.end(tid);
+                }
+            }
+        } else if ev.id == self.exit {
+            let Some(o) = self.pairs.end(tid) else {
+                return;
+            };
+            let (uaddr, fam) = o.v;
+            let ret = self.ret.get_i64(p, e).unwrap_or(0);
+            let lock = if self.by_tid {
+                Lock {
+                    uaddr: 0,
+                    group: tid,
+                    known: false,
+                    family: fam,
+                }
+            } else {
+                let g = out.tasks.tgid(tid);
+                Lock {
+                    uaddr,
+                    group: g.unwrap_or(tid),
+                    known: g.is_some(),
+                    family: fam,
+                }
+            };
+            let n = self.locks.len() as u32;
+            let key = *self.index.entry(lock).or_insert(n);
+            if key == n {
+                self.locks.push(lock);
+            }
+            out.pair(
+                o.mark,
+                Sample {
+                    start: o.start,
+                    value: ev.ts.saturating_sub(o.start),
+                    key: key as u64,
+                    tid,
+                    cpu: o.cpu,
+                    flag: ret < 0,
+                    kind: Kind::Dur,
+                },
+            );
+        } else if let Some(nt) = self.newtask.as_ref().filter(|n| n.id == ev.id) {
+            let child = nt.pid.get_i64(p, e).unwrap_or(0) as i32;
+            let flags = nt.flags.get_u64(p, e).unwrap_or(0);
+            // The event runs in the parent. A parent whose group is unknown predates the
+            // trace and is taken to lead its own group.
+            let group = if flags & CLONE_THREAD != 0 {
+                match out.tasks.tgid(tid) {
+                    Some(g) => g,
+                    None => {
+                        out.tasks.set_tgid(tid, tid);
+                        tid
+                    }
+                }
+            } else {
+                child
+            };
+            if child > 0 {
+                out.tasks.set_tgid(child, group);
+            }
+        }
+    }
+
+    fn finish(&mut self, _out: &mut Out) -> u64 {
+        self.pairs.len() as u64
+    }
+
+    fn key_name(&self, key: u64, tasks: &Tasks) -> String {
+        let l = self.locks[key as usize];
+        let fam = match l.family {
+            Family::Wait => "wait",
+            Family::Wake => "wake",
+        };
+        if self.by_tid {
+            return format!("{} {fam}", tasks.label(l.group));
+        }
+        let who = if l.known { "" } else { "tid" };
+        format!("{:#x}@{who}{} {fam}", l.uaddr, l.group)
+    }
+}
