@@ -34,6 +34,8 @@ const MEM: &[&str] = &[
     "vmscan:mm_vmscan_kswapd_wake",
     "vmscan:mm_vmscan_kswapd_sleep",
     "vmscan:mm_vmscan_wakeup_kswapd",
+    "vmscan:mm_vmscan_memcg_reclaim_begin",
+    "vmscan:mm_vmscan_memcg_reclaim_end",
     "writeback:balance_dirty_pages",
     "writeback:writeback_start",
     "writeback:writeback_written",
@@ -68,7 +70,12 @@ const PROC: &[&str] = &[
     "sched:sched_process_free",
     "task:task_rename",
 ];
-const FUTEX: &[&str] = &["syscalls:sys_enter_futex", "syscalls:sys_exit_futex"];
+/// task_newtask tells the futex analyzer which process a new thread belongs to.
+const FUTEX: &[&str] = &[
+    "syscalls:sys_enter_futex",
+    "syscalls:sys_exit_futex",
+    "task:task_newtask",
+];
 
 pub const PRESETS: &[Preset] = &[
     Preset {

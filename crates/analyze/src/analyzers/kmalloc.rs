@@ -14,6 +14,7 @@ use kstate_format::{Field, FieldRef, Trace};
 
 use crate::analyzer::{need, Analyzer, Cell, Info, Kind, Missing, Out, Sample, Table, Tasks, Unit};
 use crate::fxmap::FxMap;
+use crate::ksyms::Ksyms;
 use crate::merge::Event;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,54 +36,15 @@ struct Alloc {
 pub struct Kmalloc {
     by: By,
     allocs: Vec<Alloc>,
-    syms: Symbols,
+    syms: Ksyms,
+    /// call_site -> key, so each address is looked up once.
+    site_key: FxMap<u64, u64>,
     /// Interned names (caches, commands).
     names: Vec<String>,
     index: FxMap<String, u32>,
     comm_of: FxMap<i32, u32>,
     /// Per key: bytes requested, bytes allocated (selected samples only).
     bytes: FxMap<u64, (u64, u64)>,
-}
-
-/// Kernel text symbols from /proc/kallsyms text: sorted addresses, binary search.
-/// (Private for now; a shared symbolizer replaces it later.)
-#[derive(Debug, Default)]
-struct Symbols {
-    addrs: Vec<u64>,
-    names: Vec<String>,
-}
-
-impl Symbols {
-    fn parse(text: &[u8]) -> Symbols {
-        let text = String::from_utf8_lossy(text);
-        let mut v: Vec<(u64, &str)> = Vec::new();
-        for line in text.lines() {
-            let mut w = line.split_whitespace();
-            let (Some(a), Some(t), Some(n)) = (w.next(), w.next(), w.next()) else {
-                continue;
-            };
-            if !matches!(t, "t" | "T" | "w" | "W") {
-                continue;
-            }
-            let Ok(a) = u64::from_str_radix(a, 16) else {
-                continue;
-            };
-            if a != 0 {
-                v.push((a, n));
-            }
-        }
-        v.sort_by_key(|s| s.0);
-        Symbols {
-            addrs: v.iter().map(|s| s.0).collect(),
-            names: v.iter().map(|s| s.1.to_string()).collect(),
-        }
-    }
-
-    /// Index of the symbol containing `addr` (the last one starting at or before it).
-    fn find(&self, addr: u64) -> Option<usize> {
-        let i = self.addrs.partition_point(|&a| a <= addr);
-        (i > 0).then(|| i - 1)
-    }
 }
 
 /// Keys of call sites no symbol covers: this bit and the interned hex address.
@@ -149,8 +111,8 @@ impl Analyzer for Kmalloc {
             _ => By::Site,
         };
         let syms = match (&trace.kallsyms, by) {
-            (Some(k), By::Site) => Symbols::parse(k),
-            _ => Symbols::default(),
+            (Some(k), By::Site) => Ksyms::parse(k),
+            _ => Ksyms::default(),
         };
         let ids = allocs.iter().map(|a| a.id).collect();
         Ok((
@@ -158,6 +120,7 @@ impl Analyzer for Kmalloc {
                 by,
                 allocs,
                 syms,
+                site_key: FxMap::default(),
                 names: Vec::new(),
                 index: FxMap::default(),
                 comm_of: FxMap::default(),
@@ -179,9 +142,17 @@ impl Analyzer for Kmalloc {
         let key = match self.by {
             By::Site => {
                 let cs = a.call_site.get_u64(p, e).unwrap_or(0);
-                match self.syms.find(cs) {
-                    Some(s) => s as u64,
-                    None => ADDR | self.intern(&format!("{cs:#x}")),
+                match self.site_key.get(&cs) {
+                    Some(&k) => k,
+                    None => {
+                        // Keyed by the containing function (offsets folded together).
+                        let k = match self.syms.lookup(cs).map(|(n, _)| n.to_string()) {
+                            Some(name) => self.intern(&name),
+                            None => ADDR | self.intern(&format!("{cs:#x}")),
+                        };
+                        self.site_key.insert(cs, k);
+                        k
+                    }
                 }
             }
             By::Cache => match &a.name {
@@ -223,7 +194,6 @@ impl Analyzer for Kmalloc {
     fn key_name(&self, key: u64, _tasks: &Tasks) -> String {
         match self.by {
             By::Site if key & ADDR != 0 => self.names[(key & !ADDR) as usize].clone(),
-            By::Site => self.syms.names[key as usize].clone(),
             _ => self.names[key as usize].clone(),
         }
     }
@@ -256,34 +226,5 @@ impl Analyzer for Kmalloc {
                 })
                 .collect(),
         }]
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn symbolizes_by_containing_function() {
-        let s = Symbols::parse(
-            b"ffffffff81000100 T b_func\nffffffff81000000 T a_func\n0000000000000000 A zero\nffffffff81000200 d data_sym\nffffffffc0000000 t mod_func\t[ext4]\n",
-        );
-        assert_eq!(
-            s.find(0xffffffff81000000).map(|i| &s.names[i][..]),
-            Some("a_func")
-        );
-        assert_eq!(
-            s.find(0xffffffff810000ff).map(|i| &s.names[i][..]),
-            Some("a_func")
-        );
-        assert_eq!(
-            s.find(0xffffffff81000250).map(|i| &s.names[i][..]),
-            Some("b_func")
-        );
-        assert_eq!(
-            s.find(0xffffffffc0000010).map(|i| &s.names[i][..]),
-            Some("mod_func")
-        );
-        assert_eq!(s.find(0x1000), None);
     }
 }
