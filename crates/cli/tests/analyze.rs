@@ -264,6 +264,27 @@ fn runq_matches_trace_cmd_on_schedviz_capture() {
     );
     check_runq(&cap, &report);
     check_runq(&dat, &report);
+
+    // The schedrun view regroups the same latencies by the queue length found at wake-up.
+    let totals = |by: &str| -> (u64, u64) {
+        let v = kstate_json(&[
+            "la".as_ref(),
+            "runq".as_ref(),
+            "--by".as_ref(),
+            by.as_ref(),
+            "--format".as_ref(),
+            "json".as_ref(),
+            dat.as_os_str(),
+        ]);
+        let rows = v["rows"].as_array().unwrap().clone();
+        (
+            rows.iter().map(|r| r["count"].as_u64().unwrap()).sum(),
+            rows.iter().map(|r| r["total_ns"].as_u64().unwrap()).sum(),
+        )
+    };
+    let by_pid = totals("pid");
+    assert_eq!(totals("queued"), by_pid);
+    assert_eq!(by_pid.0, lat.values().map(|s| s.count).sum::<u64>());
 }
 
 /// offcpu --by state against trace-cmd's own decoding of prev_state (non-raw report).

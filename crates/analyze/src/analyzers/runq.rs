@@ -51,13 +51,22 @@ struct Migrate {
     dest: FieldRef,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum By {
+    Pid,
+    Cpu,
+    /// LKST's schedrun view: latency against the run-queue length the task found.
+    Queued,
+}
+
 pub struct Runq {
-    by_cpu: bool,
+    by: By,
     sw: Switch,
     wakeups: Vec<Wakeup>,
     migrate: Option<Migrate>,
     states: sched::StateNames,
-    pairs: Pairs<i32, ()>,
+    /// Woken task -> tasks already queued on its CPU when it was woken.
+    pairs: Pairs<i32, u64>,
     /// Runnable, not running: task -> CPU whose queue it is counted in.
     queued: FxMap<i32, u32>,
     /// Task running on each CPU (0: idle or unknown).
@@ -130,7 +139,14 @@ impl Analyzer for Runq {
         about: "wake-up-to-run latency; run-queue length per CPU",
         needs: "sched:sched_switch + sched:sched_wakeup (sched_wakeup_new, sched_migrate_task used if present)",
         preset: "sched",
-        by: &[("pid", "woken task (comm-pid)"), ("cpu", "CPU the task ran on")],
+        by: &[
+            ("pid", "woken task (comm-pid)"),
+            ("cpu", "CPU the task ran on"),
+            (
+                "queued",
+                "tasks already queued on the CPU at wake-up (LKST's schedrun view)",
+            ),
+        ],
         flag_column: None,
         value: "latency",
         unit: Unit::Ns,
@@ -164,7 +180,11 @@ impl Analyzer for Runq {
         ids.extend(migrate.as_ref().map(|m| m.id));
         Ok((
             Runq {
-                by_cpu: by == "cpu",
+                by: match by {
+                    "cpu" => By::Cpu,
+                    "queued" => By::Queued,
+                    _ => By::Pid,
+                },
                 sw,
                 wakeups,
                 migrate,
@@ -212,10 +232,10 @@ impl Analyzer for Runq {
                         Sample {
                             start: o.start,
                             value: ev.ts.saturating_sub(o.start),
-                            key: if self.by_cpu {
-                                ev.cpu as u64
-                            } else {
-                                next as u32 as u64
+                            key: match self.by {
+                                By::Cpu => ev.cpu as u64,
+                                By::Queued => o.v,
+                                By::Pid => next as u32 as u64,
                             },
                             tid: next,
                             cpu: ev.cpu,
@@ -238,7 +258,8 @@ impl Analyzer for Runq {
                 .and_then(|f| f.get_u64(p, e))
                 .map_or(ev.cpu, |c| c as u32);
             // Rule 1.
-            self.pairs.begin_first(pid, target, (), out);
+            let ahead = self.rq(target).len;
+            self.pairs.begin_first(pid, target, ahead, out);
             self.enqueue(pid, target, out);
             return;
         }
@@ -270,8 +291,10 @@ impl Analyzer for Runq {
     fn key_name(&self, key: u64, tasks: &Tasks) -> String {
         if key & LEVEL_KEY != 0 {
             format!("rq/cpu{}", key & !LEVEL_KEY)
-        } else if self.by_cpu {
+        } else if self.by == By::Cpu {
             format!("cpu{key}")
+        } else if self.by == By::Queued {
+            format!("{key} queued")
         } else {
             tasks.label(key as u32 as i32)
         }
