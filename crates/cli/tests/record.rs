@@ -678,3 +678,22 @@ fn pid_option_records_only_that_process() {
     );
     assert_eq!(info(&out)["recording"]["pids"][0].as_i64(), Some(pid));
 }
+
+#[test]
+fn tracefs_is_mounted_when_missing() {
+    // In a private mount namespace tracefs can be unmounted without touching the host's.
+    let dir = tmp();
+    let out = dir.path().join("mounted.dat");
+    let script = format!(
+        "umount /sys/kernel/tracing && ! test -e /sys/kernel/tracing/events && \
+         {KSTATE} record -e sched -d 0.2 --sysinfo-interval 0 -o {} && \
+         grep -q ' /sys/kernel/tracing tracefs ' /proc/mounts",
+        out.display()
+    );
+    let o = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .expect("unshare (util-linux) is needed for this test");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(info(&out)["events"].as_u64().unwrap() > 0);
+}
