@@ -25,6 +25,13 @@ enum Command {
     /// (system-call time, wake-up latency, off-CPU time, ...)
     #[command(visible_alias = "la")]
     Analyze(Box<cmd::analyze::Args>),
+    /// Record a command (or the built-in demo), analyze it with every analyzer that
+    /// applies, and write a directory with the analyses, plots and report.html
+    Run(Box<cmd::run::Args>),
+    /// Draw an analysis as an SVG or PNG chart (time series, stat, distribution, memory)
+    Plot(Box<cmd::plot::Args>),
+    /// Write the self-contained HTML report of a recording
+    Report(cmd::report::Args),
     /// Turn a raw tracefs capture directory into a trace.dat v7 (readable by trace-cmd)
     Convert(cmd::convert::Args),
     /// Small programs with known behaviour, for tests, benchmarks and demos
@@ -45,6 +52,9 @@ fn main() -> ExitCode {
         Command::Dump(a) => cmd::dump::run(a),
         Command::Record(a) => cmd::record::run(a),
         Command::Analyze(a) => cmd::analyze::run(*a),
+        Command::Run(a) => cmd::run::run(*a),
+        Command::Plot(a) => cmd::plot::run(*a),
+        Command::Report(a) => cmd::report::run(a),
         Command::Convert(a) => cmd::convert::run(a),
         Command::Bench(b) => cmd::bench::run(b),
         Command::Workload(w) => cmd::workload::run(w),

@@ -1,4 +1,6 @@
-//! Rendering of analyses: aligned text for people, CSV and JSON for programs.
+//! Rendering of analyses: aligned text for people, CSV and JSON for programs; SVG (and,
+//! with the `png` feature, PNG) charts (`svg`, `png`), and the self-contained HTML report
+//! (`report` gathers what it shows, `html` writes it).
 //!
 //! JSON and CSV are complete (every row, every column, integer nanoseconds) and stable:
 //! members are only ever added. Text rounds durations for reading (`12.345us`).
@@ -17,6 +19,12 @@
 //! - `--log`: `{"analyzer", "by", "mode": "log", "file", "filters", "rows": [{"ts", "key",
 //!   "dur_ns" | "level", "tid", "pid", "comm", "cpu"[, FLAG_COLUMN]}], "window",
 //!   "lost_events", "pairs", "notes", "errors"}`; rows in completion order.
+
+pub mod html;
+#[cfg(feature = "png")]
+pub mod png;
+pub mod report;
+pub mod svg;
 
 use std::io::{self, Write};
 
@@ -402,14 +410,7 @@ fn dist_buckets(r: &Row, buckets: Buckets, unit: Unit) -> Vec<Bucket> {
             (first..=last)
                 .map(|i| {
                     let (lo, hi) = Decades::range(i);
-                    let label = match (lo, hi) {
-                        (None, Some(h)) => format!("<= {}", decade(h, unit)),
-                        (Some(l), Some(h)) => {
-                            format!("{} - {}", decade(l, unit), decade(h, unit))
-                        }
-                        (Some(l), None) => format!("> {}", decade(l, unit)),
-                        (None, None) => String::new(),
-                    };
+                    let label = decade_label(i, unit);
                     Bucket {
                         lo: lo.unwrap_or(0),
                         hi,
@@ -419,6 +420,16 @@ fn dist_buckets(r: &Row, buckets: Buckets, unit: Unit) -> Vec<Bucket> {
                 })
                 .collect()
         }
+    }
+}
+
+/// The label of decimal bucket `i` (`<= 0.1us`, `1us - 10us`, `> 10s`).
+pub fn decade_label(i: usize, unit: Unit) -> String {
+    match Decades::range(i) {
+        (None, Some(h)) => format!("<= {}", decade(h, unit)),
+        (Some(l), Some(h)) => format!("{} - {}", decade(l, unit), decade(h, unit)),
+        (Some(l), None) => format!("> {}", decade(l, unit)),
+        (None, None) => String::new(),
     }
 }
 
