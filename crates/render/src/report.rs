@@ -590,18 +590,27 @@ pub fn findings(r: &Report) -> Vec<Finding> {
             ""
         };
         if unit == Unit::Ns {
-            for row in a.stat.rows.iter().take(3) {
-                let Some(k) = a.track.index.get(&row.key).map(|i| &a.track.keys[*i]) else {
-                    continue;
-                };
-                let (count, total, max, cov) = if restricted {
-                    if k.count_wl == 0 {
-                        continue;
-                    }
-                    (k.count_wl, k.total_wl, k.max_wl, &k.cover_wl)
-                } else {
-                    (row.agg.count, row.agg.total, row.agg.max, &k.cover_all)
-                };
+            // The three largest totals: of the command's threads where restricted.
+            let mut top: Vec<(&KeyTrack, u64, u64, u64, &Vec<f32>)> = if restricted {
+                a.track
+                    .keys
+                    .iter()
+                    .filter(|k| !k.level && k.count_wl > 0)
+                    .map(|k| (k, k.count_wl, k.total_wl, k.max_wl, &k.cover_wl))
+                    .collect()
+            } else {
+                a.stat
+                    .rows
+                    .iter()
+                    .filter_map(|row| {
+                        let k = &a.track.keys[*a.track.index.get(&row.key)?];
+                        Some((k, row.agg.count, row.agg.total, row.agg.max, &k.cover_all))
+                    })
+                    .collect()
+            };
+            top.sort_by(|x, y| y.2.cmp(&x.2).then_with(|| x.0.key.cmp(&y.0.key)));
+            for (k, count, total, max, cov) in top.into_iter().take(3) {
+                let row = k;
                 let share = covered(cov, &ax) / wall;
                 out.push(Finding {
                     analyzer: info.name,
@@ -819,7 +828,8 @@ pub fn log_chart(
     top: usize,
     bands: Vec<(f64, f64, String)>,
 ) -> TimeChart {
-    let side = |a: &Analysis| -> (Axis, Vec<Series>) {
+    // `keys` choose the left analyzer's keys; the right one shows its largest.
+    let side = |a: &Analysis, keys: &[String]| -> (Axis, Vec<Series>) {
         let (series, lo, hi) = dur_series(a, ax, keys, top);
         if series.iter().all(|s| s.points.is_empty()) && has_levels(a) {
             let lv = level_series(a, ax, top);
@@ -834,8 +844,8 @@ pub fn log_chart(
         }
         (value_axis(a.info, lo, hi), series)
     };
-    let (left, left_series) = side(a);
-    let right = with.map(side);
+    let (left, left_series) = side(a, keys);
+    let right = with.map(|b| side(b, &[]));
     let title = match with {
         Some(b) => format!(
             "{} {} and {} {} over time",
