@@ -251,6 +251,9 @@ pub enum Kind {
     Dur,
     /// A level that changed at `start` (e.g. a run-queue length): `--log` rows only.
     Level,
+    /// A point event whose value only informs (e.g. the child pid of a fork): `--log`
+    /// rows only, never charted as a duration or a level.
+    Mark,
 }
 
 /// Counters every analyzer reports.

@@ -27,6 +27,13 @@ enum Command {
     Analyze(Box<cmd::analyze::Args>),
     /// Split a trace into one trace.dat per CPU (timestamps kept)
     Split(cmd::split::Args),
+    /// Record a command (or the built-in demo), analyze it with every analyzer that
+    /// applies, and write a directory with the analyses, plots and report.html
+    Run(Box<cmd::run::Args>),
+    /// Draw an analysis as an SVG or PNG chart (time series, stat, distribution, memory)
+    Plot(Box<cmd::plot::Args>),
+    /// Write the self-contained HTML report of a recording
+    Report(cmd::report::Args),
     /// Turn a raw tracefs capture directory into a trace.dat v7 (readable by trace-cmd)
     Convert(cmd::convert::Args),
     /// Small programs with known behaviour, for tests, benchmarks and demos
@@ -47,6 +54,9 @@ fn main() -> ExitCode {
         Command::Dump(a) => cmd::dump::run(a),
         Command::Record(a) => cmd::record::run(a),
         Command::Analyze(a) => cmd::analyze::run(*a),
+        Command::Run(a) => cmd::run::run(*a),
+        Command::Plot(a) => cmd::plot::run(*a),
+        Command::Report(a) => cmd::report::run(a),
         Command::Convert(a) => cmd::convert::run(a),
         Command::Split(a) => cmd::split::run(a),
         Command::Bench(b) => cmd::bench::run(b),

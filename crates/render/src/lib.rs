@@ -1,4 +1,6 @@
-//! Rendering of analyses: aligned text for people, CSV and JSON for programs.
+//! Rendering of analyses: aligned text for people, CSV and JSON for programs; SVG (and,
+//! with the `png` feature, PNG) charts (`svg`, `png`), and the self-contained HTML report
+//! (`report` gathers what it shows, `html` writes it).
 //!
 //! JSON and CSV are complete (every row, every column, integer nanoseconds) and stable:
 //! members are only ever added. Text rounds durations for reading (`12.345us`).
@@ -18,6 +20,12 @@
 //!   "dur_ns" | "level", "tid", "pid", "comm", "cpu"[, FLAG_COLUMN]}], "window",
 //!   "lost_events", "pairs", "notes", "errors"}`; rows in completion order, or with
 //!   `--sort` the first N rows in that order ([`sorted::SortedLog`]).
+
+pub mod html;
+#[cfg(feature = "png")]
+pub mod png;
+pub mod report;
+pub mod svg;
 
 use std::io::{self, Write};
 
@@ -405,14 +413,7 @@ fn dist_buckets(r: &Row, buckets: Buckets, unit: Unit) -> Vec<Bucket> {
             (first..=last)
                 .map(|i| {
                     let (lo, hi) = Decades::range(i);
-                    let label = match (lo, hi) {
-                        (None, Some(h)) => format!("<= {}", decade(h, unit)),
-                        (Some(l), Some(h)) => {
-                            format!("{} - {}", decade(l, unit), decade(h, unit))
-                        }
-                        (Some(l), None) => format!("> {}", decade(l, unit)),
-                        (None, None) => String::new(),
-                    };
+                    let label = decade_label(i, unit);
                     Bucket {
                         lo: lo.unwrap_or(0),
                         hi,
@@ -422,6 +423,16 @@ fn dist_buckets(r: &Row, buckets: Buckets, unit: Unit) -> Vec<Bucket> {
                 })
                 .collect()
         }
+    }
+}
+
+/// The label of decimal bucket `i` (`<= 0.1us`, `1us - 10us`, `> 10s`).
+pub fn decade_label(i: usize, unit: Unit) -> String {
+    match Decades::range(i) {
+        (None, Some(h)) => format!("<= {}", decade(h, unit)),
+        (Some(l), Some(h)) => format!("{} - {}", decade(l, unit), decade(h, unit)),
+        (Some(l), None) => format!("> {}", decade(l, unit)),
+        (None, None) => String::new(),
     }
 }
 
@@ -645,6 +656,7 @@ impl<W: Write> LogWriter<W> {
                     Kind::Dur if self.unit == Unit::Ns => format!("\"dur_ns\":{}", r.value),
                     Kind::Dur => format!("\"{}\":{}", self.unit.suffix(), r.value),
                     Kind::Level => format!("\"level\":{}", r.value),
+                    Kind::Mark => format!("\"value\":{}", r.value),
                 };
                 let pid = r.pid.map_or("null".to_string(), |p| p.to_string());
                 write!(
@@ -665,6 +677,7 @@ impl<W: Write> LogWriter<W> {
                 let unit = match r.kind {
                     Kind::Dur => self.unit.suffix(),
                     Kind::Level => "level",
+                    Kind::Mark => "value",
                 };
                 write!(
                     self.w,
@@ -686,6 +699,7 @@ impl<W: Write> LogWriter<W> {
                 let value = match r.kind {
                     Kind::Dur => self.unit.fmt(r.value),
                     Kind::Level => format!("len={}", r.value),
+                    Kind::Mark => format!("={}", r.value),
                 };
                 write!(
                     self.w,

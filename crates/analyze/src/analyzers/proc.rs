@@ -93,7 +93,7 @@ impl Proc {
     }
 }
 
-fn level(out: &mut Out, key: u64, value: u64, tid: i32, cpu: u32) {
+fn mark(out: &mut Out, key: u64, value: u64, tid: i32, cpu: u32) {
     if out.is_log() {
         out.emit(Sample {
             start: out.now(),
@@ -102,7 +102,7 @@ fn level(out: &mut Out, key: u64, value: u64, tid: i32, cpu: u32) {
             tid,
             cpu,
             flag: false,
-            kind: Kind::Level,
+            kind: Kind::Mark,
         });
     }
 }
@@ -194,14 +194,14 @@ impl Analyzer for Proc {
             }
             let parent_comm = out.tasks.comm(parent);
             self.count(&parent_comm, 0, parent, ev.cpu, out);
-            level(out, FORK, child as u32 as u64, parent, ev.cpu);
+            mark(out, FORK, child as u32 as u64, parent, ev.cpu);
             self.pairs.begin(child, ev.cpu, (), out);
         } else if ev.id == self.exit.id {
             let pid = self.exit.pid.get_i64(p, e).unwrap_or(0) as i32;
             out.tasks.set_comm(pid, sched::bytes(p, self.exit.comm));
             let comm = out.tasks.comm(pid);
             self.count(&comm, 2, pid, ev.cpu, out);
-            level(out, EXIT, pid as u32 as u64, pid, ev.cpu);
+            mark(out, EXIT, pid as u32 as u64, pid, ev.cpu);
             if let Some(o) = self.pairs.end(pid) {
                 let key = if self.by_pid {
                     pid as u32 as u64
@@ -232,13 +232,13 @@ impl Analyzer for Proc {
             self.count(&comm, 1, pid, ev.cpu, out);
             if out.is_log() {
                 let f = self.files.intern(&file) as u64;
-                level(out, EXEC | f, pid as u32 as u64, pid, ev.cpu);
+                mark(out, EXEC | f, pid as u32 as u64, pid, ev.cpu);
             }
         } else if let Some(x) = self.free.as_ref().filter(|x| x.id == ev.id) {
             let pid = x.pid.get_i64(p, e).unwrap_or(0) as i32;
             let comm = x.comm.str(p, e).unwrap_or_default().into_owned();
             self.count(&comm, 3, ev.pid(), ev.cpu, out);
-            level(out, FREE, pid as u32 as u64, ev.pid(), ev.cpu);
+            mark(out, FREE, pid as u32 as u64, ev.pid(), ev.cpu);
         }
     }
 

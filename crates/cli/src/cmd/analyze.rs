@@ -120,6 +120,15 @@ fn list() {
     }
 }
 
+/// tid -> tgid where `file` is a raw capture with saved_tgids; empty otherwise.
+pub fn saved_tgids_of(file: &Path) -> FxMap<i32, i32> {
+    if file.is_dir() {
+        saved_tgids(file)
+    } else {
+        FxMap::default()
+    }
+}
+
 /// tid -> tgid from a raw capture's saved_tgids ("TID TGID" lines), if present.
 fn saved_tgids(path: &Path) -> FxMap<i32, i32> {
     let mut m = FxMap::default();

@@ -4,7 +4,10 @@ pub mod bench_record;
 pub mod convert;
 pub mod dump;
 pub mod info;
+pub mod plot;
 pub mod record;
+pub mod report;
+pub mod run;
 pub mod split;
 pub mod workload;
 

@@ -12,7 +12,8 @@ use kstate_format::Error;
 #[derive(clap::Subcommand)]
 pub enum Workload {
     /// A little of everything, for the quick start: fsync'd writes, short sleeps, a
-    /// burst of null system calls, and a few child processes
+    /// burst of null system calls, a contended lock, more runnable threads than CPUs,
+    /// and a few child processes
     Demo {
         /// Where the scratch file goes (removed afterwards)
         #[arg(long, default_value = ".")]
@@ -406,6 +407,8 @@ fn demo(dir: &std::path::Path) -> Result<(), Error> {
             // SAFETY: getppid has no preconditions.
             std::hint::black_box(unsafe { libc::getppid() });
         }
+        contended_lock(8, 300);
+        runnable_threads(std::time::Duration::from_millis(300));
         for _ in 0..5 {
             let st = std::process::Command::new("true").status();
             st.map_err(|e| {
@@ -420,4 +423,46 @@ fn demo(dir: &std::path::Path) -> Result<(), Error> {
     })();
     let _ = std::fs::remove_file(&file);
     r
+}
+
+/// `threads` threads each take one `std::sync::Mutex` `rounds` times and hold it for about
+/// 50 us of work: most of them wait for it most of the time (futex waits, wake-ups).
+fn contended_lock(threads: usize, rounds: usize) {
+    let lock = std::sync::Arc::new(std::sync::Mutex::new(0u64));
+    let hs: Vec<_> = (0..threads)
+        .map(|_| {
+            let lock = std::sync::Arc::clone(&lock);
+            std::thread::spawn(move || {
+                for _ in 0..rounds {
+                    let mut g = lock.lock().unwrap_or_else(|e| e.into_inner());
+                    let t = Instant::now();
+                    while t.elapsed() < std::time::Duration::from_micros(50) {
+                        *g = std::hint::black_box(g.wrapping_add(1));
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        let _ = h.join();
+    }
+}
+
+/// Four threads per CPU spin for `d`: each CPU's run queue holds several runnable tasks.
+fn runnable_threads(d: std::time::Duration) {
+    let n = std::thread::available_parallelism().map_or(2, |n| n.get()) * 4;
+    let hs: Vec<_> = (0..n)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let t = Instant::now();
+                let mut x = 0u64;
+                while t.elapsed() < d {
+                    x = std::hint::black_box(x.wrapping_add(1));
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        let _ = h.join();
+    }
 }

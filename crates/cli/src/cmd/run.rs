@@ -1,0 +1,324 @@
+//! `kstate run`: record a command system-wide, analyze it with every analyzer that applies,
+//! and leave a directory with the recording, the analyses, the charts and report.html.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use kstate_format::{Error, ErrorKind};
+use kstate_record::Options;
+use kstate_render::html::{CpuSplit, RunInfo};
+use kstate_render::report;
+
+/// How findings are ranked; `kstate run --help` and `kstate report --help` end with it.
+macro_rules! ranking_help {
+    () => {
+        "\
+Findings and how they are ranked:
+  Each finding names a set of intervals (system calls, waits, block requests, ...) or the
+  time a level (run-queue length, requests in flight) stayed high. Its share is the part
+  of the recording's wall time during which at least one of those intervals was in
+  progress (or the level was high), measured on 1000 equal time bins: a bin counts
+  min(bin width, time the intervals cover in it). When the recording names the command
+  (kstate run, kstate record -- CMD), an analyzer that saw any of the command's threads
+  (its process and every thread and child it forked) counts only theirs. Findings are
+  listed by share, largest first. The rules, the same for every analyzer:
+    top keys    each analyzer's three keys with the largest total time;
+    clusters    a key's slow samples (>= 10 x its median and >= 1 ms), when there are two or
+                more and all fall within half the recording: \"N samples >= X, all
+                between A s and B s\" (the window is shaded in every time chart); the
+                three largest shares per analyzer;
+    saturation  a level whose peak M is 2 or more: the time it stayed >= max(2, M/2).
+  Times in findings are seconds from the start of the recording, as on the charts' x axis."
+    };
+}
+pub(crate) use ranking_help;
+
+#[derive(clap::Args)]
+#[command(after_help = concat!("\
+Records with the given presets (default perf) system-wide while CMD runs, then writes DIR:
+  kstate.dat            the recording (trace-cmd trace.dat v7)
+  NAME.csv, NAME.json   per analyzer that applies: kstate analyze NAME --format csv|json
+  NAME.dist.csv/.json   kstate analyze NAME --dist --buckets log10
+  NAME.log.svg/.png     samples over time; NAME.levels: queue lengths over time
+  NAME.stat.svg/.png    count bars, avg/max/min lines; NAME.dist: histogram
+  memory.svg/.png       /proc/meminfo over time
+  findings.txt          every finding, ranked
+  report.html           one self-contained page: summary, findings, a section per analyzer
+and prints the wall time, the CPU split (user/system/idle/iowait, from /proc/stat before
+and after), lost events and the five findings that explain the most time.
+With no CMD, runs kstate's demo workload (system calls, fsync'd writes, a contended lock,
+more runnable threads than CPUs, child processes).
+
+Examples:
+  kstate run                                  # the demo
+  kstate run -- dd if=/dev/zero of=big bs=1M count=512 oflag=direct
+  kstate run -e perf,syscall -o out -- make -j8
+
+", ranking_help!()))]
+pub struct Args {
+    /// Events: presets or SYSTEM[:EVENT] as for kstate record; repeat or separate with
+    /// commas [default: perf]
+    #[arg(short, long = "event", value_name = "SPEC")]
+    events: Vec<String>,
+    /// Output directory [default: kstate-CMD-YYYYMMDD-HHMMSS]
+    #[arg(short, long, value_name = "DIR")]
+    output: Option<PathBuf>,
+    /// Memory snapshot interval in milliseconds (0: off)
+    #[arg(long = "sysinfo-interval", value_name = "MS", default_value_t = 250)]
+    sysinfo_interval: u64,
+    /// Ring-buffer size per CPU, in KiB
+    #[arg(short = 'b', long = "buffer", value_name = "KIB", default_value_t = kstate_record::DEFAULT_BUFFER_KIB)]
+    buffer_kib: u64,
+    /// The command to run (default: the built-in demo)
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+/// The aggregate `cpu` line of /proc/stat: user nice system idle iowait irq softirq steal.
+fn proc_stat() -> Option<Vec<u64>> {
+    let s = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = s.lines().find(|l| l.starts_with("cpu "))?;
+    Some(
+        line.split_whitespace()
+            .skip(1)
+            .filter_map(|v| v.parse().ok())
+            .collect(),
+    )
+}
+
+/// Shares of CPU time between two /proc/stat readings. guest and guest_nice are already
+/// counted in user and nice, so they are left out.
+pub fn cpu_split(a: &[u64], b: &[u64]) -> Option<CpuSplit> {
+    let d: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .take(8)
+        .map(|(x, y)| y.saturating_sub(*x) as f64)
+        .collect();
+    let at = |i: usize| d.get(i).copied().unwrap_or(0.0);
+    let total: f64 = d.iter().sum();
+    if total <= 0.0 {
+        return None;
+    }
+    let user = (at(0) + at(1)) / total;
+    let system = (at(2) + at(5) + at(6)) / total;
+    let idle = at(3) / total;
+    let iowait = at(4) / total;
+    Some(CpuSplit {
+        user,
+        system,
+        idle,
+        iowait,
+        other: (1.0 - user - system - idle - iowait).max(0.0),
+    })
+}
+
+fn stamp() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i128)
+        .unwrap_or(0);
+    // 2026-11-22T05:30:00.000000000Z -> 20261122-053000
+    let iso = crate::timefmt::fmt_utc(secs * 1_000_000_000).unwrap_or_default();
+    let digits: String = iso.chars().take(19).filter(char::is_ascii_digit).collect();
+    if digits.len() == 14 {
+        format!("{}-{}", &digits[..8], &digits[8..])
+    } else {
+        secs.to_string()
+    }
+}
+
+fn default_dir(command: &[String]) -> PathBuf {
+    let name = command
+        .first()
+        .map(|c| {
+            Path::new(c)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_else(|| c.clone())
+        })
+        .unwrap_or_else(|| "demo".into());
+    let name: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    PathBuf::from(format!("kstate-{name}-{}", stamp()))
+}
+
+pub fn run(args: Args) -> Result<ExitCode, Error> {
+    let dir = args
+        .output
+        .clone()
+        .unwrap_or_else(|| default_dir(&args.command));
+    if dir.exists() {
+        let empty = std::fs::read_dir(&dir)
+            .map(|mut d| d.next().is_none())
+            .unwrap_or(false);
+        if !empty {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                None,
+                format!(
+                    "{}: the output directory exists and is not empty; name another with -o",
+                    dir.display()
+                ),
+            ));
+        }
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let demo = args.command.is_empty();
+    let command = if demo {
+        let exe = std::env::current_exe().map_err(|e| Error::io(Path::new("/proc/self/exe"), e))?;
+        vec![
+            exe.display().to_string(),
+            "workload".into(),
+            "demo".into(),
+            "--dir".into(),
+            dir.display().to_string(),
+        ]
+    } else {
+        args.command.clone()
+    };
+    let dat = dir.join("kstate.dat");
+    let mut opts = Options::new(dat.clone());
+    if !args.events.is_empty() {
+        opts.events = args.events.clone();
+    }
+    opts.all = true;
+    opts.command = command.clone();
+    opts.sysinfo_interval_ms = args.sysinfo_interval;
+    opts.buffer_kib = args.buffer_kib;
+    opts.argv = std::env::args().collect();
+    let mut notify = |m: &str| eprintln!("kstate: {m}");
+    eprintln!(
+        "kstate: recording {} ({} system-wide) into {}",
+        if demo {
+            "the demo workload".to_string()
+        } else {
+            command.join(" ")
+        },
+        opts.events.join(","),
+        dir.display()
+    );
+    let before = proc_stat();
+    let t = Instant::now();
+    let summary = match kstate_record::record(&opts, &mut notify) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("kstate run: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let wall = t.elapsed().as_secs_f64();
+    let after = proc_stat();
+    let cpu = before.zip(after).and_then(|(a, b)| cpu_split(&a, &b));
+
+    let trace = super::open(&dat)?;
+    let label = dat.display().to_string();
+    let r = report::build(&trace, &label, &Default::default());
+    let exit = summary.workload_status.map(|s| s.to_string());
+    let shown: Vec<String> = if demo {
+        vec!["kstate workload demo".into()]
+    } else {
+        command.clone()
+    };
+    let info = RunInfo {
+        command: shown.clone(),
+        wall_s: summary.duration_ns as f64 / 1e9,
+        cpu,
+        exit: exit.clone(),
+    };
+    let files = super::report::write_outputs(&r, &dir, &label)?;
+    super::report::write_html(&r, Some(&info), &dir.join("report.html"))?;
+
+    println!("kstate run: {}", shown.join(" "));
+    println!(
+        "  wall time   {:.3} s recorded ({wall:.3} s with kstate's setup and file writing)",
+        summary.duration_ns as f64 / 1e9
+    );
+    match cpu {
+        Some(c) => println!(
+            "  CPU         user {:.1}%  system {:.1}%  idle {:.1}%  iowait {:.1}%  (all CPUs, /proc/stat)",
+            c.user * 100.0,
+            c.system * 100.0,
+            c.idle * 100.0,
+            c.iowait * 100.0
+        ),
+        None => println!("  CPU         (no /proc/stat)"),
+    }
+    let lost = summary.lost();
+    println!(
+        "  events      {} recorded, {} lost{}",
+        summary.events(),
+        lost,
+        if lost > 0 {
+            " (*** some analyses are incomplete; try a larger --buffer ***)"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "  analyzers   {} applied{}",
+        r.analyses.len(),
+        if r.skipped.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; left out for lack of events: {}",
+                r.skipped
+                    .iter()
+                    .map(|s| s.info.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+    );
+    super::report::print_findings(&r, 5);
+    println!(
+        "  report      {} ({} other files in {})",
+        dir.join("report.html").display(),
+        files.len() + 1,
+        dir.display()
+    );
+    if let Some(st) = summary.workload_status {
+        if !st.success() {
+            eprintln!("kstate: the command exited with {st}");
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    if summary.disk_full.is_some() {
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_split_from_proc_stat() {
+        let a = [100, 0, 50, 800, 50, 0, 0, 0, 0, 0];
+        let b = [200, 0, 100, 1000, 100, 0, 0, 0, 0, 0];
+        let c = cpu_split(&a, &b).unwrap();
+        assert!((c.user - 0.25).abs() < 1e-9);
+        assert!((c.system - 0.125).abs() < 1e-9);
+        assert!((c.idle - 0.5).abs() < 1e-9);
+        assert!((c.iowait - 0.125).abs() < 1e-9);
+    }
+
+    #[test]
+    fn directory_names() {
+        let d = default_dir(&["/usr/bin/dd".into(), "x".into()]);
+        let s = d.display().to_string();
+        assert!(s.starts_with("kstate-dd-"), "{s}");
+        assert_eq!(s.len(), "kstate-dd-20261122-053000".len(), "{s}");
+    }
+}
