@@ -4,6 +4,7 @@ pub mod bench_record;
 pub mod convert;
 pub mod dump;
 pub mod info;
+pub mod profile;
 pub mod record;
 pub mod split;
 pub mod workload;
