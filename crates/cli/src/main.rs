@@ -27,6 +27,8 @@ enum Command {
     Analyze(Box<cmd::analyze::Args>),
     /// CPU profile of a recording made with --sample: per-symbol shares, callers, callees
     Profile(cmd::profile::Args),
+    /// Compare two profiles (recordings made with --sample): per-symbol change in share
+    Diff(cmd::profile::DiffArgs),
     /// Split a trace into one trace.dat per CPU (timestamps kept)
     Split(cmd::split::Args),
     /// Turn a raw tracefs capture directory into a trace.dat v7 (readable by trace-cmd)
@@ -52,6 +54,7 @@ fn main() -> ExitCode {
         Command::Convert(a) => cmd::convert::run(a),
         Command::Split(a) => cmd::split::run(a),
         Command::Profile(a) => cmd::profile::run(a),
+        Command::Diff(a) => cmd::profile::diff(a),
         Command::Bench(b) => cmd::bench::run(b),
         Command::Workload(w) => cmd::workload::run(w),
     };

@@ -200,6 +200,41 @@ fn spin_profile_names_the_hot_function_and_its_callers() {
         first_row.contains(HOT) && first_row.contains("binary"),
         "{text}"
     );
+
+    // A flame graph of the same samples: the hot loop over both callers.
+    let svg = dir.path().join("f.svg");
+    ok(&[
+        "profile",
+        "--flame",
+        "-o",
+        svg.to_str().unwrap(),
+        file.to_str().unwrap(),
+    ]);
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.starts_with("<?xml") && svg.trim_end().ends_with("</svg>"));
+    assert!(svg.contains(&format!("<title>all ({n} samples, 100.00%)</title>")));
+    for f in [
+        "kstate_spin_caller_a (",
+        "kstate_spin_caller_b (",
+        "kstate_spin_hot_loop (",
+    ] {
+        assert!(svg.contains(&format!("<title>{f}")), "{f} missing");
+    }
+
+    // A profile against itself: every symbol unchanged.
+    let out = ok(&[
+        "diff",
+        "--json",
+        file.to_str().unwrap(),
+        file.to_str().unwrap(),
+    ]);
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let syms = d["symbols"].as_array().unwrap();
+    assert_eq!(syms.len(), rows(&p).len());
+    assert!(syms
+        .iter()
+        .all(|r| r["delta_percent"].as_f64().unwrap() == 0.0
+            && r["before_samples"] == r["after_samples"]));
     no_instances_left();
 }
 

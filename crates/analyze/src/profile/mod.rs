@@ -12,6 +12,7 @@
 //! period is the same, so shares and sample counts agree.
 
 pub mod elf;
+pub mod flame;
 
 use std::collections::HashMap;
 
@@ -292,7 +293,7 @@ impl Symbolizer {
         if m.path == "[vdso]" || m.path == "[vsyscall]" {
             return unknown(m.path.clone(), Kind::Vdso, None);
         }
-        if !m.path.starts_with('/') {
+        if !m.path.starts_with('/') || m.path.starts_with("/memfd:") {
             let image = if m.path.is_empty() {
                 "[anon]".into()
             } else {
@@ -657,6 +658,8 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
         if opts.folded {
             let mut stack = chain.clone();
             stack.reverse();
+            // Runs of unnamed frames (code without frame pointers walks into garbage) as one.
+            stack.dedup_by(|x, y| x == y && sy.syms[*x as usize].name == "[unknown]");
             *folded.entry(stack).or_default() += 1;
         }
     }
@@ -696,9 +699,16 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
         let mut v: Vec<(String, u64)> = folded
             .into_iter()
             .map(|(st, n)| {
-                let names: Vec<&str> = st
+                let names: Vec<String> = st
                     .iter()
-                    .map(|&i| sy.syms[i as usize].name.as_str())
+                    .map(|&i| {
+                        let s = &sy.syms[i as usize];
+                        // Kernel frames marked as stackcollapse marks them.
+                        match s.kind.is_kernel() {
+                            true => format!("{}_[k]", s.name),
+                            false => s.name.replace(';', ":"),
+                        }
+                    })
                     .collect();
                 (names.join(";"), n)
             })
@@ -721,4 +731,52 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
             .push("the recording has no kallsyms: kernel samples are shown as addresses".into());
     }
     Ok(p)
+}
+
+/// One symbol's share before and after (`kstate diff`).
+#[derive(Debug, Clone)]
+pub struct DiffRow {
+    pub name: String,
+    pub image: String,
+    pub kind: Kind,
+    pub before_samples: u64,
+    pub after_samples: u64,
+    pub before_percent: f64,
+    pub after_percent: f64,
+}
+
+/// Symbols of two profiles matched by (name, image), largest change in share first.
+pub fn diff(a: &Profile, b: &Profile) -> Vec<DiffRow> {
+    let mut m: HashMap<(String, String), DiffRow> = HashMap::new();
+    for (p, after) in [(a, false), (b, true)] {
+        for r in &p.rows {
+            let e = m
+                .entry((r.sym.name.clone(), r.sym.image.clone()))
+                .or_insert_with(|| DiffRow {
+                    name: r.sym.name.clone(),
+                    image: r.sym.image.clone(),
+                    kind: r.sym.kind,
+                    before_samples: 0,
+                    after_samples: 0,
+                    before_percent: 0.0,
+                    after_percent: 0.0,
+                });
+            if after {
+                e.after_samples += r.samples;
+                e.after_percent += p.share(r.period);
+            } else {
+                e.before_samples += r.samples;
+                e.before_percent += p.share(r.period);
+            }
+        }
+    }
+    let mut v: Vec<DiffRow> = m.into_values().collect();
+    v.sort_by(|x, y| {
+        let dx = (x.after_percent - x.before_percent).abs();
+        let dy = (y.after_percent - y.before_percent).abs();
+        dy.total_cmp(&dx)
+            .then(y.after_samples.cmp(&x.after_samples))
+            .then(x.name.cmp(&y.name))
+    });
+    v
 }

@@ -12,6 +12,9 @@ use kstate_format::Error;
 use crate::timefmt;
 
 const AFTER_HELP: &str = "\
+--flame -o F.svg writes a flame graph of the selected samples' stacks instead of the
+report (kernel frames end in _[k]).
+
 Shares are by sample period, as perf weighs them (with cpu-clock all periods are equal, so
 shares are sample shares). Kernel symbols come from the kallsyms in the recording; user
 symbols from the mapped files' ELF symbol tables (or their /usr/lib/debug/.build-id files)
@@ -45,6 +48,12 @@ pub struct Args {
     /// Print JSON
     #[arg(long)]
     json: bool,
+    /// Write a flame graph (SVG) of the selected samples' stacks to -o FILE
+    #[arg(long, requires = "output")]
+    flame: bool,
+    /// Where --flame writes
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
     /// Only the N largest symbols (0: all)
     #[arg(long, value_name = "N", default_value_t = 50)]
     top: usize,
@@ -82,9 +91,25 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         },
         callers: args.callers.clone(),
         callees: args.callees.clone(),
-        folded: false,
+        folded: args.flame,
     };
     let p = profile::profile(&trace, &opts)?;
+    if let (true, Some(out)) = (args.flame, &args.output) {
+        let title = format!(
+            "{}: {} samples of {}",
+            args.file.display(),
+            p.samples,
+            rate(&p)
+        );
+        std::fs::write(out, profile::flame::svg(&p.folded, &title))
+            .map_err(|e| Error::io(out, e))?;
+        eprintln!(
+            "kstate profile: flame graph of {} samples in {}",
+            p.samples,
+            out.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     for v in [&p.callers, &p.callees].into_iter().flatten() {
         if v.samples == 0 && p.samples > 0 {
             let like: Vec<&str> = p
@@ -116,8 +141,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn pct(p: &Profile, n: u64, of: u64) -> f64 {
-    let _ = p;
+fn pct(_: &Profile, n: u64, of: u64) -> f64 {
     if of == 0 {
         0.0
     } else {
@@ -279,4 +303,125 @@ fn json(p: &Profile, f: &Filters) -> String {
         "warnings": p.warnings,
     })
     .to_string()
+}
+
+// ---------------------------------------------------------------------------------------
+// kstate diff
+
+#[derive(clap::Args)]
+#[command(after_help = "\
+Symbols are matched by name and image (the file's base name, so a rebuilt binary at another
+path still matches). Rows are sorted by the change in share, largest first; --json gives
+every row. Filters apply to both recordings, windows from each one's own start.")]
+pub struct DiffArgs {
+    /// The recording before (made with --sample)
+    before: PathBuf,
+    /// The recording after
+    after: PathBuf,
+    /// Print JSON
+    #[arg(long)]
+    json: bool,
+    /// Only the N largest changes (0: all)
+    #[arg(long, value_name = "N", default_value_t = 30)]
+    top: usize,
+    /// Only samples in FROM:TO
+    #[arg(long, value_parser = parse_window, value_name = "FROM:TO")]
+    window: Option<WindowSpec>,
+    /// Only these processes (comma-separated)
+    #[arg(long, value_delimiter = ',')]
+    pid: Vec<i32>,
+    /// Only tasks with this comm (comma-separated)
+    #[arg(long, value_delimiter = ',')]
+    comm: Vec<String>,
+    /// Only samples taken on these CPUs (comma-separated)
+    #[arg(long, value_delimiter = ',')]
+    cpu: Vec<u32>,
+}
+
+pub fn diff(args: DiffArgs) -> Result<ExitCode, Error> {
+    let opts = profile::Options {
+        filters: Filters {
+            window: args.window,
+            pids: args.pid.clone(),
+            comms: args.comm.clone(),
+            cpus: args.cpu.clone(),
+            ..Filters::default()
+        },
+        ..profile::Options::default()
+    };
+    let a = profile::profile(&super::open(&args.before)?, &opts)?;
+    let b = profile::profile(&super::open(&args.after)?, &opts)?;
+    let rows = profile::diff(&a, &b);
+    if args.json {
+        let j: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "symbol": r.name,
+                    "image": r.image,
+                    "kind": r.kind.name(),
+                    "before_samples": r.before_samples,
+                    "after_samples": r.after_samples,
+                    "before_percent": r.before_percent,
+                    "after_percent": r.after_percent,
+                    "delta_percent": r.after_percent - r.before_percent,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({
+                "before": {"file": args.before.display().to_string(), "event": a.event,
+                           "samples": a.samples, "lost": a.lost, "total_period": a.total_period},
+                "after": {"file": args.after.display().to_string(), "event": b.event,
+                          "samples": b.samples, "lost": b.lost, "total_period": b.total_period},
+                "symbols": j,
+            })
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "# before: {}: {} samples of {}, {} lost",
+        args.before.display(),
+        a.samples,
+        rate(&a),
+        a.lost
+    );
+    println!(
+        "# after:  {}: {} samples of {}, {} lost ({:+.1}% samples)",
+        args.after.display(),
+        b.samples,
+        rate(&b),
+        b.lost,
+        if a.samples > 0 {
+            (b.samples as f64 - a.samples as f64) * 100.0 / a.samples as f64
+        } else {
+            0.0
+        }
+    );
+    if a.event != b.event {
+        println!("# warning: different events ({} vs {})", a.event, b.event);
+    }
+    println!("#");
+    println!(
+        "# {:>8} {:>8} {:>8} {:>9} {:>9}  {:<24} Symbol",
+        "Before", "After", "Delta", "Samples", "Samples", "Image"
+    );
+    let n = if args.top == 0 { rows.len() } else { args.top };
+    for r in rows.iter().take(n) {
+        println!(
+            "  {:>7.2}% {:>7.2}% {:>+7.2}% {:>9} {:>9}  {:<24} {}",
+            r.before_percent,
+            r.after_percent,
+            r.after_percent - r.before_percent,
+            r.before_samples,
+            r.after_samples,
+            r.image,
+            r.name
+        );
+    }
+    if rows.len() > n {
+        println!("# ({} more symbols; --top 0 shows all)", rows.len() - n);
+    }
+    Ok(ExitCode::SUCCESS)
 }
