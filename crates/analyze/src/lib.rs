@@ -9,6 +9,7 @@ pub mod hist;
 pub mod ksyms;
 pub mod merge;
 pub mod pair;
+pub mod profile;
 pub mod stats;
 
 pub use analyzer::{Analyzer, Config, Info, LogRow, LogSink, Mode, Outcome};

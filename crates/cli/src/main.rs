@@ -25,6 +25,10 @@ enum Command {
     /// (system-call time, wake-up latency, off-CPU time, ...)
     #[command(visible_alias = "la")]
     Analyze(Box<cmd::analyze::Args>),
+    /// CPU profile of a recording made with --sample: per-symbol shares, callers, callees
+    Profile(cmd::profile::Args),
+    /// Compare two profiles (recordings made with --sample): per-symbol change in share
+    Diff(cmd::profile::DiffArgs),
     /// Split a trace into one trace.dat per CPU (timestamps kept)
     Split(cmd::split::Args),
     /// Record a command (or the built-in demo), analyze it with every analyzer that
@@ -59,6 +63,8 @@ fn main() -> ExitCode {
         Command::Report(a) => cmd::report::run(a),
         Command::Convert(a) => cmd::convert::run(a),
         Command::Split(a) => cmd::split::run(a),
+        Command::Profile(a) => cmd::profile::run(a),
+        Command::Diff(a) => cmd::profile::diff(a),
         Command::Bench(b) => cmd::bench::run(b),
         Command::Workload(w) => cmd::workload::run(w),
     };

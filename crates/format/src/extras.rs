@@ -34,6 +34,8 @@ pub mod ids {
     pub const SYSINFO: u16 = 0x6b02;
     /// Per-CPU ring-buffer statistics at stop: [`super::RingStats`].
     pub const RING_STATS: u16 = 0x6b03;
+    /// CPU samples with call chains (perf records and their attr): [`crate::samples`].
+    pub const SAMPLES: u16 = 0x6b04;
 }
 
 /// A human name for one of [`ids`], for messages.
@@ -43,6 +45,7 @@ pub fn section_name(id: u16) -> Option<&'static str> {
         ids::PROCESSES => Some("processes"),
         ids::SYSINFO => Some("sysinfo"),
         ids::RING_STATS => Some("ring stats"),
+        ids::SAMPLES => Some("samples"),
         _ => None,
     }
 }

@@ -13,6 +13,7 @@ pub mod page;
 pub mod page_builder;
 pub mod perfdata;
 pub mod rawdir;
+pub mod samples;
 pub mod trace;
 pub mod tracedat;
 pub mod value;

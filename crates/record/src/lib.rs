@@ -11,6 +11,7 @@ pub mod error;
 pub mod events;
 pub mod instance;
 pub mod reader;
+pub mod sampler;
 pub mod session;
 pub mod signals;
 pub mod system;
@@ -18,4 +19,6 @@ pub mod tracefs;
 pub mod workload;
 
 pub use error::{Error, Result};
-pub use session::{record, CpuSummary, Options, Summary, DEFAULT_BUFFER_KIB, DEFAULT_SUBBUF_KIB};
+pub use session::{
+    record, CpuSummary, Options, SampleSummary, Summary, DEFAULT_BUFFER_KIB, DEFAULT_SUBBUF_KIB,
+};

@@ -73,7 +73,12 @@ impl Control {
         self.failure.lock().map(|f| f.is_some()).unwrap_or(true)
     }
 
-    fn fail(&self, e: Error) {
+    /// The eventfd a stop makes readable, for other threads' polls.
+    pub(crate) fn wake_fd(&self) -> RawFd {
+        self.wake.as_raw_fd()
+    }
+
+    pub(crate) fn fail(&self, e: Error) {
         if let Ok(mut f) = self.failure.lock() {
             if f.is_none() {
                 *f = Some(e);

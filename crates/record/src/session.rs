@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::events::{self, Selection};
 use crate::instance::{self, Instance};
 use crate::reader::{Control, CpuReader};
+use crate::sampler::{self, SampleSpec};
 use crate::system;
 use crate::tracefs::{self, Tracefs};
 use crate::{signals, workload};
@@ -57,6 +58,10 @@ pub struct Options {
     /// The recorder's own command line, stored in the file.
     pub argv: Vec<String>,
     pub tool: String,
+    /// CPU sampling next to the events (`--sample`).
+    pub sample: Option<SampleSpec>,
+    /// Where the sampled hardware event is missing, sample cpu-clock instead of failing.
+    pub sample_fallback: bool,
 }
 
 impl Options {
@@ -76,6 +81,8 @@ impl Options {
             compression: Compression::None,
             argv: Vec::new(),
             tool: format!("kstate {}", env!("CARGO_PKG_VERSION")),
+            sample: None,
+            sample_fallback: false,
         }
     }
 }
@@ -109,6 +116,22 @@ pub struct Summary {
     pub recording_cpu_ns: u64,
     pub sysinfo_snapshots: u64,
     pub spliced: bool,
+    /// With `--sample`: what was sampled and how much.
+    pub samples: Option<SampleSummary>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SampleSummary {
+    /// What was sampled, e.g. `cpu-clock at 999 Hz`.
+    pub what: String,
+    pub samples: u64,
+    /// Records the kernel dropped (PERF_RECORD_LOST).
+    pub lost: u64,
+    /// Times the kernel throttled sampling (too high a rate).
+    pub throttled: u64,
+    pub bytes: u64,
+    /// The event asked for, when it was missing and cpu-clock was sampled instead.
+    pub fell_back_from: Option<String>,
 }
 
 impl Summary {
@@ -155,6 +178,23 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
         ));
     }
     let clock = choose_clock(&tfs, opts.clock.as_deref())?;
+    // A hardware event this machine lacks is refused (or replaced) before any setup.
+    let mut sample_spec = opts.sample.clone();
+    let mut fell_back_from = None;
+    if let Some(spec) = &opts.sample {
+        match sampler::probe(spec) {
+            Ok(()) => {}
+            Err(sampler::OpenError::NoPmu(msg)) if opts.sample_fallback => {
+                notify(&format!(
+                    "{msg}; sampling cpu-clock instead (--sample-fallback)"
+                ));
+                fell_back_from = Some(spec.event.clone());
+                sample_spec = Some(SampleSpec::default());
+            }
+            Err(sampler::OpenError::NoPmu(msg)) => return Err(Error::new(msg)),
+            Err(sampler::OpenError::Other(e)) => return Err(e),
+        }
+    }
     let inst = Instance::create(&tfs)?;
     setup_instance(&inst, opts, &sel, &clock)?;
     // The instance's header_page describes its sub-buffer ("page") size.
@@ -217,6 +257,7 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
         .iter()
         .map(|t| t.to_string())
         .collect();
+    let mut own = own;
     let _ = inst.write("set_event_notrace_pid", &own.join(" "));
     let gated = match opts.command.is_empty() {
         true => None,
@@ -237,10 +278,50 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
         let list: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
         inst.write("set_event_pid", &list.join(" "))?;
     }
+    // Samplers follow the same processes; their copier thread stays out of the trace.
+    let samplers = match &sample_spec {
+        None => None,
+        Some(spec) => {
+            let target = match pids.is_empty() {
+                true => sampler::Target::System,
+                false => sampler::Target::Pids(pids.clone()),
+            };
+            let path = scratch.path("samples");
+            let started = sampler::Sampler::open(spec, &target, &cpus, user_clock, &clock, &path)
+                .map_err(|e| match e {
+                    sampler::OpenError::NoPmu(m) => Error::new(m),
+                    sampler::OpenError::Other(e) => e,
+                })
+                .and_then(|s| {
+                    let what = s.spec().to_string();
+                    s.start(Arc::clone(&ctl)).map(|(r, tid)| (r, tid, what))
+                });
+            match started {
+                Ok((running, tid, what)) => {
+                    own.push(tid.to_string());
+                    let _ = inst.write("set_event_notrace_pid", &own.join(" "));
+                    Some((running, what))
+                }
+                Err(e) => {
+                    // The readers hold the instance's files open: end them, and the
+                    // waiting command, so the instance can be removed.
+                    ctl.stop();
+                    for r in readers {
+                        let _ = r.join();
+                    }
+                    drop(gated);
+                    return Err(e);
+                }
+            }
+        }
+    };
 
     let now = || user_clock.map_or(0, system::now_ns);
     let cpu_at_start = system::self_cpu_ns();
     inst.write("tracing_on", "1")?;
+    if let Some((s, _)) = &samplers {
+        s.enable();
+    }
     let start_ts = now();
     let started = Instant::now();
     let workload_pid = gated.as_ref().map(|g| g.pid);
@@ -288,6 +369,9 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
         std::thread::sleep(Duration::from_millis(10));
     }
     let _ = inst.write("tracing_on", "0");
+    if let Some((s, _)) = &samplers {
+        s.disable();
+    }
     let stop_ts = now();
     let elapsed = started.elapsed();
     ctl.stop();
@@ -308,6 +392,7 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
         Some(Ok(s)) => Some(s),
         None => None,
     };
+    let samples_scratch = samplers.map(|(r, what)| (r.finish(), what));
     let recording_cpu_ns = system::self_cpu_ns() - cpu_at_start;
     let stats: Vec<Option<RingStats>> = cpus
         .iter()
@@ -392,6 +477,30 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
         .filter_map(|c| c.stats.clone())
         .collect();
     writer.extra_option(extras::ids::RING_STATS, &extras::encode_ring_stats(&ring))?;
+    let mut samples = None;
+    if let Some((path, what)) = samples_scratch {
+        // A copier that failed (a full disk) leaves the samples out, not half kept.
+        let data = path.and_then(|p| {
+            let d = std::fs::read(&p).map_err(|e| Error::io("reading", &p, e))?;
+            let _ = std::fs::remove_file(&p);
+            let c = kstate_format::samples::count(&d)?;
+            Ok((d, c))
+        });
+        match data {
+            Ok((data, c)) => {
+                writer.extra_option(extras::ids::SAMPLES, &data)?;
+                samples = Some(SampleSummary {
+                    what,
+                    samples: c.samples,
+                    lost: c.lost,
+                    throttled: c.throttled,
+                    bytes: c.bytes,
+                    fell_back_from,
+                });
+            }
+            Err(e) => notify(&format!("warning: samples left out: {e}")),
+        }
+    }
     writer.finish()?;
     drop(scratch);
 
@@ -419,6 +528,7 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
         recording_cpu_ns,
         sysinfo_snapshots,
         spliced: outcomes.iter().all(|o| o.spliced),
+        samples,
     })
 }
 

@@ -5,6 +5,7 @@ pub mod convert;
 pub mod dump;
 pub mod info;
 pub mod plot;
+pub mod profile;
 pub mod record;
 pub mod report;
 pub mod run;

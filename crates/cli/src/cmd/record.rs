@@ -61,6 +61,18 @@ pub struct Args {
     /// List the event presets and exit
     #[arg(long)]
     list_presets: bool,
+    /// Also sample the CPUs through perf_event_open, with kernel and user call chains, on
+    /// the trace clock: HZ (cpu-clock at HZ), EVENT (at 999 Hz) or EVENT:PERIOD (one sample
+    /// every PERIOD events); EVENT is cpu-clock, task-clock, cycles, instructions,
+    /// cache-misses, cache-references, branches, branch-misses, LLC-loads, LLC-misses
+    /// [default: cpu-clock at 999 Hz]. `kstate profile FILE` reads them
+    #[arg(long, value_name = "HZ|EVENT[:PERIOD]", num_args = 0..=1, default_missing_value = "",
+          value_parser = kstate_record::sampler::parse_spec)]
+    sample: Option<kstate_record::sampler::SampleSpec>,
+    /// With --sample of a hardware event this machine lacks: sample cpu-clock instead of
+    /// failing
+    #[arg(long, requires = "sample")]
+    sample_fallback: bool,
     /// Print the summary as JSON on standard output
     #[arg(long)]
     json: bool,
@@ -102,6 +114,8 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         _ => Compression::None,
     };
     opts.argv = std::env::args().collect();
+    opts.sample = args.sample;
+    opts.sample_fallback = args.sample_fallback;
     let mut notify = |m: &str| eprintln!("kstate: {m}");
     match kstate_record::record(&opts, &mut notify) {
         Ok(s) => {
@@ -201,6 +215,24 @@ fn print_summary(s: &Summary) {
         s.recording_cpu_ns as f64 / 1e9,
         s.recorder_cpu_ns as f64 / 1e9
     );
+    if let Some(x) = &s.samples {
+        eprintln!(
+            "  samples: {} of {}, {} lost{}{} ({} of perf records)",
+            x.samples,
+            x.what,
+            x.lost,
+            if x.throttled > 0 {
+                format!(", throttled {} times", x.throttled)
+            } else {
+                String::new()
+            },
+            x.fell_back_from
+                .as_ref()
+                .map(|e| format!(", instead of {e}"))
+                .unwrap_or_default(),
+            mib(x.bytes as f64)
+        );
+    }
     if let Some(st) = s.workload_status {
         if !st.success() {
             eprintln!("kstate: the command exited with {st}");
@@ -249,6 +281,14 @@ fn summary_json(s: &Summary) -> String {
         "recording_cpu_ns": s.recording_cpu_ns,
         "sysinfo_snapshots": s.sysinfo_snapshots,
         "spliced": s.spliced,
+        "samples": s.samples.as_ref().map(|x| serde_json::json!({
+            "what": x.what,
+            "samples": x.samples,
+            "lost": x.lost,
+            "throttled": x.throttled,
+            "bytes": x.bytes,
+            "fell_back_from": x.fell_back_from,
+        })),
     })
     .to_string()
 }

@@ -79,6 +79,17 @@ pub enum Workload {
         #[arg(long, default_value_t = 10000)]
         iters: u64,
     },
+    /// Burns MS milliseconds of CPU in `kstate_spin_hot_loop`, reached two thirds of the
+    /// time through `kstate_spin_caller_a` and one third through `kstate_spin_caller_b`
+    /// (all with frame pointers, so sampled call chains show the callers); prints calls
+    /// per caller and the CPU time used
+    Spin {
+        #[arg(long, default_value_t = 1000)]
+        ms: u64,
+        /// Pin to this CPU first
+        #[arg(long)]
+        cpu: Option<usize>,
+    },
 }
 
 pub fn run(w: Workload) -> Result<ExitCode, Error> {
@@ -132,6 +143,12 @@ pub fn run(w: Workload) -> Result<ExitCode, Error> {
             for w in workers {
                 w.join().expect("mmap worker");
             }
+        }
+        Workload::Spin { ms, cpu } => {
+            if let Some(c) = cpu {
+                pin(c);
+            }
+            spin::run(ms);
         }
         Workload::Udp { n, size } => {
             let io = |e| Error::io(std::path::Path::new("udp 127.0.0.1"), e);
@@ -464,5 +481,117 @@ fn runnable_threads(d: std::time::Duration) {
         .collect();
     for h in hs {
         let _ = h.join();
+    }
+}
+
+/// The CPU-bound workload with a known profile. The three functions are written in
+/// assembly on x86_64 so they keep frame pointers whatever the compiler settings (Rust
+/// omits them by default, and the kernel's user-space unwinder follows them); elsewhere
+/// they are plain Rust.
+mod spin {
+    use std::time::Instant;
+
+    /// Iterations of the hot loop per call: about 0.1-1 ms.
+    const ITERS: u64 = 200_000;
+
+    #[cfg(target_arch = "x86_64")]
+    std::arch::global_asm!(
+        ".text",
+        ".p2align 4",
+        ".globl kstate_spin_hot_loop",
+        ".type kstate_spin_hot_loop,@function",
+        "kstate_spin_hot_loop:",
+        "push rbp",
+        "mov rbp, rsp",
+        "mov rax, rdi",
+        "2:",
+        "imul rax, rax, 3",
+        "add rax, 1",
+        "dec rdi",
+        "jnz 2b",
+        "pop rbp",
+        "ret",
+        ".size kstate_spin_hot_loop, .-kstate_spin_hot_loop",
+        ".p2align 4",
+        ".globl kstate_spin_caller_a",
+        ".type kstate_spin_caller_a,@function",
+        "kstate_spin_caller_a:",
+        "push rbp",
+        "mov rbp, rsp",
+        "call kstate_spin_hot_loop",
+        "pop rbp",
+        "ret",
+        ".size kstate_spin_caller_a, .-kstate_spin_caller_a",
+        ".p2align 4",
+        ".globl kstate_spin_caller_b",
+        ".type kstate_spin_caller_b,@function",
+        "kstate_spin_caller_b:",
+        "push rbp",
+        "mov rbp, rsp",
+        "call kstate_spin_hot_loop",
+        "pop rbp",
+        "ret",
+        ".size kstate_spin_caller_b, .-kstate_spin_caller_b",
+    );
+
+    #[cfg(target_arch = "x86_64")]
+    extern "C" {
+        fn kstate_spin_caller_a(n: u64) -> u64;
+        fn kstate_spin_caller_b(n: u64) -> u64;
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    #[inline(never)]
+    #[no_mangle]
+    extern "C" fn kstate_spin_hot_loop(mut n: u64) -> u64 {
+        let mut x = n;
+        while n > 0 {
+            x = std::hint::black_box(x.wrapping_mul(3).wrapping_add(1));
+            n -= 1;
+        }
+        x
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    #[inline(never)]
+    #[no_mangle]
+    extern "C" fn kstate_spin_caller_a(n: u64) -> u64 {
+        std::hint::black_box(kstate_spin_hot_loop(n))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    #[inline(never)]
+    #[no_mangle]
+    extern "C" fn kstate_spin_caller_b(n: u64) -> u64 {
+        std::hint::black_box(kstate_spin_hot_loop(n))
+    }
+
+    pub fn run(ms: u64) {
+        let cpu0 = super::cpu_ns();
+        let t = Instant::now();
+        let (mut a, mut b) = (0u64, 0u64);
+        let mut acc = 0u64;
+        let mut i = 0u64;
+        while super::cpu_ns() - cpu0 < ms * 1_000_000 {
+            // Two calls through A for each through B.
+            #[allow(unused_unsafe)]
+            // SAFETY: the callees only compute on their argument.
+            unsafe {
+                if i % 3 == 2 {
+                    acc = acc.wrapping_add(kstate_spin_caller_b(ITERS));
+                    b += 1;
+                } else {
+                    acc = acc.wrapping_add(kstate_spin_caller_a(ITERS));
+                    a += 1;
+                }
+            }
+            i += 1;
+        }
+        std::hint::black_box(acc);
+        println!(
+            "spin: {} calls via kstate_spin_caller_a, {} via kstate_spin_caller_b; cpu {:.3} s, wall {:.3} s",
+            a,
+            b,
+            (super::cpu_ns() - cpu0) as f64 / 1e9,
+            t.elapsed().as_secs_f64()
+        );
     }
 }

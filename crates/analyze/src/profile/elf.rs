@@ -1,0 +1,159 @@
+//! User-space symbols: a mapped file's ELF symbol table (or, when it is stripped, the
+//! one of its separate debug file found by build id), with the program headers that turn
+//! a file offset into a symbol address.
+
+use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
+
+/// One ELF file, loaded once per path.
+#[derive(Debug, Default)]
+pub struct ElfImage {
+    pub build_id: Option<Vec<u8>>,
+    /// PT_LOAD segments: (file offset, file size, virtual address).
+    segments: Vec<(u64, u64, u64)>,
+    /// Functions: (address, size, name), sorted by address.
+    syms: Vec<(u64, u64, String)>,
+    /// Why there are no symbols, when there are none.
+    pub problem: Option<String>,
+    /// Where the symbols came from, when not the file itself.
+    pub debug_file: Option<String>,
+}
+
+impl ElfImage {
+    pub fn load(path: &str) -> ElfImage {
+        let data = match std::fs::read(path) {
+            Ok(d) => d,
+            Err(e) => {
+                return ElfImage {
+                    problem: Some(format!("cannot read {path}: {e}")),
+                    ..ElfImage::default()
+                }
+            }
+        };
+        let file = match object::File::parse(&*data) {
+            Ok(f) => f,
+            Err(e) => {
+                return ElfImage {
+                    problem: Some(format!("{path}: not an ELF file ({e})")),
+                    ..ElfImage::default()
+                }
+            }
+        };
+        let build_id = file.build_id().ok().flatten().map(<[u8]>::to_vec);
+        let segments = file
+            .segments()
+            .map(|s| {
+                let (off, size) = s.file_range();
+                (off, size, s.address())
+            })
+            .collect();
+        let mut img = ElfImage {
+            build_id,
+            segments,
+            syms: function_symbols(&file),
+            ..ElfImage::default()
+        };
+        if !has_symtab(&file) {
+            // Stripped: the distribution's debug file, by build id, has the full table.
+            if let Some(id) = img.build_id.as_deref().filter(|id| id.len() > 1) {
+                let hex = kstate_format::samples::hex(id);
+                let dbg = format!("/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..]);
+                if let Ok(d) = std::fs::read(&dbg) {
+                    if let Ok(f) = object::File::parse(&*d) {
+                        let syms = function_symbols(&f);
+                        if !syms.is_empty() {
+                            img.syms = syms;
+                            img.debug_file = Some(dbg);
+                        }
+                    }
+                }
+            }
+        }
+        if img.syms.is_empty() {
+            img.problem = Some(format!("{path} has no function symbols"));
+        }
+        img
+    }
+
+    /// The symbol address of a file offset (through the PT_LOAD segment holding it).
+    pub fn offset_to_addr(&self, off: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|&&(o, size, _)| off >= o && off < o + size)
+            .map(|&(o, _, vaddr)| off - o + vaddr)
+    }
+
+    /// The function at `addr`: the closest symbol at or below it, if `addr` lies inside
+    /// it (symbols without a size take everything up to the next one).
+    pub fn lookup(&self, addr: u64) -> Option<&str> {
+        let n = self.syms.partition_point(|s| s.0 <= addr);
+        let (a, size, name) = self.syms.get(n.checked_sub(1)?)?;
+        (*size == 0 || addr < a + size).then_some(name.as_str())
+    }
+}
+
+fn has_symtab(f: &object::File<'_>) -> bool {
+    f.symbols().any(|s| s.kind() == SymbolKind::Text)
+}
+
+fn function_symbols(f: &object::File<'_>) -> Vec<(u64, u64, String)> {
+    let mut v: Vec<(u64, u64, String)> = f
+        .symbols()
+        .chain(f.dynamic_symbols())
+        .filter(|s| s.kind() == SymbolKind::Text && s.address() != 0 && s.is_definition())
+        .filter_map(|s| Some((s.address(), s.size(), demangle(s.name().ok()?))))
+        .collect();
+    // By address; of symbols at one address, sized ones first, then by name; one kept.
+    v.sort_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then((b.1 > 0).cmp(&(a.1 > 0)))
+            .then(a.2.cmp(&b.2))
+    });
+    v.dedup_by_key(|s| s.0);
+    v
+}
+
+/// Rust names without their hash (as perf shows them); anything else as it is.
+pub fn demangle(name: &str) -> String {
+    match rustc_demangle::try_demangle(name) {
+        Ok(d) => format!("{d:#}"),
+        Err(_) => name.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This test binary: its own functions resolve by address.
+    #[test]
+    fn own_symbols() {
+        let exe = std::env::current_exe().unwrap();
+        let img = ElfImage::load(exe.to_str().unwrap());
+        assert!(img.problem.is_none(), "{:?}", img.problem);
+        let addr = own_symbols as *const () as u64;
+        // Find our load bias from /proc/self/maps: the mapping of this file holding addr.
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let (start, off) = maps
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.split_whitespace();
+                let (r, _, o) = (w.next()?, w.next()?, w.next()?);
+                let (a, b) = r.split_once('-')?;
+                let (a, b) = (
+                    u64::from_str_radix(a, 16).ok()?,
+                    u64::from_str_radix(b, 16).ok()?,
+                );
+                (addr >= a && addr < b).then(|| (a, u64::from_str_radix(o, 16).unwrap()))
+            })
+            .next()
+            .unwrap();
+        let sym_addr = img.offset_to_addr(addr - start + off).unwrap();
+        let name = img.lookup(sym_addr).unwrap();
+        assert!(name.ends_with("own_symbols"), "{name}");
+        assert_eq!(
+            demangle("_ZN6kstate3cmd4spin3run17h0123456789abcdefE"),
+            "kstate::cmd::spin::run"
+        );
+        assert!(ElfImage::load("/nonexistent").problem.is_some());
+    }
+}

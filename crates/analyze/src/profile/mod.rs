@@ -1,0 +1,782 @@
+//! CPU profiles from a recording's SAMPLES section (`kstate record --sample`): where the
+//! samples fell, per symbol, like `perf report --no-children`, and the call-graph views
+//! around one symbol (who calls it, what it calls), cut by the analyzers' filters.
+//!
+//! Symbols: kernel addresses through the kallsyms the recording carries (modules named
+//! by their `[module]` tag); user addresses through the MMAP2 records (the kernel's, and
+//! those the recorder made from /proc at the start) to a file and offset, then that
+//! file's ELF symbols ([`elf`]). A file whose build id differs from the one recorded
+//! gives no names (its samples count as `[build-id mismatch]`), not wrong ones.
+//!
+//! Shares are by period (a sample's weight, as perf weighs them); with cpu-clock every
+//! period is the same, so shares and sample counts agree.
+
+pub mod elf;
+pub mod flame;
+
+use std::collections::HashMap;
+
+use kstate_format::samples::{self, PerfRecord, SampleRec, Source, CONTEXT_MAX, CONTEXT_USER};
+use kstate_format::{extras, Error, ErrorKind, Trace};
+
+use crate::filter::{Filters, TimeSel};
+use crate::ksyms::Ksyms;
+use crate::merge::{IdFilter, Merger};
+
+use elf::ElfImage;
+
+/// What an image is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Kernel,
+    Module,
+    Binary,
+    Library,
+    Vdso,
+    /// Anonymous executable memory (JIT code) or a mapping without a file.
+    Anon,
+    /// No mapping known for the address.
+    Unknown,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Kernel => "kernel",
+            Kind::Module => "module",
+            Kind::Binary => "binary",
+            Kind::Library => "library",
+            Kind::Vdso => "vdso",
+            Kind::Anon => "anon",
+            Kind::Unknown => "unknown",
+        }
+    }
+    pub fn is_kernel(self) -> bool {
+        matches!(self, Kind::Kernel | Kind::Module)
+    }
+}
+
+/// A symbol in an image: what rows are keyed by.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Sym {
+    pub name: String,
+    /// The image as shown: `[kernel.kallsyms]`, `[ext4]`, a file's base name, `[vdso]`.
+    pub image: String,
+    /// The file's path for user images.
+    pub path: Option<String>,
+    pub kind: Kind,
+}
+
+/// One row of the per-symbol report.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub sym: Sym,
+    pub samples: u64,
+    pub period: u64,
+}
+
+/// Who calls a symbol, or what it calls.
+#[derive(Debug, Clone)]
+pub struct CallView {
+    pub symbol: String,
+    /// Selected samples with the symbol anywhere in their chain / as the leaf.
+    pub samples: u64,
+    pub self_samples: u64,
+    /// Callers (or callees), most samples first; `[self]` (callees: the symbol itself was
+    /// running) and `[no caller]` (the chain ends at the symbol) included.
+    pub rows: Vec<(Sym, u64)>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub filters: Filters,
+    pub callers: Option<String>,
+    pub callees: Option<String>,
+    /// Also collect folded stacks (for flame graphs): root first, `;`-separated.
+    pub folded: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub event: String,
+    pub freq: Option<u64>,
+    pub period: Option<u64>,
+    pub clock: String,
+    /// Every sample in the file, and the records the kernel lost.
+    pub total_samples: u64,
+    pub lost: u64,
+    /// The samples the filters selected, and their summed period.
+    pub samples: u64,
+    pub total_period: u64,
+    pub kernel_samples: u64,
+    pub user_samples: u64,
+    /// Per symbol (of the sampled instruction), largest share first.
+    pub rows: Vec<Row>,
+    pub callers: Option<CallView>,
+    pub callees: Option<CallView>,
+    /// Stacks root first, with their sample counts (`--flame`).
+    pub folded: Vec<(String, u64)>,
+    /// Time of the first event of the trace (windows are relative to it), and the range
+    /// of the selected samples.
+    pub trace_start: u64,
+    pub first_ts: Option<u64>,
+    pub last_ts: Option<u64>,
+    /// Things the user should know: files that could not be read, build-id mismatches.
+    pub warnings: Vec<String>,
+}
+
+impl Profile {
+    pub fn share(&self, period: u64) -> f64 {
+        if self.total_period == 0 {
+            0.0
+        } else {
+            period as f64 * 100.0 / self.total_period as f64
+        }
+    }
+}
+
+/// One executable mapping of a process, valid from `time` until `until`.
+#[derive(Debug, Clone)]
+struct Map {
+    start: u64,
+    end: u64,
+    pgoff: u64,
+    path: String,
+    build_id: Option<Vec<u8>>,
+    time: u64,
+    until: u64,
+}
+
+/// The kernel half: kallsyms plus which symbol addresses belong to modules.
+struct Kernel {
+    syms: Ksyms,
+    modules: HashMap<u64, String>,
+}
+
+impl Kernel {
+    fn new(text: &[u8]) -> Kernel {
+        let mut modules = HashMap::new();
+        for line in text.split(|&b| b == b'\n') {
+            let Some(open) = line.iter().position(|&b| b == b'[') else {
+                continue;
+            };
+            let Some(close) = line.iter().rposition(|&b| b == b']') else {
+                continue;
+            };
+            let addr = line
+                .split(|&b| b == b' ')
+                .next()
+                .and_then(|a| std::str::from_utf8(a).ok())
+                .and_then(|a| u64::from_str_radix(a, 16).ok());
+            if let (Some(a), true) = (addr, close > open) {
+                modules.insert(
+                    a,
+                    String::from_utf8_lossy(&line[open + 1..close]).into_owned(),
+                );
+            }
+        }
+        Kernel {
+            syms: Ksyms::parse(text),
+            modules,
+        }
+    }
+
+    fn sym(&self, addr: u64) -> Sym {
+        match self.syms.lookup(addr) {
+            Some((name, off)) => {
+                let base = addr - off;
+                match self.modules.get(&base) {
+                    Some(m) => Sym {
+                        name: name.to_string(),
+                        image: format!("[{m}]"),
+                        path: None,
+                        kind: Kind::Module,
+                    },
+                    None => Sym {
+                        name: name.to_string(),
+                        image: "[kernel.kallsyms]".into(),
+                        path: None,
+                        kind: Kind::Kernel,
+                    },
+                }
+            }
+            None => Sym {
+                name: format!("{addr:#x}"),
+                image: "[kernel.kallsyms]".into(),
+                path: None,
+                kind: Kind::Kernel,
+            },
+        }
+    }
+}
+
+/// Resolves addresses to interned symbols.
+struct Symbolizer {
+    kernel: Kernel,
+    maps: HashMap<u32, Vec<Map>>,
+    /// (pid, ip) -> indices into the pid's maps that hold ip, whatever their time.
+    candidates: HashMap<(u32, u64), Vec<usize>>,
+    images: HashMap<String, ElfImage>,
+    /// Paths whose recorded build id differs from the file's.
+    mismatched: HashMap<String, (String, String)>,
+    syms: Vec<Sym>,
+    index: HashMap<Sym, u32>,
+    /// (pid, map index, ip) and kernel ip -> symbol.
+    user_cache: HashMap<(u32, usize, u64), u32>,
+    kernel_cache: HashMap<u64, u32>,
+    unreadable: Vec<String>,
+}
+
+impl Symbolizer {
+    fn intern(&mut self, s: Sym) -> u32 {
+        if let Some(&i) = self.index.get(&s) {
+            return i;
+        }
+        let i = self.syms.len() as u32;
+        self.index.insert(s.clone(), i);
+        self.syms.push(s);
+        i
+    }
+
+    fn kernel(&mut self, addr: u64) -> u32 {
+        if let Some(&i) = self.kernel_cache.get(&addr) {
+            return i;
+        }
+        let s = self.kernel.sym(addr);
+        let i = self.intern(s);
+        self.kernel_cache.insert(addr, i);
+        i
+    }
+
+    fn user(&mut self, pid: u32, addr: u64, time: u64) -> u32 {
+        let maps = self.maps.get(&pid).map(Vec::as_slice).unwrap_or_default();
+        let cands = self.candidates.entry((pid, addr)).or_insert_with(|| {
+            maps.iter()
+                .enumerate()
+                .filter(|(_, m)| addr >= m.start && addr < m.end)
+                .map(|(i, _)| i)
+                .collect()
+        });
+        // Of the mappings live at `time`, the latest.
+        let mi = cands
+            .iter()
+            .copied()
+            .filter(|&i| maps[i].time <= time && time < maps[i].until)
+            .max_by_key(|&i| maps[i].time)
+            .or_else(|| cands.iter().copied().max_by_key(|&i| maps[i].time));
+        let Some(mi) = mi else {
+            return self.intern(Sym {
+                name: "[unknown]".into(),
+                image: "[unknown]".into(),
+                path: None,
+                kind: Kind::Unknown,
+            });
+        };
+        if let Some(&i) = self.user_cache.get(&(pid, mi, addr)) {
+            return i;
+        }
+        let m = maps[mi].clone();
+        let s = self.user_sym(&m, addr);
+        let i = self.intern(s);
+        self.user_cache.insert((pid, mi, addr), i);
+        i
+    }
+
+    fn user_sym(&mut self, m: &Map, addr: u64) -> Sym {
+        let base = m.path.rsplit('/').next().unwrap_or(&m.path).to_string();
+        let unknown = |image: String, kind: Kind, path: Option<String>| Sym {
+            name: "[unknown]".into(),
+            image,
+            path,
+            kind,
+        };
+        if m.path == "[vdso]" || m.path == "[vsyscall]" {
+            return unknown(m.path.clone(), Kind::Vdso, None);
+        }
+        if !m.path.starts_with('/') || m.path.starts_with("/memfd:") {
+            let image = if m.path.is_empty() {
+                "[anon]".into()
+            } else {
+                m.path.clone()
+            };
+            return unknown(image, Kind::Anon, None);
+        }
+        let kind = if base.contains(".so") {
+            Kind::Library
+        } else {
+            Kind::Binary
+        };
+        let path = Some(m.path.clone());
+        if !self.images.contains_key(&m.path) {
+            let img = ElfImage::load(&m.path);
+            if let Some(p) = &img.problem {
+                self.unreadable.push(p.clone());
+            }
+            self.images.insert(m.path.clone(), img);
+        }
+        let img = &self.images[&m.path];
+        if let (Some(want), Some(have)) = (&m.build_id, &img.build_id) {
+            if want != have {
+                self.mismatched
+                    .entry(m.path.clone())
+                    .or_insert_with(|| (samples::hex(want), samples::hex(have)));
+                return Sym {
+                    name: "[build-id mismatch]".into(),
+                    image: base,
+                    path,
+                    kind,
+                };
+            }
+        }
+        let off = addr - m.start + m.pgoff;
+        match img.offset_to_addr(off).and_then(|a| img.lookup(a)) {
+            Some(name) => Sym {
+                name: name.to_string(),
+                image: base,
+                path,
+                kind,
+            },
+            None => unknown(base, kind, path),
+        }
+    }
+}
+
+/// Builds the per-process mappings from the side-band records, in time order.
+fn build_maps(events: &mut [(u64, PerfRecord)]) -> HashMap<u32, Vec<Map>> {
+    events.sort_by_key(|e| e.0);
+    let mut maps: HashMap<u32, Vec<Map>> = HashMap::new();
+    for (t, r) in events.iter() {
+        let t = *t;
+        match r {
+            PerfRecord::Mmap2(m) if m.prot & 4 != 0 || m.path == "[vdso]" => {
+                let v = maps.entry(m.pid).or_default();
+                let (start, end) = (m.start, m.start.saturating_add(m.len));
+                for old in v.iter_mut() {
+                    if old.until > t && old.start < end && start < old.end {
+                        old.until = t;
+                    }
+                }
+                v.push(Map {
+                    start,
+                    end,
+                    pgoff: m.pgoff,
+                    path: m.path.clone(),
+                    build_id: m.build_id.clone(),
+                    time: t,
+                    until: u64::MAX,
+                });
+            }
+            PerfRecord::Comm {
+                pid, exec: true, ..
+            } => {
+                for old in maps.entry(*pid).or_default().iter_mut() {
+                    if old.until > t {
+                        old.until = t;
+                    }
+                }
+            }
+            PerfRecord::Fork { pid, ppid, .. } if pid != ppid => {
+                let inherited: Vec<Map> = maps
+                    .get(ppid)
+                    .map(|v| {
+                        v.iter()
+                            .filter(|m| m.time <= t && t < m.until)
+                            .map(|m| Map {
+                                time: t,
+                                ..m.clone()
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                maps.entry(*pid).or_default().extend(inherited);
+            }
+            _ => {}
+        }
+    }
+    maps
+}
+
+/// Comm of a thread at a time: the COMM records, then the process table at start and
+/// the trace's saved cmdlines.
+struct Comms {
+    changes: HashMap<u32, Vec<(u64, String)>>,
+    start: HashMap<u32, String>,
+}
+
+impl Comms {
+    fn get(&self, tid: u32, t: u64) -> Option<&str> {
+        if tid == 0 {
+            return Some("swapper");
+        }
+        if let Some(v) = self.changes.get(&tid) {
+            let n = v.partition_point(|c| c.0 <= t);
+            if n > 0 {
+                return Some(&v[n - 1].1);
+            }
+            // Before its first COMM record: the first one is the best guess.
+            if !self.start.contains_key(&tid) {
+                return v.first().map(|c| c.1.as_str());
+            }
+        }
+        self.start.get(&tid).map(String::as_str)
+    }
+}
+
+/// Symbols of a sample's call chain, leaf first. `ip - 1` for return addresses, so a
+/// call at the very end of a function names the caller.
+fn frames(s: &SampleRec, sy: &mut Symbolizer, out: &mut Vec<u32>) {
+    out.clear();
+    if s.callchain.is_empty() {
+        out.push(if s.is_kernel() {
+            sy.kernel(s.ip)
+        } else {
+            sy.user(s.pid, s.ip, s.time)
+        });
+        return;
+    }
+    let mut user = !s.is_kernel();
+    let mut first_in_ctx = true;
+    for &a in &s.callchain {
+        if a >= CONTEXT_MAX {
+            user = a == CONTEXT_USER;
+            first_in_ctx = true;
+            continue;
+        }
+        let look = if first_in_ctx { a } else { a.wrapping_sub(1) };
+        first_in_ctx = false;
+        let id = if user {
+            sy.user(s.pid, look, s.time)
+        } else {
+            sy.kernel(look)
+        };
+        out.push(id);
+    }
+    if out.is_empty() {
+        out.push(if s.is_kernel() {
+            sy.kernel(s.ip)
+        } else {
+            sy.user(s.pid, s.ip, s.time)
+        });
+    }
+}
+
+fn corrupt(trace: &Trace, e: Error) -> Error {
+    Error::new(e.kind, e.offset, format!("samples section: {}", e.msg)).in_file(&trace.path)
+}
+
+/// The first event's time of the whole trace, as the analyzers take it.
+fn first_event(trace: &Trace) -> Option<u64> {
+    let mut m = Merger::new(trace, None, IdFilter::all()).ok()?;
+    m.next().ok().flatten().map(|e| e.ts)
+}
+
+pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
+    let Some(payload) = trace.extra(extras::ids::SAMPLES) else {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            None,
+            "this recording has no CPU samples; record them with `kstate record --sample ...`",
+        )
+        .in_file(&trace.path));
+    };
+    let sec = samples::decode(payload).map_err(|e| corrupt(trace, e))?;
+    let h = &sec.header;
+
+    // One pass over the records: samples kept, side-band records collected.
+    let mut side: Vec<(u64, PerfRecord)> = Vec::new();
+    let mut all: Vec<SampleRec> = Vec::new();
+    let mut lost = 0;
+    let mut changes: HashMap<u32, Vec<(u64, String)>> = HashMap::new();
+    for ch in &sec.chunks {
+        for r in samples::records(ch.data, h) {
+            let (_, r) = r.map_err(|e| corrupt(trace, e.shifted(ch.offset as u64)))?;
+            match r {
+                PerfRecord::Sample(s) => all.push(s),
+                PerfRecord::Lost { lost: n } => lost += n,
+                PerfRecord::Comm {
+                    tid,
+                    ref comm,
+                    time,
+                    ..
+                } => {
+                    changes.entry(tid).or_default().push((time, comm.clone()));
+                    side.push((time, r));
+                }
+                PerfRecord::Mmap2(ref m) => {
+                    let t = if ch.source == Source::Maps { 0 } else { m.time };
+                    side.push((t, r));
+                }
+                PerfRecord::Fork { time, .. } => side.push((time, r)),
+                _ => {}
+            }
+        }
+    }
+    for v in changes.values_mut() {
+        v.sort_by_key(|c| c.0);
+    }
+    let mut start_comms: HashMap<u32, String> = trace
+        .comms
+        .iter()
+        .map(|(&p, c)| (p as u32, c.clone()))
+        .collect();
+    if let Some(Ok(ps)) = trace
+        .extra(extras::ids::PROCESSES)
+        .map(extras::decode_processes)
+    {
+        for p in ps {
+            start_comms.insert(p.pid as u32, p.comm);
+        }
+    }
+    let comms = Comms {
+        changes,
+        start: start_comms,
+    };
+
+    let trace_start = first_event(trace)
+        .or_else(|| all.iter().map(|s| s.time).min())
+        .unwrap_or(0);
+    let f = &opts.filters;
+    let sel = TimeSel {
+        include: f.window.map_or((0, u64::MAX), |w| w.resolve(trace_start)),
+        exclude: f.not_window.map(|w| w.resolve(trace_start)),
+    };
+
+    let mut sy = Symbolizer {
+        kernel: Kernel::new(trace.kallsyms.as_deref().unwrap_or_default()),
+        maps: build_maps(&mut side),
+        candidates: HashMap::new(),
+        images: HashMap::new(),
+        mismatched: HashMap::new(),
+        syms: Vec::new(),
+        index: HashMap::new(),
+        user_cache: HashMap::new(),
+        kernel_cache: HashMap::new(),
+        unreadable: Vec::new(),
+    };
+
+    let total_samples = all.len() as u64;
+    let mut p = Profile {
+        event: h.event.clone(),
+        freq: h.attr.freq(),
+        period: h.attr.freq().is_none().then_some(h.attr.period_or_freq),
+        clock: h.clock.clone(),
+        total_samples,
+        lost,
+        samples: 0,
+        total_period: 0,
+        kernel_samples: 0,
+        user_samples: 0,
+        rows: Vec::new(),
+        callers: None,
+        callees: None,
+        folded: Vec::new(),
+        trace_start,
+        first_ts: None,
+        last_ts: None,
+        warnings: Vec::new(),
+    };
+    let mut per_sym: HashMap<u32, (u64, u64)> = HashMap::new();
+    let callers_of = opts.callers.clone();
+    let callees_of = opts.callees.clone();
+    let mut callers: HashMap<u32, u64> = HashMap::new();
+    let mut callees: HashMap<u32, u64> = HashMap::new();
+    let (mut in_callers, mut self_callers) = (0u64, 0u64);
+    let (mut in_callees, mut self_callees) = (0u64, 0u64);
+    let mut folded: HashMap<Vec<u32>, u64> = HashMap::new();
+    let (no_caller, self_row) = (
+        sy.intern(Sym {
+            name: "[no caller]".into(),
+            image: String::new(),
+            path: None,
+            kind: Kind::Unknown,
+        }),
+        sy.intern(Sym {
+            name: "[self]".into(),
+            image: String::new(),
+            path: None,
+            kind: Kind::Unknown,
+        }),
+    );
+    let mut chain = Vec::new();
+    for s in &all {
+        if !sel.contains(s.time)
+            || (!f.pids.is_empty() && !f.pids.contains(&(s.pid as i32)))
+            || (!f.tids.is_empty() && !f.tids.contains(&(s.tid as i32)))
+            || (!f.cpus.is_empty() && !f.cpus.contains(&s.cpu))
+        {
+            continue;
+        }
+        if !f.comms.is_empty() {
+            let c = comms.get(s.tid, s.time).unwrap_or("");
+            if !f.comms.iter().any(|x| x == c) {
+                continue;
+            }
+        }
+        p.samples += 1;
+        p.total_period += s.period;
+        p.first_ts = Some(p.first_ts.map_or(s.time, |t| t.min(s.time)));
+        p.last_ts = Some(p.last_ts.map_or(s.time, |t| t.max(s.time)));
+        frames(s, &mut sy, &mut chain);
+        let leaf = chain[0];
+        if sy.syms[leaf as usize].kind.is_kernel() {
+            p.kernel_samples += 1;
+        } else {
+            p.user_samples += 1;
+        }
+        let e = per_sym.entry(leaf).or_default();
+        e.0 += 1;
+        e.1 += s.period;
+        if let Some(name) = &callers_of {
+            if let Some(i) = chain
+                .iter()
+                .position(|&c| sy.syms[c as usize].name == *name)
+            {
+                in_callers += 1;
+                if i == 0 {
+                    self_callers += 1;
+                }
+                *callers
+                    .entry(chain.get(i + 1).copied().unwrap_or(no_caller))
+                    .or_default() += 1;
+            }
+        }
+        if let Some(name) = &callees_of {
+            if let Some(i) = chain
+                .iter()
+                .position(|&c| sy.syms[c as usize].name == *name)
+            {
+                in_callees += 1;
+                let c = if i == 0 {
+                    self_callees += 1;
+                    self_row
+                } else {
+                    chain[i - 1]
+                };
+                *callees.entry(c).or_default() += 1;
+            }
+        }
+        if opts.folded {
+            let mut stack = chain.clone();
+            stack.reverse();
+            // Runs of unnamed frames (code without frame pointers walks into garbage) as one.
+            stack.dedup_by(|x, y| x == y && sy.syms[*x as usize].name == "[unknown]");
+            *folded.entry(stack).or_default() += 1;
+        }
+    }
+    let mut rows: Vec<Row> = per_sym
+        .into_iter()
+        .map(|(i, (n, per))| Row {
+            sym: sy.syms[i as usize].clone(),
+            samples: n,
+            period: per,
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.period
+            .cmp(&a.period)
+            .then(b.samples.cmp(&a.samples))
+            .then(a.sym.name.cmp(&b.sym.name))
+    });
+    p.rows = rows;
+    let view = |name: Option<String>, m: HashMap<u32, u64>, n: u64, own: u64| {
+        name.map(|symbol| {
+            let mut rows: Vec<(Sym, u64)> = m
+                .into_iter()
+                .map(|(i, c)| (sy.syms[i as usize].clone(), c))
+                .collect();
+            rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.name.cmp(&b.0.name)));
+            CallView {
+                symbol,
+                samples: n,
+                self_samples: own,
+                rows,
+            }
+        })
+    };
+    p.callers = view(callers_of, callers, in_callers, self_callers);
+    p.callees = view(callees_of, callees, in_callees, self_callees);
+    if opts.folded {
+        let mut v: Vec<(String, u64)> = folded
+            .into_iter()
+            .map(|(st, n)| {
+                let names: Vec<String> = st
+                    .iter()
+                    .map(|&i| {
+                        let s = &sy.syms[i as usize];
+                        // Kernel frames marked as stackcollapse marks them.
+                        match s.kind.is_kernel() {
+                            true => format!("{}_[k]", s.name),
+                            false => s.name.replace(';', ":"),
+                        }
+                    })
+                    .collect();
+                (names.join(";"), n)
+            })
+            .collect();
+        v.sort();
+        p.folded = v;
+    }
+    let mut mism: Vec<_> = sy.mismatched.into_iter().collect();
+    mism.sort();
+    for (path, (want, have)) in mism {
+        p.warnings.push(format!(
+            "{path}: build id {have} differs from the recorded {want} (the file changed since the recording); its samples are left unnamed"
+        ));
+    }
+    sy.unreadable.sort();
+    sy.unreadable.dedup();
+    p.warnings.extend(sy.unreadable);
+    if trace.kallsyms.as_deref().is_none_or(|k| k.is_empty()) && p.kernel_samples > 0 {
+        p.warnings
+            .push("the recording has no kallsyms: kernel samples are shown as addresses".into());
+    }
+    Ok(p)
+}
+
+/// One symbol's share before and after (`kstate diff`).
+#[derive(Debug, Clone)]
+pub struct DiffRow {
+    pub name: String,
+    pub image: String,
+    pub kind: Kind,
+    pub before_samples: u64,
+    pub after_samples: u64,
+    pub before_percent: f64,
+    pub after_percent: f64,
+}
+
+/// Symbols of two profiles matched by (name, image), largest change in share first.
+pub fn diff(a: &Profile, b: &Profile) -> Vec<DiffRow> {
+    let mut m: HashMap<(String, String), DiffRow> = HashMap::new();
+    for (p, after) in [(a, false), (b, true)] {
+        for r in &p.rows {
+            let e = m
+                .entry((r.sym.name.clone(), r.sym.image.clone()))
+                .or_insert_with(|| DiffRow {
+                    name: r.sym.name.clone(),
+                    image: r.sym.image.clone(),
+                    kind: r.sym.kind,
+                    before_samples: 0,
+                    after_samples: 0,
+                    before_percent: 0.0,
+                    after_percent: 0.0,
+                });
+            if after {
+                e.after_samples += r.samples;
+                e.after_percent += p.share(r.period);
+            } else {
+                e.before_samples += r.samples;
+                e.before_percent += p.share(r.period);
+            }
+        }
+    }
+    let mut v: Vec<DiffRow> = m.into_values().collect();
+    v.sort_by(|x, y| {
+        let dx = (x.after_percent - x.before_percent).abs();
+        let dy = (y.after_percent - y.before_percent).abs();
+        dy.total_cmp(&dx)
+            .then(y.after_samples.cmp(&x.after_samples))
+            .then(x.name.cmp(&y.name))
+    });
+    v
+}
