@@ -470,7 +470,11 @@ fn kernel_filters_apply_and_bad_ones_are_explained() {
 fn bad_requests_fail_clearly_and_leave_nothing_behind() {
     let dir = tmp();
     let before = kstate_instances();
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--", "/nonexistent/kstate-cmd"],
+            "cannot run /nonexistent/kstate-cmd",
+        ),
         (&["-e", "shced", "--", "true"], "did you mean: sched"),
         (
             &["-e", "raw_syscalls:sys_entr", "--", "true"],

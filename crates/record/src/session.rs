@@ -227,9 +227,15 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
         .filter(|c| inst.path(&format!("per_cpu/cpu{c}")).is_dir())
         .collect();
     let ctl = Control::new()?;
-    let mut readers = Vec::new();
+    // Declared after the instance so that on any early return the readers are stopped
+    // and joined first: they hold the instance's files open, and a busy instance cannot
+    // be removed.
+    let mut readers = ReaderSet {
+        ctl: Arc::clone(&ctl),
+        readers: Vec::new(),
+    };
     for &cpu in &cpus {
-        readers.push(CpuReader::start(
+        readers.readers.push(CpuReader::start(
             cpu,
             &inst.path(&format!("per_cpu/cpu{cpu}/trace_pipe_raw")),
             &scratch.path(&format!("cpu{cpu}")),
@@ -303,12 +309,9 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
                     Some((running, what))
                 }
                 Err(e) => {
-                    // The readers hold the instance's files open: end them, and the
+                    // End the readers (they hold the instance's files open) and the
                     // waiting command, so the instance can be removed.
-                    ctl.stop();
-                    for r in readers {
-                        let _ = r.join();
-                    }
+                    drop(readers);
                     drop(gated);
                     return Err(e);
                 }
@@ -376,10 +379,7 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
     let elapsed = started.elapsed();
     ctl.stop();
 
-    let mut outcomes = Vec::new();
-    for r in readers {
-        outcomes.push(r.join()?);
-    }
+    let outcomes = readers.join()?;
     for o in &outcomes {
         assemble::release_preallocation(&o.scratch);
     }
@@ -702,6 +702,34 @@ fn remove_stale_scratch(output: &Path) {
         };
         if !Path::new(&format!("/proc/{pid}")).exists() {
             let _ = std::fs::remove_dir_all(ent.path());
+        }
+    }
+}
+
+/// The running per-CPU readers. Dropped without [`ReaderSet::join`] (an early error), it
+/// stops and joins them.
+struct ReaderSet {
+    ctl: Arc<Control>,
+    readers: Vec<CpuReader>,
+}
+
+impl ReaderSet {
+    fn join(mut self) -> Result<Vec<crate::reader::CpuOutcome>> {
+        self.ctl.stop();
+        std::mem::take(&mut self.readers)
+            .into_iter()
+            .map(CpuReader::join)
+            .collect()
+    }
+}
+
+impl Drop for ReaderSet {
+    fn drop(&mut self) {
+        if !self.readers.is_empty() {
+            self.ctl.stop();
+            for r in self.readers.drain(..) {
+                let _ = r.join();
+            }
         }
     }
 }
