@@ -593,3 +593,186 @@ fn convert_to_dat_still_wants_a_capture_directory() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("raw capture directories only"), "{err}");
 }
+
+// ---------------------------------------------------------------------------------------
+// Parquet, queried with DuckDB (PyPI `duckdb` in the venv above)
+
+/// Runs `sql` (with `{dir}` replaced by the output directory) in DuckDB; rows as JSON
+/// arrays.
+#[cfg(feature = "parquet")]
+fn duckdb(dir: &Path, sql: &str) -> Vec<Value> {
+    const SCRIPT: &str = r#"
+import duckdb, json, sys
+rows = duckdb.sql(sys.argv[1]).fetchall()
+print(json.dumps([[c if isinstance(c, (int, str, type(None), bool)) else str(c) for c in r] for r in rows]))
+"#;
+    let sql = sql.replace("{dir}", s(dir));
+    let o = Command::new(python())
+        .arg("-c")
+        .arg(SCRIPT)
+        .arg(&sql)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "duckdb {sql}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[cfg(feature = "parquet")]
+fn to_parquet(file: &Path) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    kstate(&["convert", s(file), "--to", "parquet", "-o", s(dir.path())]);
+    dir
+}
+
+/// Every event type's table holds as many rows as `kstate info` counts, and the metadata
+/// table has a row per CPU with its events and losses.
+#[cfg(feature = "parquet")]
+fn check_event_tables(file: &Path, dir: &Path) {
+    let info: Value = serde_json::from_str(&kstate(&["info", "--json", s(file)])).unwrap();
+    let counts = info["event_counts"].as_object().unwrap();
+    assert!(!counts.is_empty());
+    for (ev, n) in counts {
+        let name = ev.rsplit(':').next().unwrap();
+        let got = duckdb(
+            dir,
+            &format!("select count(*) from read_parquet('{{dir}}/*/{name}.parquet')"),
+        );
+        assert_eq!(got[0][0].as_u64(), n.as_u64(), "rows of {name}");
+    }
+    let meta = duckdb(
+        dir,
+        "select cpu, events, lost, host from read_parquet('{dir}/*/meta.parquet', \
+         hive_partitioning = true) order by cpu",
+    );
+    let per_cpu = info["per_cpu"].as_array().unwrap();
+    assert_eq!(meta.len(), per_cpu.len(), "a metadata row per CPU");
+    for (m, c) in meta.iter().zip(per_cpu) {
+        assert_eq!(m[0], c["cpu"]);
+        assert_eq!(m[1], c["events"]);
+        assert_eq!(m[2], c["lost"]);
+        assert!(
+            m[3].as_str().is_some_and(|h| !h.is_empty()),
+            "host partition"
+        );
+    }
+}
+
+#[cfg(feature = "parquet")]
+#[test]
+fn parquet_of_lisa_trace_has_typed_columns_equal_to_dump() {
+    let f = lisa();
+    let dir = to_parquet(&f);
+    check_event_tables(&f, dir.path());
+    // sched_switch column for column, as kstate dump --json prints it.
+    let got = duckdb(
+        dir.path(),
+        "select ts, cpu, tid, prev_comm, prev_pid, prev_prio, prev_state, next_comm, \
+         next_pid, next_prio from '{dir}/*/sched_switch.parquet' order by ts, cpu",
+    );
+    let want: Vec<Value> = kstate(&["dump", "--json", "--events", "sched_switch", s(&f)])
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            let x = &v["fields"];
+            serde_json::json!([
+                v["ts"],
+                v["cpu"],
+                v["pid"],
+                x["prev_comm"],
+                x["prev_pid"],
+                x["prev_prio"],
+                x["prev_state"],
+                x["next_comm"],
+                x["next_pid"],
+                x["next_prio"]
+            ])
+        })
+        .collect();
+    assert_eq!(got.len(), want.len());
+    assert_eq!(got, want);
+    let types = duckdb(
+        dir.path(),
+        "select column_name, column_type from (describe select * from \
+         '{dir}/*/sched_switch.parquet')",
+    );
+    let ty = |c: &str| {
+        types
+            .iter()
+            .find(|r| r[0] == c)
+            .map(|r| r[1].as_str().unwrap().to_string())
+    };
+    assert_eq!(ty("ts").as_deref(), Some("UBIGINT"));
+    assert_eq!(ty("prev_comm").as_deref(), Some("VARCHAR"));
+    assert_eq!(ty("prev_pid").as_deref(), Some("INTEGER"));
+    assert_eq!(ty("prev_state").as_deref(), Some("BIGINT"));
+}
+
+/// The acceptance check: per-syscall counts and total durations from the syscall
+/// analyzer's log table equal `kstate analyze syscall --stat --format json`.
+#[cfg(feature = "parquet")]
+#[test]
+fn parquet_syscall_log_sums_to_analyze_stat() {
+    let f = recording();
+    let dir = to_parquet(f);
+    check_event_tables(f, dir.path());
+    let stat: Value = serde_json::from_str(&kstate(&[
+        "analyze",
+        "syscall",
+        s(f),
+        "--stat",
+        "--format",
+        "json",
+    ]))
+    .unwrap();
+    let mut want: Vec<(String, u64, u64, u64)> = stat["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["key"].as_str().unwrap().to_string(),
+                r["count"].as_u64().unwrap(),
+                r["total_ns"].as_u64().unwrap(),
+                r["errors"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(want.len() >= 3, "too few system calls recorded: {want:?}");
+    let got = duckdb(
+        dir.path(),
+        "select key, count(*), sum(dur_ns)::ubigint, count(*) filter (where errors) \
+         from read_parquet('{dir}/*/log_syscall.parquet', hive_partitioning = true) \
+         group by key",
+    );
+    let mut got: Vec<(String, u64, u64, u64)> = got
+        .iter()
+        .map(|r| {
+            (
+                r[0].as_str().unwrap().to_string(),
+                r[1].as_u64().unwrap(),
+                r[2].as_u64().unwrap(),
+                r[3].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+    // And the log table is the --log output row for row.
+    let rows = log_rows("syscall", f);
+    let n = duckdb(
+        dir.path(),
+        "select count(*) from '{dir}/*/log_syscall.parquet'",
+    );
+    assert_eq!(n[0][0].as_u64(), Some(rows.len() as u64));
+    // A second conversion into the same place is refused rather than mixed in.
+    let o = Command::new(KSTATE)
+        .args(["convert", s(f), "--to", "parquet", "-o", s(dir.path())])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}

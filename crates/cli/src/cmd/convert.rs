@@ -4,6 +4,8 @@
 
 mod chrome;
 mod common;
+#[cfg(feature = "parquet")]
+mod parquet;
 mod pb;
 mod perfetto;
 
@@ -71,6 +73,25 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             eprintln!("kstate: {}: {s}", args.output.display());
             return Ok(ExitCode::SUCCESS);
         }
+        #[cfg(feature = "parquet")]
+        Target::Parquet => {
+            let s = parquet::write(&trace, &args.output, &args.analyzers)?;
+            let t: Vec<String> = s.tables.iter().map(|(n, r)| format!("{n} {r}")).collect();
+            eprintln!(
+                "kstate: {}: {} events; tables (rows): {}",
+                s.dir.display(),
+                s.events,
+                t.join(", ")
+            );
+            if !s.skipped.is_empty() {
+                eprintln!(
+                    "kstate: not applicable (events missing): {}",
+                    s.skipped.join(", ")
+                );
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        #[cfg(not(feature = "parquet"))]
         Target::Parquet => {
             return Err(Error::new(
                 ErrorKind::Unsupported,
