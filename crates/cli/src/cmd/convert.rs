@@ -1,5 +1,13 @@
 //! `kstate convert`: a raw capture directory into a trace.dat v7 that trace-cmd and
-//! KernelShark open.
+//! KernelShark open (`--to dat`, the default), or any trace kstate reads into a format
+//! other tools open: Chrome trace-event JSON, Perfetto's protobuf trace, Parquet tables.
+
+mod chrome;
+mod common;
+#[cfg(feature = "parquet")]
+mod parquet;
+mod pb;
+mod perfetto;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,27 +15,100 @@ use std::process::ExitCode;
 use kstate_format::writer::{write_from_capture, Compression, WriterConfig};
 use kstate_format::{Container, Error, ErrorKind};
 
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Target {
+    /// trace.dat v7 from a raw capture directory (trace-cmd, KernelShark)
+    Dat,
+    /// Chrome trace-event JSON (Perfetto UI, chrome://tracing)
+    ChromeJson,
+    /// Perfetto protobuf trace: native CPU scheduling tracks and analyzer slices
+    Perfetto,
+    /// A directory of Parquet tables (DuckDB, pandas, Spark); needs the `parquet` feature
+    Parquet,
+}
+
 #[derive(clap::Args)]
 pub struct Args {
-    /// Raw tracefs capture directory (header_page, events/*/*/format, per_cpu/cpuN/trace_pipe_raw)
-    dir: PathBuf,
-    /// Output trace.dat
+    /// Raw tracefs capture directory for --to dat; for the other targets any trace kstate
+    /// reads (trace.dat v6/v7, perf.data, raw capture directory)
+    input: PathBuf,
+    /// Output file (a directory for --to parquet)
     #[arg(short, long)]
     output: PathBuf,
-    /// Compress CPU data and metadata sections with zstd
+    /// Output format
+    #[arg(long, value_enum, default_value = "dat")]
+    to: Target,
+    /// Compress CPU data and metadata sections with zstd (--to dat)
     #[arg(long)]
     zstd: bool,
+    /// Analyzers whose --log rows are added (comma-separated, or "none"); default: every
+    /// analyzer whose events the trace holds
+    #[arg(long, value_delimiter = ',')]
+    analyzers: Vec<String>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
-    let trace = super::open(&args.dir)?;
+    let trace = super::open(&args.input)?;
+    match args.to {
+        Target::Dat => {}
+        Target::ChromeJson => {
+            let s = chrome::write(&trace, &args.output, &args.analyzers)?;
+            let a: Vec<String> = s
+                .analyzers
+                .iter()
+                .map(|(n, rows, tracks)| format!("{n}: {rows} rows on {tracks} tracks"))
+                .collect();
+            eprintln!(
+                "kstate: {}: {} task runs on {} CPUs{}{}",
+                args.output.display(),
+                s.runs,
+                s.cpus,
+                if a.is_empty() { "" } else { "; " },
+                a.join(", ")
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        Target::Perfetto => {
+            let s = perfetto::write(&trace, &args.output, &args.analyzers)?;
+            eprintln!("kstate: {}: {s}", args.output.display());
+            return Ok(ExitCode::SUCCESS);
+        }
+        #[cfg(feature = "parquet")]
+        Target::Parquet => {
+            let s = parquet::write(&trace, &args.output, &args.analyzers)?;
+            let t: Vec<String> = s.tables.iter().map(|(n, r)| format!("{n} {r}")).collect();
+            eprintln!(
+                "kstate: {}: {} events; tables (rows): {}",
+                s.dir.display(),
+                s.events,
+                t.join(", ")
+            );
+            if !s.skipped.is_empty() {
+                eprintln!(
+                    "kstate: not applicable (events missing): {}",
+                    s.skipped.join(", ")
+                );
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        #[cfg(not(feature = "parquet"))]
+        Target::Parquet => {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                None,
+                "this kstate was built without Parquet output: build it with \
+                 `cargo build --release --features parquet`",
+            ));
+        }
+    }
     if trace.container != Container::RawDir {
         return Err(Error::new(
             ErrorKind::Unsupported,
             None,
-            "convert reads raw capture directories only",
+            "convert --to dat reads raw capture directories only (use --to chrome-json, \
+             perfetto or parquet for other traces)",
         )
-        .in_file(&args.dir));
+        .in_file(&args.input));
     }
     let mut cfg = WriterConfig::new(trace.layout.page_size);
     if args.zstd {
