@@ -638,6 +638,36 @@ fn switches_in(cap: &Path, pid: i32) -> u64 {
         .count() as u64
 }
 
+/// Sleeps of `pid` in a trace: a switch-out in state S (1) followed by its next
+/// switch-in at least 9 ms later, from `kstate dump`.
+fn sleeps_in_trace(cap: &Path, pid: i32) -> u64 {
+    let out = kstate(&[
+        "dump".as_ref(),
+        "--json".as_ref(),
+        "--events".as_ref(),
+        "sched_switch".as_ref(),
+        cap.as_os_str(),
+    ]);
+    let mut out_at: Option<u64> = None;
+    let mut n = 0;
+    for l in out.lines() {
+        let v: Value = serde_json::from_str(l).unwrap();
+        let f = &v["fields"];
+        let ts = v["ts"].as_u64().unwrap();
+        if f["next_pid"] == pid {
+            if let Some(t) = out_at.take() {
+                if ts - t >= 9_000_000 {
+                    n += 1;
+                }
+            }
+        }
+        if f["prev_pid"] == pid {
+            out_at = (f["prev_state"].as_u64() == Some(1)).then_some(ts);
+        }
+    }
+    n
+}
+
 #[test]
 fn offcpu_sees_each_10ms_sleep() {
     let tmp = tempfile::tempdir().unwrap();
@@ -673,7 +703,15 @@ fn offcpu_sees_each_10ms_sleep() {
         assert_eq!(n, 0, "events lost on cpu {cpu}");
     }
     let s = row(&v, "S").unwrap_or_else(|| panic!("no S row: {v}"));
-    assert_eq!(s["count"], SLEEPS, "{v}");
+    // What the trace holds, paired independently: a switch-out in S, then the next
+    // switch-in, 9 ms or more later. This VM's kernel now and then drops a switch event
+    // (see above), so the trace may hold a sleep less than the workload made.
+    let in_trace = sleeps_in_trace(&cap, pid);
+    assert_eq!(s["count"], in_trace, "{v}");
+    assert!(
+        in_trace + 1 >= SLEEPS,
+        "only {in_trace} of {SLEEPS} sleeps in the trace"
+    );
     assert!(s["min_ns"].as_u64().unwrap() >= 10_000_000, "{s}");
     // Timer slack and a loaded VM delay wake-ups, but not by 40 ms.
     assert!(s["max_ns"].as_u64().unwrap() < 50_000_000, "{s}");
