@@ -25,6 +25,8 @@ enum Command {
     /// (system-call time, wake-up latency, off-CPU time, ...)
     #[command(visible_alias = "la")]
     Analyze(Box<cmd::analyze::Args>),
+    /// One line per user-space lock: "threads spent N % of their time waiting on <lock>"
+    TopLocks(cmd::top_locks::Args),
     /// Split a trace into one trace.dat per CPU (timestamps kept)
     Split(cmd::split::Args),
     /// Turn a raw tracefs capture directory into a trace.dat v7 (readable by trace-cmd)
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
         Command::Analyze(a) => cmd::analyze::run(*a),
         Command::Convert(a) => cmd::convert::run(a),
         Command::Split(a) => cmd::split::run(a),
+        Command::TopLocks(a) => cmd::top_locks::run(a),
         Command::Bench(b) => cmd::bench::run(b),
         Command::Workload(w) => cmd::workload::run(w),
     };

@@ -306,3 +306,75 @@ fn a_system_call_storm_runs_and_counts_every_call() {
         "on-CPU {on_ns} ns in the trace against {cpu_ns} ns of getrusage: {r}"
     );
 }
+
+#[test]
+fn top_locks_names_the_contended_mutex() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("locks.dat");
+    let (pid, stdout) = record(
+        &[
+            KSTATE,
+            "workload",
+            "mutex-fight",
+            "--threads",
+            "4",
+            "--iters",
+            "20000",
+        ],
+        &file,
+    );
+    // `mutex 0x... size N`: the futex word lies inside.
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("mutex 0x"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let addr = u64::from_str_radix(w[1].trim_start_matches("0x"), 16).unwrap();
+    let size: u64 = w[3].parse().unwrap();
+    let v = json(&[
+        "top-locks".as_ref(),
+        "--json".as_ref(),
+        "--pid".as_ref(),
+        pid.to_string().as_ref(),
+        file.as_os_str(),
+    ]);
+    let top = &v["locks"][0];
+    let lock = top["lock"].as_str().unwrap();
+    let (a, group) = lock.split_once('@').unwrap();
+    let a = u64::from_str_radix(a.trim_start_matches("0x"), 16).unwrap();
+    assert!(
+        (addr..addr + size).contains(&a),
+        "{lock} is not the mutex at {addr:#x}"
+    );
+    assert_eq!(group, pid.to_string());
+    assert_eq!(top["threads"], 4, "{top}");
+    let pct = top["pct_of_thread_time"].as_f64().unwrap();
+    assert!(pct > 0.0 && pct <= 100.0, "{top}");
+    // The same waits as the futex analyzer's row for that lock.
+    let futex = json(&[
+        "analyze".as_ref(),
+        "futex".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        "--key".as_ref(),
+        format!("{lock} wait").as_ref(),
+        file.as_os_str(),
+    ]);
+    let row = &futex["rows"][0];
+    assert_eq!(row["total_ns"], top["wait_ns"], "{row}");
+    assert_eq!(row["count"], top["waits"], "{row}");
+    let span = v["span_ns"].as_f64().unwrap();
+    let want = top["wait_ns"].as_f64().unwrap() * 100.0 / (4.0 * span);
+    assert!((pct - want).abs() < 0.01, "{pct} vs {want}");
+    // The one-line text answer.
+    let text = kstate(&[
+        "top-locks".as_ref(),
+        "--top".as_ref(),
+        "1".as_ref(),
+        file.as_os_str(),
+    ]);
+    assert!(
+        text.starts_with("threads spent ") && text.contains(&format!("waiting on {lock} ")),
+        "{text}"
+    );
+}

@@ -7,6 +7,7 @@ pub mod dump;
 pub mod info;
 pub mod record;
 pub mod split;
+pub mod top_locks;
 pub mod workload;
 
 use kstate_format::{Error, Trace};
