@@ -94,6 +94,11 @@ pub trait Analyzer: Sized {
     fn tables(&mut self, _out: &Out) -> Vec<Table> {
         Vec::new()
     }
+
+    /// Facts about this run for the report's notes (e.g. events it did without).
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Events an analyzer needs and the file lacks.
@@ -135,6 +140,8 @@ pub struct Config {
     pub filters: Filters,
     /// Thread id -> thread-group id, where the trace records them (tracefs `saved_tgids`).
     pub tgids: FxMap<i32, i32>,
+    /// Time-series step in ns, for analyzers that report per interval (`microstate`).
+    pub interval: Option<u64>,
 }
 
 impl Config {
@@ -144,6 +151,7 @@ impl Config {
             mode,
             filters: Filters::default(),
             tgids: FxMap::default(),
+            interval: None,
         }
     }
 }
@@ -326,6 +334,7 @@ pub struct Out {
     aggs: Vec<(u64, Agg)>,
     last: Option<(u64, u32)>,
     pending: Vec<Sample>,
+    interval: Option<u64>,
     pub counts: Counts,
 }
 
@@ -346,6 +355,10 @@ impl Out {
     }
     pub fn is_log(&self) -> bool {
         self.log
+    }
+    /// The time-series step asked for (`--interval`), in ns.
+    pub fn interval(&self) -> Option<u64> {
+        self.interval
     }
 
     /// A pair started at `start_mark` ends now: emitted if no events were lost anywhere
@@ -422,10 +435,19 @@ impl Out {
         self.sel.contains(self.now) && (!self.task_or_cpu_filter || self.task_selected(tid, cpu))
     }
 
+    /// Whether the task filters (--pid, --tid, --comm; not --cpu) select `tid`.
+    pub fn selects_task(&self, tid: i32) -> bool {
+        !self.task_or_cpu_filter || self.task_selected_any_cpu(tid)
+    }
+
     fn task_selected(&self, tid: i32, cpu: u32) -> bool {
         if !self.cpus.is_empty() && !self.cpus.contains(&cpu) {
             return false;
         }
+        self.task_selected_any_cpu(tid)
+    }
+
+    fn task_selected_any_cpu(&self, tid: i32) -> bool {
         if !self.tids.is_empty() && !self.tids.contains(&tid) {
             return false;
         }
@@ -626,6 +648,7 @@ pub fn drive<A: Analyzer>(
         aggs: Vec::new(),
         last: None,
         pending: Vec::new(),
+        interval: cfg.interval.filter(|&i| i > 0),
         counts: Counts::default(),
     };
     let mut lost: BTreeMap<u32, Option<u64>> =
@@ -702,6 +725,7 @@ pub fn drive<A: Analyzer>(
     out.counts.open_at_end = a.finish(&mut out);
     flush_log(&a, &mut out, log, &mut key_filter)?;
     let tables = a.tables(&out);
+    notes.extend(a.notes());
     let mut rows = Vec::with_capacity(out.aggs.len());
     for (k, agg) in std::mem::take(&mut out.aggs) {
         let key = a.key_name(k, &out.tasks);

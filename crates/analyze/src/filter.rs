@@ -132,7 +132,7 @@ pub fn parse_dur(s: &str) -> Result<u64, String> {
 }
 
 /// Like [`parse_dur`] but a bare number is seconds (window bounds).
-fn parse_dur_or_secs(s: &str) -> Result<u64, String> {
+pub fn parse_dur_or_secs(s: &str) -> Result<u64, String> {
     parse_with_unit(s, 1_000_000_000)
         .ok_or_else(|| format!("invalid time {s:?}: expected seconds (1.5) or a duration (250ms)"))
 }

@@ -29,6 +29,8 @@ enum Command {
     Profile(cmd::profile::Args),
     /// Compare two profiles (recordings made with --sample): per-symbol change in share
     Diff(cmd::profile::DiffArgs),
+    /// One line per user-space lock: "threads spent N % of their time waiting on <lock>"
+    TopLocks(cmd::top_locks::Args),
     /// Split a trace into one trace.dat per CPU (timestamps kept)
     Split(cmd::split::Args),
     /// Record a command (or the built-in demo), analyze it with every analyzer that
@@ -65,6 +67,7 @@ fn main() -> ExitCode {
         Command::Split(a) => cmd::split::run(a),
         Command::Profile(a) => cmd::profile::run(a),
         Command::Diff(a) => cmd::profile::diff(a),
+        Command::TopLocks(a) => cmd::top_locks::run(a),
         Command::Bench(b) => cmd::bench::run(b),
         Command::Workload(w) => cmd::workload::run(w),
     };

@@ -27,12 +27,12 @@ use crate::pair::Pairs;
 const CLONE_THREAD: u64 = 0x0001_0000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Family {
+pub(crate) enum Family {
     Wait,
     Wake,
 }
 
-fn family(op: u64) -> Option<Family> {
+pub(crate) fn family(op: u64) -> Option<Family> {
     match op & 127 {
         // WAIT, LOCK_PI, WAIT_BITSET, WAIT_REQUEUE_PI, LOCK_PI2
         0 | 6 | 9 | 11 | 13 => Some(Family::Wait),

@@ -11,6 +11,7 @@ pub mod futex;
 pub mod irq;
 pub mod kmalloc;
 pub mod lockwait;
+pub mod microstate;
 pub mod net;
 pub mod offcpu;
 pub mod palloc;
@@ -37,6 +38,7 @@ pub const ALL: &[Info] = &[
     <blkqueue::BlkQueue as Analyzer>::INFO,
     <proc::Proc as Analyzer>::INFO,
     <futex::Futex as Analyzer>::INFO,
+    <microstate::Microstate as Analyzer>::INFO,
     <palloc::Palloc as Analyzer>::INFO,
     <kmalloc::Kmalloc as Analyzer>::INFO,
     <vmscan::Vmscan as Analyzer>::INFO,

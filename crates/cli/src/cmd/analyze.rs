@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use kstate_analyze::analyzer::{sort_rows, Buckets, Config, Mode, NoLog};
 use kstate_analyze::analyzers;
-use kstate_analyze::filter::{parse_dur, parse_window, Filters, WindowSpec};
+use kstate_analyze::filter::{parse_dur, parse_dur_or_secs, parse_window, Filters, WindowSpec};
 use kstate_analyze::fxmap::FxMap;
 use kstate_format::{Error, ErrorKind, Trace};
 use kstate_render::sorted::{LogOrder, SortedLog};
@@ -101,6 +101,9 @@ pub struct Args {
     /// Only values <= DUR
     #[arg(long, value_parser = parse_dur, value_name = "DUR")]
     max: Option<u64>,
+    /// microstate: values per interval of S seconds (or a duration: 100ms), a time series
+    #[arg(long, value_parser = parse_dur_or_secs, value_name = "S")]
+    interval: Option<u64>,
 }
 
 fn bad_args(msg: String) -> Error {
@@ -189,6 +192,12 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     }
     let mut cfg = Config::new(mode);
     cfg.by = args.by.clone();
+    if args.interval.is_some() && info.name != "microstate" {
+        return Err(bad_args(format!(
+            "--interval applies to microstate, not {name}"
+        )));
+    }
+    cfg.interval = args.interval;
     cfg.filters = Filters {
         window: args.window,
         not_window: args.not_window,

@@ -30,6 +30,12 @@ pub enum Bench {
     /// Recording cost: a null-system-call loop untraced, with the events enabled but
     /// unread, under `kstate record` and under `perf record`, side by side
     Record(super::bench_record::Args),
+    /// Allocator scalability: the malloc_test harness (threads allocating and freeing in
+    /// loops), loops per second per allocator (LD_PRELOAD) x threads x size, peak RSS
+    Malloc(super::bench_malloc::Args),
+    /// One malloc_test measurement in this process (used by `bench malloc`)
+    #[command(hide = true)]
+    MallocPass(super::bench_malloc::PassArgs),
     /// Analysis speed: `kstate analyze syscall --stat` (system-call time per call name,
     /// with percentiles) next to `trace-cmd report` piped into an awk script that pairs
     /// sys_enter/sys_exit per thread and sums per call number; wall time and peak RSS of
@@ -62,6 +68,8 @@ pub fn run(b: Bench) -> Result<ExitCode, Error> {
             Ok(ExitCode::SUCCESS)
         }
         Bench::Record(a) => super::bench_record::run(a),
+        Bench::Malloc(a) => super::bench_malloc::run(a),
+        Bench::MallocPass(a) => super::bench_malloc::pass(a),
         Bench::Read {
             file,
             runs,

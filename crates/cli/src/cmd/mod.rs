@@ -1,5 +1,6 @@
 pub mod analyze;
 pub mod bench;
+pub mod bench_malloc;
 pub mod bench_record;
 pub mod convert;
 pub mod dump;
@@ -10,6 +11,7 @@ pub mod record;
 pub mod report;
 pub mod run;
 pub mod split;
+pub mod top_locks;
 pub mod workload;
 
 use kstate_format::{Error, Trace};
