@@ -118,6 +118,16 @@ fn spin_profile_names_the_hot_function_and_its_callers() {
     let p = profile(&file, &[]);
     assert_eq!(p["samples"].as_u64().unwrap(), n, "{p}");
     assert_eq!(p["samples_in_file"].as_u64().unwrap(), n);
+    // kstate info describes the section with the same totals.
+    let info: Value =
+        serde_json::from_slice(&ok(&["info", "--json", file.to_str().unwrap()]).stdout).unwrap();
+    assert_eq!(
+        info["samples"]["samples"].as_u64(),
+        Some(n),
+        "{}",
+        info["samples"]
+    );
+    assert_eq!(info["samples"]["event"], "cpu-clock");
     let top = &rows(&p)[0];
     assert_eq!(top["symbol"], HOT, "{p}");
     assert_eq!(top["kind"], "binary");

@@ -46,6 +46,8 @@ struct Sections {
     processes: Option<Option<usize>>,
     sysinfo_snapshots: Option<Option<u64>>,
     ring_stats: Option<Option<Vec<RingStats>>>,
+    /// CPU samples (`record --sample`): the sampled event and the totals.
+    samples: Option<Option<(String, kstate_format::samples::Counts)>>,
 }
 
 impl Sections {
@@ -54,6 +56,7 @@ impl Sections {
             || self.processes.is_some()
             || self.sysinfo_snapshots.is_some()
             || self.ring_stats.is_some()
+            || self.samples.is_some()
     }
 }
 
@@ -100,6 +103,10 @@ fn read_sections(trace: &Trace, errors: &mut Vec<Error>) -> Sections {
             extras::sysinfo_snapshots(b).try_fold(0u64, |n, s| s.map(|_| n + 1))
         }),
         ring_stats: decode(trace, ids::RING_STATS, errors, extras::decode_ring_stats),
+        samples: decode(trace, ids::SAMPLES, errors, |b| {
+            let event = kstate_format::samples::decode(b)?.header.event;
+            Ok((event, kstate_format::samples::count(b)?))
+        }),
     }
 }
 
@@ -323,6 +330,12 @@ impl Report<'_> {
         if let Some(n) = &sec.sysinfo_snapshots {
             o.insert("sysinfo_snapshots".into(), json!(n));
         }
+        if let Some(smp) = &sec.samples {
+            let v = smp.as_ref().map(|(event, c)| {
+                json!({"event": event, "samples": c.samples, "lost": c.lost, "throttled": c.throttled})
+            });
+            o.insert("samples".into(), json!(v));
+        }
         if let Some(rs) = &sec.ring_stats {
             let v = rs.as_ref().map(|rs| {
                 rs.iter()
@@ -424,6 +437,22 @@ impl Report<'_> {
         };
         if let Some(line) = sysinfo {
             let _ = writeln!(s, "  sysinfo:     {line}");
+        }
+        match &sec.samples {
+            Some(Some((event, c))) => {
+                let _ = writeln!(
+                    s,
+                    "  samples:     {} of {}, {} lost, {} throttled (`kstate profile` reads them)",
+                    c.samples,
+                    printable(event),
+                    c.lost,
+                    c.throttled
+                );
+            }
+            Some(None) => {
+                let _ = writeln!(s, "  samples:     {DAMAGED}");
+            }
+            None => {}
         }
         match &sec.processes {
             Some(Some(n)) => {
