@@ -40,7 +40,8 @@ enum Command {
     Plot(Box<cmd::plot::Args>),
     /// Write the self-contained HTML report of a recording
     Report(cmd::report::Args),
-    /// Turn a raw tracefs capture directory into a trace.dat v7 (readable by trace-cmd)
+    /// Convert a trace: a raw tracefs capture to trace.dat v7, or any trace to Chrome JSON,
+    /// Perfetto or Parquet (--to)
     Convert(cmd::convert::Args),
     /// Small programs with known behaviour, for tests, benchmarks and demos
     #[command(subcommand, hide = true)]

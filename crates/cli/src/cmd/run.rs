@@ -172,6 +172,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             ));
         }
     }
+    let created = !dir.exists();
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     let demo = args.command.is_empty();
     let command = if demo {
@@ -213,6 +214,10 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         Ok(s) => s,
         Err(e) => {
             eprintln!("kstate run: {e}");
+            // Nothing was recorded: leave no empty directory that looks like a run.
+            if created {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
             return Ok(ExitCode::FAILURE);
         }
     };

@@ -44,7 +44,7 @@ fn read(path: &Path) -> Result<Trace> {
             ErrorKind::BadMagic,
             Some(0),
             format!(
-                "bad magic: expected \\x17\\x08\\x44tracing, found {}",
+                "bad magic: not a trace.dat (\\x17\\x08\\x44tracing), perf.data (PERFILE2) or capture directory; found {}",
                 have.escape_ascii()
             ),
         ));
