@@ -15,8 +15,9 @@
 //! command's threads (its process and every thread or child it forked) counts only theirs:
 //! a finding explains the command's time, not idle daemons'. Findings are sorted by share,
 //! largest first. The rules, generic over every analyzer's rows:
-//! - top keys: for each analyzer whose values are times, its three keys with the largest
-//!   total: share = time any of the key's intervals was in progress;
+//! - top keys: for each analyzer whose values are times (except `proc`, whose intervals
+//!   are lifetimes: a process being alive explains nothing), its three keys with the
+//!   largest total: share = time any of the key's intervals was in progress;
 //! - clusters (the three largest per analyzer): a key's slow samples (>= 10 x its median and >= 1 ms) when there are at
 //!   least two and they all fall inside at most half the recording: "N calls >= X, all
 //!   between A s and B s"; share = time those slow ones were in progress;
@@ -591,7 +592,8 @@ pub fn findings(r: &Report) -> Vec<Finding> {
         } else {
             ""
         };
-        if unit == Unit::Ns {
+        // Lifetimes are not time spent on anything.
+        if unit == Unit::Ns && info.name != "proc" {
             // The three largest totals: of the command's threads where restricted.
             let mut top: Vec<(&KeyTrack, u64, u64, u64, &Vec<f32>)> = if restricted {
                 a.track
