@@ -270,6 +270,9 @@ impl LogSink for Collector {
                     return Ok(());
                 };
                 let k = &mut self.keys[i];
+                // A key first seen in the stat pass (blkqueue's arrivals are keyed like its
+                // queue levels) is a level in the log pass.
+                k.level = true;
                 k.level_until(&ax, r.start);
                 if k.last_level.is_none_or_older(r.start) {
                     k.last_level = Some((r.start, r.value));
