@@ -360,6 +360,9 @@ pub struct Finding {
     pub share: f64,
     /// Seconds on the common axis, for windows worth shading.
     pub window: Option<(f64, f64)>,
+    /// Per bin, how much of it the finding's intervals cover (top-key findings): lets the
+    /// same waits seen by several analyzers count once.
+    pub cover: Option<Vec<f32>>,
 }
 
 /// Everything a report shows.
@@ -635,6 +638,7 @@ pub fn findings(r: &Report) -> Vec<Finding> {
                     ),
                     share,
                     window: None,
+                    cover: Some(cov.clone()),
                 });
             }
             let mut clusters = Vec::new();
@@ -665,6 +669,7 @@ pub fn findings(r: &Report) -> Vec<Finding> {
                     ),
                     share,
                     window: Some((ax.secs(s.first), ax.secs(s.last_end))),
+                    cover: None,
                 });
             }
             clusters.sort_by(|a, b| b.share.total_cmp(&a.share));
@@ -713,6 +718,7 @@ pub fn findings(r: &Report) -> Vec<Finding> {
                 ),
                 share,
                 window,
+                cover: None,
             });
         }
     }
@@ -722,7 +728,44 @@ pub fn findings(r: &Report) -> Vec<Finding> {
             .unwrap_or(std::cmp::Ordering::Equal)
             .then_with(|| a.text.cmp(&b.text))
     });
-    out
+    merge_same_time(out)
+}
+
+/// The same waits often show up in several analyzers (a thread blocked in a futex call is
+/// the syscall analyzer's `futex`, offcpu's `S` and microstate's `LCK`): a finding whose
+/// intervals cover nearly the same bins as a higher-ranked finding of another analyzer
+/// (the covered amounts differ by at most 10 %) is folded into it, named at its end.
+fn merge_same_time(found: Vec<Finding>) -> Vec<Finding> {
+    let mut kept: Vec<Finding> = Vec::new();
+    let mut also: Vec<Vec<String>> = Vec::new();
+    'next: for f in found {
+        if let Some(c) = &f.cover {
+            for (i, k) in kept.iter().enumerate() {
+                let Some(kc) = &k.cover else { continue };
+                if k.analyzer == f.analyzer {
+                    continue;
+                }
+                let (mut diff, mut base) = (0f64, 0f64);
+                for (a, b) in c.iter().zip(kc) {
+                    diff += (a - b).abs() as f64;
+                    base += a.max(*b) as f64;
+                }
+                if base > 0.0 && diff <= 0.10 * base {
+                    also[i].push(format!("{} {}", f.analyzer, f.key));
+                    continue 'next;
+                }
+            }
+        }
+        kept.push(f);
+        also.push(Vec::new());
+    }
+    for (k, a) in kept.iter_mut().zip(also) {
+        if !a.is_empty() {
+            k.text
+                .push_str(&format!(" (the same time as: {})", a.join(", ")));
+        }
+    }
+    kept
 }
 
 // ---------------------------------------------------------------------------------------
