@@ -23,12 +23,16 @@ Findings and how they are ranked:
   (kstate run, kstate record -- CMD), an analyzer that saw any of the command's threads
   (its process and every thread and child it forked) counts only theirs. Findings are
   listed by share, largest first. The rules, the same for every analyzer:
-    top keys    each analyzer's three keys with the largest total time;
+    top keys    each analyzer's three keys with the largest total time (not proc: a
+                lifetime is not time spent);
     clusters    a key's slow samples (>= 10 x its median and >= 1 ms), when there are two or
                 more and all fall within half the recording: \"N samples >= X, all
                 between A s and B s\" (the window is shaded in every time chart); the
                 three largest shares per analyzer;
     saturation  a level whose peak M is 2 or more: the time it stayed >= max(2, M/2).
+  The same waits seen by several analyzers (a futex call, offcpu S, microstate LCK) count
+  once: a top-key finding covering nearly the same bins as a higher one of another
+  analyzer (within 10 %) is folded into it and named at its end.
   Times in findings are seconds from the start of the recording, as on the charts' x axis."
     };
 }
