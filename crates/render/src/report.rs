@@ -21,8 +21,9 @@
 //! - clusters (the three largest per analyzer): a key's slow samples (>= 10 x its median and >= 1 ms) when there are at
 //!   least two and they all fall inside at most half the recording: "N calls >= X, all
 //!   between A s and B s"; share = time those slow ones were in progress;
-//! - saturation: a level (run-queue length, requests in flight) whose maximum M is at
-//!   least 2: share = time it stayed >= max(2, M/2).
+//! - saturation: a level (run-queue length, requests in flight) whose maximum is at least
+//!   2: share = time it stayed >= max(2, L), L the level it held for the median of the
+//!   time it was not empty (a short burst to a high peak does not set the bar).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -676,7 +677,19 @@ pub fn findings(r: &Report) -> Vec<Finding> {
             out.extend(clusters.into_iter().take(CLUSTERS_PER_ANALYZER));
         }
         for k in a.track.keys.iter().filter(|k| k.level && k.peak >= 2) {
-            let thr = 2.max(k.peak.div_ceil(2));
+            // The level it usually held while not empty (time-weighted median): a short
+            // burst to a high peak does not hide a queue that stayed full.
+            let busy: u64 = k.level_time.range(1..).map(|(_, t)| *t).sum();
+            let mut acc = 0u64;
+            let median = k
+                .level_time
+                .range(1..)
+                .find(|(_, t)| {
+                    acc += **t;
+                    acc * 2 >= busy
+                })
+                .map_or(0, |(l, _)| *l);
+            let thr = 2.max(median);
             let t: u64 = k.level_time.range(thr..).map(|(_, t)| *t).sum();
             if t == 0 {
                 continue;

@@ -29,7 +29,8 @@ Findings and how they are ranked:
                 more and all fall within half the recording: \"N samples >= X, all
                 between A s and B s\" (the window is shaded in every time chart); the
                 three largest shares per analyzer;
-    saturation  a level whose peak M is 2 or more: the time it stayed >= max(2, M/2).
+    saturation  a level whose peak is 2 or more: the time it stayed >= max(2, L), L the
+                level it held for the median of the time it was not empty.
   The same waits seen by several analyzers (a futex call, offcpu S, microstate LCK) count
   once: a top-key finding covering nearly the same bins as a higher one of another
   analyzer (within 10 %) is folded into it and named at its end.
