@@ -100,7 +100,15 @@ fn perf_data_events_and_fields_match_perf_script() {
     let f = dir.path().join("perf.data");
     perf_record(
         &f,
-        &["-e", "raw_syscalls:*", "-e", "sched:sched_switch"],
+        // A large buffer: perf must not lose samples here (the loss test is separate).
+        &[
+            "-m",
+            "2048",
+            "-e",
+            "raw_syscalls:*",
+            "-e",
+            "sched:sched_switch",
+        ],
         &["getppid", "3000"],
     );
     let mut want = perf_script(&f);
@@ -129,7 +137,11 @@ fn an_analyzer_agrees_on_perf_data_and_a_kstate_recording() {
     let dir = tempfile::tempdir().unwrap();
     let pf = dir.path().join("perf.data");
     let kf = dir.path().join("kstate.dat");
-    perf_record(&pf, &["-e", "raw_syscalls:*"], &["getppid", "4321"]);
+    perf_record(
+        &pf,
+        &["-m", "2048", "-e", "raw_syscalls:*"],
+        &["getppid", "4321"],
+    );
     kstate(&[
         "record",
         "-e",

@@ -494,7 +494,10 @@ fn bad_magic_and_versions() {
     std::fs::write(&p, b"\x17\x08\x44tracinX6\0").unwrap();
     let e = tracedat::open(&p).unwrap_err();
     assert_eq!((e.kind, e.offset), (ErrorKind::BadMagic, Some(0)));
-    assert!(e.msg.contains("expected \\x17\\x08\\x44tracing"), "{e}");
+    assert!(
+        e.msg.contains("not a trace.dat (\\x17\\x08\\x44tracing)"),
+        "{e}"
+    );
     std::fs::write(&p, b"PERFILE2 and more").unwrap();
     assert_eq!(tracedat::open(&p).unwrap_err().kind, ErrorKind::BadMagic);
     std::fs::write(&p, b"\x17\x08\x44tracing9\0\0\x08\0\x10\0\0").unwrap();
