@@ -1,6 +1,7 @@
 pub mod analyze;
 pub mod bench;
 pub mod bench_malloc;
+pub mod bench_overhead;
 pub mod bench_record;
 pub mod convert;
 pub mod dump;

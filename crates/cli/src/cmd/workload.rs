@@ -19,6 +19,19 @@ pub enum Workload {
         #[arg(long, default_value = ".")]
         dir: PathBuf,
     },
+    /// The micro-benchmarks of `kstate bench overhead` (null syscall, stat, open/close,
+    /// pipe and unix-socket round trips, fork+exit, context switch), each a known number of
+    /// operations (its default count times SCALE); prints ns per operation
+    Micro {
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+        /// Only these (comma-separated)
+        #[arg(long, value_delimiter = ',')]
+        bench: Vec<String>,
+        /// One JSON line per benchmark: {"bench","ops","ns_per_op"}
+        #[arg(long)]
+        json: bool,
+    },
     /// N getppid() calls in a tight loop (the null system call); prints ns per call
     Getppid {
         n: u64,
@@ -95,6 +108,9 @@ pub enum Workload {
 pub fn run(w: Workload) -> Result<ExitCode, Error> {
     match w {
         Workload::Demo { dir } => demo(&dir)?,
+        Workload::Micro { scale, bench, json } => {
+            super::bench_overhead::micro(scale, &bench, json)?
+        }
         Workload::Getppid { n, cpu, json } => {
             if let Some(c) = cpu {
                 pin(c);
