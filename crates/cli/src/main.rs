@@ -42,6 +42,9 @@ enum Command {
     Report(cmd::report::Args),
     /// Turn a raw tracefs capture directory into a trace.dat v7 (readable by trace-cmd)
     Convert(cmd::convert::Args),
+    /// Sort a recording into CPU-busy, I/O-bound, lock-contention or other, with the
+    /// figures that decided it (the rules: kstate classify --help)
+    Classify(cmd::classify::Args),
     /// Small programs with known behaviour, for tests, benchmarks and demos
     #[command(subcommand, hide = true)]
     Workload(cmd::workload::Workload),
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
         Command::Diff(a) => cmd::profile::diff(a),
         Command::TopLocks(a) => cmd::top_locks::run(a),
         Command::Bench(b) => cmd::bench::run(b),
+        Command::Classify(a) => cmd::classify::run(a),
         Command::Workload(w) => cmd::workload::run(w),
     };
     match result {

@@ -3,6 +3,7 @@ pub mod bench;
 pub mod bench_malloc;
 pub mod bench_overhead;
 pub mod bench_record;
+pub mod classify;
 pub mod convert;
 pub mod dump;
 pub mod info;
