@@ -1,7 +1,7 @@
 //! `kstate classify`: sorts a recording into CPU-busy, I/O-bound, lock-contention or other
 //! (the three kinds of the seeds' OS-layer study), with the figures that decided it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -14,7 +14,11 @@ use kstate_format::{Error, ErrorKind, Trace};
     after_help = "Needs sched:sched_switch; uses lock:contention_begin/end, \
     block:block_rq_issue/complete and raw_syscalls (futex waits) where recorded: \
     kstate record -e perf,syscall -a -- CMD records them all.\n\n\
-    Figures (T = time the recording covers, N = CPUs):\n  \
+    Scope: where the file names the command it recorded (record -- CMD), CPU busy, lock\n\
+    wait and I/O wait are those of the command's threads (it and every task it forked);\n\
+    --system counts every thread. Disk busy is always the whole system's.\n\n\
+    Figures (T = the time the recording covers, or the command's life from its first\n\
+    context switch to its last when scoped; N = CPUs):\n  \
     CPU busy     time CPUs ran something other than the idle task, / (T x N); also\n               \
                  as CPUs' worth (/ T)\n  \
     lock wait    kernel lock contention (contention_begin..end) plus futex wait calls\n               \
@@ -27,12 +31,16 @@ use kstate_format::{Error, ErrorKind, Trace};
     Rules, first match wins:\n  \
     1. lock-contention  lock wait >= 20 % and lock wait >= I/O wait\n  \
     2. I/O-bound        I/O wait >= 20 % and CPU busy < 70 % and disk busy >= 30 %\n  \
-    3. CPU-busy         CPU busy >= 50 %, or >= 0.8 CPUs' worth\n  \
+    3. CPU-busy         CPU busy >= 50 %, or >= 0.6 CPUs' worth\n  \
     4. other            with the reason (mostly idle, or waits without a busy disk)"
 )]
 pub struct Args {
     /// trace.dat or capture directory
     file: PathBuf,
+    /// Count every thread's waits and CPU, not only the recorded command's (the default
+    /// where the file names the command it recorded)
+    #[arg(long)]
+    system: bool,
     /// Print the verdict and figures as JSON
     #[arg(long)]
     json: bool,
@@ -48,9 +56,15 @@ const FUTEX_MAX_NS: u64 = 10_000_000;
 /// The figures a verdict is drawn from (ns, except the shares).
 #[derive(Debug, Default, Clone)]
 pub struct Figures {
+    /// The time the figures cover: the command's life when scoped, else the recording's.
     pub span_ns: u64,
+    pub system_span_ns: u64,
     pub cpus: u32,
     pub busy_ns: u64,
+    /// On-CPU time of the workload's threads (when scoped).
+    pub wl_busy_ns: u64,
+    /// Waits and CPU counted for the recorded command's threads only.
+    pub scoped: bool,
     pub kernel_lock_ns: u64,
     pub futex_ns: u64,
     pub futex_long: u64,
@@ -69,11 +83,21 @@ impl Figures {
     fn cap(&self) -> f64 {
         (self.span_ns as f64 * self.cpus.max(1) as f64).max(1.0)
     }
+    fn cpu_ns(&self) -> u64 {
+        if self.scoped {
+            self.wl_busy_ns
+        } else {
+            self.busy_ns
+        }
+    }
     pub fn cpu(&self) -> f64 {
-        self.busy_ns as f64 / self.cap()
+        self.cpu_ns() as f64 / self.cap()
     }
     pub fn cpus_worth(&self) -> f64 {
-        self.busy_ns as f64 / (self.span_ns as f64).max(1.0)
+        self.cpu_ns() as f64 / (self.span_ns as f64).max(1.0)
+    }
+    pub fn system_cpu(&self) -> f64 {
+        self.busy_ns as f64 / (self.system_span_ns as f64 * self.cpus.max(1) as f64).max(1.0)
     }
     pub fn lock(&self) -> f64 {
         (self.kernel_lock_ns + self.futex_ns) as f64 / self.cap()
@@ -135,18 +159,28 @@ pub fn verdict(f: &Figures) -> (&'static str, String) {
         )
     };
     let cpu_ev = || {
-        format!(
-            "CPU busy {} ({:.2} of {} CPUs)",
-            pct(f.cpu()),
-            f.cpus_worth(),
-            f.cpus
-        )
+        if f.scoped {
+            format!(
+                "CPU busy {} ({:.2} of {} CPUs) by the command, {} for the whole system",
+                pct(f.cpu()),
+                f.cpus_worth(),
+                f.cpus,
+                pct(f.system_cpu())
+            )
+        } else {
+            format!(
+                "CPU busy {} ({:.2} of {} CPUs)",
+                pct(f.cpu()),
+                f.cpus_worth(),
+                f.cpus
+            )
+        }
     };
     if f.lock() >= 0.20 && f.lock() >= f.io() {
         ("lock-contention", format!("{}; {}", lock_ev(), cpu_ev()))
     } else if f.io() >= 0.20 && f.cpu() < 0.70 && f.disk() >= 0.30 {
         ("I/O-bound", format!("{}; {}", io_ev(), cpu_ev()))
-    } else if f.cpu() >= 0.50 || f.cpus_worth() >= 0.8 {
+    } else if f.cpu() >= 0.50 || f.cpus_worth() >= 0.6 {
         (
             "CPU-busy",
             format!(
@@ -180,7 +214,9 @@ fn bad(msg: impl Into<String>) -> Error {
 }
 
 /// One pass over the trace.
-pub fn figures(trace: &Trace) -> Result<Figures, Error> {
+/// One pass over the trace; with `scope`, waits and workload CPU count only those threads.
+pub fn figures(trace: &Trace, scope: Option<&HashSet<i32>>) -> Result<Figures, Error> {
+    let ours = |tid: i32| scope.is_none_or(|s| s.contains(&tid));
     let ev = |s: &str| trace.events.find(s);
     let sw = ev("sched:sched_switch")
         .ok_or_else(|| bad("classify needs sched:sched_switch (record -e perf)"))?;
@@ -244,12 +280,17 @@ pub fn figures(trace: &Trace) -> Result<Figures, Error> {
         have_lock: lock.is_some(),
         have_block: block.is_some(),
         have_syscalls: sys.is_some(),
+        scoped: scope.is_some(),
         ..Figures::default()
     };
     let mut m = Merger::new(trace, None, IdFilter::only(ids))?;
     let (mut first, mut last) = (None::<u64>, 0u64);
     // Per CPU: when it last switched to a non-idle task (None: idle or unknown).
     let mut running: HashMap<u32, Option<u64>> = HashMap::new();
+    // Per CPU: when a workload thread was switched in.
+    let mut wl_running: HashMap<u32, u64> = HashMap::new();
+    // First and last context switch of a workload thread: its lifetime.
+    let mut wl_span = (None::<u64>, 0u64);
     // Per thread: D-state sleep start, and whether inside a lock contention then.
     let mut dsleep: HashMap<i32, (u64, bool)> = HashMap::new();
     let mut in_lock: HashMap<i32, (u64, u64, u64)> = HashMap::new();
@@ -274,7 +315,17 @@ pub fn figures(trace: &Trace) -> Result<Figures, Error> {
             if next != 0 {
                 *slot = Some(ts);
             }
-            if prev != 0 && state & 0x3 == 0x2 && state < 0x100 {
+            if scope.is_some_and(|s| s.contains(&next) || s.contains(&prev)) {
+                wl_span.0.get_or_insert(ts);
+                wl_span.1 = ts;
+            }
+            if let Some(since) = wl_running.remove(&e.cpu) {
+                f.wl_busy_ns += ts - since;
+            }
+            if next != 0 && scope.is_some_and(|s| s.contains(&next)) {
+                wl_running.insert(e.cpu, ts);
+            }
+            if prev != 0 && ours(prev) && state & 0x3 == 0x2 && state < 0x100 {
                 dsleep.insert(prev, (ts, in_lock.contains_key(&prev)));
             }
             if let Some((start, locked)) = dsleep.remove(&next) {
@@ -286,6 +337,9 @@ pub fn figures(trace: &Trace) -> Result<Figures, Error> {
             }
         } else if let Some((b, end, addr, flags)) = &lock {
             if e.id == *b {
+                if !ours(e.pid()) {
+                    continue;
+                }
                 let a = addr.get_u64(pl, en).unwrap_or(0);
                 let fl = flags.get_u64(pl, en).unwrap_or(0);
                 in_lock.entry(e.pid()).or_insert((ts, a, fl));
@@ -324,7 +378,7 @@ pub fn figures(trace: &Trace) -> Result<Figures, Error> {
             }
         }
         if let Some((enter, exit, eid, op, xid)) = &sys {
-            if e.id == *enter && eid.get_u64(pl, en) == Some(NR_FUTEX) {
+            if e.id == *enter && ours(e.pid()) && eid.get_u64(pl, en) == Some(NR_FUTEX) {
                 let cmd = op.get_u64(pl, en).unwrap_or(0) & 0x7f;
                 // FUTEX_WAIT, FUTEX_LOCK_PI, FUTEX_WAIT_BITSET
                 if matches!(cmd, 0 | 6 | 9) {
@@ -350,6 +404,9 @@ pub fn figures(trace: &Trace) -> Result<Figures, Error> {
     for since in running.values().flatten() {
         f.busy_ns += last - since;
     }
+    for since in wl_running.values() {
+        f.wl_busy_ns += last - since;
+    }
     for (start, locked) in dsleep.values() {
         if *locked {
             f.lock_d_ns += last - start;
@@ -362,6 +419,12 @@ pub fn figures(trace: &Trace) -> Result<Figures, Error> {
         f.disk_depth_ns += inflight.len() as u64 * (last - depth_since);
     }
     f.span_ns = last.saturating_sub(first.unwrap_or(last));
+    f.system_span_ns = f.span_ns;
+    if let (Some(a), b) = wl_span {
+        if b > a {
+            f.span_ns = b - a;
+        }
+    }
     f.top_lock = lock_tot
         .into_iter()
         .max_by_key(|x| x.1)
@@ -369,9 +432,20 @@ pub fn figures(trace: &Trace) -> Result<Figures, Error> {
     Ok(f)
 }
 
+/// The recorded command's threads (it and every task it forked), where the file names it.
+pub fn workload_scope(trace: &Trace) -> Option<HashSet<i32>> {
+    let rec = kstate_render::report::recording(trace);
+    kstate_render::report::workload_of(trace, rec.as_ref())
+}
+
 pub fn run(a: Args) -> Result<ExitCode, Error> {
     let trace = super::open(&a.file)?;
-    let f = figures(&trace)?;
+    let scope = if a.system {
+        None
+    } else {
+        workload_scope(&trace)
+    };
+    let f = figures(&trace, scope.as_ref())?;
     let (kind, evidence) = verdict(&f);
     if a.json {
         println!(
@@ -379,7 +453,8 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
             serde_json::json!({
                 "file": a.file.display().to_string(),
                 "verdict": kind, "evidence": evidence,
-                "span_ns": f.span_ns, "cpus": f.cpus,
+                "span_ns": f.span_ns, "cpus": f.cpus, "scope": if f.scoped { "command" } else { "system" },
+                "system_cpu_busy": f.system_cpu(),
                 "cpu_busy": f.cpu(), "cpus_worth": f.cpus_worth(),
                 "lock_wait": f.lock(), "kernel_lock_ns": f.kernel_lock_ns, "futex_wait_ns": f.futex_ns, "futex_waits_over_10ms": f.futex_long,
                 "io_wait": f.io(), "io_wait_ns": f.io_wait_ns, "lock_d_state_ns": f.lock_d_ns,

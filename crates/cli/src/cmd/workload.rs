@@ -32,6 +32,10 @@ pub enum Workload {
         #[arg(long)]
         json: bool,
     },
+    /// `kstate bench io`'s writer: COMMANDS copies of itself, each writing STREAMS files
+    /// PREFIX.sI of SIZE bytes in RECORD-byte writes from forked processes (or threads);
+    /// one JSON line per stream
+    Iowrite(super::bench_io::IoWriteArgs),
     /// N getppid() calls in a tight loop (the null system call); prints ns per call
     Getppid {
         n: u64,
@@ -108,6 +112,7 @@ pub enum Workload {
 pub fn run(w: Workload) -> Result<ExitCode, Error> {
     match w {
         Workload::Demo { dir } => demo(&dir)?,
+        Workload::Iowrite(a) => super::bench_io::iowrite(&a)?,
         Workload::Micro { scale, bench, json } => {
             super::bench_overhead::micro(scale, &bench, json)?
         }
