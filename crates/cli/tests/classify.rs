@@ -65,7 +65,7 @@ fn synthetic_runs_get_their_verdicts() {
     // The spin keeps one CPU busy for 0.5 s of its life, a little longer than that
     // (exec and start-up of a debug build).
     assert_eq!(cpu["scope"], "command");
-    assert!(f(&cpu, "cpus_worth") >= 0.6, "{cpu}");
+    assert!(f(&cpu, "cpu_demand") >= 0.6, "{cpu}");
     assert!(f(&cpu, "span_ns") >= 0.5e9, "{cpu}");
     assert!(
         f(&cpu, "cpus_worth") * f(&cpu, "span_ns") >= 0.45e9,

@@ -26,12 +26,14 @@ use kstate_format::{Error, ErrorKind, Trace};
                  threads), summed over threads, / (T x N)\n  \
     I/O wait     time threads slept in D state (uninterruptible) outside a kernel lock\n               \
                  contention, summed over threads, / (T x N): the iowait proxy\n  \
+    CPU demand   the command's on-CPU time plus the time its threads were preempted and\n               \
+                 waiting for a CPU, / T (CPUs' worth; CPU busy / T unscoped)\n  \
     disk busy    time at least one block request was in flight (issue..complete), / T,\n               \
                  and the mean number in flight\n\n\
     Rules, first match wins:\n  \
     1. lock-contention  lock wait >= 20 % and lock wait >= I/O wait\n  \
     2. I/O-bound        I/O wait >= 20 % and CPU busy < 70 % and disk busy >= 30 %\n  \
-    3. CPU-busy         CPU busy >= 50 %, or >= 0.6 CPUs' worth\n  \
+    3. CPU-busy         CPU busy >= 50 %, or CPU demand >= 0.6 CPUs' worth\n  \
     4. other            with the reason (mostly idle, or waits without a busy disk)"
 )]
 pub struct Args {
@@ -63,6 +65,8 @@ pub struct Figures {
     pub busy_ns: u64,
     /// On-CPU time of the workload's threads (when scoped).
     pub wl_busy_ns: u64,
+    /// Time the workload's threads were runnable but waiting for a CPU (preempted).
+    pub wl_runq_ns: u64,
     /// Waits and CPU counted for the recorded command's threads only.
     pub scoped: bool,
     pub kernel_lock_ns: u64,
@@ -95,6 +99,10 @@ impl Figures {
     }
     pub fn cpus_worth(&self) -> f64 {
         self.cpu_ns() as f64 / (self.span_ns as f64).max(1.0)
+    }
+    /// On-CPU plus waiting-for-a-CPU time, in CPUs' worth (the command's, when scoped).
+    pub fn demand(&self) -> f64 {
+        (self.cpu_ns() + self.wl_runq_ns) as f64 / (self.span_ns as f64).max(1.0)
     }
     pub fn system_cpu(&self) -> f64 {
         self.busy_ns as f64 / (self.system_span_ns as f64 * self.cpus.max(1) as f64).max(1.0)
@@ -161,10 +169,11 @@ pub fn verdict(f: &Figures) -> (&'static str, String) {
     let cpu_ev = || {
         if f.scoped {
             format!(
-                "CPU busy {} ({:.2} of {} CPUs) by the command, {} for the whole system",
+                "CPU busy {} ({:.2} of {} CPUs) by the command, +{:.2} CPUs' worth waiting for a CPU, {} for the whole system",
                 pct(f.cpu()),
                 f.cpus_worth(),
                 f.cpus,
+                f.wl_runq_ns as f64 / (f.span_ns as f64).max(1.0),
                 pct(f.system_cpu())
             )
         } else {
@@ -180,7 +189,7 @@ pub fn verdict(f: &Figures) -> (&'static str, String) {
         ("lock-contention", format!("{}; {}", lock_ev(), cpu_ev()))
     } else if f.io() >= 0.20 && f.cpu() < 0.70 && f.disk() >= 0.30 {
         ("I/O-bound", format!("{}; {}", io_ev(), cpu_ev()))
-    } else if f.cpu() >= 0.50 || f.cpus_worth() >= 0.6 {
+    } else if f.cpu() >= 0.50 || f.demand() >= 0.6 {
         (
             "CPU-busy",
             format!(
@@ -289,6 +298,8 @@ pub fn figures(trace: &Trace, scope: Option<&HashSet<i32>>) -> Result<Figures, E
     let mut running: HashMap<u32, Option<u64>> = HashMap::new();
     // Per CPU: when a workload thread was switched in.
     let mut wl_running: HashMap<u32, u64> = HashMap::new();
+    // Workload threads switched out while runnable (preempted), since when.
+    let mut runq: HashMap<i32, u64> = HashMap::new();
     // First and last context switch of a workload thread: its lifetime.
     let mut wl_span = (None::<u64>, 0u64);
     // Per thread: D-state sleep start, and whether inside a lock contention then.
@@ -318,6 +329,12 @@ pub fn figures(trace: &Trace, scope: Option<&HashSet<i32>>) -> Result<Figures, E
             if scope.is_some_and(|s| s.contains(&next) || s.contains(&prev)) {
                 wl_span.0.get_or_insert(ts);
                 wl_span.1 = ts;
+            }
+            if scope.is_some_and(|s| s.contains(&prev)) && state & 0xff == 0 {
+                runq.insert(prev, ts);
+            }
+            if let Some(since) = runq.remove(&next) {
+                f.wl_runq_ns += ts - since;
             }
             if let Some(since) = wl_running.remove(&e.cpu) {
                 f.wl_busy_ns += ts - since;
@@ -455,7 +472,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
                 "verdict": kind, "evidence": evidence,
                 "span_ns": f.span_ns, "cpus": f.cpus, "scope": if f.scoped { "command" } else { "system" },
                 "system_cpu_busy": f.system_cpu(),
-                "cpu_busy": f.cpu(), "cpus_worth": f.cpus_worth(),
+                "cpu_busy": f.cpu(), "cpus_worth": f.cpus_worth(), "cpu_demand": f.demand(), "runq_wait_ns": f.wl_runq_ns,
                 "lock_wait": f.lock(), "kernel_lock_ns": f.kernel_lock_ns, "futex_wait_ns": f.futex_ns, "futex_waits_over_10ms": f.futex_long,
                 "io_wait": f.io(), "io_wait_ns": f.io_wait_ns, "lock_d_state_ns": f.lock_d_ns,
                 "disk_busy": f.disk(), "disk_depth": f.depth(), "requests": f.requests,
