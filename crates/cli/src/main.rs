@@ -45,6 +45,9 @@ enum Command {
     /// Sort a recording into CPU-busy, I/O-bound, lock-contention or other, with the
     /// figures that decided it (the rules: kstate classify --help)
     Classify(cmd::classify::Args),
+    /// Run a command at each CPU count (pinned), record and classify each run: seconds,
+    /// speed-up, CPU split and verdict per CPU count
+    Scale(cmd::scale::Args),
     /// Small programs with known behaviour, for tests, benchmarks and demos
     #[command(subcommand, hide = true)]
     Workload(cmd::workload::Workload),
@@ -73,6 +76,7 @@ fn main() -> ExitCode {
         Command::TopLocks(a) => cmd::top_locks::run(a),
         Command::Bench(b) => cmd::bench::run(b),
         Command::Classify(a) => cmd::classify::run(a),
+        Command::Scale(a) => cmd::scale::run(a),
         Command::Workload(w) => cmd::workload::run(w),
     };
     match result {

@@ -93,7 +93,7 @@ fn err(msg: impl Into<String>) -> Error {
 }
 
 /// Per-CPU jiffies from /proc/stat: user+nice, system+irq+softirq, idle, iowait.
-fn cpu_times(ncpu: usize) -> [u64; 4] {
+pub fn cpu_times(ncpu: usize) -> [u64; 4] {
     let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let mut t = [0u64; 4];
     for l in s.lines() {

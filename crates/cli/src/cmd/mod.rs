@@ -13,6 +13,7 @@ pub mod profile;
 pub mod record;
 pub mod report;
 pub mod run;
+pub mod scale;
 pub mod split;
 pub mod top_locks;
 pub mod workload;

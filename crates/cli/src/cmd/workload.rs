@@ -36,6 +36,13 @@ pub enum Workload {
     /// PREFIX.sI of SIZE bytes in RECORD-byte writes from forked processes (or threads);
     /// one JSON line per stream
     Iowrite(super::bench_io::IoWriteArgs),
+    /// Pin to CPUs 0..N-1 and run CMD in place of this process (used by `kstate scale`)
+    Pin {
+        #[arg(long)]
+        cpus: usize,
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
     /// N getppid() calls in a tight loop (the null system call); prints ns per call
     Getppid {
         n: u64,
@@ -112,6 +119,7 @@ pub enum Workload {
 pub fn run(w: Workload) -> Result<ExitCode, Error> {
     match w {
         Workload::Demo { dir } => demo(&dir)?,
+        Workload::Pin { cpus, command } => super::scale::pin_exec(cpus, &command)?,
         Workload::Iowrite(a) => super::bench_io::iowrite(&a)?,
         Workload::Micro { scale, bench, json } => {
             super::bench_overhead::micro(scale, &bench, json)?
