@@ -43,6 +43,12 @@ enum Command {
     /// Convert a trace: a raw tracefs capture to trace.dat v7, or any trace to Chrome JSON,
     /// Perfetto or Parquet (--to)
     Convert(cmd::convert::Args),
+    /// Sort a recording into CPU-busy, I/O-bound, lock-contention or other, with the
+    /// figures that decided it (the rules: kstate classify --help)
+    Classify(cmd::classify::Args),
+    /// Run a command at each CPU count (pinned), record and classify each run: seconds,
+    /// speed-up, CPU split and verdict per CPU count
+    Scale(cmd::scale::Args),
     /// Small programs with known behaviour, for tests, benchmarks and demos
     #[command(subcommand, hide = true)]
     Workload(cmd::workload::Workload),
@@ -70,6 +76,8 @@ fn main() -> ExitCode {
         Command::Diff(a) => cmd::profile::diff(a),
         Command::TopLocks(a) => cmd::top_locks::run(a),
         Command::Bench(b) => cmd::bench::run(b),
+        Command::Classify(a) => cmd::classify::run(a),
+        Command::Scale(a) => cmd::scale::run(a),
         Command::Workload(w) => cmd::workload::run(w),
     };
     match result {

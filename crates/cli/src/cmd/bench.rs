@@ -33,6 +33,15 @@ pub enum Bench {
     /// Allocator scalability: the malloc_test harness (threads allocating and freeing in
     /// loops), loops per second per allocator (LD_PRELOAD) x threads x size, peak RSS
     Malloc(super::bench_malloc::Args),
+    /// Tracer overhead (the seed's LKST table): null syscall, stat, open/close, pipe and
+    /// unix-socket round trips, fork+exit and context switch, ns per operation untraced,
+    /// with the recorder attached recording nothing, `perf`, `perf` without lock events
+    /// and `all`, with ratios to the untraced run and LKST's 2004 ratios
+    Overhead(super::bench_overhead::Args),
+    /// The seeds' I/O study: iozone's initial write in 11 patterns (1-4 streams as
+    /// processes, threads or separate commands) at each CPU count, throughput and CPU
+    /// accounting, and with --classify the run's verdict (CPU-busy / I/O-bound / lock)
+    Io(super::bench_io::Args),
     /// One malloc_test measurement in this process (used by `bench malloc`)
     #[command(hide = true)]
     MallocPass(super::bench_malloc::PassArgs),
@@ -69,6 +78,8 @@ pub fn run(b: Bench) -> Result<ExitCode, Error> {
         }
         Bench::Record(a) => super::bench_record::run(a),
         Bench::Malloc(a) => super::bench_malloc::run(a),
+        Bench::Overhead(a) => super::bench_overhead::run(a),
+        Bench::Io(a) => super::bench_io::run(a),
         Bench::MallocPass(a) => super::bench_malloc::pass(a),
         Bench::Read {
             file,

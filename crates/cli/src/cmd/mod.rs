@@ -1,7 +1,10 @@
 pub mod analyze;
 pub mod bench;
+pub mod bench_io;
 pub mod bench_malloc;
+pub mod bench_overhead;
 pub mod bench_record;
+pub mod classify;
 pub mod convert;
 pub mod dump;
 pub mod info;
@@ -10,6 +13,7 @@ pub mod profile;
 pub mod record;
 pub mod report;
 pub mod run;
+pub mod scale;
 pub mod split;
 pub mod top_locks;
 pub mod workload;

@@ -19,6 +19,30 @@ pub enum Workload {
         #[arg(long, default_value = ".")]
         dir: PathBuf,
     },
+    /// The micro-benchmarks of `kstate bench overhead` (null syscall, stat, open/close,
+    /// pipe and unix-socket round trips, fork+exit, context switch), each a known number of
+    /// operations (its default count times SCALE); prints ns per operation
+    Micro {
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+        /// Only these (comma-separated)
+        #[arg(long, value_delimiter = ',')]
+        bench: Vec<String>,
+        /// One JSON line per benchmark: {"bench","ops","ns_per_op"}
+        #[arg(long)]
+        json: bool,
+    },
+    /// `kstate bench io`'s writer: COMMANDS copies of itself, each writing STREAMS files
+    /// PREFIX.sI of SIZE bytes in RECORD-byte writes from forked processes (or threads);
+    /// one JSON line per stream
+    Iowrite(super::bench_io::IoWriteArgs),
+    /// Pin to CPUs 0..N-1 and run CMD in place of this process (used by `kstate scale`)
+    Pin {
+        #[arg(long)]
+        cpus: usize,
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
     /// N getppid() calls in a tight loop (the null system call); prints ns per call
     Getppid {
         n: u64,
@@ -95,6 +119,11 @@ pub enum Workload {
 pub fn run(w: Workload) -> Result<ExitCode, Error> {
     match w {
         Workload::Demo { dir } => demo(&dir)?,
+        Workload::Pin { cpus, command } => super::scale::pin_exec(cpus, &command)?,
+        Workload::Iowrite(a) => super::bench_io::iowrite(&a)?,
+        Workload::Micro { scale, bench, json } => {
+            super::bench_overhead::micro(scale, &bench, json)?
+        }
         Workload::Getppid { n, cpu, json } => {
             if let Some(c) = cpu {
                 pin(c);

@@ -1,0 +1,165 @@
+//! `kstate scale`: one command at each CPU count (pinned to CPUs 0..N-1 with
+//! sched_setaffinity: no reboots, no cpusets), recorded and classified: wall time and
+//! speed-up, the /proc/stat split of the CPUs used, and the verdict with its evidence.
+
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
+
+use kstate_format::{Error, ErrorKind};
+use serde_json::{json, Value};
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "Example:\n  kstate scale --cpus 1,2 -- kstate workload mmap 4 20000\n\n\
+    Each run: kstate record -e perf,syscall -a -- CMD, with CMD pinned to CPUs 0..N-1 (its\n\
+    threads and children inherit the mask), then kstate classify on the recording (rules:\n\
+    kstate classify --help). Seconds are the recording's span. CPU columns are /proc/stat\n\
+    of the CPUs the command was pinned to. Run as root."
+)]
+pub struct Args {
+    /// CPU counts (comma-separated)
+    #[arg(long, value_delimiter = ',', required = true)]
+    cpus: Vec<usize>,
+    /// Keep the recordings in DIR as cpuN.dat
+    #[arg(long, value_name = "DIR")]
+    keep: Option<PathBuf>,
+    /// Where recordings go while measuring (without --keep; removed afterwards)
+    #[arg(long, default_value = ".")]
+    dir: PathBuf,
+    /// Print the result as JSON
+    #[arg(long)]
+    json: bool,
+    /// The command to run at each CPU count
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+fn err(msg: impl Into<String>) -> Error {
+    Error::new(ErrorKind::Io, None, msg)
+}
+
+pub fn run(a: Args) -> Result<ExitCode, Error> {
+    let exe = std::env::current_exe().map_err(|e| err(e.to_string()))?;
+    let online = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if let Some(c) = a.cpus.iter().find(|c| **c == 0 || **c > online) {
+        return Err(err(format!("--cpus {c}: this machine has {online} CPUs")));
+    }
+    let dir = a.dir.canonicalize().map_err(|e| Error::io(&a.dir, e))?;
+    if let Some(k) = &a.keep {
+        std::fs::create_dir_all(k).map_err(|e| Error::io(k, e))?;
+    }
+    let mut rows = Vec::new();
+    for &n in &a.cpus {
+        eprintln!("kstate scale: {n} CPU(s)");
+        let file = match &a.keep {
+            Some(k) => k.join(format!("cpu{n}.dat")),
+            None => dir.join(format!(".kstate-scale-{}.dat", std::process::id())),
+        };
+        let before = super::bench_io::cpu_times(n);
+        let t = Instant::now();
+        let out = Command::new(&exe)
+            .args(["record", "--json", "-e", "perf,syscall", "-a", "-o"])
+            .arg(&file)
+            .args([
+                "--",
+                &exe.display().to_string(),
+                "workload",
+                "pin",
+                "--cpus",
+            ])
+            .arg(n.to_string())
+            .arg("--")
+            .args(&a.command)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(|e| err(format!("cannot run kstate record: {e}")))?;
+        let wall = t.elapsed().as_secs_f64();
+        let after = super::bench_io::cpu_times(n);
+        if !out.status.success() {
+            let _ = std::fs::remove_file(&file);
+            return Err(err(format!(
+                "{n} CPU(s): {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        let trace = super::open(&file)?;
+        let scope = super::classify::workload_scope(&trace);
+        let fig = super::classify::figures(&trace, scope.as_ref())?;
+        let (kind, evidence) = super::classify::verdict(&fig);
+        drop(trace);
+        if a.keep.is_none() {
+            let _ = std::fs::remove_file(&file);
+        }
+        let d: Vec<f64> = (0..4)
+            .map(|i| after[i].saturating_sub(before[i]) as f64)
+            .collect();
+        let sum = d.iter().sum::<f64>().max(1.0);
+        rows.push(json!({
+            "cpus": n,
+            "seconds": fig.span_ns as f64 / 1e9,
+            "wall_with_recorder": wall,
+            "cpu_pct": {"user": d[0] / sum * 100.0, "system": d[1] / sum * 100.0,
+                        "idle": d[2] / sum * 100.0, "iowait": d[3] / sum * 100.0},
+            "verdict": kind,
+            "evidence": evidence,
+            "cpu_demand": fig.demand(),
+            "lock_wait": fig.lock(),
+            "io_wait": fig.io(),
+            "disk_busy": fig.disk(),
+        }));
+    }
+    let base = rows[0]["seconds"].as_f64().unwrap_or(0.0);
+    for r in &mut rows {
+        let s = r["seconds"].as_f64().unwrap_or(0.0);
+        r["speedup"] = json!(if s > 0.0 { base / s } else { 0.0 });
+    }
+    if a.json {
+        println!(
+            "{}",
+            json!({"command": a.command, "runs": Value::Array(rows)})
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("command: {}", a.command.join(" "));
+    println!(
+        "{:>4} {:>8} {:>8} {:>5} {:>5} {:>5} {:>6}  verdict",
+        "cpus", "seconds", "speedup", "usr%", "sys%", "idle%", "iowt%"
+    );
+    for r in &rows {
+        let p = |k: &str| r["cpu_pct"][k].as_f64().unwrap_or(0.0);
+        println!(
+            "{:>4} {:>8.3} {:>7.2}x {:>5.1} {:>5.1} {:>5.1} {:>6.1}  {}",
+            r["cpus"].as_u64().unwrap_or(0),
+            r["seconds"].as_f64().unwrap_or(0.0),
+            r["speedup"].as_f64().unwrap_or(0.0),
+            p("user"),
+            p("system"),
+            p("idle"),
+            p("iowait"),
+            r["verdict"].as_str().unwrap_or("")
+        );
+        println!("      {}", r["evidence"].as_str().unwrap_or(""));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kstate workload pin --cpus N -- CMD`: pins itself to CPUs 0..N-1 and becomes CMD.
+pub fn pin_exec(cpus: usize, command: &[String]) -> Result<(), Error> {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: cpu_set_t is plain data; sched_setaffinity reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for c in 0..cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+    let Some(prog) = command.first() else {
+        return Err(err("workload pin: no command"));
+    };
+    let e = Command::new(prog).args(&command[1..]).exec();
+    Err(err(format!("cannot run {prog}: {e}")))
+}

@@ -1,0 +1,117 @@
+//! `kstate bench overhead` against the running kernel, with short iterations: every cell
+//! is a positive time, the no-tracer column is the baseline, and the kept recordings hold
+//! exactly the operations the workload was told to do (counted from `kstate dump`, not
+//! from the bench's own figures). Needs root and tracefs; never skips.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
+#[cfg(target_arch = "x86_64")]
+const NR_GETPPID: i64 = 110;
+#[cfg(target_arch = "aarch64")]
+const NR_GETPPID: i64 = 173;
+
+const CONFIGS: &[&str] = &["none", "norec", "perf", "perf-nolock", "all"];
+
+fn ok(args: &[&str]) -> String {
+    let out = Command::new(KSTATE).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "kstate {} failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn dump(file: &Path, events: &str) -> Vec<Value> {
+    ok(&["dump", "--json", "--events", events, file.to_str().unwrap()])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn overhead_table_short() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let keep = dir.path().join("keep");
+    let out = ok(&[
+        "bench",
+        "overhead",
+        "--iters",
+        "0.01",
+        "--runs",
+        "1",
+        "--json",
+        "--dir",
+        dir.path().to_str().unwrap(),
+        "--keep",
+        keep.to_str().unwrap(),
+    ]);
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["bench"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["null", "stat", "openclose", "pipe", "unix", "fork", "ctxsw"]
+    );
+    let mut ops = std::collections::BTreeMap::new();
+    for r in rows {
+        let b = r["bench"].as_str().unwrap();
+        for c in CONFIGS {
+            let ns = r["ns_per_op"][c].as_f64().unwrap();
+            assert!(ns > 0.0 && ns.is_finite(), "{b} under {c}: {ns} ns/op");
+            assert!(r["ratio"][c].as_f64().unwrap() > 0.0);
+        }
+        assert_eq!(r["ratio"]["none"].as_f64().unwrap(), 1.0, "{b}");
+        // Every configuration ran the same number of operations.
+        let per: Vec<u64> = r["ops_per_config"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect();
+        assert_eq!(per.len(), CONFIGS.len());
+        assert!(per.iter().all(|&n| n == per[0] && n > 0), "{b}: {per:?}");
+        ops.insert(b.to_string(), per[0]);
+        // LKST's own baseline is 1.0 too.
+        assert_eq!(r["lkst_2004_ratio"][0].as_f64().unwrap(), 1.0);
+    }
+    // --iters 0.01 of the default counts.
+    assert_eq!(ops["null"], 10_000);
+    assert_eq!(ops["fork"], 20);
+
+    for c in &CONFIGS[1..] {
+        assert!(keep.join(format!("{c}.dat")).is_file(), "{c}.dat kept");
+        assert_eq!(v["lost_max"][c].as_u64(), Some(0), "{c} lost events");
+    }
+    // `all` records system calls: the workload process made exactly `null` getppid calls.
+    let all = keep.join("all.dat");
+    let getppid: Vec<Value> = dump(&all, "raw_syscalls:sys_enter")
+        .into_iter()
+        .filter(|e| e["fields"]["id"].as_i64() == Some(NR_GETPPID))
+        .collect();
+    assert_eq!(getppid.len() as u64, ops["null"]);
+    let wl = getppid[0]["pid"].as_i64().unwrap();
+    assert!(getppid.iter().all(|e| e["pid"].as_i64() == Some(wl)));
+    // Its forks: the fork benchmark's children plus one echo thread each for pipe, unix
+    // and ctxsw (a thread's clone fires sched_process_fork too).
+    let forks = dump(&all, "sched:sched_process_fork")
+        .into_iter()
+        .filter(|e| e["fields"]["parent_pid"].as_i64() == Some(wl))
+        .count() as u64;
+    assert_eq!(forks, ops["fork"] + 3);
+    // `perf` records the same forks (another workload process: the busiest parent).
+    let mut by_parent = std::collections::BTreeMap::new();
+    for e in dump(&keep.join("perf.dat"), "sched:sched_process_fork") {
+        *by_parent
+            .entry(e["fields"]["parent_pid"].as_i64().unwrap())
+            .or_insert(0u64) += 1;
+    }
+    assert_eq!(by_parent.values().max(), Some(&(ops["fork"] + 3)));
+    // `norec` enabled only an event that does not fire.
+    assert_eq!(v["events"]["norec"].as_f64(), Some(0.0));
+    assert!(v["events"]["all"].as_f64().unwrap() > v["events"]["perf"].as_f64().unwrap());
+}

@@ -1,0 +1,117 @@
+//! `kstate scale` at one and two CPUs against the running kernel: each run recorded and
+//! classified, and the kept recordings show the command ran only on the CPUs it was
+//! pinned to. Needs root and tracefs; never skips.
+
+use serde_json::Value;
+use std::collections::HashSet;
+use std::path::Path;
+use std::process::Command;
+
+const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
+
+fn ok(args: &[&str]) -> String {
+    let out = Command::new(KSTATE).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "kstate {} failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn dump(file: &Path, events: &str) -> Vec<Value> {
+    ok(&["dump", "--json", "--events", events, file.to_str().unwrap()])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The CPUs the workload's threads were switched in on after it became the command
+/// (its last exec: the first is into `kstate workload pin`).
+fn cpus_used(file: &Path) -> HashSet<u64> {
+    let info: Value =
+        serde_json::from_str(&ok(&["info", "--json", file.to_str().unwrap()])).unwrap();
+    let wl = info["recording"]["workload_pid"].as_i64().unwrap();
+    let evs = dump(
+        file,
+        "sched:sched_process_exec,sched:sched_process_fork,sched:sched_switch",
+    );
+    let exec_ts = evs
+        .iter()
+        .filter(|e| e["event"] == "sched_process_exec" && e["pid"].as_i64() == Some(wl))
+        .map(|e| e["ts"].as_u64().unwrap())
+        .max()
+        .expect("the workload's exec");
+    let mut tids = HashSet::from([wl]);
+    let mut cpus = HashSet::new();
+    for e in &evs {
+        let f = &e["fields"];
+        if e["event"] == "sched_process_fork" && tids.contains(&f["parent_pid"].as_i64().unwrap()) {
+            tids.insert(f["child_pid"].as_i64().unwrap());
+        } else if e["event"] == "sched_switch"
+            && e["ts"].as_u64().unwrap() > exec_ts
+            && tids.contains(&f["next_pid"].as_i64().unwrap())
+        {
+            cpus.insert(e["cpu"].as_u64().unwrap());
+        }
+    }
+    cpus
+}
+
+#[test]
+fn spin_and_mmap_at_one_and_two_cpus() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let keep = dir.path().join("spin");
+    let out = ok(&[
+        "scale",
+        "--cpus",
+        "1,2",
+        "--json",
+        "--keep",
+        keep.to_str().unwrap(),
+        "--",
+        KSTATE,
+        "workload",
+        "spin",
+        "--ms",
+        "300",
+    ]);
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for (r, n) in runs.iter().zip([1u64, 2]) {
+        assert_eq!(r["cpus"].as_u64(), Some(n));
+        assert_eq!(r["verdict"], "CPU-busy", "{r}");
+        // One thread: 300 ms of CPU, a second CPU does not shorten it.
+        let s = r["seconds"].as_f64().unwrap();
+        assert!(s >= 0.3, "{r}");
+        let used = cpus_used(&keep.join(format!("cpu{n}.dat")));
+        assert!(
+            !used.is_empty() && used.iter().all(|c| *c < n),
+            "{n}: {used:?}"
+        );
+    }
+    assert_eq!(runs[0]["speedup"].as_f64(), Some(1.0));
+
+    // Four threads on one mmap_lock: lock contention at two CPUs.
+    let keep = dir.path().join("mmap");
+    let out = ok(&[
+        "scale",
+        "--cpus",
+        "2",
+        "--json",
+        "--keep",
+        keep.to_str().unwrap(),
+        "--",
+        KSTATE,
+        "workload",
+        "mmap",
+        "4",
+        "20000",
+    ]);
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    let r = &v["runs"][0];
+    assert_eq!(r["verdict"], "lock-contention", "{r}");
+    assert!(r["evidence"].as_str().unwrap().contains("(rwsem)"), "{r}");
+}
