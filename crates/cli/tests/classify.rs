@@ -68,7 +68,8 @@ fn synthetic_runs_get_their_verdicts() {
     assert!(f(&cpu, "cpu_demand") >= 0.6, "{cpu}");
     assert!(f(&cpu, "span_ns") >= 0.5e9, "{cpu}");
     assert!(
-        f(&cpu, "cpus_worth") * f(&cpu, "span_ns") >= 0.45e9,
+        // (A loaded machine can preempt it: most, not all, of the 0.5 s is on a CPU.)
+        f(&cpu, "cpus_worth") * f(&cpu, "span_ns") >= 0.35e9,
         "{cpu}"
     );
     assert!(
