@@ -4,6 +4,9 @@
 //! - syscall and offcpu on workloads recorded from the live kernel at test time, whose
 //!   counts and durations are known by construction (getppid() N times, N 10 ms sleeps).
 
+mod support;
+use support::{kstate, kstate_json};
+
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Read;
@@ -18,29 +21,6 @@ fn fixtures() -> PathBuf {
         env!("CARGO_MANIFEST_DIR"),
         "/../../../shared/fixtures/external"
     ))
-}
-
-fn kstate<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_kstate"))
-        .args(args)
-        .output()
-        .expect("run kstate");
-    let shown: Vec<String> = args
-        .iter()
-        .map(|a| a.as_ref().to_string_lossy().into_owned())
-        .collect();
-    assert!(
-        out.status.success(),
-        "kstate {} failed: {}",
-        shown.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 output")
-}
-
-fn kstate_json<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Value {
-    let text = kstate(args);
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("invalid JSON ({e}):\n{text}"))
 }
 
 /// `trace-cmd report -t` with raw field values (`-R`) or with the kernel's print fmt and

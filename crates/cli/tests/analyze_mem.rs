@@ -3,6 +3,9 @@
 //! what the workload does by construction and against counts computed here from
 //! `trace-cmd report` of the same file.
 
+mod support;
+use support::{kstate, kstate_json};
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -10,29 +13,6 @@ use std::process::Command;
 use serde_json::Value;
 
 const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
-
-fn kstate<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
-    let out = Command::new(KSTATE)
-        .args(args)
-        .output()
-        .expect("run kstate");
-    let shown: Vec<String> = args
-        .iter()
-        .map(|a| a.as_ref().to_string_lossy().into_owned())
-        .collect();
-    assert!(
-        out.status.success(),
-        "kstate {} failed: {}",
-        shown.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 output")
-}
-
-fn kstate_json<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Value {
-    let text = kstate(args);
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("invalid JSON ({e}):\n{text}"))
-}
 
 /// `kstate analyze NAME --format json ARGS FILE`.
 fn analyze(name: &str, args: &[&str], file: &Path) -> Value {

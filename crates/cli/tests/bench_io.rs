@@ -4,31 +4,13 @@
 //! they were pinned to (their context switches). Needs root, tracefs and a real disk
 //! under the target directory; never skips.
 
+mod support;
+use support::{dump, kstate as ok};
+
 use serde_json::Value;
 use std::collections::HashSet;
-use std::path::Path;
-use std::process::Command;
 
-const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
 const SIZE: u64 = 32 << 20;
-
-fn ok(args: &[&str]) -> String {
-    let out = Command::new(KSTATE).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "kstate {} failed: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn dump(file: &Path, events: &str) -> Vec<Value> {
-    ok(&["dump", "--json", "--events", events, file.to_str().unwrap()])
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
 
 #[test]
 fn two_patterns_at_one_and_two_cpus() {

@@ -3,35 +3,17 @@
 //! exactly the operations the workload was told to do (counted from `kstate dump`, not
 //! from the bench's own figures). Needs root and tracefs; never skips.
 
-use serde_json::Value;
-use std::path::Path;
-use std::process::Command;
+mod support;
+use support::{dump, kstate as ok};
 
-const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
+use serde_json::Value;
+
 #[cfg(target_arch = "x86_64")]
 const NR_GETPPID: i64 = 110;
 #[cfg(target_arch = "aarch64")]
 const NR_GETPPID: i64 = 173;
 
 const CONFIGS: &[&str] = &["none", "norec", "perf", "perf-nolock", "all"];
-
-fn ok(args: &[&str]) -> String {
-    let out = Command::new(KSTATE).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "kstate {} failed: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn dump(file: &Path, events: &str) -> Vec<Value> {
-    ok(&["dump", "--json", "--events", events, file.to_str().unwrap()])
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
 
 #[test]
 fn overhead_table_short() {

@@ -2,30 +2,14 @@
 //! classified, and the kept recordings show the command ran only on the CPUs it was
 //! pinned to. Needs root and tracefs; never skips.
 
+mod support;
+use support::{dump, kstate as ok};
+
 use serde_json::Value;
 use std::collections::HashSet;
 use std::path::Path;
-use std::process::Command;
 
 const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
-
-fn ok(args: &[&str]) -> String {
-    let out = Command::new(KSTATE).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "kstate {} failed: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn dump(file: &Path, events: &str) -> Vec<Value> {
-    ok(&["dump", "--json", "--events", events, file.to_str().unwrap()])
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
 
 /// The CPUs the workload's threads were switched in on after it became the command
 /// (its last exec: the first is into `kstate workload pin`).

@@ -1,0 +1,49 @@
+//! What the live-kernel CLI tests share: running the kstate binary and reading its output.
+//! Each test file that uses it says `mod support;` and takes what it needs.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::ffi::OsStr;
+use std::path::Path;
+use std::process::Command;
+
+pub const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
+
+/// Runs `kstate ARGS`; panics with its stderr unless it succeeds; returns stdout.
+pub fn kstate<S: AsRef<OsStr>>(args: &[S]) -> String {
+    let out = Command::new(KSTATE)
+        .args(args)
+        .output()
+        .expect("run kstate");
+    let shown: Vec<String> = args
+        .iter()
+        .map(|a| a.as_ref().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        out.status.success(),
+        "kstate {} failed: {}",
+        shown.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
+/// `kstate ARGS` whose output is one JSON value.
+pub fn kstate_json<S: AsRef<OsStr>>(args: &[S]) -> Value {
+    let text = kstate(args);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("invalid JSON ({e}):\n{text}"))
+}
+
+/// The events of `file` (a comma list of names) as `kstate dump --json` prints them.
+pub fn dump(file: &Path, events: &str) -> Vec<Value> {
+    kstate(&[
+        "dump".as_ref(),
+        "--json".as_ref(),
+        "--events".as_ref(),
+        events.as_ref(),
+        file.as_os_str(),
+    ])
+    .lines()
+    .map(|l| serde_json::from_str(l).unwrap())
+    .collect()
+}
