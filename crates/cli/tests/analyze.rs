@@ -26,16 +26,7 @@ fn fixtures() -> PathBuf {
 /// `trace-cmd report -t` with raw field values (`-R`) or with the kernel's print fmt and
 /// no plugins (`-N`).
 fn trace_cmd_report(file: &Path, raw: bool) -> String {
-    let mut args = vec!["report", "-t"];
-    args.push(if raw { "-R" } else { "-N" });
-    let out = Command::new("trace-cmd")
-        .args(&args)
-        .arg("-i")
-        .arg(file)
-        .output()
-        .expect("trace-cmd is needed by these tests: apt-get install trace-cmd");
-    assert!(out.status.success(), "trace-cmd report {}", file.display());
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    support::trace_cmd_report(file, if raw { &["-t", "-R"] } else { &["-t", "-N"] })
 }
 
 /// An event line of `trace-cmd report -t`: `comm-pid [cpu] secs.nsecs: event: fields`.

@@ -8,36 +8,15 @@
 //! device alone); a completion measures the request whose issue was seen.
 //! Needs root, tracefs and trace-cmd; never skips.
 
+mod support;
+use support::{kstate, kstate_json};
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::Value;
 
 const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
-
-fn kstate<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
-    let out = Command::new(KSTATE)
-        .args(args)
-        .output()
-        .expect("run kstate");
-    let shown: Vec<String> = args
-        .iter()
-        .map(|a| a.as_ref().to_string_lossy().into_owned())
-        .collect();
-    assert!(
-        out.status.success(),
-        "kstate {} failed: {}",
-        shown.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 output")
-}
-
-fn kstate_json(args: &[&str]) -> Value {
-    let text = kstate(args);
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("invalid JSON ({e}):\n{text}"))
-}
 
 fn tmp() -> tempfile::TempDir {
     // Beside the target directory: on the real disk (not tmpfs), so writes reach a device.

@@ -2,29 +2,14 @@
 //! kernel at test time, against figures computed here from `trace-cmd report` of the same
 //! file and against what the workload did by construction.
 
+mod support;
+use support::kstate;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
-
-fn kstate<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_kstate"))
-        .args(args)
-        .output()
-        .expect("run kstate");
-    let shown: Vec<String> = args
-        .iter()
-        .map(|a| a.as_ref().to_string_lossy().into_owned())
-        .collect();
-    assert!(
-        out.status.success(),
-        "kstate {} failed: {}",
-        shown.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 output")
-}
 
 fn kstate_json(args: &[&str], file: &Path) -> Value {
     let mut a: Vec<&std::ffi::OsStr> = vec!["analyze".as_ref()];
@@ -41,13 +26,7 @@ fn kstate_json(args: &[&str], file: &Path) -> Value {
 
 /// `trace-cmd report -t -N`: the kernel's print fmt, no plugins.
 fn trace_cmd_report(file: &Path) -> String {
-    let out = Command::new("trace-cmd")
-        .args(["report", "-t", "-N", "-i"])
-        .arg(file)
-        .output()
-        .expect("trace-cmd is needed by these tests: apt-get install trace-cmd");
-    assert!(out.status.success(), "trace-cmd report {}", file.display());
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    support::trace_cmd_report(file, &["-t", "-N"])
 }
 
 /// An event line of `trace-cmd report -t`: `comm-pid [cpu] secs.nsecs: event: fields`.

@@ -55,18 +55,7 @@ fn record(opts: &[&str], cmd: &[&str], dest: &Path) -> (i32, String) {
 
 /// `trace-cmd report -t -R` (raw field values) or `-t` with its plugins (symbols).
 fn trace_cmd_report(file: &Path, raw: bool) -> String {
-    let mut c = Command::new("trace-cmd");
-    c.args(["report", "-t"]);
-    if raw {
-        c.arg("-R");
-    }
-    let out = c
-        .arg("-i")
-        .arg(file)
-        .output()
-        .expect("trace-cmd is needed by these tests: apt-get install trace-cmd");
-    assert!(out.status.success(), "trace-cmd report {}", file.display());
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    support::trace_cmd_report(file, if raw { &["-t", "-R"] } else { &["-t"] })
 }
 
 /// An event line of `trace-cmd report -t`: `comm-pid [cpu] secs.nsecs: event: fields`.

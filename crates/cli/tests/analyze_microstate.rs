@@ -6,6 +6,9 @@
 //! of the same file, the system-call count against trace-cmd's, and the on-CPU time
 //! against the workload's own getrusage.
 
+mod support;
+use support::{kstate, kstate_json as json};
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -13,29 +16,6 @@ use std::process::Command;
 use serde_json::Value;
 
 const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
-
-fn kstate<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
-    let out = Command::new(KSTATE)
-        .args(args)
-        .output()
-        .expect("run kstate");
-    let shown: Vec<String> = args
-        .iter()
-        .map(|a| a.as_ref().to_string_lossy().into_owned())
-        .collect();
-    assert!(
-        out.status.success(),
-        "kstate {} failed: {}",
-        shown.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 output")
-}
-
-fn json<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Value {
-    let text = kstate(args);
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("invalid JSON ({e}):\n{text}"))
-}
 
 /// The tests record the whole system and measure CPU shares: one at a time, so they do
 /// not compete with each other for the CPUs.
@@ -107,13 +87,7 @@ fn share_sum(r: &Value) -> f64 {
 }
 
 fn trace_cmd_report(file: &Path) -> String {
-    let out = Command::new("trace-cmd")
-        .args(["report", "-t", "-i"])
-        .arg(file)
-        .output()
-        .expect("trace-cmd is needed by these tests: apt-get install trace-cmd");
-    assert!(out.status.success(), "trace-cmd report {}", file.display());
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    support::trace_cmd_report(file, &["-t"])
 }
 
 /// `comm-pid [cpu] secs.nsecs: event: rest` -> (pid, ts, event, rest).

@@ -47,3 +47,16 @@ pub fn dump(file: &Path, events: &str) -> Vec<Value> {
     .map(|l| serde_json::from_str(l).unwrap())
     .collect()
 }
+
+/// `trace-cmd report OPTS -i FILE`: stdout; fails (never skips) without trace-cmd.
+pub fn trace_cmd_report(file: &Path, opts: &[&str]) -> String {
+    let out = Command::new("trace-cmd")
+        .arg("report")
+        .args(opts)
+        .arg("-i")
+        .arg(file)
+        .output()
+        .expect("trace-cmd is needed by these tests: apt-get install trace-cmd");
+    assert!(out.status.success(), "trace-cmd report {}", file.display());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
