@@ -15,7 +15,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-
 const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
 
 fn tmp() -> tempfile::TempDir {

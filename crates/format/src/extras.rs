@@ -599,13 +599,7 @@ pub fn decode_ring_stats(b: &[u8]) -> Result<Vec<RingStats>> {
 // ---------------------------------------------------------------------------------------
 // SYSINFO
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
+use crate::varint::{put as put_varint, Reader as Cursor};
 
 fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
@@ -613,59 +607,6 @@ fn zigzag(v: i64) -> u64 {
 
 fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
-}
-
-/// A bounds-checked reader over a payload; offsets it reports are payload offsets.
-struct Cursor<'a> {
-    b: &'a [u8],
-    pos: usize,
-    /// End of the current record body.
-    end: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn varint(&mut self, what: &str) -> Result<u64> {
-        let at = self.pos;
-        let mut v: u64 = 0;
-        for i in 0..10 {
-            if self.pos >= self.end {
-                return Err(Error::corrupt(
-                    at as u64,
-                    format!("sysinfo section: {what} runs past the end of its record"),
-                ));
-            }
-            let c = self.b[self.pos];
-            self.pos += 1;
-            if i == 9 && c > 1 {
-                return Err(Error::corrupt(
-                    at as u64,
-                    format!("sysinfo section: {what} is more than 64 bits"),
-                ));
-            }
-            v |= ((c & 0x7f) as u64) << (7 * i);
-            if c & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(Error::corrupt(
-            at as u64,
-            format!("sysinfo section: {what} is more than 64 bits"),
-        ))
-    }
-    fn bytes(&mut self, n: u64, what: &str) -> Result<&'a [u8]> {
-        let at = self.pos;
-        if n > (self.end - self.pos) as u64 {
-            return Err(Error::corrupt(
-                at as u64,
-                format!(
-                    "sysinfo section: {what} of {n} bytes runs past the end of its record ({} left)",
-                    self.end - self.pos
-                ),
-            ));
-        }
-        self.pos += n as usize;
-        Ok(&self.b[at..self.pos])
-    }
 }
 
 /// Record tag of a snapshot.
@@ -883,11 +824,7 @@ impl SysinfoDecoder<'_> {
             }
             let rec_at = self.pos;
             let tag = self.b[self.pos];
-            let mut c = Cursor {
-                b: self.b,
-                pos: self.pos + 1,
-                end: self.b.len(),
-            };
+            let mut c = Cursor::new(self.b, self.pos + 1, self.b.len(), "sysinfo");
             let len = c.varint("record length").map_err(|_| {
                 Error::corrupt(
                     rec_at as u64,
@@ -1635,11 +1572,7 @@ mod tests {
         for v in [0, 1, 127, 128, 300, u32::MAX as u64, u64::MAX - 1, u64::MAX] {
             let mut b = Vec::new();
             put_varint(&mut b, v);
-            let mut c = Cursor {
-                b: &b,
-                pos: 0,
-                end: b.len(),
-            };
+            let mut c = Cursor::new(&b, 0, b.len(), "sysinfo");
             assert_eq!(c.varint("v").unwrap(), v);
             assert_eq!(c.pos, b.len());
         }

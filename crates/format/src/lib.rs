@@ -17,6 +17,7 @@ pub mod samples;
 pub mod trace;
 pub mod tracedat;
 pub mod value;
+pub mod varint;
 pub mod writer;
 
 pub use bytes::Endian;

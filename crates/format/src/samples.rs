@@ -181,13 +181,7 @@ impl Attr {
 // ---------------------------------------------------------------------------------------
 // Writing (the recorder streams this into a scratch file, then embeds it whole).
 
-pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
+pub use crate::varint::put as put_varint;
 
 /// The version line and the 'H' record.
 pub fn encode_header(clock: &str, event: &str, attr: &[u8]) -> Vec<u8> {
@@ -339,64 +333,6 @@ pub struct Samples<'a> {
     pub chunks: Vec<Chunk<'a>>,
 }
 
-struct Cur<'a> {
-    b: &'a [u8],
-    pos: usize,
-    end: usize,
-}
-
-impl<'a> Cur<'a> {
-    fn varint(&mut self, what: &str) -> Result<u64> {
-        let at = self.pos;
-        let mut v: u64 = 0;
-        for i in 0..10 {
-            let Some(&c) = self.b[..self.end].get(self.pos) else {
-                return Err(Error::corrupt(
-                    at as u64,
-                    format!("samples section: {what} runs past the end of its record"),
-                ));
-            };
-            self.pos += 1;
-            if i == 9 && c > 1 {
-                break;
-            }
-            v |= ((c & 0x7f) as u64) << (7 * i);
-            if c & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(Error::corrupt(
-            at as u64,
-            format!("samples section: {what} is more than 64 bits"),
-        ))
-    }
-    fn bytes(&mut self, n: u64, what: &str) -> Result<&'a [u8]> {
-        let at = self.pos;
-        if n > (self.end - self.pos) as u64 {
-            return Err(Error::corrupt(
-                at as u64,
-                format!(
-                    "samples section: {what} of {n} bytes runs past the end of its record ({} left)",
-                    self.end - self.pos
-                ),
-            ));
-        }
-        self.pos += n as usize;
-        Ok(&self.b[at..self.pos])
-    }
-    fn text(&mut self, what: &str) -> Result<String> {
-        let n = self.varint(what)?;
-        let at = self.pos;
-        let b = self.bytes(n, what)?;
-        std::str::from_utf8(b).map(str::to_string).map_err(|e| {
-            Error::corrupt(
-                (at + e.valid_up_to()) as u64,
-                format!("samples section: {what} is not UTF-8"),
-            )
-        })
-    }
-}
-
 /// Splits a SAMPLES payload into its header and record runs (the records themselves are
 /// read by [`Samples::records`]).
 pub fn decode(b: &[u8]) -> Result<Samples<'_>> {
@@ -436,11 +372,7 @@ pub fn decode(b: &[u8]) -> Result<Samples<'_>> {
     while pos < b.len() {
         let rec_at = pos;
         let tag = b[pos];
-        let mut c = Cur {
-            b,
-            pos: pos + 1,
-            end: b.len(),
-        };
+        let mut c = crate::varint::Reader::new(b, pos + 1, b.len(), "samples");
         let len = c.varint("record length")?;
         if len > (b.len() - c.pos) as u64 {
             return Err(Error::corrupt(
