@@ -49,7 +49,7 @@ impl PageBuilder {
     /// Notes `n` events lost before the next one pushed (flagged on that page, with the
     /// count stored like the kernel does).
     pub fn lost(&mut self, n: u64) {
-        self.lost += n;
+        self.lost = self.lost.saturating_add(n);
     }
 
     /// Adds one event with absolute timestamp `ts` (not earlier than the previous one);

@@ -791,7 +791,7 @@ pub fn count(b: &[u8]) -> Result<Counts> {
         for r in records(ch.data, &s.header) {
             match r.map_err(|e| e.shifted(ch.offset as u64))?.1 {
                 PerfRecord::Sample(_) => c.samples += 1,
-                PerfRecord::Lost { lost } => c.lost += lost,
+                PerfRecord::Lost { lost } => c.lost = c.lost.saturating_add(lost),
                 PerfRecord::Throttle => c.throttled += 1,
                 _ => {}
             }

@@ -485,14 +485,14 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
     // One pass over the records: samples kept, side-band records collected.
     let mut side: Vec<(u64, PerfRecord)> = Vec::new();
     let mut all: Vec<SampleRec> = Vec::new();
-    let mut lost = 0;
+    let mut lost: u64 = 0;
     let mut changes: HashMap<u32, Vec<(u64, String)>> = HashMap::new();
     for ch in &sec.chunks {
         for r in samples::records(ch.data, h) {
             let (_, r) = r.map_err(|e| corrupt(trace, e.shifted(ch.offset as u64)))?;
             match r {
                 PerfRecord::Sample(s) => all.push(s),
-                PerfRecord::Lost { lost: n } => lost += n,
+                PerfRecord::Lost { lost: n } => lost = lost.saturating_add(n),
                 PerfRecord::Comm {
                     tid,
                     ref comm,
