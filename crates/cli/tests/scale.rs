@@ -11,8 +11,10 @@ use std::path::Path;
 
 const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
 
-/// The CPUs the workload's threads were switched in on after it became the command
-/// (its last exec: the first is into `kstate workload pin`).
+/// The CPUs the workload's threads ran on after it became the command (its last exec:
+/// the first is into `kstate workload pin`): the CPU of that exec, where the task is
+/// running, and every CPU a thread of it was switched in on afterwards. The exec's CPU
+/// counts because a task alone on its CPU may never be switched out and in again.
 fn cpus_used(file: &Path) -> HashSet<u64> {
     let info: Value =
         serde_json::from_str(&ok(&["info", "--json", file.to_str().unwrap()])).unwrap();
@@ -21,14 +23,14 @@ fn cpus_used(file: &Path) -> HashSet<u64> {
         file,
         "sched:sched_process_exec,sched:sched_process_fork,sched:sched_switch",
     );
-    let exec_ts = evs
+    let exec = evs
         .iter()
         .filter(|e| e["event"] == "sched_process_exec" && e["pid"].as_i64() == Some(wl))
-        .map(|e| e["ts"].as_u64().unwrap())
-        .max()
+        .max_by_key(|e| e["ts"].as_u64().unwrap())
         .expect("the workload's exec");
+    let exec_ts = exec["ts"].as_u64().unwrap();
     let mut tids = HashSet::from([wl]);
-    let mut cpus = HashSet::new();
+    let mut cpus = HashSet::from([exec["cpu"].as_u64().unwrap()]);
     for e in &evs {
         let f = &e["fields"];
         if e["event"] == "sched_process_fork" && tids.contains(&f["parent_pid"].as_i64().unwrap()) {
