@@ -280,6 +280,9 @@ pub struct Counts {
     pub unmatched: u64,
     /// Pairs still open when the trace ended.
     pub open_at_end: u64,
+    /// Switch-ins inferred because the kernel did not trace a CPU leaving idle
+    /// ([`crate::analyzers::sched::IdleExits`]).
+    pub inferred: u64,
 }
 
 /// Receives log rows as pairs complete.
@@ -726,6 +729,12 @@ pub fn drive<A: Analyzer>(
     flush_log(&a, &mut out, log, &mut key_filter)?;
     let tables = a.tables(&out);
     notes.extend(a.notes());
+    if out.counts.inferred > 0 {
+        notes.push(format!(
+            "{} switch-ins inferred at the wake-up: this kernel did not trace some CPUs leaving idle (the tasks were first seen running there without a sched_switch putting them on)",
+            out.counts.inferred
+        ));
+    }
     let mut rows = Vec::with_capacity(out.aggs.len());
     for (k, agg) in std::mem::take(&mut out.aggs) {
         let key = a.key_name(k, &out.tasks);

@@ -99,8 +99,8 @@ fn json_trailer(o: &Outcome) -> String {
     s.push_str(&format!(",\"lost_events\":{{{}}}", lost.join(",")));
     let c = &o.counts;
     s.push_str(&format!(
-        ",\"pairs\":{{\"selected\":{},\"filtered_out\":{},\"broken_by_loss\":{},\"unmatched\":{},\"open_at_end\":{}}},\"events_read\":{}",
-        c.selected, c.filtered, c.broken_by_loss, c.unmatched, c.open_at_end, c.events
+        ",\"pairs\":{{\"selected\":{},\"filtered_out\":{},\"broken_by_loss\":{},\"unmatched\":{},\"open_at_end\":{},\"inferred_switch_ins\":{}}},\"events_read\":{}",
+        c.selected, c.filtered, c.broken_by_loss, c.unmatched, c.open_at_end, c.inferred, c.events
     ));
     for t in &o.tables {
         s.push_str(&format!(",{}:[", json_str(t.name)));

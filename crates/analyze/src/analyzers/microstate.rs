@@ -172,6 +172,7 @@ pub struct Microstate {
     broken: u64,
     notes: Vec<String>,
     seen: Seen,
+    idle: sched::IdleExits,
 }
 
 /// Events of each kind met, for the notes: a file can define events it holds none of.
@@ -271,8 +272,26 @@ impl Microstate {
         th
     }
 
+    /// `tid` ran on `cpu` from its wake-up at `woke`, though no switch-in was traced
+    /// ([`sched::IdleExits`]): its wait ends there, not at its first own event.
+    fn inferred_switch_in(&mut self, tid: i32, woke: u64, out: &mut Out) {
+        let Some(th) = self.threads.get(&tid) else {
+            return;
+        };
+        if matches!(th.at, At::Ready | At::Off(_)) {
+            let at = woke.max(th.since);
+            self.close(tid, at, out);
+            if let Some(th) = self.threads.get_mut(&tid) {
+                th.at = At::On;
+            }
+        }
+    }
+
     /// An event the thread itself made: it is running now.
     fn own(&mut self, tid: i32, cpu: u32, out: &mut Out) {
+        if let Some(woke) = self.idle.running(cpu, tid) {
+            self.inferred_switch_in(tid, woke, out);
+        }
         let now = out.now();
         let th = self.thread(tid, out);
         th.cpu = cpu;
@@ -335,6 +354,9 @@ impl Microstate {
         out.tasks.set_comm(next, sched::bytes(p, self.sw.next_comm));
         let now = ev.ts;
         let counted = out.sel().contains(now);
+        if let Some(woke) = self.idle.switch(ev.cpu, prev, next) {
+            self.inferred_switch_in(prev, woke, out);
+        }
         if prev != 0 {
             self.own(prev, ev.cpu, out);
             let th = &self.threads[&prev];
@@ -583,6 +605,7 @@ impl Analyzer for Microstate {
                 broken: 0,
                 notes: Vec::new(),
                 seen: Seen::default(),
+                idle: sched::IdleExits::default(),
             },
             ids,
         ))
@@ -610,6 +633,11 @@ impl Analyzer for Microstate {
                 let pid = w.pid.get_i64(p, e).unwrap_or(0) as i32;
                 out.tasks.set_comm(pid, sched::bytes(p, w.comm));
                 self.seen.wakeups += 1;
+                let target = w
+                    .target_cpu
+                    .and_then(|f| f.get_u64(p, e))
+                    .map_or(ev.cpu, |c| c as u32);
+                self.idle.wakeup(target, pid, ev.ts);
                 self.wakeup(pid, ev.cpu, out);
             }
             _ if tid == 0 => {}
@@ -698,6 +726,7 @@ impl Analyzer for Microstate {
     }
 
     fn finish(&mut self, out: &mut Out) -> u64 {
+        out.counts.inferred = self.idle.inferred;
         let now = out.now();
         if self.interval.is_some() {
             self.intervals_to(now, out);

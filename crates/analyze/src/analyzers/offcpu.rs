@@ -8,6 +8,8 @@
 //! `-` when no wake-up was seen, e.g. preempted tasks), or the task (`--by pid`).
 //! The first wake-up after a task went off CPU names the waker (the task running
 //! sched_wakeup, i.e. its common_pid).
+//! Where the kernel did not trace a CPU leaving idle, the task's time off the CPU ends
+//! at the wake-up that put it on that idle CPU ([`sched::IdleExits`]).
 
 use kstate_format::Trace;
 
@@ -37,8 +39,35 @@ pub struct OffCpu {
     wakeups: Vec<Wakeup>,
     states: sched::StateNames,
     pairs: Pairs<i32, Off>,
+    idle: sched::IdleExits,
     wakers: FxMap<String, u32>,
     waker_names: Vec<String>,
+}
+
+impl OffCpu {
+    /// `tid` went on `cpu` at `at` (now, or earlier for an inferred switch-in).
+    fn switched_in(&mut self, tid: i32, cpu: u32, at: u64, out: &mut Out) {
+        let Some(o) = self.pairs.end(tid) else {
+            return;
+        };
+        let key = match self.by {
+            By::State => o.v.state,
+            By::Waker => o.v.waker as u64,
+            By::Pid => tid as u32 as u64,
+        };
+        out.pair(
+            o.mark,
+            Sample {
+                start: o.start,
+                value: at.saturating_sub(o.start),
+                key,
+                tid,
+                cpu,
+                flag: false,
+                kind: Kind::Dur,
+            },
+        );
+    }
 }
 
 impl Analyzer for OffCpu {
@@ -87,6 +116,7 @@ impl Analyzer for OffCpu {
                 wakeups,
                 states,
                 pairs: Pairs::default(),
+                idle: sched::IdleExits::default(),
                 wakers: FxMap::default(),
                 waker_names: Vec::new(),
             },
@@ -102,35 +132,25 @@ impl Analyzer for OffCpu {
             let state = self.sw.prev_state.get_u64(p, e).unwrap_or(0) & self.states.key_bits();
             out.tasks.set_comm(prev, sched::bytes(p, self.sw.prev_comm));
             out.tasks.set_comm(next, sched::bytes(p, self.sw.next_comm));
+            if let Some(woke) = self.idle.switch(ev.cpu, prev, next) {
+                self.switched_in(prev, ev.cpu, woke, out);
+            }
             if prev != 0 {
                 self.pairs.begin(prev, ev.cpu, Off { state, waker: 0 }, out);
             }
             if next != 0 {
-                if let Some(o) = self.pairs.end(next) {
-                    let key = match self.by {
-                        By::State => o.v.state,
-                        By::Waker => o.v.waker as u64,
-                        By::Pid => next as u32 as u64,
-                    };
-                    out.pair(
-                        o.mark,
-                        Sample {
-                            start: o.start,
-                            value: ev.ts.saturating_sub(o.start),
-                            key,
-                            tid: next,
-                            cpu: ev.cpu,
-                            flag: false,
-                            kind: Kind::Dur,
-                        },
-                    );
-                }
+                self.switched_in(next, ev.cpu, ev.ts, out);
             }
             return;
         }
         if let Some(w) = self.wakeups.iter().find(|w| w.id == ev.id).copied() {
             let pid = w.pid.get_i64(p, e).unwrap_or(0) as i32;
             out.tasks.set_comm(pid, sched::bytes(p, w.comm));
+            let target = w
+                .target_cpu
+                .and_then(|f| f.get_u64(p, e))
+                .map_or(ev.cpu, |c| c as u32);
+            self.idle.wakeup(target, pid, ev.ts);
             if self.by != By::Waker {
                 return;
             }
@@ -150,7 +170,8 @@ impl Analyzer for OffCpu {
         }
     }
 
-    fn finish(&mut self, _out: &mut Out) -> u64 {
+    fn finish(&mut self, out: &mut Out) -> u64 {
+        out.counts.inferred = self.idle.inferred;
         self.pairs.len() as u64
     }
 

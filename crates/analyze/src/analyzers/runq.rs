@@ -9,6 +9,8 @@
 //! 2. sched_switch out of P (P is prev) while P's pair is open drops the pair: P was woken
 //!    while still on a CPU, so there was no wait to run.
 //! 3. sched_switch in of P (P is next) at t' closes the pair: latency t' - t, on that CPU.
+//! 4. A switch-in the kernel did not trace (a CPU leaving idle, see
+//!    [`sched::IdleExits`]) drops the pair and counts as inferred: P ran from its wake-up.
 //!
 //! The latency is measured from sched_wakeup (the task is on a run queue), not from
 //! sched_waking (the waker starts the wake-up; it adds the cross-CPU wake-up path) — the
@@ -67,6 +69,7 @@ pub struct Runq {
     states: sched::StateNames,
     /// Woken task -> tasks already queued on its CPU when it was woken.
     pairs: Pairs<i32, u64>,
+    idle: sched::IdleExits,
     /// Runnable, not running: task -> CPU whose queue it is counted in.
     queued: FxMap<i32, u32>,
     /// Task running on each CPU (0: idle or unknown).
@@ -86,11 +89,17 @@ impl Runq {
         &mut self.rq[c]
     }
 
-    /// Changes CPU `cpu`'s queue length by `delta` now, because of task `tid`.
+    /// Changes CPU `cpu`'s queue length by one now, because of task `tid`.
     fn change(&mut self, cpu: u32, up: bool, tid: i32, out: &mut Out) {
-        let now = out.now();
+        self.change_at(cpu, up, tid, out.now(), out);
+    }
+
+    /// The same at `at`, which may lie before now (an inferred switch-in): a change
+    /// before the CPU's last one is taken to happen at that last one.
+    fn change_at(&mut self, cpu: u32, up: bool, tid: i32, at: u64, out: &mut Out) {
         let sel = out.sel();
         let r = self.rq(cpu);
+        let now = if r.seen { at.max(r.since) } else { at };
         if r.seen {
             r.area += r.len as u128 * sel.overlap_ns(r.since, now) as u128;
         }
@@ -127,8 +136,12 @@ impl Runq {
     }
 
     fn dequeue(&mut self, tid: i32, out: &mut Out) {
+        self.dequeue_at(tid, out.now(), out);
+    }
+
+    fn dequeue_at(&mut self, tid: i32, at: u64, out: &mut Out) {
         if let Some(cpu) = self.queued.remove(&tid) {
-            self.change(cpu, false, tid, out);
+            self.change_at(cpu, false, tid, at, out);
         }
     }
 }
@@ -190,6 +203,7 @@ impl Analyzer for Runq {
                 migrate,
                 states,
                 pairs: Pairs::default(),
+                idle: sched::IdleExits::default(),
                 queued: FxMap::default(),
                 current: vec![0; trace.cpu_count.max(1) as usize],
                 rq: Vec::new(),
@@ -216,9 +230,17 @@ impl Analyzer for Runq {
                 self.current.resize(c + 1, 0);
             }
             self.current[c] = next;
+            if let Some(woke) = self.idle.switch(ev.cpu, prev, next) {
+                // Ran on an idle CPU from its wake-up: no latency to measure (the
+                // idle exit's is not in the trace), and no longer queued since then.
+                self.pairs.end(prev);
+                self.dequeue_at(prev, woke, out);
+            }
             if prev != 0 {
                 // Rule 2: woken while still on a CPU.
                 self.pairs.end(prev);
+                // It was running, so not queued, whatever a missed switch-in left behind.
+                self.dequeue(prev, out);
                 if self.states.is_runnable(state) {
                     self.enqueue(prev, ev.cpu, out);
                 }
@@ -257,6 +279,7 @@ impl Analyzer for Runq {
                 .target_cpu
                 .and_then(|f| f.get_u64(p, e))
                 .map_or(ev.cpu, |c| c as u32);
+            self.idle.wakeup(target, pid, ev.ts);
             // Rule 1.
             let ahead = self.rq(target).len;
             self.pairs.begin_first(pid, target, ahead, out);
@@ -277,6 +300,7 @@ impl Analyzer for Runq {
     }
 
     fn finish(&mut self, out: &mut Out) -> u64 {
+        out.counts.inferred = self.idle.inferred;
         let now = out.now();
         let sel = out.sel();
         for r in &mut self.rq {

@@ -299,6 +299,85 @@ fn atom(t: &[Tok], p: &mut usize) -> Option<u64> {
     }
 }
 
+/// Infers the sched_switch a kernel failed to trace when a CPU left idle.
+///
+/// Some kernels do not emit sched_switch on a CPU's way out of idle (seen on 6.18 in a
+/// KVM guest: CPU 1 switches *to* idle in the trace but never *from* it, and `perf
+/// script` shows the same). A task woken onto such a CPU then runs without ever being
+/// switched in, and every analyzer pairing switch-out with switch-in loses or stretches
+/// the interval. The tracker notices the gap: a task woken onto a CPU the trace shows
+/// idle, which is later seen running there (switched out, or making its own events)
+/// although no switch put it on, was switched in at once — an idle CPU runs what it is
+/// woken for straight away — so its run is taken to start at the wake-up. The error is
+/// the CPU's exit latency from idle (microseconds). On kernels that trace these switches
+/// the tracker never fires: the real switch-in comes first and clears the wakees.
+#[derive(Debug, Default)]
+pub struct IdleExits {
+    /// Per CPU: the task the trace last put on it; None until a switch on it is seen.
+    current: Vec<Option<i32>>,
+    /// Per CPU: tasks woken onto it while it was idle, with the wake-up time.
+    wakees: Vec<Vec<(i32, u64)>>,
+    /// Switch-ins inferred so far.
+    pub inferred: u64,
+}
+
+/// More wakees than this onto one idle CPU before it runs any means the CPU is not
+/// really idle in the trace's sense; the oldest are dropped.
+const MAX_WAKEES: usize = 8;
+
+impl IdleExits {
+    fn cpu(&mut self, cpu: u32) -> usize {
+        let c = cpu as usize;
+        if c >= self.current.len() {
+            self.current.resize(c + 1, None);
+            self.wakees.resize(c + 1, Vec::new());
+        }
+        c
+    }
+
+    /// A sched_wakeup(_new) of `pid` onto `cpu` at `ts`.
+    pub fn wakeup(&mut self, cpu: u32, pid: i32, ts: u64) {
+        let c = self.cpu(cpu);
+        if pid == 0 || self.current[c] != Some(0) {
+            return;
+        }
+        let w = &mut self.wakees[c];
+        if w.iter().any(|x| x.0 == pid) {
+            return;
+        }
+        if w.len() == MAX_WAKEES {
+            w.remove(0);
+        }
+        w.push((pid, ts));
+    }
+
+    /// `tid` is seen running on `cpu` (an event of its own there). Returns the wake-up
+    /// time if that is the first sign of a switch-in the trace lacks.
+    pub fn running(&mut self, cpu: u32, tid: i32) -> Option<u64> {
+        let c = self.cpu(cpu);
+        if tid == 0 || self.current[c] != Some(0) {
+            return None;
+        }
+        let at = self.wakees[c].iter().position(|x| x.0 == tid)?;
+        let ts = self.wakees[c][at].1;
+        self.wakees[c].clear();
+        self.current[c] = Some(tid);
+        self.inferred += 1;
+        Some(ts)
+    }
+
+    /// A sched_switch on `cpu` from `prev` to `next`. Returns the wake-up time at which
+    /// `prev` must have been switched in, when the trace did not show it; apply that
+    /// switch-in before this switch.
+    pub fn switch(&mut self, cpu: u32, prev: i32, next: i32) -> Option<u64> {
+        let inferred = self.running(cpu, prev);
+        let c = self.cpu(cpu);
+        self.current[c] = Some(next);
+        self.wakees[c].clear();
+        inferred
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,5 +425,38 @@ mod tests {
         assert_eq!(eval("0x10UL"), Some(16));
         assert_eq!(eval("1 +"), None);
         assert_eq!(eval("x"), None);
+    }
+}
+
+#[cfg(test)]
+mod idle_exit_tests {
+    use super::IdleExits;
+
+    #[test]
+    fn a_missed_switch_from_idle_is_inferred_at_the_wake_up() {
+        let mut t = IdleExits::default();
+        t.switch(1, 42, 0); // CPU 1 goes idle
+        t.wakeup(1, 7, 1_000);
+        // No switch 0 -> 7; 7 is switched out: it ran from its wake-up.
+        assert_eq!(t.switch(1, 7, 0), Some(1_000));
+        assert_eq!(t.inferred, 1);
+        // Its own event on an idle CPU after a wake-up says the same.
+        t.wakeup(1, 9, 2_000);
+        assert_eq!(t.running(1, 9), Some(2_000));
+        assert_eq!(t.running(1, 9), None);
+        assert_eq!(t.inferred, 2);
+    }
+
+    #[test]
+    fn a_traced_switch_from_idle_leaves_nothing_to_infer() {
+        let mut t = IdleExits::default();
+        t.switch(0, 42, 0);
+        t.wakeup(0, 7, 1_000);
+        assert_eq!(t.switch(0, 0, 7), None);
+        assert_eq!(t.switch(0, 7, 0), None);
+        // Unknown CPUs (no switch seen yet) infer nothing either.
+        t.wakeup(3, 5, 10);
+        assert_eq!(t.switch(3, 5, 0), None);
+        assert_eq!(t.inferred, 0);
     }
 }
