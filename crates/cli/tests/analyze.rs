@@ -5,6 +5,7 @@
 //!   counts and durations are known by construction (getppid() N times, N 10 ms sleeps).
 
 mod support;
+use support::tcline::{field, num, parse_line};
 use support::{kstate, kstate_json};
 
 use std::collections::BTreeMap;
@@ -27,66 +28,6 @@ fn fixtures() -> PathBuf {
 /// no plugins (`-N`).
 fn trace_cmd_report(file: &Path, raw: bool) -> String {
     support::trace_cmd_report(file, if raw { &["-t", "-R"] } else { &["-t", "-N"] })
-}
-
-/// An event line of `trace-cmd report -t`: `comm-pid [cpu] secs.nsecs: event: fields`.
-struct Line<'a> {
-    cpu: u32,
-    ts: u64,
-    event: &'a str,
-    rest: &'a str,
-}
-
-fn parse_line(line: &str) -> Option<Line<'_>> {
-    // The CPU column is the first `[digits]` followed by a timestamp and a colon.
-    for (i, _) in line.match_indices(" [") {
-        let after = &line[i + 2..];
-        let Some(close) = after.find(']') else {
-            continue;
-        };
-        let Ok(cpu) = after[..close].parse::<u32>() else {
-            continue;
-        };
-        let rest = after[close + 1..].trim_start();
-        let Some(colon) = rest.find(": ") else {
-            continue;
-        };
-        let Some((s, ns)) = rest[..colon].split_once('.') else {
-            continue;
-        };
-        let (Ok(s), Ok(ns)) = (s.parse::<u64>(), ns.parse::<u64>()) else {
-            continue;
-        };
-        if rest[..colon].split_once('.').map(|x| x.1.len()) != Some(9) {
-            continue;
-        }
-        let rest = &rest[colon + 2..];
-        let end = rest.find(':')?;
-        return Some(Line {
-            cpu,
-            ts: s * 1_000_000_000 + ns,
-            event: &rest[..end],
-            rest: &rest[end + 1..],
-        });
-    }
-    None
-}
-
-/// The value of ` name=` in a field list (up to the next space).
-fn field<'a>(rest: &'a str, name: &str) -> &'a str {
-    let pat = format!(" {name}=");
-    let padded = format!(" {}", rest.trim_start());
-    let at = padded
-        .find(&pat)
-        .unwrap_or_else(|| panic!("no {name} in {rest:?}"));
-    let v = &rest.trim_start()[at + pat.len() - 1..];
-    v.split(' ').next().unwrap_or("")
-}
-
-fn num(rest: &str, name: &str) -> i64 {
-    field(rest, name)
-        .parse()
-        .unwrap_or_else(|_| panic!("{name} is not a number in {rest:?}"))
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

@@ -4,6 +4,7 @@
 
 mod support;
 use support::kstate;
+use support::tcline::{field, num, parse_line};
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -27,68 +28,6 @@ fn kstate_json(args: &[&str], file: &Path) -> Value {
 /// `trace-cmd report -t -N`: the kernel's print fmt, no plugins.
 fn trace_cmd_report(file: &Path) -> String {
     support::trace_cmd_report(file, &["-t", "-N"])
-}
-
-/// An event line of `trace-cmd report -t`: `comm-pid [cpu] secs.nsecs: event: fields`.
-struct Line<'a> {
-    pid: i64,
-    cpu: u32,
-    ts: u64,
-    event: &'a str,
-    rest: &'a str,
-}
-
-fn parse_line(line: &str) -> Option<Line<'_>> {
-    for (i, _) in line.match_indices(" [") {
-        let after = &line[i + 2..];
-        let Some(close) = after.find(']') else {
-            continue;
-        };
-        let Ok(cpu) = after[..close].parse::<u32>() else {
-            continue;
-        };
-        let rest = after[close + 1..].trim_start();
-        let Some(colon) = rest.find(": ") else {
-            continue;
-        };
-        let Some((s, ns)) = rest[..colon].split_once('.') else {
-            continue;
-        };
-        let (Ok(s), Ok(ns)) = (s.parse::<u64>(), ns.parse::<u64>()) else {
-            continue;
-        };
-        if rest[..colon].split_once('.').map(|x| x.1.len()) != Some(9) {
-            continue;
-        }
-        let pid = line[..i].trim().rsplit_once('-')?.1.parse().ok()?;
-        let rest = &rest[colon + 2..];
-        let end = rest.find(':')?;
-        return Some(Line {
-            pid,
-            cpu,
-            ts: s * 1_000_000_000 + ns,
-            event: &rest[..end],
-            rest: rest[end + 1..].trim(),
-        });
-    }
-    None
-}
-
-/// The value of `name=` in a field list (up to the next space).
-fn field<'a>(rest: &'a str, name: &str) -> &'a str {
-    let pat = format!("{name}=");
-    let at = rest
-        .match_indices(&pat)
-        .find(|(i, _)| *i == 0 || rest.as_bytes()[i - 1] == b' ')
-        .unwrap_or_else(|| panic!("no {name} in {rest:?}"))
-        .0;
-    rest[at + pat.len()..].split(' ').next().unwrap_or("")
-}
-
-fn num(rest: &str, name: &str) -> i64 {
-    field(rest, name)
-        .parse()
-        .unwrap_or_else(|_| panic!("{name} is not a number in {rest:?}"))
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

@@ -4,6 +4,7 @@
 //! `trace-cmd report` of the same file.
 
 mod support;
+use support::tcline::{field, num, parse_line};
 use support::{kstate, kstate_json};
 
 use std::collections::BTreeMap;
@@ -56,68 +57,6 @@ fn record(opts: &[&str], cmd: &[&str], dest: &Path) -> (i32, String) {
 /// `trace-cmd report -t -R` (raw field values) or `-t` with its plugins (symbols).
 fn trace_cmd_report(file: &Path, raw: bool) -> String {
     support::trace_cmd_report(file, if raw { &["-t", "-R"] } else { &["-t"] })
-}
-
-/// An event line of `trace-cmd report -t`: `comm-pid [cpu] secs.nsecs: event: fields`.
-#[derive(Debug)]
-struct Line<'a> {
-    pid: i64,
-    ts: u64,
-    event: &'a str,
-    rest: &'a str,
-}
-
-fn parse_line(line: &str) -> Option<Line<'_>> {
-    for (i, _) in line.match_indices(" [") {
-        let after = &line[i + 2..];
-        let close = after.find(']')?;
-        if after[..close].parse::<u32>().is_err() {
-            continue;
-        }
-        let pid: i64 = line[..i].trim().rsplit_once('-')?.1.parse().ok()?;
-        let rest = after[close + 1..].trim_start();
-        let colon = rest.find(": ")?;
-        let (s, ns) = rest[..colon].split_once('.')?;
-        if ns.len() != 9 {
-            continue;
-        }
-        let ts = s.parse::<u64>().ok()? * 1_000_000_000 + ns.parse::<u64>().ok()?;
-        let rest = &rest[colon + 2..];
-        let end = rest.find(':')?;
-        return Some(Line {
-            pid,
-            ts,
-            event: rest[..end].trim(),
-            rest: &rest[end + 1..],
-        });
-    }
-    None
-}
-
-/// The value of `name=` (or `name: ` in syscall events) in a field list.
-fn field<'a>(rest: &'a str, name: &str) -> &'a str {
-    let t = rest.trim_start();
-    for pat in [format!("{name}="), format!("{name}: ")] {
-        let at = if t.starts_with(&pat) {
-            Some(0)
-        } else {
-            t.find(&format!(" {pat}")).map(|i| i + 1)
-        };
-        if let Some(at) = at {
-            let v = &t[at + pat.len()..];
-            return v.split([' ', ',']).next().unwrap_or("");
-        }
-    }
-    panic!("no {name} in {rest:?}")
-}
-
-fn num(rest: &str, name: &str) -> i64 {
-    let f = field(rest, name);
-    let r = match f.strip_prefix("0x") {
-        Some(h) => u64::from_str_radix(h, 16).map(|v| v as i64),
-        None => f.parse(),
-    };
-    r.unwrap_or_else(|_| panic!("{name} is not a number in {rest:?}"))
 }
 
 fn rows(v: &Value) -> &Vec<Value> {

@@ -7,6 +7,7 @@
 //! against the workload's own getrusage.
 
 mod support;
+use support::tcline::{parse_line, Line};
 use support::{kstate, kstate_json as json};
 
 use std::collections::BTreeMap;
@@ -90,26 +91,6 @@ fn trace_cmd_report(file: &Path) -> String {
     support::trace_cmd_report(file, &["-t"])
 }
 
-/// `comm-pid [cpu] secs.nsecs: event: rest` -> (pid, ts, event, rest).
-fn parse_line(line: &str) -> Option<(i64, u64, &str, &str)> {
-    for (i, _) in line.match_indices(" [") {
-        let after = &line[i + 2..];
-        let close = after.find(']')?;
-        if after[..close].parse::<u32>().is_err() {
-            continue;
-        }
-        let pid: i64 = line[..i].trim().rsplit_once('-')?.1.parse().ok()?;
-        let rest = after[close + 1..].trim_start();
-        let colon = rest.find(": ")?;
-        let (s, ns) = rest[..colon].split_once('.')?;
-        let ts = s.parse::<u64>().ok()? * 1_000_000_000 + ns.parse::<u64>().ok()?;
-        let rest = &rest[colon + 2..];
-        let end = rest.find(':')?;
-        return Some((pid, ts, rest[..end].trim(), rest[end + 1..].trim()));
-    }
-    None
-}
-
 /// `kstate:5283 [120]` -> 5283.
 fn task_pid(s: &str) -> Option<i64> {
     let head = s.trim().rsplit_once(" [")?.0;
@@ -138,7 +119,14 @@ fn mutex_fighters_wait_in_lck_and_their_shares_fill_their_lives() {
     let mut born: BTreeMap<i64, u64> = BTreeMap::new();
     let mut died: BTreeMap<i64, u64> = BTreeMap::new();
     for line in report.lines() {
-        let Some((by, ts, event, rest)) = parse_line(line) else {
+        let Some(Line {
+            pid: by,
+            ts,
+            event,
+            rest,
+            ..
+        }) = parse_line(line)
+        else {
             continue;
         };
         match event {
@@ -266,7 +254,7 @@ fn a_system_call_storm_runs_and_counts_every_call() {
     let entries = report
         .lines()
         .filter_map(parse_line)
-        .filter(|(by, _, ev, _)| *by == pid as i64 && *ev == "sys_enter")
+        .filter(|l| l.pid == pid as i64 && l.event == "sys_enter")
         .count() as u64;
     assert_eq!(r["scl"].as_u64().unwrap(), entries, "{r}");
     assert!(entries >= n && entries < n + 500, "{entries}");

@@ -2,6 +2,8 @@
 //! Each test file that uses it says `mod support;` and takes what it needs.
 #![allow(dead_code)]
 
+pub mod tcline;
+
 use serde_json::Value;
 use std::ffi::OsStr;
 use std::path::Path;
