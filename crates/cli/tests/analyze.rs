@@ -6,7 +6,7 @@
 
 mod support;
 use support::tcline::{field, num, parse_line};
-use support::{kstate, kstate_json};
+use support::{kstate, kstate_json, record_workload};
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -416,29 +416,6 @@ fn getppid_loop() {
 
 const SLEEPS: u64 = 20;
 
-/// Records `kstate workload ARGS` with `kstate record -e EVENTS` (system-wide with
-/// `all`, else only the workload and its children); returns the workload's pid.
-fn record(events: &str, workload: &[&str], all: bool, dest: &Path) -> i32 {
-    let exe = env!("CARGO_BIN_EXE_kstate");
-    let mut cmd = Command::new(exe);
-    cmd.args(["record", "--sysinfo-interval", "0", "-e", events, "-o"])
-        .arg(dest);
-    if all {
-        cmd.arg("-a");
-    }
-    cmd.args(["--", exe, "workload"]).args(workload);
-    let out = cmd.output().expect("cannot run kstate record");
-    assert!(
-        out.status.success(),
-        "kstate record failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let info = kstate_json(&["info".as_ref(), "--json".as_ref(), dest.as_os_str()]);
-    info["recording"]["workload_pid"]
-        .as_i64()
-        .unwrap_or_else(|| panic!("no workload pid in {}", info["recording"])) as i32
-}
-
 fn row<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
     v["rows"]
         .as_array()
@@ -451,7 +428,7 @@ fn row<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
 fn syscall_counts_getppid_of_a_live_process() {
     let tmp = tempfile::tempdir().unwrap();
     let cap = tmp.path().join("getppid.dat");
-    let pid = record(
+    let pid = record_workload(
         "syscall",
         &["getppid", &GETPPID_CALLS.to_string()],
         false,
@@ -588,7 +565,7 @@ fn offcpu_sees_each_10ms_sleep() {
     // Pinned to CPU 0: on this VM's kernel CPU 1 never emits sched_switch when it leaves
     // idle (`per_cpu/cpu1/trace` of a bare instance shows it too), so a sleeper there has
     // no switches-in to measure.
-    let pid = record(
+    let pid = record_workload(
         "sched,syscall",
         &["sleep", &SLEEPS.to_string(), "10", "--cpu", "0"],
         true,

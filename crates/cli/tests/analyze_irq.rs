@@ -3,8 +3,8 @@
 //! file and against what the workload did by construction.
 
 mod support;
-use support::kstate;
 use support::tcline::{field, num, parse_line};
+use support::{kstate, record_workload};
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -71,34 +71,6 @@ fn rows(v: &Value, unit: &str, flag: Option<&str>) -> BTreeMap<String, Stat> {
             )
         })
         .collect()
-}
-
-/// Records `kstate workload ARGS` with `kstate record -e EVENTS` (system-wide with `all`);
-/// returns the workload's pid.
-fn record(events: &str, workload: &[&str], all: bool, dest: &Path) -> i32 {
-    let exe = env!("CARGO_BIN_EXE_kstate");
-    let mut cmd = Command::new(exe);
-    cmd.args(["record", "--sysinfo-interval", "0", "-e", events, "-o"])
-        .arg(dest);
-    if all {
-        cmd.arg("-a");
-    }
-    cmd.args(["--", exe, "workload"]).args(workload);
-    let out = cmd.output().expect("cannot run kstate record");
-    assert!(
-        out.status.success(),
-        "kstate record failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let info: Value = serde_json::from_str(&kstate(&[
-        "info".as_ref(),
-        "--json".as_ref(),
-        dest.as_os_str(),
-    ]))
-    .unwrap();
-    info["recording"]["workload_pid"]
-        .as_i64()
-        .unwrap_or_else(|| panic!("no workload pid in {}", info["recording"])) as i32
 }
 
 // ---- softirq, irq ---------------------------------------------------------------------
@@ -182,7 +154,7 @@ fn softirq_and_irq_match_trace_cmd() {
     let tmp = tempfile::tempdir().unwrap();
     let cap = tmp.path().join("irq.dat");
     let target = tmp.path().join("written");
-    record(
+    record_workload(
         "softirq",
         &["fsync", &FSYNCS.to_string(), target.to_str().unwrap()],
         true,
@@ -362,7 +334,7 @@ const MMAP_THREADS: u64 = 4;
 fn lockwait_matches_trace_cmd() {
     let tmp = tempfile::tempdir().unwrap();
     let cap = tmp.path().join("lock.dat");
-    let pid = record(
+    let pid = record_workload(
         "lock",
         &["mmap", &MMAP_THREADS.to_string(), "20000"],
         false,
@@ -469,7 +441,7 @@ const HEADERS: u64 = 8 + 20 + 14;
 fn net_counts_loopback_datagrams() {
     let tmp = tempfile::tempdir().unwrap();
     let cap = tmp.path().join("net.dat");
-    record(
+    record_workload(
         "net",
         &["udp", &DATAGRAMS.to_string(), &PAYLOAD.to_string()],
         false,
@@ -515,7 +487,7 @@ fn net_counts_loopback_datagrams() {
 fn missing_events_name_the_preset() {
     let tmp = tempfile::tempdir().unwrap();
     let cap = tmp.path().join("sys.dat");
-    record("syscall", &["getppid", "10"], false, &cap);
+    record_workload("syscall", &["getppid", "10"], false, &cap);
     for (a, preset) in [("softirq", "softirq"), ("irq", "softirq")] {
         let out = Command::new(env!("CARGO_BIN_EXE_kstate"))
             .args(["analyze", a])

@@ -62,3 +62,26 @@ pub fn trace_cmd_report(file: &Path, opts: &[&str]) -> String {
     assert!(out.status.success(), "trace-cmd report {}", file.display());
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Records `kstate workload ARGS` with `kstate record -e EVENTS` (system-wide with
+/// `all`, else only the workload and its children) into `dest`; returns the workload's
+/// pid.
+pub fn record_workload(events: &str, workload: &[&str], all: bool, dest: &Path) -> i32 {
+    let mut cmd = Command::new(KSTATE);
+    cmd.args(["record", "--sysinfo-interval", "0", "-e", events, "-o"])
+        .arg(dest);
+    if all {
+        cmd.arg("-a");
+    }
+    cmd.args(["--", KSTATE, "workload"]).args(workload);
+    let out = cmd.output().expect("cannot run kstate record");
+    assert!(
+        out.status.success(),
+        "kstate record failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let info = kstate_json(&["info".as_ref(), "--json".as_ref(), dest.as_os_str()]);
+    info["recording"]["workload_pid"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no workload pid in {}", info["recording"])) as i32
+}
