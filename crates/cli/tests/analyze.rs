@@ -84,6 +84,12 @@ fn runq_oracle(report: &str) -> (BTreeMap<u32, u64>, BTreeMap<i64, Stat>) {
 
 fn check_runq(analyzed: &Path, report: &str) {
     let (switches, lat) = runq_oracle(report);
+    assert!(
+        !switches.is_empty(),
+        "trace-cmd report gave no sched_switch lines ({} bytes): {:?}",
+        report.len(),
+        &report[..report.len().min(600)]
+    );
     let v = kstate_json(&[
         "analyze".as_ref(),
         "runq".as_ref(),

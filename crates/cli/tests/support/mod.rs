@@ -59,7 +59,13 @@ pub fn trace_cmd_report(file: &Path, opts: &[&str]) -> String {
         .arg(file)
         .output()
         .expect("trace-cmd is needed by these tests: apt-get install trace-cmd");
-    assert!(out.status.success(), "trace-cmd report {}", file.display());
+    assert!(
+        out.status.success() && !out.stdout.is_empty(),
+        "trace-cmd report {} ({}): {}",
+        file.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
