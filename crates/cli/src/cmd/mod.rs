@@ -1,5 +1,6 @@
 pub mod analyze;
 pub mod bench;
+pub mod bench_chat;
 pub mod bench_io;
 pub mod bench_malloc;
 pub mod bench_overhead;
