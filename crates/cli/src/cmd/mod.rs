@@ -15,6 +15,7 @@ pub mod record;
 pub mod report;
 pub mod run;
 pub mod scale;
+pub mod scale_report;
 pub mod split;
 pub mod top_locks;
 pub mod workload;
