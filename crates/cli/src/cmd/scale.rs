@@ -198,7 +198,8 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
     if a.json {
         println!(
             "{}",
-            json!({"command": a.command, "runs": Value::Array(rows)})
+            json!({"command": a.command, "runs": Value::Array(rows),
+                "report": a.output.as_ref().map(|o| o.join("report.html").display().to_string())})
         );
         return Ok(ExitCode::SUCCESS);
     }
