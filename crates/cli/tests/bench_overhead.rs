@@ -12,6 +12,17 @@ use serde_json::Value;
 const NR_GETPPID: i64 = 110;
 #[cfg(target_arch = "aarch64")]
 const NR_GETPPID: i64 = 173;
+// send() is sendto; std::fs::remove_file is unlink (unlinkat where there is no unlink).
+#[cfg(target_arch = "x86_64")]
+const NR_SENDTO: i64 = 44;
+#[cfg(target_arch = "aarch64")]
+const NR_SENDTO: i64 = 206;
+#[cfg(target_arch = "x86_64")]
+const NR_UNLINK: i64 = 87;
+#[cfg(target_arch = "aarch64")]
+const NR_UNLINK: i64 = 35;
+/// The chat row's threads: 2 rooms x 5 users x 4.
+const CHAT_THREADS: u64 = 40;
 
 const CONFIGS: &[&str] = &["none", "norec", "perf", "perf-nolock", "all"];
 
@@ -37,7 +48,17 @@ fn overhead_table_short() {
     let names: Vec<&str> = rows.iter().map(|r| r["bench"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["null", "stat", "openclose", "pipe", "unix", "fork", "ctxsw"]
+        [
+            "null",
+            "stat",
+            "openclose",
+            "pipe",
+            "unix",
+            "fork",
+            "ctxsw",
+            "chat",
+            "fs"
+        ]
     );
     let mut ops = std::collections::BTreeMap::new();
     for r in rows {
@@ -64,6 +85,9 @@ fn overhead_table_short() {
     // --iters 0.01 of the default counts.
     assert_eq!(ops["null"], 10_000);
     assert_eq!(ops["fork"], 20);
+    // chat: 400 deliveries are 10 messages from each of 10 users to 4 others.
+    assert_eq!(ops["chat"], 400);
+    assert_eq!(ops["fs"], 50);
 
     for c in &CONFIGS[1..] {
         assert!(keep.join(format!("{c}.dat")).is_file(), "{c}.dat kept");
@@ -78,13 +102,23 @@ fn overhead_table_short() {
     assert_eq!(getppid.len() as u64, ops["null"]);
     let wl = getppid[0]["pid"].as_i64().unwrap();
     assert!(getppid.iter().all(|e| e["pid"].as_i64() == Some(wl)));
-    // Its forks: the fork benchmark's children plus one echo thread each for pipe, unix
-    // and ctxsw (a thread's clone fires sched_process_fork too).
+    // chat: one send per message from its sender (ops / 4 receivers each) and one per
+    // delivery from the server; fs: one unlink per file.
+    let calls = |nr: i64| {
+        dump(&all, "raw_syscalls:sys_enter")
+            .into_iter()
+            .filter(|e| e["fields"]["id"].as_i64() == Some(nr))
+            .count() as u64
+    };
+    assert_eq!(calls(NR_SENDTO), ops["chat"] + ops["chat"] / 4);
+    assert_eq!(calls(NR_UNLINK), ops["fs"]);
+    // Its forks: the fork benchmark's children, one echo thread each for pipe, unix and
+    // ctxsw (a thread's clone fires sched_process_fork too), and the chat's threads.
     let forks = dump(&all, "sched:sched_process_fork")
         .into_iter()
         .filter(|e| e["fields"]["parent_pid"].as_i64() == Some(wl))
         .count() as u64;
-    assert_eq!(forks, ops["fork"] + 3);
+    assert_eq!(forks, ops["fork"] + 3 + CHAT_THREADS);
     // `perf` records the same forks (another workload process: the busiest parent).
     let mut by_parent = std::collections::BTreeMap::new();
     for e in dump(&keep.join("perf.dat"), "sched:sched_process_fork") {
@@ -92,7 +126,10 @@ fn overhead_table_short() {
             .entry(e["fields"]["parent_pid"].as_i64().unwrap())
             .or_insert(0u64) += 1;
     }
-    assert_eq!(by_parent.values().max(), Some(&(ops["fork"] + 3)));
+    assert_eq!(
+        by_parent.values().max(),
+        Some(&(ops["fork"] + 3 + CHAT_THREADS))
+    );
     // `norec` enabled only an event that does not fire.
     assert_eq!(v["events"]["norec"].as_f64(), Some(0.0));
     assert!(v["events"]["all"].as_f64().unwrap() > v["events"]["perf"].as_f64().unwrap());

@@ -1,6 +1,7 @@
 //! `kstate scale` at one and two CPUs against the running kernel: each run recorded and
-//! classified, and the kept recordings show the command ran only on the CPUs it was
-//! pinned to. Needs root and tracefs; never skips.
+//! classified, the kept recordings show the command ran only on the CPUs it was pinned
+//! to, and the report has the plot and one section per run naming the spin's hot symbol
+//! from the sampled profile. Needs root and tracefs; never skips.
 
 mod support;
 use support::{dump, kstate as ok};
@@ -49,6 +50,7 @@ fn cpus_used(file: &Path) -> HashSet<u64> {
 fn spin_and_mmap_at_one_and_two_cpus() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let keep = dir.path().join("spin");
+    let report = dir.path().join("report");
     let out = ok(&[
         "scale",
         "--cpus",
@@ -56,6 +58,9 @@ fn spin_and_mmap_at_one_and_two_cpus() {
         "--json",
         "--keep",
         keep.to_str().unwrap(),
+        "--sample",
+        "-o",
+        report.to_str().unwrap(),
         "--",
         KSTATE,
         "workload",
@@ -83,6 +88,34 @@ fn spin_and_mmap_at_one_and_two_cpus() {
         );
     }
     assert_eq!(runs[0]["speedup"].as_f64(), Some(1.0));
+
+    // The report: the plot, then one section per run whose profile's first symbol is the
+    // spin's hot loop (it burns the run's CPU; everything else is start-up and exit).
+    let html = std::fs::read_to_string(report.join("report.html")).unwrap();
+    assert!(report.join("scalability.svg").is_file());
+    assert!(!html.contains("<script"));
+    let (head, sections) = html.split_once("<section id=\"cpus").unwrap();
+    assert!(head.contains("id=\"scalability\"><svg") && head.contains(">CPUs</text>"));
+    let sections: Vec<&str> = sections.split("<section id=\"cpus").collect();
+    assert_eq!(sections.len(), 2);
+    for (s, n) in sections.iter().zip([1, 2]) {
+        assert!(s.starts_with(&format!("{n}\"")), "{s:.40}");
+        assert!(
+            s.contains("CPU-busy") && s.contains("CPU accounting"),
+            "{n}"
+        );
+        let profile = s.split("<h3>profile</h3>").nth(1).expect("a profile table");
+        let first = profile.split("<td class=\"k\">").nth(1).unwrap();
+        assert!(
+            first.starts_with("kstate_spin_hot_loop<"),
+            "{n}: {first:.80}"
+        );
+        for t in ["kernel locks", "user-space locks", "block requests"] {
+            assert!(s.contains(&format!("<h3>{t}</h3>")), "{n}: {t}");
+        }
+    }
+    // The recordings went to --keep, not to the report's directory.
+    assert!(!report.join("cpu1.dat").exists());
 
     // Four threads on one mmap_lock: lock contention at two CPUs.
     let keep = dir.path().join("mmap");

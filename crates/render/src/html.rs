@@ -37,7 +37,7 @@ const TABLE_ROWS: usize = 20;
 /// Keys drawn per chart.
 const CHART_KEYS: usize = 5;
 
-const CSS: &str = r#"
+pub(crate) const CSS: &str = r#"
 body{font-family:"DejaVu Sans",Verdana,Arial,sans-serif;margin:0;background:#f6f7f9;color:#1d2430;font-size:15px;line-height:1.45}
 main{max-width:1100px;margin:0 auto;padding:18px 28px 60px}
 h1{font-size:26px;margin:8px 0 2px}

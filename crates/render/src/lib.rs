@@ -25,6 +25,7 @@ pub mod html;
 #[cfg(feature = "png")]
 pub mod png;
 pub mod report;
+pub mod scale;
 pub mod svg;
 
 use std::io::{self, Write};

@@ -548,14 +548,37 @@ fn series_path(
 
 /// Renders a time series chart.
 pub fn time_chart(c: &TimeChart, size: Size) -> String {
-    let f = Frame::new(size);
-    let mut s = String::new();
-    header(&mut s, &f, &c.title);
-    let (x0, x1) = if c.x.1 > c.x.0 {
+    let (x0, x1) = x_range(c);
+    let ticks = linear_ticks(x0, x1, 8)
+        .into_iter()
+        .map(|t| (t, fmt_secs_tick(t, x1 - x0)))
+        .collect::<Vec<_>>();
+    line_chart(c, size, "time since the start of the recording (s)", &ticks)
+}
+
+/// Renders a chart of a [`TimeChart`]'s shape whose x axis is not time (e.g. CPUs): ticks
+/// at `x_ticks`, labelled as plain numbers, under `x_label`.
+pub fn xy_chart(c: &TimeChart, x_label: &str, x_ticks: &[f64], size: Size) -> String {
+    let ticks: Vec<(f64, String)> = x_ticks
+        .iter()
+        .map(|&t| (t, fmt_value(t, ValueKind::Plain)))
+        .collect();
+    line_chart(c, size, x_label, &ticks)
+}
+
+fn x_range(c: &TimeChart) -> (f64, f64) {
+    if c.x.1 > c.x.0 {
         c.x
     } else {
         (c.x.0, c.x.0 + 1.0)
-    };
+    }
+}
+
+fn line_chart(c: &TimeChart, size: Size, x_label: &str, ticks: &[(f64, String)]) -> String {
+    let f = Frame::new(size);
+    let mut s = String::new();
+    header(&mut s, &f, &c.title);
+    let (x0, x1) = x_range(c);
     let xmap = |x: f64| f.left + (x - x0) / (x1 - x0) * f.pw();
     for (a, b, label) in &c.bands {
         let xa = xmap(a.max(x0));
@@ -578,23 +601,24 @@ pub fn time_chart(c: &TimeChart, size: Size) -> String {
     );
     y_axis(&mut s, &f, &lm, &c.left, false);
     // x ticks
-    for t in linear_ticks(x0, x1, 8) {
-        let x = xmap(t);
+    for (t, label) in ticks {
+        let x = xmap(*t);
         let _ = write!(
             s,
             r##"<line x1="{x:.1}" y1="{b:.1}" x2="{x:.1}" y2="{:.1}" stroke="#444444"/><line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{b:.1}" stroke="#f0f0f0"/><text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#333333">{}</text>"##,
             f.bottom + 5.0,
             f.top,
             f.bottom + f.font * 1.4,
-            fmt_secs_tick(t, x1 - x0),
+            esc(label),
             b = f.bottom,
         );
     }
     let _ = write!(
         s,
-        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#222222">time since the start of the recording (s)</text>"##,
+        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#222222">{}</text>"##,
         (f.left + f.right) / 2.0,
-        f.h - f.font * 0.8
+        f.h - f.font * 0.8,
+        esc(x_label)
     );
     let mut entries = Vec::new();
     let mut ci = 0;

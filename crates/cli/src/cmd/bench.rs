@@ -67,6 +67,10 @@ pub enum Bench {
     /// measured alone)
     #[command(hide = true)]
     ReadPass { file: PathBuf },
+    /// The seeds' chat benchmark (scheduler stress): rooms of users exchanging 100-byte
+    /// messages over loopback TCP through a relay server, 4 threads per user; messages
+    /// delivered per second, CPU user/sys
+    Chat(super::bench_chat::Args),
 }
 
 pub fn run(b: Bench) -> Result<ExitCode, Error> {
@@ -80,6 +84,7 @@ pub fn run(b: Bench) -> Result<ExitCode, Error> {
         Bench::Malloc(a) => super::bench_malloc::run(a),
         Bench::Overhead(a) => super::bench_overhead::run(a),
         Bench::Io(a) => super::bench_io::run(a),
+        Bench::Chat(a) => super::bench_chat::run(a),
         Bench::MallocPass(a) => super::bench_malloc::pass(a),
         Bench::Read {
             file,

@@ -21,7 +21,13 @@ use serde_json::{json, Value};
     all          kstate record -e all (every preset, system calls included)\n\n\
     Each traced run records only the workload process (kstate record -- CMD). Ratios are\n\
     to the `none` column; the LKST line gives the seed's 2004 ratios (lmbench on a 2.8 GHz\n\
-    Xeon, kernel 2.4) for the same micro-benchmark where it had one. Run as root.")]
+    Xeon, kernel 2.4) for the same micro-benchmark where it had one. Run as root.\n\n\
+    chat: `kstate workload chat` with 2 rooms x 5 users (20 threads) in the benchmark\n\
+    process, messages per user = count / 40; one operation is one message delivered (LKST:\n\
+    its chat benchmark's messages/s, as time per message).\n\
+    fs: in a fresh directory under --dir, files created (O_CREAT|O_EXCL), written with\n\
+    10 KiB, closed, 1000 at a time, then unlinked; one operation is one file's create,\n\
+    write, close and unlink, no fsync (LKST: lmbench's 10K file create + delete).")]
 pub struct Args {
     /// Scale the default operation counts (0.01 for a quick check, 10 for steadier figures)
     #[arg(long, default_value_t = 1.0)]
@@ -29,10 +35,12 @@ pub struct Args {
     /// Runs of each configuration, interleaved; the median is reported
     #[arg(long, default_value_t = 3)]
     runs: usize,
-    /// Only these benchmarks (comma-separated: null,stat,openclose,pipe,unix,fork,ctxsw)
+    /// Only these benchmarks (comma-separated: null,stat,openclose,pipe,unix,fork,ctxsw,
+    /// chat,fs)
     #[arg(long, value_delimiter = ',')]
     bench: Vec<String>,
-    /// Where recordings go while measuring (removed afterwards)
+    /// Where recordings and the fs benchmark's files go while measuring (removed
+    /// afterwards)
     #[arg(long, default_value = "/tmp")]
     dir: PathBuf,
     /// Keep the last run's recording of each configuration as DIR/CONFIG.dat
@@ -52,10 +60,21 @@ pub const BENCHES: &[(&str, &str, u64)] = &[
     ("unix", "AF_UNIX stream round trip", 20_000),
     ("fork", "fork+_exit+waitpid", 2_000),
     ("ctxsw", "switch, 2 threads 1 CPU", 20_000),
+    ("chat", "chat message delivered", 40_000),
+    ("fs", "create+write 10K+unlink", 5_000),
 ];
+
+/// The chat row's setting: messages per user follow from the operation count.
+const CHAT_ROOMS: usize = 2;
+const CHAT_USERS: usize = 5;
+/// The fs row: bytes written into each file, and files created before they are removed.
+const FS_FILE_BYTES: usize = 10 << 10;
+const FS_BATCH: u64 = 1000;
 
 /// LKST 2004 (seed 003 tables 3.4-5..3.4-7, lmbench, microseconds): pure, norec, IPA
 /// (the performance set), nolock, all. (3.14 is LKST's context switch under ALL, not pi.)
+/// chat: table 3.4-3's messages/s as microseconds per message. fs: table 3.4-8's lmbench
+/// 10K file create plus 10K file delete.
 #[allow(clippy::approx_constant)]
 const LKST: &[(&str, [f64; 5])] = &[
     ("null", [0.46, 0.46, 0.67, 0.67, 0.67]),
@@ -65,6 +84,26 @@ const LKST: &[(&str, [f64; 5])] = &[
     ("unix", [14.95, 15.15, 23.05, 18.33, 27.53]),
     ("fork", [265.00, 264.25, 331.50, 273.00, 333.75]),
     ("ctxsw", [1.78, 1.99, 3.19, 2.47, 3.14]),
+    (
+        "chat",
+        [
+            1e6 / 391509.17,
+            1e6 / 338881.83,
+            1e6 / 210165.50,
+            1e6 / 286245.00,
+            1e6 / 175315.50,
+        ],
+    ),
+    (
+        "fs",
+        [
+            100.68 + 44.55,
+            106.13 + 48.53,
+            155.75 + 75.15,
+            108.60 + 49.10,
+            167.75 + 83.10,
+        ],
+    ),
 ];
 
 pub const CONFIGS: &[&str] = &["none", "norec", "perf", "perf-nolock", "all"];
@@ -159,7 +198,11 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         eprintln!("kstate bench overhead: run {}/{runs}", run + 1);
         for (ci, cname) in CONFIGS.iter().enumerate() {
             let out = match config_events(cname) {
-                None => run_cmd(Command::new(&workload[0]).args(&workload[1..]))?,
+                None => run_cmd(
+                    Command::new(&workload[0])
+                        .args(&workload[1..])
+                        .env("TMPDIR", &dir),
+                )?,
                 Some(ev) => {
                     let file = match &a.keep {
                         Some(k) if run + 1 == runs => k.join(format!("{cname}.dat")),
@@ -167,6 +210,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
                     };
                     let r = run_cmd(
                         Command::new(&exe)
+                            .env("TMPDIR", &dir)
                             .args(["record", "--json", "-e", &ev, "-o"])
                             .arg(&file)
                             .arg("--")
@@ -289,7 +333,7 @@ pub fn micro(scale: f64, only: &[String], json: bool) -> Result<(), Error> {
         if !only.is_empty() && !only.iter().any(|n| n == name) {
             continue;
         }
-        let n = ((*base as f64 * scale).round() as u64).max(1);
+        let mut n = ((*base as f64 * scale).round() as u64).max(1);
         let ns = match *name {
             "null" => time(n, || {
                 // SAFETY: getppid has no preconditions.
@@ -336,6 +380,13 @@ pub fn micro(scale: f64, only: &[String], json: bool) -> Result<(), Error> {
                     }
                 }
             }),
+            "chat" => {
+                let per_msg = (CHAT_ROOMS * CHAT_USERS * (CHAT_USERS - 1)) as u64;
+                let r = super::bench_chat::chat(CHAT_ROOMS, CHAT_USERS, n.div_ceil(per_msg))?;
+                n = r.delivered;
+                r.elapsed_s * 1e9 / n as f64
+            }
+            "fs" => small_files(n)?,
             _ => unreachable!(),
         };
         if json {
@@ -345,6 +396,45 @@ pub fn micro(scale: f64, only: &[String], json: bool) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// lmbench's file create/delete with 10 KiB files, in a fresh directory under the
+/// temporary directory: files created and written [`FS_BATCH`] at a time, then unlinked;
+/// ns per file (create + write + close + unlink).
+fn small_files(n: u64) -> Result<f64, Error> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = std::env::temp_dir().join(format!("kstate-fs-{}", std::process::id()));
+    std::fs::create_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+    let data = vec![0x6bu8; FS_FILE_BYTES];
+    let mut result = Ok(());
+    let t = Instant::now();
+    let mut done = 0;
+    'all: while done < n {
+        let batch = FS_BATCH.min(n - done);
+        let paths: Vec<_> = (0..batch).map(|i| dir.join(i.to_string())).collect();
+        for p in &paths {
+            let w = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(p)
+                .and_then(|mut f| std::io::Write::write_all(&mut f, &data));
+            if let Err(e) = w {
+                result = Err(Error::io(p, e));
+                break 'all;
+            }
+        }
+        for p in &paths {
+            if let Err(e) = std::fs::remove_file(p) {
+                result = Err(Error::io(p, e));
+                break 'all;
+            }
+        }
+        done += batch;
+    }
+    let ns = t.elapsed().as_nanos() as f64 / n as f64;
+    let _ = std::fs::remove_dir_all(&dir);
+    result.map(|()| ns)
 }
 
 fn time(n: u64, mut f: impl FnMut()) -> f64 {

@@ -1,5 +1,6 @@
 pub mod analyze;
 pub mod bench;
+pub mod bench_chat;
 pub mod bench_io;
 pub mod bench_malloc;
 pub mod bench_overhead;
@@ -14,6 +15,7 @@ pub mod record;
 pub mod report;
 pub mod run;
 pub mod scale;
+pub mod scale_report;
 pub mod split;
 pub mod top_locks;
 pub mod workload;

@@ -1,21 +1,30 @@
 //! `kstate scale`: one command at each CPU count (pinned to CPUs 0..N-1 with
 //! sched_setaffinity: no reboots, no cpusets), recorded and classified: wall time and
-//! speed-up, the /proc/stat split of the CPUs used, and the verdict with its evidence.
+//! speed-up, the /proc/stat split of the CPUs used, and the verdict with its evidence;
+//! with `-o DIR`, an HTML report (table, scalability plot, one section per run).
 
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 use kstate_format::{Error, ErrorKind};
+use kstate_render::html::CpuSplit;
+use kstate_render::scale::{ScaleReport, ScaleRun};
 use serde_json::{json, Value};
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "Example:\n  kstate scale --cpus 1,2 -- kstate workload mmap 4 20000\n\n\
-    Each run: kstate record -e perf,syscall -a -- CMD, with CMD pinned to CPUs 0..N-1 (its\n\
-    threads and children inherit the mask), then kstate classify on the recording (rules:\n\
-    kstate classify --help). Seconds are the recording's span. CPU columns are /proc/stat\n\
-    of the CPUs the command was pinned to. Run as root."
+    after_help = "Examples:\n  kstate scale --cpus 1,2 -- kstate workload mmap 4 20000\n  \
+    kstate scale --cpus 1,2 --sample -o scale-out -- kstate workload chat\n\n\
+    Each run: kstate record -e perf,syscall,futex -a [--sample] -- CMD, with CMD pinned to\n\
+    CPUs 0..N-1 (its threads and children inherit the mask), then kstate classify on the\n\
+    recording (rules: kstate classify --help). Seconds are the recording's span. CPU\n\
+    columns are /proc/stat of the CPUs the command was pinned to.\n\n\
+    -o DIR writes DIR/report.html (self-contained: the table, the scalability plot of\n\
+    speed-up and throughput = 1/seconds against CPUs, and per run its CPU accounting,\n\
+    verdict and evidence, top profile symbols with --sample, kernel and user-space locks\n\
+    waited on, and block requests), DIR/scalability.svg and .png, and keeps the\n\
+    recordings there as cpuN.dat (unless --keep names another directory). Run as root."
 )]
 pub struct Args {
     /// CPU counts (comma-separated)
@@ -30,10 +39,21 @@ pub struct Args {
     /// Print the result as JSON
     #[arg(long)]
     json: bool,
+    /// Also sample the CPUs (kstate record --sample: cpu-clock at 999 Hz, call chains);
+    /// the report shows each run's top symbols
+    #[arg(long)]
+    sample: bool,
+    /// Write the HTML report and plot into DIR (created), recordings kept there too
+    #[arg(short, long, value_name = "DIR")]
+    output: Option<PathBuf>,
     /// The command to run at each CPU count
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
 }
+
+/// What each run records: the classifier's events, and futex waits for the report's
+/// user-space locks.
+const EVENTS: &str = "perf,syscall,futex";
 
 fn err(msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::Io, None, msg)
@@ -46,20 +66,30 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         return Err(err(format!("--cpus {c}: this machine has {online} CPUs")));
     }
     let dir = a.dir.canonicalize().map_err(|e| Error::io(&a.dir, e))?;
-    if let Some(k) = &a.keep {
+    if let Some(o) = &a.output {
+        std::fs::create_dir_all(o).map_err(|e| Error::io(o, e))?;
+    }
+    let keep = a.keep.clone().or_else(|| a.output.clone());
+    if let Some(k) = &keep {
         std::fs::create_dir_all(k).map_err(|e| Error::io(k, e))?;
     }
+    let mut record = vec!["record", "--json", "-e", EVENTS, "-a"];
+    if a.sample {
+        record.push("--sample");
+    }
     let mut rows = Vec::new();
+    let mut runs = Vec::new();
     for &n in &a.cpus {
         eprintln!("kstate scale: {n} CPU(s)");
-        let file = match &a.keep {
+        let file = match &keep {
             Some(k) => k.join(format!("cpu{n}.dat")),
             None => dir.join(format!(".kstate-scale-{}.dat", std::process::id())),
         };
         let before = super::bench_io::cpu_times(n);
         let t = Instant::now();
         let out = Command::new(&exe)
-            .args(["record", "--json", "-e", "perf,syscall", "-a", "-o"])
+            .args(&record)
+            .arg("-o")
             .arg(&file)
             .args([
                 "--",
@@ -89,14 +119,35 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         let scope = super::classify::workload_scope(&trace);
         let fig = super::classify::figures(&trace, scope.as_ref())?;
         let (kind, evidence) = super::classify::verdict(&fig);
+        let tables = match a.output {
+            Some(_) => super::scale_report::tables(&trace, scope.as_ref(), a.sample),
+            None => Vec::new(),
+        };
         drop(trace);
-        if a.keep.is_none() {
+        if keep.is_none() {
             let _ = std::fs::remove_file(&file);
         }
         let d: Vec<f64> = (0..4)
             .map(|i| after[i].saturating_sub(before[i]) as f64)
             .collect();
         let sum = d.iter().sum::<f64>().max(1.0);
+        runs.push(ScaleRun {
+            cpus: n,
+            seconds: fig.span_ns as f64 / 1e9,
+            cpu: CpuSplit {
+                user: d[0] / sum,
+                system: d[1] / sum,
+                idle: d[2] / sum,
+                iowait: d[3] / sum,
+                other: 0.0,
+            },
+            verdict: kind.to_string(),
+            evidence: evidence.clone(),
+            figures: super::scale_report::figures(&fig),
+            tables,
+            file: keep.as_ref().map(|_| file.display().to_string()),
+            ..ScaleRun::default()
+        });
         rows.push(json!({
             "cpus": n,
             "seconds": fig.span_ns as f64 / 1e9,
@@ -112,14 +163,43 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         }));
     }
     let base = rows[0]["seconds"].as_f64().unwrap_or(0.0);
-    for r in &mut rows {
+    for (r, run) in rows.iter_mut().zip(&mut runs) {
         let s = r["seconds"].as_f64().unwrap_or(0.0);
-        r["speedup"] = json!(if s > 0.0 { base / s } else { 0.0 });
+        run.speedup = if s > 0.0 { base / s } else { 0.0 };
+        r["speedup"] = json!(run.speedup);
+    }
+    if let Some(o) = &a.output {
+        let report = ScaleReport {
+            command: a.command.clone(),
+            how: format!(
+                "kstate {} -- CMD",
+                record
+                    .iter()
+                    .filter(|x| **x != "--json")
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+            runs,
+        };
+        let html = o.join("report.html");
+        std::fs::write(&html, kstate_render::scale::render(&report))
+            .map_err(|e| Error::io(&html, e))?;
+        let svg = o.join("scalability.svg");
+        let plot = kstate_render::scale::plot(&report);
+        std::fs::write(&svg, &plot).map_err(|e| Error::io(&svg, e))?;
+        // Without the png feature the SVG is enough.
+        if let Ok(bytes) = super::plot::png(&plot) {
+            let png = o.join("scalability.png");
+            std::fs::write(&png, bytes).map_err(|e| Error::io(&png, e))?;
+        }
+        eprintln!("kstate scale: report in {}", html.display());
     }
     if a.json {
         println!(
             "{}",
-            json!({"command": a.command, "runs": Value::Array(rows)})
+            json!({"command": a.command, "runs": Value::Array(rows),
+                "report": a.output.as_ref().map(|o| o.join("report.html").display().to_string())})
         );
         return Ok(ExitCode::SUCCESS);
     }

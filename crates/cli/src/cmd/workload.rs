@@ -114,6 +114,9 @@ pub enum Workload {
         #[arg(long)]
         cpu: Option<usize>,
     },
+    /// The chat benchmark (`kstate bench chat`): rooms of users exchanging 100-byte
+    /// messages over loopback TCP through a relay server, 4 threads per user
+    Chat(super::bench_chat::ChatArgs),
 }
 
 pub fn run(w: Workload) -> Result<ExitCode, Error> {
@@ -250,6 +253,7 @@ pub fn run(w: Workload) -> Result<ExitCode, Error> {
             }
         }
         Workload::MutexFight { threads, iters } => mutex_fight(threads, iters),
+        Workload::Chat(a) => super::bench_chat::workload(&a)?,
     }
     Ok(ExitCode::SUCCESS)
 }
