@@ -354,7 +354,7 @@ impl Microstate {
         out.tasks.set_comm(next, sched::bytes(p, self.sw.next_comm));
         let now = ev.ts;
         let counted = out.sel().contains(now);
-        if let Some(woke) = self.idle.switch(ev.cpu, prev, next) {
+        if let Some(woke) = self.idle.switch(ev.cpu, prev, next, ev.ts) {
             self.inferred_switch_in(prev, woke, out);
         }
         if prev != 0 {

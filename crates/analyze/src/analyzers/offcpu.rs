@@ -132,7 +132,7 @@ impl Analyzer for OffCpu {
             let state = self.sw.prev_state.get_u64(p, e).unwrap_or(0) & self.states.key_bits();
             out.tasks.set_comm(prev, sched::bytes(p, self.sw.prev_comm));
             out.tasks.set_comm(next, sched::bytes(p, self.sw.next_comm));
-            if let Some(woke) = self.idle.switch(ev.cpu, prev, next) {
+            if let Some(woke) = self.idle.switch(ev.cpu, prev, next, ev.ts) {
                 self.switched_in(prev, ev.cpu, woke, out);
             }
             if prev != 0 {

@@ -230,7 +230,7 @@ impl Analyzer for Runq {
                 self.current.resize(c + 1, 0);
             }
             self.current[c] = next;
-            if let Some(woke) = self.idle.switch(ev.cpu, prev, next) {
+            if let Some(woke) = self.idle.switch(ev.cpu, prev, next, ev.ts) {
                 // Ran on an idle CPU from its wake-up: no latency to measure (the
                 // idle exit's is not in the trace), and no longer queued since then.
                 self.pairs.end(prev);

@@ -4,6 +4,7 @@
 use kstate_format::{EventFormat, FieldRef, Trace};
 
 use crate::analyzer::need;
+use crate::fxmap::FxMap;
 
 /// sched_switch, resolved.
 #[derive(Debug, Clone, Copy)]
@@ -305,75 +306,69 @@ fn atom(t: &[Tok], p: &mut usize) -> Option<u64> {
 /// KVM guest: CPU 1 switches *to* idle in the trace but never *from* it, and `perf
 /// script` shows the same). A task woken onto such a CPU then runs without ever being
 /// switched in, and every analyzer pairing switch-out with switch-in loses or stretches
-/// the interval. The tracker notices the gap: a task woken onto a CPU the trace shows
-/// idle, which is later seen running there (switched out, or making its own events)
-/// although no switch put it on, was switched in at once — an idle CPU runs what it is
-/// woken for straight away — so its run is taken to start at the wake-up. The error is
-/// the CPU's exit latency from idle (microseconds). On kernels that trace these switches
-/// the tracker never fires: the real switch-in comes first and clears the wakees.
+/// the interval. The tracker notices the gap: a task seen running on a CPU (switched out
+/// there, or making its own events) that no traced switch put on it, although it was
+/// woken onto that CPU, was switched in without a trace. It ran from its wake-up, or
+/// from the CPU's last traced switch if that came later — an idle CPU runs what it is
+/// woken for at once, so the error is the CPU's exit latency from idle (microseconds).
+/// A traced task is always switched in by a traced switch on kernels without the quirk
+/// (in a recording filtered to some tasks, too: the switch to a task in the filter is
+/// kept), so there the tracker never fires.
 #[derive(Debug, Default)]
 pub struct IdleExits {
-    /// Per CPU: the task the trace last put on it; None until a switch on it is seen.
-    current: Vec<Option<i32>>,
-    /// Per CPU: tasks woken onto it while it was idle, with the wake-up time.
-    wakees: Vec<Vec<(i32, u64)>>,
+    /// Per CPU: the task the last traced switch put on it, and when.
+    current: Vec<Option<(i32, u64)>>,
+    /// Tasks woken and not yet seen running: the CPU they were woken onto, and when.
+    woken: FxMap<i32, (u32, u64)>,
     /// Switch-ins inferred so far.
     pub inferred: u64,
 }
-
-/// More wakees than this onto one idle CPU before it runs any means the CPU is not
-/// really idle in the trace's sense; the oldest are dropped.
-const MAX_WAKEES: usize = 8;
 
 impl IdleExits {
     fn cpu(&mut self, cpu: u32) -> usize {
         let c = cpu as usize;
         if c >= self.current.len() {
             self.current.resize(c + 1, None);
-            self.wakees.resize(c + 1, Vec::new());
         }
         c
     }
 
-    /// A sched_wakeup(_new) of `pid` onto `cpu` at `ts`.
+    /// A sched_wakeup(_new) of `pid` onto `cpu` at `ts`. A second wake-up before the
+    /// task ran does not move its start.
     pub fn wakeup(&mut self, cpu: u32, pid: i32, ts: u64) {
-        let c = self.cpu(cpu);
-        if pid == 0 || self.current[c] != Some(0) {
-            return;
+        if pid != 0 {
+            self.woken.entry(pid).or_insert((cpu, ts));
         }
-        let w = &mut self.wakees[c];
-        if w.iter().any(|x| x.0 == pid) {
-            return;
-        }
-        if w.len() == MAX_WAKEES {
-            w.remove(0);
-        }
-        w.push((pid, ts));
     }
 
-    /// `tid` is seen running on `cpu` (an event of its own there). Returns the wake-up
-    /// time if that is the first sign of a switch-in the trace lacks.
+    /// `tid` is seen running on `cpu` (an event of its own there). Returns when it was
+    /// switched in if that switch is missing from the trace.
     pub fn running(&mut self, cpu: u32, tid: i32) -> Option<u64> {
         let c = self.cpu(cpu);
-        if tid == 0 || self.current[c] != Some(0) {
+        if tid == 0 || matches!(self.current[c], Some((t, _)) if t == tid) {
             return None;
         }
-        let at = self.wakees[c].iter().position(|x| x.0 == tid)?;
-        let ts = self.wakees[c][at].1;
-        self.wakees[c].clear();
-        self.current[c] = Some(tid);
+        let (on, woke) = *self.woken.get(&tid)?;
+        if on != cpu {
+            return None;
+        }
+        self.woken.remove(&tid);
+        let last = self.current[c].map_or(0, |x| x.1);
+        self.current[c] = Some((tid, woke.max(last)));
         self.inferred += 1;
-        Some(ts)
+        Some(woke.max(last))
     }
 
-    /// A sched_switch on `cpu` from `prev` to `next`. Returns the wake-up time at which
-    /// `prev` must have been switched in, when the trace did not show it; apply that
-    /// switch-in before this switch.
-    pub fn switch(&mut self, cpu: u32, prev: i32, next: i32) -> Option<u64> {
+    /// A sched_switch on `cpu` at `ts` from `prev` to `next`. Returns when `prev` was
+    /// switched in, when the trace lacks that switch; apply it before this switch.
+    pub fn switch(&mut self, cpu: u32, prev: i32, next: i32, ts: u64) -> Option<u64> {
         let inferred = self.running(cpu, prev);
+        if !self.woken.is_empty() {
+            self.woken.remove(&prev);
+            self.woken.remove(&next);
+        }
         let c = self.cpu(cpu);
-        self.current[c] = Some(next);
-        self.wakees[c].clear();
+        self.current[c] = Some((next, ts));
         inferred
     }
 }
@@ -435,28 +430,39 @@ mod idle_exit_tests {
     #[test]
     fn a_missed_switch_from_idle_is_inferred_at_the_wake_up() {
         let mut t = IdleExits::default();
-        t.switch(1, 42, 0); // CPU 1 goes idle
+        t.switch(1, 42, 0, 500); // CPU 1 goes idle
         t.wakeup(1, 7, 1_000);
         // No switch 0 -> 7; 7 is switched out: it ran from its wake-up.
-        assert_eq!(t.switch(1, 7, 0), Some(1_000));
+        assert_eq!(t.switch(1, 7, 0, 3_000), Some(1_000));
         assert_eq!(t.inferred, 1);
-        // Its own event on an idle CPU after a wake-up says the same.
-        t.wakeup(1, 9, 2_000);
-        assert_eq!(t.running(1, 9), Some(2_000));
+        // Its own event after a wake-up says the same.
+        t.wakeup(1, 9, 4_000);
+        assert_eq!(t.running(1, 9), Some(4_000));
         assert_eq!(t.running(1, 9), None);
         assert_eq!(t.inferred, 2);
     }
 
     #[test]
-    fn a_traced_switch_from_idle_leaves_nothing_to_infer() {
+    fn a_switch_traced_after_the_wake_up_bounds_the_start() {
+        // In a recording filtered to task 7, the switch from 7 to an unfiltered task is
+        // kept but that task's own switch to idle is not.
         let mut t = IdleExits::default();
-        t.switch(0, 42, 0);
+        t.wakeup(1, 7, 1_000);
+        t.switch(1, 42, 8, 2_000);
+        // 8 was not 7: 7 cannot have run before 2_000.
+        assert_eq!(t.switch(1, 7, 8, 3_000), Some(2_000));
+    }
+
+    #[test]
+    fn a_traced_switch_in_leaves_nothing_to_infer() {
+        let mut t = IdleExits::default();
+        t.switch(0, 42, 0, 10);
         t.wakeup(0, 7, 1_000);
-        assert_eq!(t.switch(0, 0, 7), None);
-        assert_eq!(t.switch(0, 7, 0), None);
-        // Unknown CPUs (no switch seen yet) infer nothing either.
-        t.wakeup(3, 5, 10);
-        assert_eq!(t.switch(3, 5, 0), None);
+        assert_eq!(t.switch(0, 0, 7, 1_100), None);
+        assert_eq!(t.switch(0, 7, 0, 1_200), None);
+        // Woken onto another CPU than the one it is seen on (migrated): no guess.
+        t.wakeup(1, 5, 2_000);
+        assert_eq!(t.switch(0, 5, 0, 2_500), None);
         assert_eq!(t.inferred, 0);
     }
 }
