@@ -165,6 +165,29 @@ pub fn demangle(name: &str) -> String {
 mod tests {
     use super::*;
 
+    /// A mapping whose page starts inside the previous segment belongs to the segment
+    /// starting on that page; `.bss` (memory past the file bytes) is held.
+    #[test]
+    fn mappings_and_bss() {
+        let img = ElfImage {
+            // As in a PIE built by rustc: R at 0, R E at 0x5c3d10 (vaddr 0x5c4d10), RW
+            // with .bss past its file size.
+            segments: vec![
+                (0, 0x5c3d08, 0, 0x5c3d08),
+                (0x5c3d10, 0xc28620, 0x5c4d10, 0xc28620),
+                (0x12adbc0, 0xf68, 0x12b0bc0, 0x10a8),
+            ],
+            data: vec![(0x12b1b30, 16, "LOCK".into())],
+            ..ElfImage::default()
+        };
+        assert_eq!(img.mapping_addr(0), Some(0));
+        assert_eq!(img.mapping_addr(0x5c3000), Some(0x5c4000));
+        assert_eq!(img.mapping_addr(0x12ad000), Some(0x12b0000));
+        assert!(img.holds(0x12b1c60) && !img.holds(0x12b1c68));
+        assert_eq!(img.lookup_data(0x12b1b34), Some(("LOCK", 4)));
+        assert_eq!(img.lookup_data(0x12b1b40), None);
+    }
+
     /// This test binary: its own functions resolve by address.
     #[test]
     fn own_symbols() {

@@ -146,3 +146,57 @@ pub fn caller_label(s: &Sym) -> String {
         _ => s.name.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sym(name: &str, image: &str, kind: Kind) -> Sym {
+        Sym {
+            name: name.into(),
+            image: image.into(),
+            path: None,
+            kind,
+        }
+    }
+
+    #[test]
+    fn lock_machinery_is_skipped() {
+        let internal = [
+            sym("syscall", "libc.so.6", Kind::Library),
+            sym("__lll_lock_wait", "libc.so.6", Kind::Library),
+            sym("_dl_runtime_resolve", "ld-linux-x86-64.so.2", Kind::Library),
+            sym(
+                "std::sync::poison::mutex::Mutex<T>::lock",
+                "app",
+                Kind::Binary,
+            ),
+            sym(
+                "std::sys::sync::mutex::futex::Mutex::lock_contended",
+                "app",
+                Kind::Binary,
+            ),
+            sym(
+                "core::ptr::drop_in_place<std::sync::poison::mutex::MutexGuard<u64>>",
+                "app",
+                Kind::Binary,
+            ),
+            sym("[unknown]", "[unknown]", Kind::Unknown),
+            sym("do_syscall_64", "[kernel.kallsyms]", Kind::Kernel),
+        ];
+        for s in &internal {
+            assert!(is_lock_internal(s), "{s:?}");
+        }
+        for s in [
+            sym("app::worker", "app", Kind::Binary),
+            sym("g_mutex_lock", "libglib-2.0.so.0", Kind::Library),
+            sym("std::thread::sleep", "app", Kind::Binary),
+        ] {
+            assert!(!is_lock_internal(&s), "{s:?}");
+        }
+        assert_eq!(
+            caller_label(&sym("g_mutex_lock", "libglib-2.0.so.0", Kind::Library)),
+            "g_mutex_lock (libglib-2.0.so.0)"
+        );
+    }
+}

@@ -426,11 +426,12 @@ fn lock_caller_seldom() {
     fight_hold(&FIGHT_LOCK);
 }
 
-/// Inlined into each caller, so the caller is the function that takes the lock.
+/// Inlined into each caller, so the caller is the function that takes the lock. Held
+/// long enough (some 10 us) that most acquisitions find it taken, whatever the load.
 #[inline(always)]
 fn fight_hold(m: &std::sync::Mutex<u64>) {
     let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
-    for _ in 0..500 {
+    for _ in 0..5000 {
         *g = std::hint::black_box(*g + 1);
     }
 }
@@ -438,7 +439,7 @@ fn fight_hold(m: &std::sync::Mutex<u64>) {
 /// Workers lock one mutex in turn (`body` takes it once); the main thread waits for them
 /// on a pipe (not a futex) and exits without joining, so every futex wait of the process
 /// is on the mutex.
-fn fight(threads: usize, iters: u64, body: fn(u64)) {
+fn fight(threads: usize, iters: u64, body: fn(usize, u64)) {
     use std::io::Read;
     use std::os::fd::FromRawFd;
     use std::sync::Arc;
@@ -454,7 +455,7 @@ fn fight(threads: usize, iters: u64, body: fn(u64)) {
     let _ = std::io::stdout().flush();
     // The workers start together (a spinning barrier: no futex), so they overlap.
     let ready = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    for _ in 0..threads {
+    for t in 0..threads {
         let ready = Arc::clone(&ready);
         let w = fds[1];
         std::thread::spawn(move || {
@@ -464,7 +465,7 @@ fn fight(threads: usize, iters: u64, body: fn(u64)) {
                 std::hint::spin_loop();
             }
             for i in 0..iters {
-                body(i);
+                body(t, i);
             }
             // SAFETY: writes one byte from a valid buffer.
             unsafe { libc::write(w, b"x".as_ptr().cast(), 1) };
@@ -477,24 +478,35 @@ fn fight(threads: usize, iters: u64, body: fn(u64)) {
 }
 
 fn mutex_fight(threads: usize, iters: u64) {
-    fight(threads, iters, |_| fight_take_lock());
+    fight(threads, iters, |_, _| fight_take_lock());
 }
 
-/// Three of every four iterations through `lock_caller_often`, one through
-/// `lock_caller_seldom`.
+/// Of each thread's iterations, a pseudo-random quarter through `lock_caller_seldom`, the
+/// rest through `lock_caller_often` (not a fixed pattern: threads in step would meet in
+/// the same caller). Prints the calls per caller over all threads.
 fn lock_callers(threads: usize, iters: u64) {
-    fight(threads, iters, |i| {
-        if i % 4 == 3 {
+    fight(threads, iters, |t, i| {
+        if seldom(t, i) {
             lock_caller_seldom()
         } else {
             lock_caller_often()
         }
     });
+    let n: u64 = (0..threads)
+        .map(|t| (0..iters).filter(|&i| seldom(t, i)).count() as u64)
+        .sum();
     println!(
-        "lock_caller_often {} lock_caller_seldom {} per thread",
-        iters - iters / 4,
-        iters / 4
+        "lock_caller_often {} lock_caller_seldom {n}",
+        threads as u64 * iters - n
     );
+}
+
+/// One in four, by a hash (splitmix64) of the thread and the iteration.
+fn seldom(t: usize, i: u64) -> bool {
+    let mut z = ((t as u64) << 40 ^ i).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) % 4 == 3
 }
 
 /// Threads allocating and freeing in `malloc_churn`; with `arenas` set, glibc's arena
