@@ -102,7 +102,7 @@ fn perf_wait_callers(workload: &[&str]) -> Vec<(String, u64)> {
         *counts.entry(caller).or_default() += 1;
     }
     let mut v: Vec<(String, u64)> = counts.into_iter().collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1));
+    v.sort_by_key(|x| std::cmp::Reverse(x.1));
     v
 }
 
