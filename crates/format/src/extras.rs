@@ -36,6 +36,10 @@ pub mod ids {
     pub const RING_STATS: u16 = 0x6b03;
     /// CPU samples with call chains (perf records and their attr): [`crate::samples`].
     pub const SAMPLES: u16 = 0x6b04;
+    /// Call chains taken at each hit of a tracepoint (`kstate record --stacks`: every
+    /// futex() entry), in the SAMPLES layout ([`crate::samples`]), its header naming the
+    /// tracepoint. Joined to the trace's own events by thread and time.
+    pub const STACKS: u16 = 0x6b05;
 }
 
 /// A human name for one of [`ids`], for messages.
@@ -46,6 +50,7 @@ pub fn section_name(id: u16) -> Option<&'static str> {
         ids::SYSINFO => Some("sysinfo"),
         ids::RING_STATS => Some("ring stats"),
         ids::SAMPLES => Some("samples"),
+        ids::STACKS => Some("stacks"),
         _ => None,
     }
 }

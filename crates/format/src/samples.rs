@@ -55,6 +55,7 @@ pub const TAG_RING: u8 = b'R';
 pub mod event_type {
     pub const HARDWARE: u32 = 0;
     pub const SOFTWARE: u32 = 1;
+    pub const TRACEPOINT: u32 = 2;
     pub const HW_CACHE: u32 = 3;
 }
 
@@ -83,6 +84,7 @@ pub mod flag {
     pub const TASK: u64 = 1 << 13;
     pub const WATERMARK: u64 = 1 << 14;
     pub const SAMPLE_ID_ALL: u64 = 1 << 18;
+    pub const EXCLUDE_CALLCHAIN_KERNEL: u64 = 1 << 21;
     pub const EXCLUDE_CALLCHAIN_USER: u64 = 1 << 22;
     pub const MMAP2: u64 = 1 << 23;
     pub const COMM_EXEC: u64 = 1 << 24;

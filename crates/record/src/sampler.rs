@@ -166,6 +166,38 @@ fn attr_for(spec: &SampleSpec, clock: Option<libc::clockid_t>, inherit: bool) ->
     }
 }
 
+/// The `perf_event_attr` for the user call chain at every hit of tracepoint `id`: period
+/// 1, no kernel chain (it is the same system-call entry every time), thread and time to
+/// join each chain to the trace's own event.
+fn tracepoint_attr(id: u64, clock: Option<libc::clockid_t>, inherit: bool) -> Attr {
+    let mut flags = flag::DISABLED
+        | flag::MMAP
+        | flag::MMAP2
+        | flag::COMM
+        | flag::COMM_EXEC
+        | flag::TASK
+        | flag::SAMPLE_ID_ALL
+        | flag::WATERMARK
+        | flag::BUILD_ID
+        | flag::EXCLUDE_CALLCHAIN_KERNEL;
+    if inherit {
+        flags |= flag::INHERIT;
+    }
+    if clock.is_some() {
+        flags |= flag::USE_CLOCKID;
+    }
+    Attr {
+        type_: event_type::TRACEPOINT,
+        config: id,
+        period_or_freq: 1,
+        sample_type: sample::IP | sample::TID | sample::TIME | sample::CPU | sample::CALLCHAIN,
+        flags,
+        wakeup_watermark: WATERMARK_BYTES,
+        clockid: clock.unwrap_or(0),
+        sample_max_stack: 0,
+    }
+}
+
 fn perf_event_open(attr: &[u8], pid: i32, cpu: i32) -> std::io::Result<OwnedFd> {
     const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
     // SAFETY: attr points to ATTR_SIZE readable bytes laid out as perf_event_attr (its
@@ -276,7 +308,8 @@ impl Drop for Ring {
 
 /// The open events before the copier thread runs.
 pub struct Sampler {
-    spec: SampleSpec,
+    /// What is sampled, for the summary: `cpu-clock at 999 Hz`.
+    what: String,
     rings: Vec<Ring>,
     /// Events that write into a ring they do not own (per process, per CPU).
     others: Vec<OwnedFd>,
@@ -324,11 +357,64 @@ impl Sampler {
         clock_name: &str,
         scratch: &Path,
     ) -> std::result::Result<Sampler, OpenError> {
+        let attr = attr_for(spec, clock, !matches!(target, Target::System));
+        let on_error = |cpu, e| open_error(spec, cpu, e);
+        Sampler::open_attr(
+            attr,
+            &spec.event,
+            &spec.to_string(),
+            target,
+            cpus,
+            clock_name,
+            scratch,
+            &on_error,
+        )
+    }
+
+    /// Like [`Sampler::open`], for the call chain at every hit of tracepoint `name`
+    /// (`system:event`, whose tracefs id is `id`): `kstate record --stacks`.
+    pub fn open_tracepoint(
+        name: &str,
+        id: u64,
+        target: &Target,
+        cpus: &[u32],
+        clock: Option<libc::clockid_t>,
+        clock_name: &str,
+        scratch: &Path,
+    ) -> std::result::Result<Sampler, OpenError> {
+        let attr = tracepoint_attr(id, clock, !matches!(target, Target::System));
+        let on_error = |cpu, e: std::io::Error| {
+            OpenError::Other(Error::new(format!(
+                "call chains at {name} on CPU {cpu}: perf_event_open: {e}"
+            )))
+        };
+        Sampler::open_attr(
+            attr,
+            name,
+            &format!("call chains at every {name}"),
+            target,
+            cpus,
+            clock_name,
+            scratch,
+            &on_error,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn open_attr(
+        mut attr: Attr,
+        event: &str,
+        what: &str,
+        target: &Target,
+        cpus: &[u32],
+        clock_name: &str,
+        scratch: &Path,
+        on_error: &dyn Fn(u32, std::io::Error) -> OpenError,
+    ) -> std::result::Result<Sampler, OpenError> {
         let pids: Vec<i32> = match target {
             Target::System => vec![-1],
             Target::Pids(p) => p.clone(),
         };
-        let mut attr = attr_for(spec, clock, !matches!(target, Target::System));
         let mut rings = Vec::new();
         let mut others = Vec::new();
         for &cpu in cpus {
@@ -343,13 +429,13 @@ impl Sampler {
                     {
                         attr.flags &= !flag::BUILD_ID;
                         perf_event_open(&attr.to_bytes(), pid, cpu as i32)
-                            .map_err(|e| open_error(spec, cpu, e))?
+                            .map_err(|e| on_error(cpu, e))?
                     }
                     // A CPU that is offline has no events: skip it.
                     Err(e) if e.raw_os_error() == Some(libc::ENODEV) => break,
                     // A process that exited meanwhile.
                     Err(e) if e.raw_os_error() == Some(libc::ESRCH) && pid > 0 => continue,
-                    Err(e) => return Err(open_error(spec, cpu, e)),
+                    Err(e) => return Err(on_error(cpu, e)),
                 };
                 match &owner {
                     None => {
@@ -384,18 +470,14 @@ impl Sampler {
         let file = File::create(scratch).map_err(|e| Error::io("creating", scratch, e))?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
         let io = |e| Error::io("writing", scratch, e);
-        out.write_all(&samples::encode_header(
-            clock_name,
-            &spec.event,
-            &attr.to_bytes(),
-        ))
-        .map_err(io)?;
+        out.write_all(&samples::encode_header(clock_name, event, &attr.to_bytes()))
+            .map_err(io)?;
         let maps = existing_maps(attr.sample_type, target);
         out.write_all(&samples::record_head(samples::TAG_MAPS, maps.len()))
             .and_then(|_| out.write_all(&maps))
             .map_err(io)?;
         Ok(Sampler {
-            spec: spec.clone(),
+            what: what.to_string(),
             rings,
             others,
             out,
@@ -403,8 +485,8 @@ impl Sampler {
         })
     }
 
-    pub fn spec(&self) -> &SampleSpec {
-        &self.spec
+    pub fn what(&self) -> &str {
+        &self.what
     }
 
     /// Starts the copier thread; returns it with its thread id (to keep it out of the

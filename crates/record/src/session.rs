@@ -62,7 +62,13 @@ pub struct Options {
     pub sample: Option<SampleSpec>,
     /// Where the sampled hardware event is missing, sample cpu-clock instead of failing.
     pub sample_fallback: bool,
+    /// The user call chain at every futex() call (`--stacks`), for the callers of
+    /// contended locks.
+    pub stacks: bool,
 }
+
+/// The tracepoint `--stacks` takes call chains at.
+pub const STACKS_TRACEPOINT: &str = "syscalls:sys_enter_futex";
 
 impl Options {
     pub fn new(output: PathBuf) -> Options {
@@ -83,6 +89,7 @@ impl Options {
             tool: format!("kstate {}", env!("CARGO_PKG_VERSION")),
             sample: None,
             sample_fallback: false,
+            stacks: false,
         }
     }
 }
@@ -118,6 +125,8 @@ pub struct Summary {
     pub spliced: bool,
     /// With `--sample`: what was sampled and how much.
     pub samples: Option<SampleSummary>,
+    /// With `--stacks`: the call chains taken.
+    pub stacks: Option<SampleSummary>,
 }
 
 #[derive(Debug, Clone)]
@@ -299,7 +308,7 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
                     sampler::OpenError::Other(e) => e,
                 })
                 .and_then(|s| {
-                    let what = s.spec().to_string();
+                    let what = s.what().to_string();
                     s.start(Arc::clone(&ctl)).map(|(r, tid)| (r, tid, what))
                 });
             match started {
@@ -319,10 +328,59 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
         }
     };
 
+    let stackers = match opts.stacks {
+        false => None,
+        true => {
+            let target = match pids.is_empty() {
+                true => sampler::Target::System,
+                false => sampler::Target::Pids(pids.clone()),
+            };
+            let (sys, ev) = STACKS_TRACEPOINT.split_once(':').unwrap_or_default();
+            let id = tracefs::read_string(&tfs.path(&format!("events/{sys}/{ev}/id")))
+                .ok()
+                .and_then(|t| t.trim().parse::<u64>().ok());
+            let started = match id {
+                None => Err(Error::new(format!(
+                    "--stacks: this kernel has no {STACKS_TRACEPOINT} tracepoint"
+                ))),
+                Some(id) => sampler::Sampler::open_tracepoint(
+                    STACKS_TRACEPOINT,
+                    id,
+                    &target,
+                    &cpus,
+                    user_clock,
+                    &clock,
+                    &scratch.path("stacks"),
+                )
+                .map_err(|e| match e {
+                    sampler::OpenError::NoPmu(m) => Error::new(m),
+                    sampler::OpenError::Other(e) => e,
+                }),
+            }
+            .and_then(|s| {
+                let what = s.what().to_string();
+                s.start(Arc::clone(&ctl)).map(|(r, tid)| (r, tid, what))
+            });
+            match started {
+                Ok((running, tid, what)) => {
+                    own.push(tid.to_string());
+                    let _ = inst.write("set_event_notrace_pid", &own.join(" "));
+                    Some((running, what))
+                }
+                Err(e) => {
+                    drop(samplers);
+                    drop(readers);
+                    drop(gated);
+                    return Err(e);
+                }
+            }
+        }
+    };
+
     let now = || user_clock.map_or(0, system::now_ns);
     let cpu_at_start = system::self_cpu_ns();
     inst.write("tracing_on", "1")?;
-    if let Some((s, _)) = &samplers {
+    for (s, _) in samplers.iter().chain(&stackers) {
         s.enable();
     }
     let start_ts = now();
@@ -372,7 +430,7 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
         std::thread::sleep(Duration::from_millis(10));
     }
     let _ = inst.write("tracing_on", "0");
-    if let Some((s, _)) = &samplers {
+    for (s, _) in samplers.iter().chain(&stackers) {
         s.disable();
     }
     let stop_ts = now();
@@ -393,6 +451,7 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
         None => None,
     };
     let samples_scratch = samplers.map(|(r, what)| (r.finish(), what));
+    let stacks_scratch = stackers.map(|(r, what)| (r.finish(), what));
     let recording_cpu_ns = system::self_cpu_ns() - cpu_at_start;
     let stats: Vec<Option<RingStats>> = cpus
         .iter()
@@ -477,8 +536,13 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
         .filter_map(|c| c.stats.clone())
         .collect();
     writer.extra_option(extras::ids::RING_STATS, &extras::encode_ring_stats(&ring))?;
-    let mut samples = None;
-    if let Some((path, what)) = samples_scratch {
+    let mut embed = |id: u16,
+                     scratch: Option<(Result<PathBuf>, String)>,
+                     fell_back_from: Option<String>|
+     -> Result<Option<SampleSummary>> {
+        let Some((path, what)) = scratch else {
+            return Ok(None);
+        };
         // A copier that failed (a full disk) leaves the samples out, not half kept.
         let data = path.and_then(|p| {
             let d = std::fs::read(&p).map_err(|e| Error::io("reading", &p, e))?;
@@ -488,19 +552,25 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
         });
         match data {
             Ok((data, c)) => {
-                writer.extra_option(extras::ids::SAMPLES, &data)?;
-                samples = Some(SampleSummary {
+                writer.extra_option(id, &data)?;
+                Ok(Some(SampleSummary {
                     what,
                     samples: c.samples,
                     lost: c.lost,
                     throttled: c.throttled,
                     bytes: c.bytes,
                     fell_back_from,
-                });
+                }))
             }
-            Err(e) => notify(&format!("warning: samples left out: {e}")),
+            Err(e) => {
+                let name = extras::section_name(id).unwrap_or("samples");
+                notify(&format!("warning: {name} left out: {e}"));
+                Ok(None)
+            }
         }
-    }
+    };
+    let samples = embed(extras::ids::SAMPLES, samples_scratch, fell_back_from)?;
+    let stacks = embed(extras::ids::STACKS, stacks_scratch, None)?;
     writer.finish()?;
     drop(scratch);
 
@@ -529,6 +599,7 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
         sysinfo_snapshots,
         spliced: outcomes.iter().all(|o| o.spliced),
         samples,
+        stacks,
     })
 }
 

@@ -16,6 +16,15 @@
 //! (`worker-5678 wait`). Value: time in the call (for waits: the wait). Flag column
 //! `errors`: calls that returned an error (EAGAIN: the word changed before the wait;
 //! ETIMEDOUT).
+//!
+//! plockstat's view, where the recording has the mappings (`kstate record --stacks` or
+//! `--sample`): the lock is named by the data symbol holding the futex word
+//! (`main_arena@1234 wait`, a `static` mutex by its path), or by its file and address in
+//! it (`libc.so.6+0x1d3c80@1234`), else left as the address (heap, stack).
+//! `--by caller` (needs `--stacks`): the lock, wait/wake and the function that made the
+//! call, from the call chain taken at that futex() entry: `main_arena@1234 wait from
+//! worker`; the rule for the caller is in [`crate::profile::stacks`]. `[no chain]`: the
+//! call had no chain (lost); `[unknown caller]`: its chain showed only lock machinery.
 
 use kstate_format::{FieldRef, Trace};
 
@@ -23,6 +32,7 @@ use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, U
 use crate::fxmap::FxMap;
 use crate::merge::Event;
 use crate::pair::Pairs;
+use crate::profile::stacks::{caller_label, Stacks};
 
 const CLONE_THREAD: u64 = 0x0001_0000;
 
@@ -49,6 +59,8 @@ struct Lock {
     group: i32,
     known: bool,
     family: Family,
+    /// Index into `Futex::callers` (`--by caller`), else 0.
+    caller: u32,
 }
 
 struct NewTask {
@@ -68,6 +80,12 @@ pub struct Futex {
     pairs: Pairs<i32, (u64, Family)>,
     index: FxMap<Lock, u32>,
     locks: Vec<Lock>,
+    /// Per lock, its name where the mappings give one.
+    names: Vec<Option<String>>,
+    by_caller: bool,
+    stacks: Option<Stacks>,
+    callers: Vec<String>,
+    caller_index: FxMap<String, u32>,
 }
 
 impl Analyzer for Futex {
@@ -79,6 +97,10 @@ impl Analyzer for Futex {
         by: &[
             ("lock", "futex address@process and wait/wake"),
             ("tid", "calling thread (comm-tid) and wait/wake"),
+            (
+                "caller",
+                "lock, wait/wake and the calling function (record with --stacks)",
+            ),
         ],
         flag_column: Some("errors"),
         value: "time in futex()",
@@ -109,6 +131,17 @@ impl Analyzer for Futex {
         });
         let mut ids = vec![en.id, ex.id];
         ids.extend(newtask.as_ref().map(|n| n.id));
+        // A section that cannot be read leaves the locks as addresses (`kstate profile`
+        // says what is wrong with it).
+        let stacks = match by {
+            "tid" => None,
+            _ => Stacks::load(trace).ok().flatten(),
+        };
+        if by == "caller" && !stacks.as_ref().is_some_and(Stacks::has_chains) {
+            return Err(Missing(vec![
+                "call chains at futex() (record with `kstate record -e futex --stacks`)".into(),
+            ]));
+        }
         Ok((
             Futex {
                 by_tid: by == "tid",
@@ -121,6 +154,11 @@ impl Analyzer for Futex {
                 pairs: Pairs::default(),
                 index: FxMap::default(),
                 locks: Vec::new(),
+                names: Vec::new(),
+                by_caller: by == "caller",
+                stacks,
+                callers: Vec::new(),
+                caller_index: FxMap::default(),
             },
             ids,
         ))
@@ -153,6 +191,7 @@ impl Analyzer for Futex {
                     group: tid,
                     known: false,
                     family: fam,
+                    caller: 0,
                 }
             } else {
                 let g = out.tasks.tgid(tid);
@@ -161,12 +200,25 @@ impl Analyzer for Futex {
                     group: g.unwrap_or(tid),
                     known: g.is_some(),
                     family: fam,
+                    caller: if self.by_caller {
+                        self.caller(tid, o.start)
+                    } else {
+                        0
+                    },
                 }
             };
             let n = self.locks.len() as u32;
             let key = *self.index.entry(lock).or_insert(n);
             if key == n {
                 self.locks.push(lock);
+                // Where the thread group is unknown, the thread may lead it.
+                let name = self
+                    .stacks
+                    .as_mut()
+                    .filter(|_| !self.by_tid)
+                    .and_then(|s| s.data_name(lock.group as u32, uaddr))
+                    .map(|d| d.to_string());
+                self.names.push(name);
             }
             out.pair(
                 o.mark,
@@ -216,6 +268,34 @@ impl Analyzer for Futex {
             return format!("{} {fam}", tasks.label(l.group));
         }
         let who = if l.known { "" } else { "tid" };
-        format!("{:#x}@{who}{} {fam}", l.uaddr, l.group)
+        let lock = match &self.names[key as usize] {
+            Some(name) => name.clone(),
+            None => format!("{:#x}", l.uaddr),
+        };
+        match self.by_caller {
+            true => format!(
+                "{lock}@{who}{} {fam} from {}",
+                l.group, self.callers[l.caller as usize]
+            ),
+            false => format!("{lock}@{who}{} {fam}", l.group),
+        }
+    }
+}
+
+impl Futex {
+    /// The caller of thread `tid`'s futex() call entered at `ts`, interned.
+    fn caller(&mut self, tid: i32, ts: u64) -> u32 {
+        let label = match self.stacks.as_ref().map(|s| s.caller_at(tid as u32, ts)) {
+            Some(Some(Some(sym))) => caller_label(sym),
+            Some(Some(None)) => "[unknown caller]".to_string(),
+            _ => "[no chain]".to_string(),
+        };
+        if let Some(&i) = self.caller_index.get(&label) {
+            return i;
+        }
+        let i = self.callers.len() as u32;
+        self.callers.push(label.clone());
+        self.caller_index.insert(label, i);
+        i
     }
 }

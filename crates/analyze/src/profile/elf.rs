@@ -1,6 +1,7 @@
 //! User-space symbols: a mapped file's ELF symbol table (or, when it is stripped, the
 //! one of its separate debug file found by build id), with the program headers that turn
-//! a file offset into a symbol address.
+//! a file offset into a symbol address. Functions name code addresses; data objects (with
+//! their sizes) name data addresses, such as the lock a thread waited on.
 
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
 
@@ -8,10 +9,12 @@ use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
 #[derive(Debug, Default)]
 pub struct ElfImage {
     pub build_id: Option<Vec<u8>>,
-    /// PT_LOAD segments: (file offset, file size, virtual address).
-    segments: Vec<(u64, u64, u64)>,
+    /// PT_LOAD segments: (file offset, file size, virtual address, memory size).
+    segments: Vec<(u64, u64, u64, u64)>,
     /// Functions: (address, size, name), sorted by address.
     syms: Vec<(u64, u64, String)>,
+    /// Data objects: (address, size, name), sorted by address.
+    data: Vec<(u64, u64, String)>,
     /// Why there are no symbols, when there are none.
     pub problem: Option<String>,
     /// Where the symbols came from, when not the file itself.
@@ -43,13 +46,14 @@ impl ElfImage {
             .segments()
             .map(|s| {
                 let (off, size) = s.file_range();
-                (off, size, s.address())
+                (off, size, s.address(), s.size())
             })
             .collect();
         let mut img = ElfImage {
             build_id,
             segments,
-            syms: function_symbols(&file),
+            syms: symbols(&file, SymbolKind::Text),
+            data: symbols(&file, SymbolKind::Data),
             ..ElfImage::default()
         };
         if !has_symtab(&file) {
@@ -59,9 +63,10 @@ impl ElfImage {
                 let dbg = format!("/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..]);
                 if let Ok(d) = std::fs::read(&dbg) {
                     if let Ok(f) = object::File::parse(&*d) {
-                        let syms = function_symbols(&f);
+                        let syms = symbols(&f, SymbolKind::Text);
                         if !syms.is_empty() {
                             img.syms = syms;
+                            img.data = symbols(&f, SymbolKind::Data);
                             img.debug_file = Some(dbg);
                         }
                     }
@@ -78,8 +83,43 @@ impl ElfImage {
     pub fn offset_to_addr(&self, off: u64) -> Option<u64> {
         self.segments
             .iter()
-            .find(|&&(o, size, _)| off >= o && off < o + size)
-            .map(|&(o, _, vaddr)| off - o + vaddr)
+            .find(|&&(o, size, _, _)| off >= o && off < o + size)
+            .map(|&(o, _, vaddr, _)| off - o + vaddr)
+    }
+
+    /// The symbol address a mapping of the file at offset `pgoff` starts at. A segment is
+    /// mapped from its offset rounded down to a page, which may lie inside the previous
+    /// segment: the segment starting on that page wins.
+    pub fn mapping_addr(&self, pgoff: u64) -> Option<u64> {
+        let page = |o: u64| o & !0xfff;
+        let seg = self
+            .segments
+            .iter()
+            .rev()
+            .find(|&&(o, _, _, _)| page(o) == pgoff)
+            .or_else(|| {
+                self.segments
+                    .iter()
+                    .find(|&&(o, size, _, _)| pgoff >= o && pgoff < o + size)
+            })?;
+        Some(seg.2.wrapping_sub(seg.0).wrapping_add(pgoff))
+    }
+
+    /// Whether a symbol address lies in one of the file's loaded segments (`.bss`
+    /// included, which has no file bytes).
+    pub fn holds(&self, addr: u64) -> bool {
+        self.segments
+            .iter()
+            .any(|&(_, _, vaddr, memsz)| addr >= vaddr && addr - vaddr < memsz)
+    }
+
+    /// The data object at `addr` and the offset into it: the closest one at or below it,
+    /// if `addr` lies inside it (an object without a size only at its address).
+    pub fn lookup_data(&self, addr: u64) -> Option<(&str, u64)> {
+        let n = self.data.partition_point(|s| s.0 <= addr);
+        let (a, size, name) = self.data.get(n.checked_sub(1)?)?;
+        let off = addr - a;
+        (off < (*size).max(1)).then_some((name.as_str(), off))
     }
 
     /// The function at `addr`: the closest symbol at or below it, if `addr` lies inside
@@ -95,11 +135,12 @@ fn has_symtab(f: &object::File<'_>) -> bool {
     f.symbols().any(|s| s.kind() == SymbolKind::Text)
 }
 
-fn function_symbols(f: &object::File<'_>) -> Vec<(u64, u64, String)> {
+/// Defined symbols of one kind (functions, data objects) from both symbol tables.
+fn symbols(f: &object::File<'_>, kind: SymbolKind) -> Vec<(u64, u64, String)> {
     let mut v: Vec<(u64, u64, String)> = f
         .symbols()
         .chain(f.dynamic_symbols())
-        .filter(|s| s.kind() == SymbolKind::Text && s.address() != 0 && s.is_definition())
+        .filter(|s| s.kind() == kind && s.address() != 0 && s.is_definition())
         .filter_map(|s| Some((s.address(), s.size(), demangle(s.name().ok()?))))
         .collect();
     // By address; of symbols at one address, sized ones first, then by name; one kept.
@@ -123,6 +164,29 @@ pub fn demangle(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A mapping whose page starts inside the previous segment belongs to the segment
+    /// starting on that page; `.bss` (memory past the file bytes) is held.
+    #[test]
+    fn mappings_and_bss() {
+        let img = ElfImage {
+            // As in a PIE built by rustc: R at 0, R E at 0x5c3d10 (vaddr 0x5c4d10), RW
+            // with .bss past its file size.
+            segments: vec![
+                (0, 0x5c3d08, 0, 0x5c3d08),
+                (0x5c3d10, 0xc28620, 0x5c4d10, 0xc28620),
+                (0x12adbc0, 0xf68, 0x12b0bc0, 0x10a8),
+            ],
+            data: vec![(0x12b1b30, 16, "LOCK".into())],
+            ..ElfImage::default()
+        };
+        assert_eq!(img.mapping_addr(0), Some(0));
+        assert_eq!(img.mapping_addr(0x5c3000), Some(0x5c4000));
+        assert_eq!(img.mapping_addr(0x12ad000), Some(0x12b0000));
+        assert!(img.holds(0x12b1c60) && !img.holds(0x12b1c68));
+        assert_eq!(img.lookup_data(0x12b1b34), Some(("LOCK", 4)));
+        assert_eq!(img.lookup_data(0x12b1b40), None);
+    }
 
     /// This test binary: its own functions resolve by address.
     #[test]

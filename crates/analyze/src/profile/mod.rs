@@ -11,8 +11,10 @@
 //! Shares are by period (a sample's weight, as perf weighs them); with cpu-clock every
 //! period is the same, so shares and sample counts agree.
 
+pub mod data;
 pub mod elf;
 pub mod flame;
+pub mod stacks;
 
 use std::collections::HashMap;
 
@@ -137,7 +139,7 @@ impl Profile {
 
 /// One executable mapping of a process, valid from `time` until `until`.
 #[derive(Debug, Clone)]
-struct Map {
+pub(crate) struct Map {
     start: u64,
     end: u64,
     pgoff: u64,
@@ -211,7 +213,7 @@ impl Kernel {
 }
 
 /// Resolves addresses to interned symbols.
-struct Symbolizer {
+pub(crate) struct Symbolizer {
     kernel: Kernel,
     maps: HashMap<u32, Vec<Map>>,
     /// (pid, ip) -> indices into the pid's maps that hold ip, whatever their time.
@@ -228,6 +230,39 @@ struct Symbolizer {
 }
 
 impl Symbolizer {
+    /// For a recording's kernel symbols and the side-band records of one of its sample
+    /// sections (sorted here).
+    pub(crate) fn new(trace: &Trace, side: &mut [(u64, PerfRecord)]) -> Symbolizer {
+        Symbolizer {
+            kernel: Kernel::new(trace.kallsyms.as_deref().unwrap_or_default()),
+            maps: build_maps(side),
+            candidates: HashMap::new(),
+            images: HashMap::new(),
+            mismatched: HashMap::new(),
+            syms: Vec::new(),
+            index: HashMap::new(),
+            user_cache: HashMap::new(),
+            kernel_cache: HashMap::new(),
+            unreadable: Vec::new(),
+        }
+    }
+
+    pub(crate) fn sym(&self, id: u32) -> &Sym {
+        &self.syms[id as usize]
+    }
+
+    /// The ELF image of a path, loaded once.
+    pub(crate) fn image(&mut self, path: &str) -> &ElfImage {
+        if !self.images.contains_key(path) {
+            let img = ElfImage::load(path);
+            if let Some(p) = &img.problem {
+                self.unreadable.push(p.clone());
+            }
+            self.images.insert(path.to_string(), img);
+        }
+        &self.images[path]
+    }
+
     fn intern(&mut self, s: Sym) -> u32 {
         if let Some(&i) = self.index.get(&s) {
             return i;
@@ -307,13 +342,7 @@ impl Symbolizer {
             Kind::Binary
         };
         let path = Some(m.path.clone());
-        if !self.images.contains_key(&m.path) {
-            let img = ElfImage::load(&m.path);
-            if let Some(p) = &img.problem {
-                self.unreadable.push(p.clone());
-            }
-            self.images.insert(m.path.clone(), img);
-        }
+        self.image(&m.path);
         let img = &self.images[&m.path];
         if let (Some(want), Some(have)) = (&m.build_id, &img.build_id) {
             if want != have {
@@ -424,7 +453,7 @@ impl Comms {
 
 /// Symbols of a sample's call chain, leaf first. `ip - 1` for return addresses, so a
 /// call at the very end of a function names the caller.
-fn frames(s: &SampleRec, sy: &mut Symbolizer, out: &mut Vec<u32>) {
+pub(crate) fn frames(s: &SampleRec, sy: &mut Symbolizer, out: &mut Vec<u32>) {
     out.clear();
     if s.callchain.is_empty() {
         out.push(if s.is_kernel() {
@@ -460,8 +489,9 @@ fn frames(s: &SampleRec, sy: &mut Symbolizer, out: &mut Vec<u32>) {
     }
 }
 
-fn corrupt(trace: &Trace, e: Error) -> Error {
-    Error::new(e.kind, e.offset, format!("samples section: {}", e.msg)).in_file(&trace.path)
+fn corrupt(trace: &Trace, id: u16, e: Error) -> Error {
+    let name = extras::section_name(id).unwrap_or("samples");
+    Error::new(e.kind, e.offset, format!("{name} section: {}", e.msg)).in_file(&trace.path)
 }
 
 /// The first event's time of the whole trace, as the analyzers take it.
@@ -470,26 +500,32 @@ fn first_event(trace: &Trace) -> Option<u64> {
     m.next().ok().flatten().map(|e| e.ts)
 }
 
-pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
-    let Some(payload) = trace.extra(extras::ids::SAMPLES) else {
-        return Err(Error::new(
-            ErrorKind::Unsupported,
-            None,
-            "this recording has no CPU samples; record them with `kstate record --sample ...`",
-        )
-        .in_file(&trace.path));
-    };
-    let sec = samples::decode(payload).map_err(|e| corrupt(trace, e))?;
-    let h = &sec.header;
+/// A section in the SAMPLES layout, its records sorted out.
+pub(crate) struct Section {
+    pub header: samples::Header,
+    pub samples: Vec<SampleRec>,
+    /// Records the kernel lost.
+    pub lost: u64,
+    /// Side-band records (maps, comms, forks) with their times.
+    pub side: Vec<(u64, PerfRecord)>,
+    /// Comm changes per thread, in time order.
+    pub changes: HashMap<u32, Vec<(u64, String)>>,
+}
 
-    // One pass over the records: samples kept, side-band records collected.
+/// Reads section `id` (SAMPLES or STACKS) of a recording; None where it has none.
+pub(crate) fn read_section(trace: &Trace, id: u16) -> Result<Option<Section>, Error> {
+    let Some(payload) = trace.extra(id) else {
+        return Ok(None);
+    };
+    let sec = samples::decode(payload).map_err(|e| corrupt(trace, id, e))?;
+    let h = &sec.header;
     let mut side: Vec<(u64, PerfRecord)> = Vec::new();
     let mut all: Vec<SampleRec> = Vec::new();
     let mut lost: u64 = 0;
     let mut changes: HashMap<u32, Vec<(u64, String)>> = HashMap::new();
     for ch in &sec.chunks {
         for r in samples::records(ch.data, h) {
-            let (_, r) = r.map_err(|e| corrupt(trace, e.shifted(ch.offset as u64)))?;
+            let (_, r) = r.map_err(|e| corrupt(trace, id, e.shifted(ch.offset as u64)))?;
             match r {
                 PerfRecord::Sample(s) => all.push(s),
                 PerfRecord::Lost { lost: n } => lost = lost.saturating_add(n),
@@ -514,6 +550,32 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
     for v in changes.values_mut() {
         v.sort_by_key(|c| c.0);
     }
+    Ok(Some(Section {
+        header: sec.header.clone(),
+        samples: all,
+        lost,
+        side,
+        changes,
+    }))
+}
+
+pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
+    let Some(sec) = read_section(trace, extras::ids::SAMPLES)? else {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            None,
+            "this recording has no CPU samples; record them with `kstate record --sample ...`",
+        )
+        .in_file(&trace.path));
+    };
+    let Section {
+        header: h,
+        samples: all,
+        lost,
+        mut side,
+        changes,
+    } = sec;
+    let h = &h;
     let mut start_comms: HashMap<u32, String> = trace
         .comms
         .iter()
@@ -541,18 +603,7 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
         exclude: f.not_window.map(|w| w.resolve(trace_start)),
     };
 
-    let mut sy = Symbolizer {
-        kernel: Kernel::new(trace.kallsyms.as_deref().unwrap_or_default()),
-        maps: build_maps(&mut side),
-        candidates: HashMap::new(),
-        images: HashMap::new(),
-        mismatched: HashMap::new(),
-        syms: Vec::new(),
-        index: HashMap::new(),
-        user_cache: HashMap::new(),
-        kernel_cache: HashMap::new(),
-        unreadable: Vec::new(),
-    };
+    let mut sy = Symbolizer::new(trace, &mut side);
 
     let total_samples = all.len() as u64;
     let mut p = Profile {

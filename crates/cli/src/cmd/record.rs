@@ -73,6 +73,12 @@ pub struct Args {
     /// failing
     #[arg(long, requires = "sample")]
     sample_fallback: bool,
+    /// Also take the user call chain at every futex() call (a perf event on
+    /// syscalls:sys_enter_futex), so `kstate analyze futex --by caller` and `kstate
+    /// top-locks` name the function that waited on each lock, and the processes' mappings
+    /// that name the lock itself. Use with `-e futex`; chains need frame pointers
+    #[arg(long)]
+    stacks: bool,
     /// Print the summary as JSON on standard output
     #[arg(long)]
     json: bool,
@@ -116,6 +122,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     opts.argv = std::env::args().collect();
     opts.sample = args.sample;
     opts.sample_fallback = args.sample_fallback;
+    opts.stacks = args.stacks;
     let mut notify = |m: &str| eprintln!("kstate: {m}");
     match kstate_record::record(&opts, &mut notify) {
         Ok(s) => {
@@ -233,6 +240,15 @@ fn print_summary(s: &Summary) {
             mib(x.bytes as f64)
         );
     }
+    if let Some(x) = &s.stacks {
+        eprintln!(
+            "  stacks: {} {}, {} lost ({} of perf records)",
+            x.samples,
+            x.what,
+            x.lost,
+            mib(x.bytes as f64)
+        );
+    }
     if let Some(st) = s.workload_status {
         if !st.success() {
             eprintln!("kstate: the command exited with {st}");
@@ -288,6 +304,12 @@ fn summary_json(s: &Summary) -> String {
             "throttled": x.throttled,
             "bytes": x.bytes,
             "fell_back_from": x.fell_back_from,
+        })),
+        "stacks": s.stacks.as_ref().map(|x| serde_json::json!({
+            "what": x.what,
+            "chains": x.samples,
+            "lost": x.lost,
+            "bytes": x.bytes,
         })),
     })
     .to_string()

@@ -95,8 +95,9 @@ pub enum Workload {
     },
     /// Map N anonymous pages (no huge pages) and write one byte to each
     TouchPages { n: usize },
-    /// THREADS threads each take one std::sync::Mutex ITERS times (futex contention);
-    /// prints the mutex's address and size as `mutex 0x... size N`
+    /// THREADS threads each take one std::sync::Mutex (the static FIGHT_LOCK) ITERS times
+    /// in `fight_take_lock` (futex contention); prints the mutex's address and size as
+    /// `mutex 0x... size N`
     MutexFight {
         #[arg(long, default_value_t = 2)]
         threads: usize,
@@ -117,6 +118,25 @@ pub enum Workload {
     /// The chat benchmark (`kstate bench chat`): rooms of users exchanging 100-byte
     /// messages over loopback TCP through a relay server, 4 threads per user
     Chat(super::bench_chat::ChatArgs),
+    /// As mutex-fight, the lock taken in `lock_caller_often` three times for each time in
+    /// `lock_caller_seldom`
+    LockCallers {
+        #[arg(long, default_value_t = 4)]
+        threads: usize,
+        #[arg(long, default_value_t = 8000)]
+        iters: u64,
+    },
+    /// THREADS threads each allocating and freeing ITERS blocks of 16..4096 bytes with
+    /// glibc's malloc in `malloc_churn`; --arenas 1 makes them share main_arena's lock
+    MallocFight {
+        #[arg(long, default_value_t = 4)]
+        threads: usize,
+        #[arg(long, default_value_t = 200000)]
+        iters: u64,
+        /// glibc's arena limit (mallopt M_ARENA_MAX) before the threads start
+        #[arg(long)]
+        arenas: Option<i32>,
+    },
 }
 
 pub fn run(w: Workload) -> Result<ExitCode, Error> {
@@ -254,6 +274,12 @@ pub fn run(w: Workload) -> Result<ExitCode, Error> {
         }
         Workload::MutexFight { threads, iters } => mutex_fight(threads, iters),
         Workload::Chat(a) => super::bench_chat::workload(&a)?,
+        Workload::LockCallers { threads, iters } => lock_callers(threads, iters),
+        Workload::MallocFight {
+            threads,
+            iters,
+            arenas,
+        } => malloc_fight(threads, iters, arenas),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -378,24 +404,62 @@ fn direct_writers(
     Ok(())
 }
 
-/// Workers lock one mutex in turn; the main thread waits for them on a pipe (not a
-/// futex) and exits without joining, so every futex wait of the process is on the mutex.
-fn mutex_fight(threads: usize, iters: u64) {
+/// The lock of `mutex-fight` and `lock-callers`: a named static, so a recording with the
+/// mappings names it (`kstate::cmd::workload::FIGHT_LOCK`).
+static FIGHT_LOCK: std::sync::Mutex<u64> = std::sync::Mutex::new(0);
+
+/// Takes FIGHT_LOCK and holds it a while: longer than the lock spins before it waits in
+/// the kernel. Not inlined, so call chains show it as the lock's caller.
+#[inline(never)]
+fn fight_take_lock() {
+    let mut g = FIGHT_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..500 {
+        *g = std::hint::black_box(*g + 1);
+    }
+}
+
+/// `lock-callers`: the same lock taken from two places, three times from this one...
+#[inline(never)]
+fn lock_caller_often() {
+    fight_hold(&FIGHT_LOCK);
+}
+
+/// ...for each time from this one.
+#[inline(never)]
+fn lock_caller_seldom() {
+    fight_hold(&FIGHT_LOCK);
+}
+
+/// Inlined into each caller, so the caller is the function that takes the lock. Held
+/// long enough (some 10 us) that most acquisitions find it taken, whatever the load.
+#[inline(always)]
+fn fight_hold(m: &std::sync::Mutex<u64>) {
+    let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..5000 {
+        *g = std::hint::black_box(*g + 1);
+    }
+}
+
+/// Workers lock one mutex in turn (`body` takes it once); the main thread waits for them
+/// on a pipe (not a futex) and exits without joining, so every futex wait of the process
+/// is on the mutex.
+fn fight(threads: usize, iters: u64, body: fn(usize, u64)) {
     use std::io::Read;
     use std::os::fd::FromRawFd;
-    use std::sync::{Arc, Mutex};
-    let m = Arc::new(Mutex::new(0u64));
+    use std::sync::Arc;
     let mut fds = [0i32; 2];
     // SAFETY: fds has room for the two descriptors.
     unsafe { libc::pipe(fds.as_mut_ptr()) };
-    let addr = Arc::as_ptr(&m) as usize;
+    let addr = &FIGHT_LOCK as *const _ as usize;
     // The futex word lies somewhere inside the Mutex (Rust does not fix field order).
-    println!("mutex {addr:#x} size {}", std::mem::size_of::<Mutex<u64>>());
+    println!(
+        "mutex {addr:#x} size {}",
+        std::mem::size_of::<std::sync::Mutex<u64>>()
+    );
     let _ = std::io::stdout().flush();
     // The workers start together (a spinning barrier: no futex), so they overlap.
     let ready = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    for _ in 0..threads {
-        let m = Arc::clone(&m);
+    for t in 0..threads {
         let ready = Arc::clone(&ready);
         let w = fds[1];
         std::thread::spawn(move || {
@@ -404,12 +468,8 @@ fn mutex_fight(threads: usize, iters: u64) {
             while ready.load(Ordering::SeqCst) < threads {
                 std::hint::spin_loop();
             }
-            for _ in 0..iters {
-                let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
-                // Held longer than the lock spins before it waits in the kernel.
-                for _ in 0..500 {
-                    *g = std::hint::black_box(*g + 1);
-                }
+            for i in 0..iters {
+                body(t, i);
             }
             // SAFETY: writes one byte from a valid buffer.
             unsafe { libc::write(w, b"x".as_ptr().cast(), 1) };
@@ -419,6 +479,79 @@ fn mutex_fight(threads: usize, iters: u64) {
     let mut r = unsafe { std::fs::File::from_raw_fd(fds[0]) };
     let mut buf = vec![0u8; threads];
     let _ = r.read_exact(&mut buf);
+}
+
+fn mutex_fight(threads: usize, iters: u64) {
+    fight(threads, iters, |_, _| fight_take_lock());
+}
+
+/// Of each thread's iterations, a pseudo-random quarter through `lock_caller_seldom`, the
+/// rest through `lock_caller_often` (not a fixed pattern: threads in step would meet in
+/// the same caller). Prints the calls per caller over all threads.
+fn lock_callers(threads: usize, iters: u64) {
+    fight(threads, iters, |t, i| {
+        if seldom(t, i) {
+            lock_caller_seldom()
+        } else {
+            lock_caller_often()
+        }
+    });
+    let n: u64 = (0..threads)
+        .map(|t| (0..iters).filter(|&i| seldom(t, i)).count() as u64)
+        .sum();
+    println!(
+        "lock_caller_often {} lock_caller_seldom {n}",
+        threads as u64 * iters - n
+    );
+}
+
+/// One in four, by a hash (splitmix64) of the thread and the iteration.
+fn seldom(t: usize, i: u64) -> bool {
+    let mut z = ((t as u64) << 40 ^ i).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) % 4 == 3
+}
+
+/// Threads allocating and freeing in `malloc_churn`; with `arenas` set, glibc's arena
+/// limit (M_ARENA_MAX) first, so with 1 they all share `main_arena` and its lock.
+fn malloc_fight(threads: usize, iters: u64, arenas: Option<i32>) {
+    if let Some(n) = arenas {
+        const M_ARENA_MAX: libc::c_int = -8;
+        // SAFETY: mallopt only changes the allocator's tuning.
+        unsafe { libc::mallopt(M_ARENA_MAX, n) };
+    }
+    let workers: Vec<_> = (0..threads)
+        .map(|t| std::thread::spawn(move || malloc_churn(iters, t as u64)))
+        .collect();
+    for w in workers {
+        let _ = w.join();
+    }
+}
+
+/// Allocates and frees blocks of 16..4096 bytes, a few live at a time.
+#[inline(never)]
+fn malloc_churn(iters: u64, seed: u64) {
+    let mut live = [std::ptr::null_mut::<libc::c_void>(); 8];
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    for i in 0..iters {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let slot = (i % 8) as usize;
+        // SAFETY: every pointer in `live` came from malloc and is freed once.
+        unsafe {
+            libc::free(live[slot]);
+            live[slot] = libc::malloc(16 + (x % 4080) as usize);
+            if !live[slot].is_null() {
+                std::ptr::write_volatile(live[slot].cast::<u8>(), 1);
+            }
+        }
+    }
+    for p in live {
+        // SAFETY: as above.
+        unsafe { libc::free(p) };
+    }
 }
 
 fn pin(cpu: usize) {
