@@ -1,7 +1,8 @@
-//! CPU sampling next to the tracepoints (`kstate record --sample`): one perf event per CPU
-//! (or per CPU and selected process), sampling IP, task, time, CPU, period and the kernel
-//! and user call chains on the trace clock, plus the MMAP2/COMM/FORK side-band records a
-//! profile needs to name user-space addresses.
+//! CPU sampling next to the tracepoints (`kstate record --sample`): per sampled event, one
+//! perf event per CPU (or per CPU and selected process), sampling IP, task, time, CPU,
+//! period and the kernel and user call chains on the trace clock; the first event also
+//! carries the MMAP2/COMM/FORK side-band records a profile needs to name user-space
+//! addresses (once is enough for all events).
 //!
 //! One thread copies whatever the kernel wrote into each CPU's perf ring buffer, unparsed,
 //! into a scratch file in the SAMPLES section's layout (`kstate_format::samples`); the
@@ -121,21 +122,27 @@ pub enum Target {
     Pids(Vec<i32>),
 }
 
-/// The `perf_event_attr` for a spec; `clock`: the user clock of the trace clock, if any.
-fn attr_for(spec: &SampleSpec, clock: Option<libc::clockid_t>, inherit: bool) -> Attr {
+/// The `perf_event_attr` for a spec; `clock`: the user clock of the trace clock, if any;
+/// `sideband`: also report mappings, comms and forks.
+fn attr_for(
+    spec: &SampleSpec,
+    clock: Option<libc::clockid_t>,
+    inherit: bool,
+    sideband: bool,
+) -> Attr {
     let e = EVENTS
         .iter()
         .find(|e| e.0 == spec.event)
         .expect("spec from parse_spec");
-    let mut flags = flag::DISABLED
-        | flag::MMAP
-        | flag::MMAP2
-        | flag::COMM
-        | flag::COMM_EXEC
-        | flag::TASK
-        | flag::SAMPLE_ID_ALL
-        | flag::WATERMARK
-        | flag::BUILD_ID;
+    let mut flags = flag::DISABLED | flag::SAMPLE_ID_ALL | flag::WATERMARK;
+    if sideband {
+        flags |= flag::MMAP
+            | flag::MMAP2
+            | flag::COMM
+            | flag::COMM_EXEC
+            | flag::TASK
+            | flag::BUILD_ID;
+    }
     if inherit {
         flags |= flag::INHERIT;
     }
@@ -191,8 +198,11 @@ const IOC_ENABLE: libc::c_ulong = 0x2400;
 const IOC_DISABLE: libc::c_ulong = 0x2401;
 const IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
 
-/// One CPU's ring: the fd that owns the mapping (others on the CPU write into it).
+/// One event's ring on one CPU: the fd that owns the mapping (the event's others on the
+/// CPU write into it).
 struct Ring {
+    /// Index of the event in the spec list (0 carries the side-band records).
+    event: u32,
     cpu: u32,
     fd: OwnedFd,
     base: *mut u8,
@@ -205,7 +215,7 @@ struct Ring {
 unsafe impl Send for Ring {}
 
 impl Ring {
-    fn map(cpu: u32, fd: OwnedFd) -> std::io::Result<Ring> {
+    fn map(event: u32, cpu: u32, fd: OwnedFd) -> std::io::Result<Ring> {
         let page = 4096usize;
         let len = page * (1 + RING_PAGES);
         // SAFETY: mapping a perf event fd as the kernel documents; checked below.
@@ -223,6 +233,7 @@ impl Ring {
             return Err(std::io::Error::last_os_error());
         }
         Ok(Ring {
+            event,
             cpu,
             fd,
             base: base.cast(),
@@ -261,7 +272,7 @@ impl Ring {
             buf.extend_from_slice(std::slice::from_raw_parts(data, n as usize - first));
         }
         self.tail().store(head, Ordering::Release);
-        out.write_all(&samples::ring_head(self.cpu, buf.len()))?;
+        out.write_all(&samples::ring_head(self.event, self.cpu, buf.len()))?;
         out.write_all(buf)?;
         Ok(n)
     }
@@ -276,7 +287,7 @@ impl Drop for Ring {
 
 /// The open events before the copier thread runs.
 pub struct Sampler {
-    spec: SampleSpec,
+    specs: Vec<SampleSpec>,
     rings: Vec<Ring>,
     /// Events that write into a ring they do not own (per process, per CPU).
     others: Vec<OwnedFd>,
@@ -301,7 +312,7 @@ impl From<Error> for OpenError {
 /// Tries the event on this process (disabled, closed at once), so a missing hardware
 /// event is known before anything is set up.
 pub fn probe(spec: &SampleSpec) -> std::result::Result<(), OpenError> {
-    let mut attr = attr_for(spec, None, false);
+    let mut attr = attr_for(spec, None, false, true);
     attr.flags &= !flag::BUILD_ID;
     perf_event_open(&attr.to_bytes(), 0, -1)
         .map(drop)
@@ -314,10 +325,11 @@ pub fn probe(spec: &SampleSpec) -> std::result::Result<(), OpenError> {
 }
 
 impl Sampler {
-    /// Opens one event per CPU (and per process in `target`), disabled, maps their rings
-    /// and writes the section header and the existing processes' maps to `scratch`.
+    /// Opens each event on each CPU (and per process in `target`), disabled, maps their
+    /// rings and writes the section header, the events and the existing processes' maps
+    /// to `scratch`.
     pub fn open(
-        spec: &SampleSpec,
+        specs: &[SampleSpec],
         target: &Target,
         cpus: &[u32],
         clock: Option<libc::clockid_t>,
@@ -328,74 +340,85 @@ impl Sampler {
             Target::System => vec![-1],
             Target::Pids(p) => p.clone(),
         };
-        let mut attr = attr_for(spec, clock, !matches!(target, Target::System));
         let mut rings = Vec::new();
         let mut others = Vec::new();
-        for &cpu in cpus {
-            let mut owner: Option<Ring> = None;
-            for &pid in &pids {
-                let fd = match perf_event_open(&attr.to_bytes(), pid, cpu as i32) {
-                    Ok(fd) => fd,
-                    // Kernels before 5.12 refuse the build_id bit: go without.
-                    Err(e)
-                        if e.raw_os_error() == Some(libc::EINVAL)
-                            && attr.flags & flag::BUILD_ID != 0 =>
-                    {
-                        attr.flags &= !flag::BUILD_ID;
-                        perf_event_open(&attr.to_bytes(), pid, cpu as i32)
-                            .map_err(|e| open_error(spec, cpu, e))?
-                    }
-                    // A CPU that is offline has no events: skip it.
-                    Err(e) if e.raw_os_error() == Some(libc::ENODEV) => break,
-                    // A process that exited meanwhile.
-                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) && pid > 0 => continue,
-                    Err(e) => return Err(open_error(spec, cpu, e)),
-                };
-                match &owner {
-                    None => {
-                        owner = Some(Ring::map(cpu, fd).map_err(|e| {
-                            Error::new(format!(
-                                "mapping the CPU {cpu} sample buffer ({} KiB): {e}",
-                                RING_PAGES * 4
-                            ))
-                        })?)
-                    }
-                    Some(r) => {
-                        // SAFETY: ioctl on two perf fds we own.
-                        let rc = unsafe {
-                            libc::ioctl(fd.as_raw_fd(), IOC_SET_OUTPUT, r.fd.as_raw_fd())
-                        };
-                        if rc != 0 {
-                            return Err(Error::new(format!(
-                                "redirecting samples on CPU {cpu}: {}",
-                                std::io::Error::last_os_error()
-                            ))
-                            .into());
+        let mut attrs = Vec::new();
+        for (ev, spec) in specs.iter().enumerate() {
+            let mut attr = attr_for(spec, clock, !matches!(target, Target::System), ev == 0);
+            let before = rings.len();
+            for &cpu in cpus {
+                let mut owner: Option<Ring> = None;
+                for &pid in &pids {
+                    let fd = match perf_event_open(&attr.to_bytes(), pid, cpu as i32) {
+                        Ok(fd) => fd,
+                        // Kernels before 5.12 refuse the build_id bit: go without.
+                        Err(e)
+                            if e.raw_os_error() == Some(libc::EINVAL)
+                                && attr.flags & flag::BUILD_ID != 0 =>
+                        {
+                            attr.flags &= !flag::BUILD_ID;
+                            perf_event_open(&attr.to_bytes(), pid, cpu as i32)
+                                .map_err(|e| open_error(spec, cpu, e))?
                         }
-                        others.push(fd);
+                        // A CPU that is offline has no events: skip it.
+                        Err(e) if e.raw_os_error() == Some(libc::ENODEV) => break,
+                        // A process that exited meanwhile.
+                        Err(e) if e.raw_os_error() == Some(libc::ESRCH) && pid > 0 => continue,
+                        Err(e) => return Err(open_error(spec, cpu, e)),
+                    };
+                    match &owner {
+                        None => {
+                            owner = Some(Ring::map(ev as u32, cpu, fd).map_err(|e| {
+                                Error::new(format!(
+                                    "mapping the CPU {cpu} sample buffer of {} ({} KiB): {e}",
+                                    spec.event,
+                                    RING_PAGES * 4
+                                ))
+                            })?)
+                        }
+                        Some(r) => {
+                            // SAFETY: ioctl on two perf fds we own.
+                            let rc = unsafe {
+                                libc::ioctl(fd.as_raw_fd(), IOC_SET_OUTPUT, r.fd.as_raw_fd())
+                            };
+                            if rc != 0 {
+                                return Err(Error::new(format!(
+                                    "redirecting samples on CPU {cpu}: {}",
+                                    std::io::Error::last_os_error()
+                                ))
+                                .into());
+                            }
+                            others.push(fd);
+                        }
                     }
                 }
+                rings.extend(owner);
             }
-            rings.extend(owner);
-        }
-        if rings.is_empty() {
-            return Err(Error::new("sampling: no CPU and process could be sampled").into());
+            if rings.len() == before {
+                return Err(Error::new(format!(
+                    "sampling {}: no CPU and process could be sampled",
+                    spec.event
+                ))
+                .into());
+            }
+            attrs.push(attr);
         }
         let file = File::create(scratch).map_err(|e| Error::io("creating", scratch, e))?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
         let io = |e| Error::io("writing", scratch, e);
-        out.write_all(&samples::encode_header(
-            clock_name,
-            &spec.event,
-            &attr.to_bytes(),
-        ))
-        .map_err(io)?;
-        let maps = existing_maps(attr.sample_type, target);
+        for (i, (spec, attr)) in specs.iter().zip(&attrs).enumerate() {
+            let rec = match i {
+                0 => samples::encode_header(clock_name, &spec.event, &attr.to_bytes()),
+                _ => samples::encode_event(&spec.event, &attr.to_bytes()),
+            };
+            out.write_all(&rec).map_err(io)?;
+        }
+        let maps = existing_maps(attrs[0].sample_type, target);
         out.write_all(&samples::record_head(samples::TAG_MAPS, maps.len()))
             .and_then(|_| out.write_all(&maps))
             .map_err(io)?;
         Ok(Sampler {
-            spec: spec.clone(),
+            specs: specs.to_vec(),
             rings,
             others,
             out,
@@ -403,8 +426,8 @@ impl Sampler {
         })
     }
 
-    pub fn spec(&self) -> &SampleSpec {
-        &self.spec
+    pub fn specs(&self) -> &[SampleSpec] {
+        &self.specs
     }
 
     /// Starts the copier thread; returns it with its thread id (to keep it out of the
@@ -663,7 +686,12 @@ mod tests {
 
     #[test]
     fn attr_layout() {
-        let a = attr_for(&SampleSpec::default(), Some(libc::CLOCK_MONOTONIC), false);
+        let a = attr_for(
+            &SampleSpec::default(),
+            Some(libc::CLOCK_MONOTONIC),
+            false,
+            true,
+        );
         let b = a.to_bytes();
         assert_eq!(b.len(), samples::ATTR_SIZE);
         let back = Attr::from_bytes(&b, kstate_format::Endian::Little).unwrap();
@@ -671,5 +699,10 @@ mod tests {
         assert_eq!(back.freq(), Some(DEFAULT_HZ));
         assert!(a.flags & flag::USE_CLOCKID != 0 && a.flags & flag::INHERIT == 0);
         assert!(a.flags & flag::EXCLUDE_CALLCHAIN_USER == 0);
+        assert!(a.flags & flag::MMAP2 != 0 && a.flags & flag::TASK != 0);
+        // A second event leaves the side-band records to the first.
+        let b = attr_for(&SampleSpec::default(), None, false, false);
+        assert!(b.flags & (flag::MMAP | flag::MMAP2 | flag::COMM | flag::TASK) == 0);
+        assert_eq!(b.sample_type, a.sample_type);
     }
 }

@@ -11,6 +11,7 @@
 //! Shares are by period (a sample's weight, as perf weighs them); with cpu-clock every
 //! period is the same, so shares and sample counts agree.
 
+pub mod compare;
 pub mod elf;
 pub mod flame;
 
@@ -92,6 +93,8 @@ pub struct Options {
     pub filters: Filters,
     pub callers: Option<String>,
     pub callees: Option<String>,
+    /// The sampled event to report (default: the file's first).
+    pub event: Option<String>,
     /// Also collect folded stacks (for flame graphs): root first, `;`-separated.
     pub folded: bool,
 }
@@ -99,6 +102,8 @@ pub struct Options {
 #[derive(Debug, Clone)]
 pub struct Profile {
     pub event: String,
+    /// Every event sampled in the file, in file order.
+    pub events: Vec<String>,
     pub freq: Option<u64>,
     pub period: Option<u64>,
     pub clock: String,
@@ -480,7 +485,22 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
         .in_file(&trace.path));
     };
     let sec = samples::decode(payload).map_err(|e| corrupt(trace, e))?;
-    let h = &sec.header;
+    let events: Vec<String> = sec.events.iter().map(|h| h.event.clone()).collect();
+    let ev = match &opts.event {
+        None => 0,
+        Some(name) => events.iter().position(|e| e == name).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Unsupported,
+                None,
+                format!(
+                    "no samples of {name} in this recording; it has {}",
+                    events.join(", ")
+                ),
+            )
+            .in_file(&trace.path)
+        })?,
+    };
+    let h = &sec.events[ev];
 
     // One pass over the records: samples kept, side-band records collected.
     let mut side: Vec<(u64, PerfRecord)> = Vec::new();
@@ -488,11 +508,12 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
     let mut lost: u64 = 0;
     let mut changes: HashMap<u32, Vec<(u64, String)>> = HashMap::new();
     for ch in &sec.chunks {
-        for r in samples::records(ch.data, h) {
+        for r in samples::records(ch.data, sec.header_of(ch)) {
             let (_, r) = r.map_err(|e| corrupt(trace, e.shifted(ch.offset as u64)))?;
             match r {
-                PerfRecord::Sample(s) => all.push(s),
-                PerfRecord::Lost { lost: n } => lost = lost.saturating_add(n),
+                PerfRecord::Sample(s) if ch.event == ev => all.push(s),
+                PerfRecord::Sample(_) => {}
+                PerfRecord::Lost { lost: n } if ch.event == ev => lost = lost.saturating_add(n),
                 PerfRecord::Comm {
                     tid,
                     ref comm,
@@ -557,6 +578,7 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
     let total_samples = all.len() as u64;
     let mut p = Profile {
         event: h.event.clone(),
+        events,
         freq: h.attr.freq(),
         period: h.attr.freq().is_none().then_some(h.attr.period_or_freq),
         clock: h.clock.clone(),
