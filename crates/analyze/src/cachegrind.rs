@@ -137,7 +137,11 @@ fn name(v: &str, table: &mut HashMap<String, String>, line: usize) -> Result<Str
     let Some(rest) = v.strip_prefix('(') else {
         return Ok(v.to_string());
     };
-    let Some((id, tail)) = rest.split_once(')') else {
+    // `(below main)` is a name, `(12)` a number.
+    let Some((id, tail)) = rest
+        .split_once(')')
+        .filter(|(id, _)| !id.is_empty() && id.bytes().all(|c| c.is_ascii_digit()))
+    else {
         return Ok(v.to_string());
     };
     let tail = tail.trim();
@@ -161,10 +165,7 @@ fn numbers(s: &str, n: usize, line: usize) -> Result<Vec<u64>, Error> {
         );
     }
     if v.len() > n {
-        return Err(bad(
-            line,
-            format!("{} counts for {n} events", v.len()),
-        ));
+        return Err(bad(line, format!("{} counts for {n} events", v.len())));
     }
     v.resize(n, 0);
     Ok(v)
@@ -289,23 +290,40 @@ summary: 111 1 1 55 4 4 10 0 0
         assert_eq!(cg.functions[0].counts, vec![10, 1, 1, 4, 3, 2, 0, 0, 0]);
         assert_eq!(cg.summary[0], 111);
         let f = cg.by_function();
-        assert_eq!((f[0].name.as_str(), f[0].file.as_str()), ("prog::stream", "/src/a.rs"));
+        assert_eq!(
+            (f[0].name.as_str(), f[0].file.as_str()),
+            ("prog::stream", "/src/a.rs")
+        );
         assert_eq!(f[0].counts, vec![11, 1, 1, 5, 4, 3, 0, 0, 0]);
         assert_eq!(f[1].counts[3], 50);
         let (base, tested) = cg.data_counts().unwrap();
         assert_eq!((base.name.as_str(), base.total), ("data refs", 65));
-        let stream = |c: &Counts| c.by_symbol.iter().find(|x| x.0 .0 == "prog::stream").unwrap().1;
-        assert_eq!((stream(&base), stream(&tested[0]), stream(&tested[1])), (5, 4, 3));
+        let stream = |c: &Counts| {
+            c.by_symbol
+                .iter()
+                .find(|x| x.0 .0 == "prog::stream")
+                .unwrap()
+                .1
+        };
+        assert_eq!(
+            (stream(&base), stream(&tested[0]), stream(&tested[1])),
+            (5, 4, 3)
+        );
         assert_eq!(tested[0].total, 4);
     }
 
     #[test]
     fn compressed_names_and_errors() {
-        let t = "events: Dr D1mr\nfl=(1) /a.c\nfn=(1) f\n1 4 2\nfn=(2) g\n2 1\nfl=(1)\nfn=(1)\n3 1 1\n";
+        let t = "events: Dr D1mr\nfl=(1) /a.c\nfn=(1) f\n1 4 2\nfn=(2) g\n2 1\nfl=(1)\nfn=(1)\n3 1 1\nfn=(below main)\n4 0\n";
         let cg = parse(t).unwrap();
         assert_eq!(cg.by_function()[0].counts, vec![5, 3]);
+        assert_eq!(cg.by_function()[2].name, "(below main)");
         assert_eq!(cg.summary, vec![6, 3]);
-        assert!(cg.data_counts().unwrap_err().to_string().contains("--cache-sim=yes"));
+        assert!(cg
+            .data_counts()
+            .unwrap_err()
+            .to_string()
+            .contains("--cache-sim=yes"));
         for (text, want) in [
             ("", "no events"),
             ("events: A\nfn=f\n1 x\n", "not a count"),

@@ -1089,7 +1089,9 @@ mod tests {
         let recs: Vec<_> = records(last.data, s.header_of(last))
             .map(|r| r.unwrap().1)
             .collect();
-        assert!(matches!(&recs[0], PerfRecord::Sample(x) if x.ip == 0x1300 && x.callchain.is_empty()));
+        assert!(
+            matches!(&recs[0], PerfRecord::Sample(x) if x.ip == 0x1300 && x.callchain.is_empty())
+        );
         let c = count(&b).unwrap();
         assert_eq!(c.samples, 3);
         assert_eq!(

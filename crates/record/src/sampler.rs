@@ -136,12 +136,8 @@ fn attr_for(
         .expect("spec from parse_spec");
     let mut flags = flag::DISABLED | flag::SAMPLE_ID_ALL | flag::WATERMARK;
     if sideband {
-        flags |= flag::MMAP
-            | flag::MMAP2
-            | flag::COMM
-            | flag::COMM_EXEC
-            | flag::TASK
-            | flag::BUILD_ID;
+        flags |=
+            flag::MMAP | flag::MMAP2 | flag::COMM | flag::COMM_EXEC | flag::TASK | flag::BUILD_ID;
     }
     if inherit {
         flags |= flag::INHERIT;

@@ -306,27 +306,21 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
                 false => sampler::Target::Pids(pids.clone()),
             };
             let path = scratch.path("samples");
-            let started = sampler::Sampler::open(
-                &sample_specs,
-                &target,
-                &cpus,
-                user_clock,
-                &clock,
-                &path,
-            )
-                .map_err(|e| match e {
-                    sampler::OpenError::NoPmu(m) => Error::new(m),
-                    sampler::OpenError::Other(e) => e,
-                })
-                .and_then(|s| {
-                    let what = s
-                        .specs()
-                        .iter()
-                        .map(|x| x.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    s.start(Arc::clone(&ctl)).map(|(r, tid)| (r, tid, what))
-                });
+            let started =
+                sampler::Sampler::open(&sample_specs, &target, &cpus, user_clock, &clock, &path)
+                    .map_err(|e| match e {
+                        sampler::OpenError::NoPmu(m) => Error::new(m),
+                        sampler::OpenError::Other(e) => e,
+                    })
+                    .and_then(|s| {
+                        let what = s
+                            .specs()
+                            .iter()
+                            .map(|x| x.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ");
+                        s.start(Arc::clone(&ctl)).map(|(r, tid)| (r, tid, what))
+                    });
             match started {
                 Ok((running, tid, what)) => {
                     own.push(tid.to_string());

@@ -85,7 +85,7 @@ pub struct Comparison {
     pub base: Total,
     pub tested: Vec<Total>,
     pub thresholds: Thresholds,
-    /// Largest tested share first.
+    /// Flagged rows first, then by the largest share of any count.
     pub rows: Vec<Row>,
 }
 
@@ -111,6 +111,7 @@ pub fn compare(base: &Counts, tested: &[Counts], t: Thresholds) -> Comparison {
     }
     let mut rows: Vec<Row> = m
         .into_iter()
+        .filter(|(_, (b, ns))| *b > 0 || ns.iter().any(|&n| n > 0))
         .map(|(key, (b, ns))| {
             let base_share = share(b, base.total);
             let tested: Vec<Tested> = ns
@@ -138,10 +139,18 @@ pub fn compare(base: &Counts, tested: &[Counts], t: Thresholds) -> Comparison {
             }
         })
         .collect();
-    let top = |r: &Row| r.tested.iter().map(|x| x.share).fold(0.0, f64::max);
+    // The flagged first, then the largest share of any count: the heavy users show
+    // next to the polluters.
+    let top = |r: &Row| {
+        r.tested
+            .iter()
+            .map(|x| x.share)
+            .fold(r.base_share, f64::max)
+    };
     rows.sort_by(|a, b| {
-        top(b)
-            .total_cmp(&top(a))
+        b.flagged
+            .cmp(&a.flagged)
+            .then(top(b).total_cmp(&top(a)))
             .then(b.base_share.total_cmp(&a.base_share))
             .then_with(|| a.symbol.cmp(&b.symbol))
             .then_with(|| a.image.cmp(&b.image))
@@ -194,9 +203,13 @@ mod tests {
     fn the_seed_signature_is_flagged() {
         // 7 % of the references, 63 % of the misses.
         let refs = counts("refs", &[("stream", 7), ("hot", 90), ("rare", 3)]);
-        let miss = counts("miss", &[("stream", 63), ("hot", 33), ("rare", 4)]);
+        let miss = counts(
+            "miss",
+            &[("stream", 63), ("hot", 33), ("rare", 4), ("nothing", 0)],
+        );
         let c = compare(&refs, &[miss], Thresholds::default());
         assert_eq!(c.rows[0].symbol, "stream");
+        assert_eq!(c.rows[1].symbol, "hot");
         assert!(c.rows[0].flagged);
         assert!((c.rows[0].tested[0].ratio.unwrap() - 9.0).abs() < 1e-9);
         let hot = c.rows.iter().find(|r| r.symbol == "hot").unwrap();
@@ -204,6 +217,8 @@ mod tests {
         // 4 % of the misses in 3 % of the references: neither ratio nor share enough.
         assert!(!c.rows.iter().find(|r| r.symbol == "rare").unwrap().flagged);
         assert_eq!((c.base.name.as_str(), c.base.total), ("refs", 100));
+        // Symbols with nothing counted are no rows.
+        assert_eq!(c.rows.len(), 3);
     }
 
     #[test]

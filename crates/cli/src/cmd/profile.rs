@@ -32,7 +32,7 @@ recording with both: `kstate record --sample A --sample B`) and flags (*) the sy
 A share is at least --ratio times their B share and at least --min-share %: with
 cache-misses,cache-references the cache polluters (a function with 63 % of the misses in
 7 % of the accesses), with page-faults,cpu-clock the functions that fault far more than
-they run. `kstate cachesim -- CMD` gives the same table from a simulated cache where the
+they run. Rows: the flagged first, then by the largest share of either event (--top N). `kstate cachesim -- CMD` gives the same table from a simulated cache where the
 machine has no PMU.
 
 Times: --window/--not-window take FROM:TO from the first event of the trace (as the
@@ -214,7 +214,11 @@ fn compare_events(
         eprintln!("kstate profile: warning: {w}");
     }
     let c = compare::compare(&pb.counts(), &[pa.counts()], t);
-    let mut header = vec![format!("{}: sampled events, clock {}", args.file.display(), pa.clock)];
+    let mut header = vec![format!(
+        "{}: sampled events, clock {}",
+        args.file.display(),
+        pa.clock
+    )];
     for p in [&pa, &pb] {
         header.push(format!(
             "{}: {} samples selected (of {} in the file), {} lost",
@@ -248,15 +252,17 @@ fn compare_events(
         "events": events,
         "filters": filters,
     });
-    print_comparison(&c, &header, extra, args.json, args.top);
+    print_comparison(&c, &header, "Image", extra, args.json, args.top);
     Ok(ExitCode::SUCCESS)
 }
 
 /// The comparison table of `kstate profile --compare-events` and `kstate cachesim`:
-/// `header` lines first (text), or `extra`'s members merged into the JSON object.
+/// `header` lines first (text), or `extra`'s members merged into the JSON object;
+/// `image` names the column of the symbols' images (binaries, or source files).
 pub fn print_comparison(
     c: &Comparison,
     header: &[String],
+    image: &str,
     extra: serde_json::Value,
     json: bool,
     top: usize,
@@ -330,7 +336,7 @@ pub fn print_comparison(
     for (t, w) in c.tested.iter().zip(&widths) {
         head += &format!(" {:>w$} {:>7}", t.name, "ratio");
     }
-    head += &format!(" {:>bw$}  {:<24} Symbol", c.base.name, "Image");
+    head += &format!(" {:>bw$}  {image:<24} Symbol", c.base.name);
     println!("{head}");
     for r in c.rows.iter().take(n) {
         let mut line = String::from(if r.flagged { " * " } else { "   " });
@@ -341,9 +347,9 @@ pub fn print_comparison(
             };
             line += &format!(" {:>w$} {ratio:>7}", format!("{:.2}%", t.share));
         }
-        let image = r.image.rsplit('/').next().unwrap_or(&r.image);
+        let img = r.image.rsplit('/').next().unwrap_or(&r.image);
         line += &format!(
-            " {:>bw$}  {image:<24} {}",
+            " {:>bw$}  {img:<24} {}",
             format!("{:.2}%", r.base_share),
             r.symbol
         );
