@@ -230,7 +230,7 @@ mod tests {
             ratio: 3.0,
             min_share: 3.0,
         };
-        let c = compare(&refs, &[miss.clone()], t);
+        let c = compare(&refs, std::slice::from_ref(&miss), t);
         let row = |c: &Comparison, s: &str| c.rows.iter().find(|r| r.symbol == s).cloned();
         assert!(row(&c, "b").unwrap().flagged);
         // c has no references at all: a share with no base is flagged when large enough.

@@ -172,7 +172,8 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
 
 /// The thresholds of --ratio and --min-share, checked.
 pub fn thresholds(ratio: f64, min_share: f64) -> Result<Thresholds, Error> {
-    if !(ratio.is_finite() && ratio > 0.0) || !(0.0..=100.0).contains(&min_share) {
+    let fine = ratio.is_finite() && ratio > 0.0 && (0.0..=100.0).contains(&min_share);
+    if !fine {
         return Err(Error::new(
             kstate_format::ErrorKind::Unsupported,
             None,
