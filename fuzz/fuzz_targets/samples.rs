@@ -7,7 +7,7 @@ use libfuzzer_sys::fuzz_target;
 fn walk(b: &[u8]) {
     if let Ok(s) = decode(b) {
         for ch in &s.chunks {
-            for r in records(ch.data, &s.header).take(100_000) {
+            for r in records(ch.data, s.header_of(ch)).take(100_000) {
                 if r.is_err() {
                     break;
                 }
@@ -27,6 +27,8 @@ fuzz_target!(|data: &[u8]| {
         ..Default::default()
     };
     let mut b = kstate_format::samples::encode_header("mono", "cpu-clock", &attr.to_bytes());
+    // And a second event, so 'S' records (event 1's rings) are reached too.
+    b.extend(kstate_format::samples::encode_event("page-faults", &attr.to_bytes()));
     b.extend(data);
     walk(&b);
 });

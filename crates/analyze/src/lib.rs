@@ -3,6 +3,7 @@
 //! aggregation) and the analyzers themselves (`analyzers`, one file each).
 pub mod analyzer;
 pub mod analyzers;
+pub mod cachegrind;
 pub mod filter;
 pub mod fxmap;
 pub mod hist;

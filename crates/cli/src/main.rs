@@ -55,6 +55,10 @@ enum Command {
     /// Measure kstate against its peers on this machine
     #[command(subcommand)]
     Bench(cmd::bench::Bench),
+    /// Run a command under valgrind's cachegrind: each function's share of the simulated
+    /// cache misses next to its share of the data references (profile --compare-events
+    /// where there is no PMU)
+    Cachesim(cmd::cachesim::Args),
 }
 
 /// Exit status for bad input (unreadable, truncated or corrupt trace, bad arguments).
@@ -79,6 +83,7 @@ fn main() -> ExitCode {
         Command::Classify(a) => cmd::classify::run(a),
         Command::Scale(a) => cmd::scale::run(a),
         Command::Workload(w) => cmd::workload::run(w),
+        Command::Cachesim(a) => cmd::cachesim::run(a),
     };
     match result {
         Ok(code) => code,

@@ -13,9 +13,15 @@
 //!   'M' maps at start:   perf records (MMAP2, COMM) the recorder made from /proc/PID/maps
 //!                        of the processes that already ran, as perf does
 //!   'R' ring data:       varint CPU, then whole perf records as the kernel wrote them
+//!   'E' another event:   event name (varint length + UTF-8), perf_event_attr (varint
+//!                        length + bytes); the n-th 'E' is event n, the header's event 0
+//!   'S' its ring data:   varint event (>= 1, after its 'E'), varint CPU, perf records
 //! ```
 //!
-//! Unknown tags are skipped (later additions). Perf records are `struct perf_event_header`
+//! Event 0's rings carry the side-band records (MMAP2, COMM, FORK) for all events; the
+//! others only samples. Files from before 'E'/'S' are the one-event case, and a kstate
+//! from before them reads event 0 of a newer file. Unknown tags are skipped (later
+//! additions). Perf records are `struct perf_event_header`
 //! (u32 type, u16 misc, u16 size) and a body; [`parse_record`] reads the ones a profile
 //! needs according to the attr's `sample_type`. Decoders never panic: malformed input is
 //! an error of kind `Corrupt` with the payload offset.
@@ -50,6 +56,8 @@ pub const VERSION: u32 = 1;
 pub const TAG_HEADER: u8 = b'H';
 pub const TAG_MAPS: u8 = b'M';
 pub const TAG_RING: u8 = b'R';
+pub const TAG_EVENT: u8 = b'E';
+pub const TAG_EVENT_RING: u8 = b'S';
 
 /// `perf_event_attr.type`
 pub mod event_type {
@@ -206,12 +214,28 @@ pub fn record_head(tag: u8, len: usize) -> Vec<u8> {
     h
 }
 
-/// The head of an 'R' record holding `len` bytes of CPU `cpu`'s ring: write it, then the
-/// bytes.
-pub fn ring_head(cpu: u32, len: usize) -> Vec<u8> {
+/// The 'E' record of an event after the first (the header's).
+pub fn encode_event(event: &str, attr: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for s in [event.as_bytes(), attr] {
+        put_varint(&mut body, s.len() as u64);
+        body.extend_from_slice(s);
+    }
+    let mut out = record_head(TAG_EVENT, body.len());
+    out.extend(body);
+    out
+}
+
+/// The head of a record holding `len` bytes of event `event`'s ring on CPU `cpu` ('R'
+/// for event 0, 'S' for the others): write it, then the bytes.
+pub fn ring_head(event: u32, cpu: u32, len: usize) -> Vec<u8> {
     let mut c = Vec::new();
+    if event > 0 {
+        put_varint(&mut c, event as u64);
+    }
     put_varint(&mut c, cpu as u64);
-    let mut h = record_head(TAG_RING, c.len() + len);
+    let tag = if event > 0 { TAG_EVENT_RING } else { TAG_RING };
+    let mut h = record_head(tag, c.len() + len);
     h.extend(c);
     h
 }
@@ -301,7 +325,7 @@ fn with_header(ty: u32, misc: u16, body: Vec<u8>) -> Vec<u8> {
 // ---------------------------------------------------------------------------------------
 // Reading.
 
-/// The 'H' record.
+/// The 'H' record, or an 'E' record with the header's endian and clock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
     pub endian: Endian,
@@ -323,16 +347,30 @@ pub enum Source {
 /// One run of perf records and its offset in the payload.
 #[derive(Debug, Clone, Copy)]
 pub struct Chunk<'a> {
+    /// Index into [`Samples::events`] (0 for the maps).
+    pub event: usize,
     pub source: Source,
     pub offset: usize,
     pub data: &'a [u8],
 }
 
-/// A decoded SAMPLES payload: the header and the record runs, in file order.
+/// A decoded SAMPLES payload: the sampled events (never empty; the first is the 'H'
+/// record's) and the record runs, in file order.
 #[derive(Debug, Clone)]
 pub struct Samples<'a> {
-    pub header: Header,
+    pub events: Vec<Header>,
     pub chunks: Vec<Chunk<'a>>,
+}
+
+impl Samples<'_> {
+    /// The first event's header (the only one in older files).
+    pub fn header(&self) -> &Header {
+        &self.events[0]
+    }
+    /// The header that describes a chunk's records.
+    pub fn header_of(&self, ch: &Chunk<'_>) -> &Header {
+        &self.events[ch.event]
+    }
 }
 
 /// Splits a SAMPLES payload into its header and record runs (the records themselves are
@@ -369,7 +407,7 @@ pub fn decode(b: &[u8]) -> Result<Samples<'_>> {
         ));
     }
     let mut pos = line_end + 1;
-    let mut header = None;
+    let mut events: Vec<Header> = Vec::new();
     let mut chunks = Vec::new();
     while pos < b.len() {
         let rec_at = pos;
@@ -389,7 +427,7 @@ pub fn decode(b: &[u8]) -> Result<Samples<'_>> {
         pos = c.end;
         match tag {
             TAG_HEADER => {
-                if header.is_some() {
+                if !events.is_empty() {
                     return Err(Error::corrupt(
                         rec_at as u64,
                         "samples section: second header",
@@ -406,13 +444,8 @@ pub fn decode(b: &[u8]) -> Result<Samples<'_>> {
                     }
                 };
                 let clock = c.text("clock")?;
-                let event = c.text("event name")?;
-                let n = c.varint("attr length")?;
-                let attr_at = c.pos;
-                let attr_bytes = c.bytes(n, "attr")?.to_vec();
-                let attr =
-                    Attr::from_bytes(&attr_bytes, endian).map_err(|e| e.shifted(attr_at as u64))?;
-                header = Some(Header {
+                let (event, attr_bytes, attr) = event_and_attr(&mut c, endian)?;
+                events.push(Header {
                     endian,
                     clock,
                     event,
@@ -420,12 +453,43 @@ pub fn decode(b: &[u8]) -> Result<Samples<'_>> {
                     attr,
                 });
             }
-            TAG_MAPS | TAG_RING => {
-                if header.is_none() {
+            TAG_EVENT => {
+                let Some(first) = events.first() else {
+                    return Err(Error::corrupt(
+                        rec_at as u64,
+                        "samples section: event record before the header",
+                    ));
+                };
+                let (endian, clock) = (first.endian, first.clock.clone());
+                let (event, attr_bytes, attr) = event_and_attr(&mut c, endian)?;
+                events.push(Header {
+                    endian,
+                    clock,
+                    event,
+                    attr_bytes,
+                    attr,
+                });
+            }
+            TAG_MAPS | TAG_RING | TAG_EVENT_RING => {
+                if events.is_empty() {
                     return Err(Error::corrupt(
                         rec_at as u64,
                         "samples section: records before the header",
                     ));
+                }
+                let mut event = 0;
+                if tag == TAG_EVENT_RING {
+                    let n = c.varint("event")?;
+                    if n == 0 || n >= events.len() as u64 {
+                        return Err(Error::corrupt(
+                            rec_at as u64,
+                            format!(
+                                "samples section: ring data of event {n}, but {} events are described before it",
+                                events.len()
+                            ),
+                        ));
+                    }
+                    event = n as usize;
                 }
                 let source = if tag == TAG_MAPS {
                     Source::Maps
@@ -437,6 +501,7 @@ pub fn decode(b: &[u8]) -> Result<Samples<'_>> {
                 };
                 let offset = c.pos;
                 chunks.push(Chunk {
+                    event,
                     source,
                     offset,
                     data: &b[c.pos..c.end],
@@ -445,10 +510,26 @@ pub fn decode(b: &[u8]) -> Result<Samples<'_>> {
             _ => {} // a newer kstate's record
         }
     }
-    let header = header.ok_or_else(|| {
-        Error::corrupt((line_end + 1) as u64, "samples section: no header record")
-    })?;
-    Ok(Samples { header, chunks })
+    if events.is_empty() {
+        return Err(Error::corrupt(
+            (line_end + 1) as u64,
+            "samples section: no header record",
+        ));
+    }
+    Ok(Samples { events, chunks })
+}
+
+/// An event's name and attr ('H' and 'E' records).
+fn event_and_attr(
+    c: &mut crate::varint::Reader<'_>,
+    endian: Endian,
+) -> Result<(String, Vec<u8>, Attr)> {
+    let event = c.text("event name")?;
+    let n = c.varint("attr length")?;
+    let attr_at = c.pos;
+    let attr_bytes = c.bytes(n, "attr")?.to_vec();
+    let attr = Attr::from_bytes(&attr_bytes, endian).map_err(|e| e.shifted(attr_at as u64))?;
+    Ok((event, attr_bytes, attr))
 }
 
 /// One perf record, as much as a profile uses.
@@ -780,19 +861,27 @@ pub struct Counts {
     pub lost: u64,
     pub throttled: u64,
     pub bytes: u64,
+    /// Each event's name and samples, in file order.
+    pub per_event: Vec<(String, u64)>,
 }
 
 pub fn count(b: &[u8]) -> Result<Counts> {
     let s = decode(b)?;
-    let mut c = Counts::default();
+    let mut c = Counts {
+        per_event: s.events.iter().map(|h| (h.event.clone(), 0)).collect(),
+        ..Counts::default()
+    };
     for ch in &s.chunks {
         if ch.source == Source::Maps {
             continue;
         }
         c.bytes += ch.data.len() as u64;
-        for r in records(ch.data, &s.header) {
+        for r in records(ch.data, s.header_of(ch)) {
             match r.map_err(|e| e.shifted(ch.offset as u64))?.1 {
-                PerfRecord::Sample(_) => c.samples += 1,
+                PerfRecord::Sample(_) => {
+                    c.samples += 1;
+                    c.per_event[ch.event].1 += 1;
+                }
                 PerfRecord::Lost { lost } => c.lost = c.lost.saturating_add(lost),
                 PerfRecord::Throttle => c.throttled += 1,
                 _ => {}
@@ -917,7 +1006,7 @@ mod tests {
         lost.extend(sample_id(st, 1, 1));
         let lost = with_header(record::LOST, 0, lost);
         let ring = [rec, lost].concat();
-        b.extend(ring_head(1, ring.len()));
+        b.extend(ring_head(0, 1, ring.len()));
         b.extend(ring);
         b.extend(record_head(b'Z', 3));
         b.extend([9, 9, 9]);
@@ -928,11 +1017,12 @@ mod tests {
     fn round_trip() {
         let b = sample_payload();
         let s = decode(&b).unwrap();
-        assert_eq!(s.header.clock, "mono");
-        assert_eq!(s.header.event, "cpu-clock");
-        assert_eq!(s.header.attr.freq(), Some(999));
+        assert_eq!(s.header().clock, "mono");
+        assert_eq!(s.header().event, "cpu-clock");
+        assert_eq!(s.header().attr.freq(), Some(999));
+        assert_eq!(s.events.len(), 1);
         assert_eq!(s.chunks.len(), 2);
-        let maps: Vec<_> = records(s.chunks[0].data, &s.header)
+        let maps: Vec<_> = records(s.chunks[0].data, s.header())
             .map(|r| r.unwrap().1)
             .collect();
         match &maps[0] {
@@ -945,7 +1035,7 @@ mod tests {
         }
         assert!(matches!(&maps[1], PerfRecord::Comm { comm, tid: 43, .. } if comm == "worker"));
         assert_eq!(s.chunks[1].source, Source::Cpu(1));
-        let ring: Vec<_> = records(s.chunks[1].data, &s.header)
+        let ring: Vec<_> = records(s.chunks[1].data, s.header())
             .map(|r| r.unwrap().1)
             .collect();
         match &ring[0] {
@@ -962,16 +1052,71 @@ mod tests {
         assert_eq!(ring[1], PerfRecord::Lost { lost: 5 });
         let c = count(&b).unwrap();
         assert_eq!((c.samples, c.lost), (1, 5));
+        assert_eq!(c.per_event, vec![("cpu-clock".to_string(), 1)]);
+    }
+
+    /// A second event's description and ring data, appended to a one-event payload.
+    fn second_event(b: &mut Vec<u8>) {
+        let attr = Attr {
+            type_: event_type::SOFTWARE,
+            config: 2,
+            period_or_freq: 1,
+            sample_type: sample::IP | sample::TID | sample::PERIOD,
+            ..Attr::default()
+        };
+        b.extend(encode_event("page-faults", &attr.to_bytes()));
+        let mut s = Vec::new();
+        s.extend(0x1300u64.to_ne_bytes());
+        s.extend(42u32.to_ne_bytes());
+        s.extend(42u32.to_ne_bytes());
+        s.extend(1u64.to_ne_bytes());
+        let rec = with_header(record::SAMPLE, MISC_USER, s);
+        let ring = [rec.clone(), rec].concat();
+        b.extend(ring_head(1, 0, ring.len()));
+        b.extend(ring);
+    }
+
+    #[test]
+    fn several_events() {
+        let mut b = sample_payload();
+        second_event(&mut b);
+        let s = decode(&b).unwrap();
+        assert_eq!(s.events.len(), 2);
+        assert_eq!(s.events[1].event, "page-faults");
+        assert_eq!(s.events[1].clock, "mono");
+        assert_eq!(s.events[1].attr.period_or_freq, 1);
+        let last = s.chunks.last().unwrap();
+        assert_eq!((last.event, last.source), (1, Source::Cpu(0)));
+        // Read with the second event's sample_type (no time, no call chain).
+        let recs: Vec<_> = records(last.data, s.header_of(last))
+            .map(|r| r.unwrap().1)
+            .collect();
+        assert!(
+            matches!(&recs[0], PerfRecord::Sample(x) if x.ip == 0x1300 && x.callchain.is_empty())
+        );
+        let c = count(&b).unwrap();
+        assert_eq!(c.samples, 3);
+        assert_eq!(
+            c.per_event,
+            vec![("cpu-clock".to_string(), 1), ("page-faults".to_string(), 2)]
+        );
+        // Ring data of an event not described (yet) is an error.
+        let mut bad = sample_payload();
+        bad.extend(ring_head(1, 0, 0));
+        let e = decode(&bad).unwrap_err();
+        assert!(e.msg.contains("ring data of event 1"), "{e}");
     }
 
     #[test]
     fn malformed_input_is_an_error() {
         let b = sample_payload();
         // Every truncation either decodes (at a record boundary) or fails; never panics.
+        let mut b = b;
+        second_event(&mut b);
         for n in 0..b.len() {
             if let Ok(s) = decode(&b[..n]) {
                 for ch in &s.chunks {
-                    for r in records(ch.data, &s.header) {
+                    for r in records(ch.data, s.header_of(ch)) {
                         let _ = r;
                     }
                 }
@@ -982,7 +1127,7 @@ mod tests {
         let e = decode(b"kstate-samples 1\nR\x01\x00").unwrap_err();
         assert!(e.msg.contains("before the header"), "{e}");
         // A record claiming more bytes than the run has.
-        let h = decode(&b).unwrap().header;
+        let h = decode(&b).unwrap().header().clone();
         let bad = with_header(record::SAMPLE, 0, vec![0; 8]);
         let mut bad2 = bad.clone();
         bad2[6] = 200;

@@ -1,7 +1,8 @@
-//! CPU sampling next to the tracepoints (`kstate record --sample`): one perf event per CPU
-//! (or per CPU and selected process), sampling IP, task, time, CPU, period and the kernel
-//! and user call chains on the trace clock, plus the MMAP2/COMM/FORK side-band records a
-//! profile needs to name user-space addresses.
+//! CPU sampling next to the tracepoints (`kstate record --sample`): per sampled event, one
+//! perf event per CPU (or per CPU and selected process), sampling IP, task, time, CPU,
+//! period and the kernel and user call chains on the trace clock; the first event also
+//! carries the MMAP2/COMM/FORK side-band records a profile needs to name user-space
+//! addresses (once is enough for all events).
 //!
 //! One thread copies whatever the kernel wrote into each CPU's perf ring buffer, unparsed,
 //! into a scratch file in the SAMPLES section's layout (`kstate_format::samples`); the
@@ -121,21 +122,23 @@ pub enum Target {
     Pids(Vec<i32>),
 }
 
-/// The `perf_event_attr` for a spec; `clock`: the user clock of the trace clock, if any.
-fn attr_for(spec: &SampleSpec, clock: Option<libc::clockid_t>, inherit: bool) -> Attr {
+/// The `perf_event_attr` for a spec; `clock`: the user clock of the trace clock, if any;
+/// `sideband`: also report mappings, comms and forks.
+fn attr_for(
+    spec: &SampleSpec,
+    clock: Option<libc::clockid_t>,
+    inherit: bool,
+    sideband: bool,
+) -> Attr {
     let e = EVENTS
         .iter()
         .find(|e| e.0 == spec.event)
         .expect("spec from parse_spec");
-    let mut flags = flag::DISABLED
-        | flag::MMAP
-        | flag::MMAP2
-        | flag::COMM
-        | flag::COMM_EXEC
-        | flag::TASK
-        | flag::SAMPLE_ID_ALL
-        | flag::WATERMARK
-        | flag::BUILD_ID;
+    let mut flags = flag::DISABLED | flag::SAMPLE_ID_ALL | flag::WATERMARK;
+    if sideband {
+        flags |=
+            flag::MMAP | flag::MMAP2 | flag::COMM | flag::COMM_EXEC | flag::TASK | flag::BUILD_ID;
+    }
     if inherit {
         flags |= flag::INHERIT;
     }
@@ -165,6 +168,31 @@ fn attr_for(spec: &SampleSpec, clock: Option<libc::clockid_t>, inherit: bool) ->
         sample_max_stack: 0,
     }
 }
+
+fn perf_event_open(attr: &[u8], pid: i32, cpu: i32) -> std::io::Result<OwnedFd> {
+    const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
+    // SAFETY: attr points to ATTR_SIZE readable bytes laid out as perf_event_attr (its
+    // size field says so); the kernel only reads them.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr.as_ptr(),
+            pid,
+            cpu,
+            -1 as libc::c_int,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+const IOC_ENABLE: libc::c_ulong = 0x2400;
+const IOC_DISABLE: libc::c_ulong = 0x2401;
+const IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
 
 /// The `perf_event_attr` for the user call chain at every hit of tracepoint `id`: period
 /// 1, no kernel chain (it is the same system-call entry every time), thread and time to
@@ -198,33 +226,11 @@ fn tracepoint_attr(id: u64, clock: Option<libc::clockid_t>, inherit: bool) -> At
     }
 }
 
-fn perf_event_open(attr: &[u8], pid: i32, cpu: i32) -> std::io::Result<OwnedFd> {
-    const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
-    // SAFETY: attr points to ATTR_SIZE readable bytes laid out as perf_event_attr (its
-    // size field says so); the kernel only reads them.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            attr.as_ptr(),
-            pid,
-            cpu,
-            -1 as libc::c_int,
-            PERF_FLAG_FD_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
-}
-
-const IOC_ENABLE: libc::c_ulong = 0x2400;
-const IOC_DISABLE: libc::c_ulong = 0x2401;
-const IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
-
-/// One CPU's ring: the fd that owns the mapping (others on the CPU write into it).
+/// One event's ring on one CPU: the fd that owns the mapping (the event's others on the
+/// CPU write into it).
 struct Ring {
+    /// Index of the event in the spec list (0 carries the side-band records).
+    event: u32,
     cpu: u32,
     fd: OwnedFd,
     base: *mut u8,
@@ -237,7 +243,7 @@ struct Ring {
 unsafe impl Send for Ring {}
 
 impl Ring {
-    fn map(cpu: u32, fd: OwnedFd) -> std::io::Result<Ring> {
+    fn map(event: u32, cpu: u32, fd: OwnedFd) -> std::io::Result<Ring> {
         let page = 4096usize;
         let len = page * (1 + RING_PAGES);
         // SAFETY: mapping a perf event fd as the kernel documents; checked below.
@@ -255,6 +261,7 @@ impl Ring {
             return Err(std::io::Error::last_os_error());
         }
         Ok(Ring {
+            event,
             cpu,
             fd,
             base: base.cast(),
@@ -293,7 +300,7 @@ impl Ring {
             buf.extend_from_slice(std::slice::from_raw_parts(data, n as usize - first));
         }
         self.tail().store(head, Ordering::Release);
-        out.write_all(&samples::ring_head(self.cpu, buf.len()))?;
+        out.write_all(&samples::ring_head(self.event, self.cpu, buf.len()))?;
         out.write_all(buf)?;
         Ok(n)
     }
@@ -308,13 +315,21 @@ impl Drop for Ring {
 
 /// The open events before the copier thread runs.
 pub struct Sampler {
-    /// What is sampled, for the summary: `cpu-clock at 999 Hz`.
+    /// What is sampled, for the summary: `cpu-clock at 999 Hz, page-faults every 1`.
     what: String,
     rings: Vec<Ring>,
     /// Events that write into a ring they do not own (per process, per CPU).
     others: Vec<OwnedFd>,
     out: BufWriter<File>,
     path: PathBuf,
+}
+
+/// An event to open: its attr, its name in the section, and how a failure to open it
+/// reads.
+struct Planned {
+    attr: Attr,
+    event: String,
+    on_error: Box<dyn Fn(u32, std::io::Error) -> OpenError>,
 }
 
 /// Why the event could not be opened.
@@ -334,7 +349,7 @@ impl From<Error> for OpenError {
 /// Tries the event on this process (disabled, closed at once), so a missing hardware
 /// event is known before anything is set up.
 pub fn probe(spec: &SampleSpec) -> std::result::Result<(), OpenError> {
-    let mut attr = attr_for(spec, None, false);
+    let mut attr = attr_for(spec, None, false, true);
     attr.flags &= !flag::BUILD_ID;
     perf_event_open(&attr.to_bytes(), 0, -1)
         .map(drop)
@@ -347,28 +362,36 @@ pub fn probe(spec: &SampleSpec) -> std::result::Result<(), OpenError> {
 }
 
 impl Sampler {
-    /// Opens one event per CPU (and per process in `target`), disabled, maps their rings
-    /// and writes the section header and the existing processes' maps to `scratch`.
+    /// Opens each event on each CPU (and per process in `target`), disabled, maps their
+    /// rings and writes the section header, the events and the existing processes' maps
+    /// to `scratch`.
     pub fn open(
-        spec: &SampleSpec,
+        specs: &[SampleSpec],
         target: &Target,
         cpus: &[u32],
         clock: Option<libc::clockid_t>,
         clock_name: &str,
         scratch: &Path,
     ) -> std::result::Result<Sampler, OpenError> {
-        let attr = attr_for(spec, clock, !matches!(target, Target::System));
-        let on_error = |cpu, e| open_error(spec, cpu, e);
-        Sampler::open_attr(
-            attr,
-            &spec.event,
-            &spec.to_string(),
-            target,
-            cpus,
-            clock_name,
-            scratch,
-            &on_error,
-        )
+        let inherit = !matches!(target, Target::System);
+        let events = specs
+            .iter()
+            .enumerate()
+            .map(|(i, spec)| {
+                let spec = spec.clone();
+                Planned {
+                    attr: attr_for(&spec, clock, inherit, i == 0),
+                    event: spec.event.clone(),
+                    on_error: Box::new(move |cpu, e| open_error(&spec, cpu, e)),
+                }
+            })
+            .collect();
+        let what = specs
+            .iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        Sampler::open_planned(events, what, target, cpus, clock_name, scratch)
     }
 
     /// Like [`Sampler::open`], for the call chain at every hit of tracepoint `name`
@@ -382,34 +405,27 @@ impl Sampler {
         clock_name: &str,
         scratch: &Path,
     ) -> std::result::Result<Sampler, OpenError> {
-        let attr = tracepoint_attr(id, clock, !matches!(target, Target::System));
-        let on_error = |cpu, e: std::io::Error| {
-            OpenError::Other(Error::new(format!(
-                "call chains at {name} on CPU {cpu}: perf_event_open: {e}"
-            )))
+        let owned = name.to_string();
+        let event = Planned {
+            attr: tracepoint_attr(id, clock, !matches!(target, Target::System)),
+            event: name.to_string(),
+            on_error: Box::new(move |cpu, e| {
+                OpenError::Other(Error::new(format!(
+                    "call chains at {owned} on CPU {cpu}: perf_event_open: {e}"
+                )))
+            }),
         };
-        Sampler::open_attr(
-            attr,
-            name,
-            &format!("call chains at every {name}"),
-            target,
-            cpus,
-            clock_name,
-            scratch,
-            &on_error,
-        )
+        let what = format!("call chains at every {name}");
+        Sampler::open_planned(vec![event], what, target, cpus, clock_name, scratch)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn open_attr(
-        mut attr: Attr,
-        event: &str,
-        what: &str,
+    fn open_planned(
+        events: Vec<Planned>,
+        what: String,
         target: &Target,
         cpus: &[u32],
         clock_name: &str,
         scratch: &Path,
-        on_error: &dyn Fn(u32, std::io::Error) -> OpenError,
     ) -> std::result::Result<Sampler, OpenError> {
         let pids: Vec<i32> = match target {
             Target::System => vec![-1],
@@ -417,67 +433,83 @@ impl Sampler {
         };
         let mut rings = Vec::new();
         let mut others = Vec::new();
-        for &cpu in cpus {
-            let mut owner: Option<Ring> = None;
-            for &pid in &pids {
-                let fd = match perf_event_open(&attr.to_bytes(), pid, cpu as i32) {
-                    Ok(fd) => fd,
-                    // Kernels before 5.12 refuse the build_id bit: go without.
-                    Err(e)
-                        if e.raw_os_error() == Some(libc::EINVAL)
-                            && attr.flags & flag::BUILD_ID != 0 =>
-                    {
-                        attr.flags &= !flag::BUILD_ID;
-                        perf_event_open(&attr.to_bytes(), pid, cpu as i32)
-                            .map_err(|e| on_error(cpu, e))?
-                    }
-                    // A CPU that is offline has no events: skip it.
-                    Err(e) if e.raw_os_error() == Some(libc::ENODEV) => break,
-                    // A process that exited meanwhile.
-                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) && pid > 0 => continue,
-                    Err(e) => return Err(on_error(cpu, e)),
-                };
-                match &owner {
-                    None => {
-                        owner = Some(Ring::map(cpu, fd).map_err(|e| {
-                            Error::new(format!(
-                                "mapping the CPU {cpu} sample buffer ({} KiB): {e}",
-                                RING_PAGES * 4
-                            ))
-                        })?)
-                    }
-                    Some(r) => {
-                        // SAFETY: ioctl on two perf fds we own.
-                        let rc = unsafe {
-                            libc::ioctl(fd.as_raw_fd(), IOC_SET_OUTPUT, r.fd.as_raw_fd())
-                        };
-                        if rc != 0 {
-                            return Err(Error::new(format!(
-                                "redirecting samples on CPU {cpu}: {}",
-                                std::io::Error::last_os_error()
-                            ))
-                            .into());
+        let mut attrs = Vec::new();
+        for (ev, p) in events.iter().enumerate() {
+            let mut attr = p.attr.clone();
+            let before = rings.len();
+            for &cpu in cpus {
+                let mut owner: Option<Ring> = None;
+                for &pid in &pids {
+                    let fd = match perf_event_open(&attr.to_bytes(), pid, cpu as i32) {
+                        Ok(fd) => fd,
+                        // Kernels before 5.12 refuse the build_id bit: go without.
+                        Err(e)
+                            if e.raw_os_error() == Some(libc::EINVAL)
+                                && attr.flags & flag::BUILD_ID != 0 =>
+                        {
+                            attr.flags &= !flag::BUILD_ID;
+                            perf_event_open(&attr.to_bytes(), pid, cpu as i32)
+                                .map_err(|e| (p.on_error)(cpu, e))?
                         }
-                        others.push(fd);
+                        // A CPU that is offline has no events: skip it.
+                        Err(e) if e.raw_os_error() == Some(libc::ENODEV) => break,
+                        // A process that exited meanwhile.
+                        Err(e) if e.raw_os_error() == Some(libc::ESRCH) && pid > 0 => continue,
+                        Err(e) => return Err((p.on_error)(cpu, e)),
+                    };
+                    match &owner {
+                        None => {
+                            owner = Some(Ring::map(ev as u32, cpu, fd).map_err(|e| {
+                                Error::new(format!(
+                                    "mapping the CPU {cpu} sample buffer of {} ({} KiB): {e}",
+                                    p.event,
+                                    RING_PAGES * 4
+                                ))
+                            })?)
+                        }
+                        Some(r) => {
+                            // SAFETY: ioctl on two perf fds we own.
+                            let rc = unsafe {
+                                libc::ioctl(fd.as_raw_fd(), IOC_SET_OUTPUT, r.fd.as_raw_fd())
+                            };
+                            if rc != 0 {
+                                return Err(Error::new(format!(
+                                    "redirecting samples on CPU {cpu}: {}",
+                                    std::io::Error::last_os_error()
+                                ))
+                                .into());
+                            }
+                            others.push(fd);
+                        }
                     }
                 }
+                rings.extend(owner);
             }
-            rings.extend(owner);
-        }
-        if rings.is_empty() {
-            return Err(Error::new("sampling: no CPU and process could be sampled").into());
+            if rings.len() == before {
+                return Err(Error::new(format!(
+                    "sampling {}: no CPU and process could be sampled",
+                    p.event
+                ))
+                .into());
+            }
+            attrs.push(attr);
         }
         let file = File::create(scratch).map_err(|e| Error::io("creating", scratch, e))?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
         let io = |e| Error::io("writing", scratch, e);
-        out.write_all(&samples::encode_header(clock_name, event, &attr.to_bytes()))
-            .map_err(io)?;
-        let maps = existing_maps(attr.sample_type, target);
+        for (i, (p, attr)) in events.iter().zip(&attrs).enumerate() {
+            let rec = match i {
+                0 => samples::encode_header(clock_name, &p.event, &attr.to_bytes()),
+                _ => samples::encode_event(&p.event, &attr.to_bytes()),
+            };
+            out.write_all(&rec).map_err(io)?;
+        }
+        let maps = existing_maps(attrs[0].sample_type, target);
         out.write_all(&samples::record_head(samples::TAG_MAPS, maps.len()))
             .and_then(|_| out.write_all(&maps))
             .map_err(io)?;
         Ok(Sampler {
-            what: what.to_string(),
+            what,
             rings,
             others,
             out,
@@ -745,7 +777,12 @@ mod tests {
 
     #[test]
     fn attr_layout() {
-        let a = attr_for(&SampleSpec::default(), Some(libc::CLOCK_MONOTONIC), false);
+        let a = attr_for(
+            &SampleSpec::default(),
+            Some(libc::CLOCK_MONOTONIC),
+            false,
+            true,
+        );
         let b = a.to_bytes();
         assert_eq!(b.len(), samples::ATTR_SIZE);
         let back = Attr::from_bytes(&b, kstate_format::Endian::Little).unwrap();
@@ -753,5 +790,10 @@ mod tests {
         assert_eq!(back.freq(), Some(DEFAULT_HZ));
         assert!(a.flags & flag::USE_CLOCKID != 0 && a.flags & flag::INHERIT == 0);
         assert!(a.flags & flag::EXCLUDE_CALLCHAIN_USER == 0);
+        assert!(a.flags & flag::MMAP2 != 0 && a.flags & flag::TASK != 0);
+        // A second event leaves the side-band records to the first.
+        let b = attr_for(&SampleSpec::default(), None, false, false);
+        assert!(b.flags & (flag::MMAP | flag::MMAP2 | flag::COMM | flag::TASK) == 0);
+        assert_eq!(b.sample_type, a.sample_type);
     }
 }

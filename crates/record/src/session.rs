@@ -59,7 +59,8 @@ pub struct Options {
     pub argv: Vec<String>,
     pub tool: String,
     /// CPU sampling next to the events (`--sample`).
-    pub sample: Option<SampleSpec>,
+    /// One entry per sampled event (empty: no sampling).
+    pub sample: Vec<SampleSpec>,
     /// Where the sampled hardware event is missing, sample cpu-clock instead of failing.
     pub sample_fallback: bool,
     /// The user call chain at every futex() call (`--stacks`), for the callers of
@@ -87,7 +88,7 @@ impl Options {
             compression: Compression::None,
             argv: Vec::new(),
             tool: format!("kstate {}", env!("CARGO_PKG_VERSION")),
-            sample: None,
+            sample: Vec::new(),
             sample_fallback: false,
             stacks: false,
         }
@@ -139,7 +140,9 @@ pub struct SampleSummary {
     /// Times the kernel throttled sampling (too high a rate).
     pub throttled: u64,
     pub bytes: u64,
-    /// The event asked for, when it was missing and cpu-clock was sampled instead.
+    /// Each sampled event's name and samples.
+    pub per_event: Vec<(String, u64)>,
+    /// The events asked for that were missing, when cpu-clock was sampled instead.
     pub fell_back_from: Option<String>,
 }
 
@@ -188,22 +191,32 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
     }
     let clock = choose_clock(&tfs, opts.clock.as_deref())?;
     // A hardware event this machine lacks is refused (or replaced) before any setup.
-    let mut sample_spec = opts.sample.clone();
-    let mut fell_back_from = None;
-    if let Some(spec) = &opts.sample {
-        match sampler::probe(spec) {
-            Ok(()) => {}
+    let mut sample_specs: Vec<SampleSpec> = Vec::new();
+    let mut fell_back: Vec<String> = Vec::new();
+    for spec in &opts.sample {
+        if opts.sample.iter().filter(|s| s.event == spec.event).count() > 1 {
+            return Err(Error::new(format!(
+                "--sample {} is given more than once",
+                spec.event
+            )));
+        }
+        let spec = match sampler::probe(spec) {
+            Ok(()) => spec.clone(),
             Err(sampler::OpenError::NoPmu(msg)) if opts.sample_fallback => {
                 notify(&format!(
                     "{msg}; sampling cpu-clock instead (--sample-fallback)"
                 ));
-                fell_back_from = Some(spec.event.clone());
-                sample_spec = Some(SampleSpec::default());
+                fell_back.push(spec.event.clone());
+                SampleSpec::default()
             }
             Err(sampler::OpenError::NoPmu(msg)) => return Err(Error::new(msg)),
             Err(sampler::OpenError::Other(e)) => return Err(e),
+        };
+        if !sample_specs.iter().any(|s| s.event == spec.event) {
+            sample_specs.push(spec);
         }
     }
+    let fell_back_from = (!fell_back.is_empty()).then(|| fell_back.join(", "));
     let inst = Instance::create(&tfs)?;
     setup_instance(&inst, opts, &sel, &clock)?;
     // The instance's header_page describes its sub-buffer ("page") size.
@@ -294,23 +307,24 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
         inst.write("set_event_pid", &list.join(" "))?;
     }
     // Samplers follow the same processes; their copier thread stays out of the trace.
-    let samplers = match &sample_spec {
-        None => None,
-        Some(spec) => {
+    let samplers = match sample_specs.is_empty() {
+        true => None,
+        false => {
             let target = match pids.is_empty() {
                 true => sampler::Target::System,
                 false => sampler::Target::Pids(pids.clone()),
             };
             let path = scratch.path("samples");
-            let started = sampler::Sampler::open(spec, &target, &cpus, user_clock, &clock, &path)
-                .map_err(|e| match e {
-                    sampler::OpenError::NoPmu(m) => Error::new(m),
-                    sampler::OpenError::Other(e) => e,
-                })
-                .and_then(|s| {
-                    let what = s.what().to_string();
-                    s.start(Arc::clone(&ctl)).map(|(r, tid)| (r, tid, what))
-                });
+            let started =
+                sampler::Sampler::open(&sample_specs, &target, &cpus, user_clock, &clock, &path)
+                    .map_err(|e| match e {
+                        sampler::OpenError::NoPmu(m) => Error::new(m),
+                        sampler::OpenError::Other(e) => e,
+                    })
+                    .and_then(|s| {
+                        let what = s.what().to_string();
+                        s.start(Arc::clone(&ctl)).map(|(r, tid)| (r, tid, what))
+                    });
             match started {
                 Ok((running, tid, what)) => {
                     own.push(tid.to_string());
@@ -559,6 +573,7 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
                     lost: c.lost,
                     throttled: c.throttled,
                     bytes: c.bytes,
+                    per_event: c.per_event,
                     fell_back_from,
                 }))
             }

@@ -11,6 +11,7 @@
 //! Shares are by period (a sample's weight, as perf weighs them); with cpu-clock every
 //! period is the same, so shares and sample counts agree.
 
+pub mod compare;
 pub mod data;
 pub mod elf;
 pub mod flame;
@@ -94,6 +95,8 @@ pub struct Options {
     pub filters: Filters,
     pub callers: Option<String>,
     pub callees: Option<String>,
+    /// The sampled event to report (default: the file's first).
+    pub event: Option<String>,
     /// Also collect folded stacks (for flame graphs): root first, `;`-separated.
     pub folded: bool,
 }
@@ -101,6 +104,8 @@ pub struct Options {
 #[derive(Debug, Clone)]
 pub struct Profile {
     pub event: String,
+    /// Every event sampled in the file, in file order.
+    pub events: Vec<String>,
     pub freq: Option<u64>,
     pub period: Option<u64>,
     pub clock: String,
@@ -502,7 +507,10 @@ fn first_event(trace: &Trace) -> Option<u64> {
 
 /// A section in the SAMPLES layout, its records sorted out.
 pub(crate) struct Section {
+    /// The header of the event whose samples these are.
     pub header: samples::Header,
+    /// Every sampled event's name, in the file's order.
+    pub events: Vec<String>,
     pub samples: Vec<SampleRec>,
     /// Records the kernel lost.
     pub lost: u64,
@@ -512,23 +520,44 @@ pub(crate) struct Section {
     pub changes: HashMap<u32, Vec<(u64, String)>>,
 }
 
-/// Reads section `id` (SAMPLES or STACKS) of a recording; None where it has none.
-pub(crate) fn read_section(trace: &Trace, id: u16) -> Result<Option<Section>, Error> {
+/// Reads section `id` (SAMPLES or STACKS) of a recording, with the samples of `event`
+/// (default: the first sampled); None where the recording has no such section.
+pub(crate) fn read_section(
+    trace: &Trace,
+    id: u16,
+    event: Option<&str>,
+) -> Result<Option<Section>, Error> {
     let Some(payload) = trace.extra(id) else {
         return Ok(None);
     };
     let sec = samples::decode(payload).map_err(|e| corrupt(trace, id, e))?;
-    let h = &sec.header;
+    let events: Vec<String> = sec.events.iter().map(|h| h.event.clone()).collect();
+    let ev = match event {
+        None => 0,
+        Some(name) => events.iter().position(|e| e == name).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Unsupported,
+                None,
+                format!(
+                    "no samples of {name} in this recording; it has {}",
+                    events.join(", ")
+                ),
+            )
+            .in_file(&trace.path)
+        })?,
+    };
+    let h = &sec.events[ev];
     let mut side: Vec<(u64, PerfRecord)> = Vec::new();
     let mut all: Vec<SampleRec> = Vec::new();
     let mut lost: u64 = 0;
     let mut changes: HashMap<u32, Vec<(u64, String)>> = HashMap::new();
     for ch in &sec.chunks {
-        for r in samples::records(ch.data, h) {
+        for r in samples::records(ch.data, sec.header_of(ch)) {
             let (_, r) = r.map_err(|e| corrupt(trace, id, e.shifted(ch.offset as u64)))?;
             match r {
-                PerfRecord::Sample(s) => all.push(s),
-                PerfRecord::Lost { lost: n } => lost = lost.saturating_add(n),
+                PerfRecord::Sample(s) if ch.event == ev => all.push(s),
+                PerfRecord::Sample(_) => {}
+                PerfRecord::Lost { lost: n } if ch.event == ev => lost = lost.saturating_add(n),
                 PerfRecord::Comm {
                     tid,
                     ref comm,
@@ -551,7 +580,8 @@ pub(crate) fn read_section(trace: &Trace, id: u16) -> Result<Option<Section>, Er
         v.sort_by_key(|c| c.0);
     }
     Ok(Some(Section {
-        header: sec.header.clone(),
+        header: h.clone(),
+        events,
         samples: all,
         lost,
         side,
@@ -560,7 +590,7 @@ pub(crate) fn read_section(trace: &Trace, id: u16) -> Result<Option<Section>, Er
 }
 
 pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
-    let Some(sec) = read_section(trace, extras::ids::SAMPLES)? else {
+    let Some(sec) = read_section(trace, extras::ids::SAMPLES, opts.event.as_deref())? else {
         return Err(Error::new(
             ErrorKind::Unsupported,
             None,
@@ -570,6 +600,7 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
     };
     let Section {
         header: h,
+        events,
         samples: all,
         lost,
         mut side,
@@ -608,6 +639,7 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
     let total_samples = all.len() as u64;
     let mut p = Profile {
         event: h.event.clone(),
+        events,
         freq: h.attr.freq(),
         period: h.attr.freq().is_none().then_some(h.attr.period_or_freq),
         clock: h.clock.clone(),

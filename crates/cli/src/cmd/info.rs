@@ -104,7 +104,13 @@ fn read_sections(trace: &Trace, errors: &mut Vec<Error>) -> Sections {
         }),
         ring_stats: decode(trace, ids::RING_STATS, errors, extras::decode_ring_stats),
         samples: decode(trace, ids::SAMPLES, errors, |b| {
-            let event = kstate_format::samples::decode(b)?.header.event;
+            let s = kstate_format::samples::decode(b)?;
+            let event = s
+                .events
+                .iter()
+                .map(|h| h.event.as_str())
+                .collect::<Vec<_>>()
+                .join(", ");
             Ok((event, kstate_format::samples::count(b)?))
         }),
     }

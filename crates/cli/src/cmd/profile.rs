@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use kstate_analyze::filter::{parse_window, Filters, WindowSpec};
+use kstate_analyze::profile::compare::{self, Comparison, Thresholds};
 use kstate_analyze::profile::{self, CallView, Profile};
 use kstate_format::Error;
 
@@ -26,13 +27,23 @@ called it (innermost occurrence); --callees SYMBOL the function it was calling, 
 when it was running itself. User call chains follow frame pointers: code built without
 them loses its caller frames (as with perf record -g).
 
+--compare-events A,B puts each symbol's share of event A next to its share of event B (a
+recording with both: `kstate record --sample A --sample B`) and flags (*) the symbols whose
+A share is at least --ratio times their B share and at least --min-share %: with
+cache-misses,cache-references the cache polluters (a function with 63 % of the misses in
+7 % of the accesses), with page-faults,cpu-clock the functions that fault far more than
+they run. Rows: the flagged first, then by the largest share of either event (--top N). `kstate cachesim -- CMD` gives the same table from a simulated cache where the
+machine has no PMU.
+
 Times: --window/--not-window take FROM:TO from the first event of the trace (as the
 analyzers do), or @ABSOLUTE trace-clock times.
 
 Examples:
   kstate record --sample -o p.dat -- ./myprog
   kstate profile p.dat
-  kstate profile --callers memcpy --window 1.5:2 p.dat";
+  kstate profile --callers memcpy --window 1.5:2 p.dat
+  kstate record --sample page-faults:1 --sample cpu-clock -o m.dat -- ./myprog
+  kstate profile --compare-events page-faults,cpu-clock m.dat";
 
 #[derive(clap::Args)]
 #[command(after_help = AFTER_HELP)]
@@ -75,6 +86,20 @@ pub struct Args {
     /// Only samples taken on these CPUs (comma-separated)
     #[arg(long, value_delimiter = ',')]
     cpu: Vec<u32>,
+    /// The sampled event to report, when the recording has several [default: its first]
+    #[arg(long, value_name = "NAME")]
+    event: Option<String>,
+    /// Each symbol's share of event A next to its share of event B, flagging symbols with
+    /// far more than their share of A (e.g. cache-misses,cache-references)
+    #[arg(long, value_name = "A,B", value_delimiter = ',', num_args = 1,
+          conflicts_with_all = ["callers", "callees", "flame", "event"])]
+    compare_events: Vec<String>,
+    /// --compare-events flags a symbol whose A share is at least RATIO times its B share
+    #[arg(long, value_name = "RATIO", default_value_t = Thresholds::default().ratio)]
+    ratio: f64,
+    /// ... and at least PCT % of A (fewer are noise)
+    #[arg(long, value_name = "PCT", default_value_t = Thresholds::default().min_share)]
+    min_share: f64,
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
@@ -91,8 +116,12 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         },
         callers: args.callers.clone(),
         callees: args.callees.clone(),
+        event: args.event.clone(),
         folded: args.flame,
     };
+    if !args.compare_events.is_empty() {
+        return compare_events(&args, &trace, opts);
+    }
     let p = profile::profile(&trace, &opts)?;
     if let (true, Some(out)) = (args.flame, &args.output) {
         let title = format!(
@@ -139,6 +168,197 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         print_text(&p, &opts.filters, args.top);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The thresholds of --ratio and --min-share, checked.
+pub fn thresholds(ratio: f64, min_share: f64) -> Result<Thresholds, Error> {
+    let fine = ratio.is_finite() && ratio > 0.0 && (0.0..=100.0).contains(&min_share);
+    if !fine {
+        return Err(Error::new(
+            kstate_format::ErrorKind::Unsupported,
+            None,
+            format!(
+                "--ratio {ratio} must be a positive number and --min-share {min_share} a percentage (0..100)"
+            ),
+        ));
+    }
+    Ok(Thresholds { ratio, min_share })
+}
+
+fn compare_events(
+    args: &Args,
+    trace: &kstate_format::Trace,
+    opts: profile::Options,
+) -> Result<ExitCode, Error> {
+    let t = thresholds(args.ratio, args.min_share)?;
+    let [a, b] = args.compare_events.as_slice() else {
+        return Err(Error::new(
+            kstate_format::ErrorKind::Unsupported,
+            None,
+            format!(
+                "--compare-events takes two events, A,B (e.g. cache-misses,cache-references); got {}",
+                args.compare_events.join(",")
+            ),
+        ));
+    };
+    let of = |e: &str| {
+        profile::profile(
+            trace,
+            &profile::Options {
+                event: Some(e.to_string()),
+                ..opts.clone()
+            },
+        )
+    };
+    let (pa, pb) = (of(a)?, of(b)?);
+    for w in pa.warnings.iter().chain(&pb.warnings) {
+        eprintln!("kstate profile: warning: {w}");
+    }
+    let c = compare::compare(&pb.counts(), &[pa.counts()], t);
+    let mut header = vec![format!(
+        "{}: sampled events, clock {}",
+        args.file.display(),
+        pa.clock
+    )];
+    for p in [&pa, &pb] {
+        header.push(format!(
+            "{}: {} samples selected (of {} in the file), {} lost",
+            rate(p),
+            p.samples,
+            p.total_samples,
+            p.lost
+        ));
+    }
+    for (k, v) in opts.filters.describe() {
+        header.push(format!("{k}: {v}"));
+    }
+    let events: Vec<serde_json::Value> = [&pa, &pb]
+        .iter()
+        .map(|p| {
+            serde_json::json!({
+                "event": p.event, "freq_hz": p.freq, "period": p.period, "samples": p.samples,
+                "samples_in_file": p.total_samples, "lost": p.lost,
+            })
+        })
+        .collect();
+    let filters: serde_json::Map<String, serde_json::Value> = opts
+        .filters
+        .describe()
+        .into_iter()
+        .map(|(k, v)| (k, serde_json::Value::String(v)))
+        .collect();
+    let extra = serde_json::json!({
+        "file": args.file.display().to_string(),
+        "simulated": false,
+        "events": events,
+        "filters": filters,
+    });
+    print_comparison(&c, &header, "Image", extra, args.json, args.top);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The comparison table of `kstate profile --compare-events` and `kstate cachesim`:
+/// `header` lines first (text), or `extra`'s members merged into the JSON object;
+/// `image` names the column of the symbols' images (binaries, or source files).
+pub fn print_comparison(
+    c: &Comparison,
+    header: &[String],
+    image: &str,
+    extra: serde_json::Value,
+    json: bool,
+    top: usize,
+) {
+    let n = if top == 0 { c.rows.len() } else { top };
+    if json {
+        let mut o = match extra {
+            serde_json::Value::Object(m) => m,
+            _ => serde_json::Map::new(),
+        };
+        let count = |t: &compare::Total| serde_json::json!({"name": t.name, "total": t.total, "unit": t.unit});
+        o.insert("base".into(), count(&c.base));
+        o.insert(
+            "tested".into(),
+            c.tested.iter().map(count).collect::<Vec<_>>().into(),
+        );
+        o.insert("ratio".into(), c.thresholds.ratio.into());
+        o.insert("min_share".into(), c.thresholds.min_share.into());
+        let rows: Vec<serde_json::Value> = c
+            .rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "symbol": r.symbol,
+                    "image": r.image,
+                    "base": r.base,
+                    "base_percent": r.base_share,
+                    "tested": r.tested.iter().map(|t| serde_json::json!({
+                        "count": t.count, "percent": t.share, "ratio": t.ratio,
+                    })).collect::<Vec<_>>(),
+                    "flagged": r.flagged,
+                })
+            })
+            .collect();
+        o.insert("symbols".into(), rows.into());
+        println!("{}", serde_json::Value::Object(o));
+        return;
+    }
+    for h in header {
+        println!("# {h}");
+    }
+    let names: Vec<String> = c
+        .tested
+        .iter()
+        .chain([&c.base])
+        .map(|t| match t.unit {
+            "" => format!("{} ({} in all)", t.name, t.total),
+            u => format!("{} ({} {u} in all)", t.name, t.total),
+        })
+        .collect();
+    println!(
+        "# share of {} next to share of {}",
+        names[..names.len() - 1].join(" and "),
+        names[names.len() - 1]
+    );
+    println!(
+        "# * flagged: share of {} at least {}x the share of {}, and at least {}%",
+        c.tested
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>()
+            .join(" or "),
+        c.thresholds.ratio,
+        c.base.name,
+        c.thresholds.min_share
+    );
+    println!("#");
+    let widths: Vec<usize> = c.tested.iter().map(|t| t.name.len().max(8)).collect();
+    let bw = c.base.name.len().max(8);
+    let mut head = String::from("#  ");
+    for (t, w) in c.tested.iter().zip(&widths) {
+        head += &format!(" {:>w$} {:>7}", t.name, "ratio");
+    }
+    head += &format!(" {:>bw$}  {image:<24} Symbol", c.base.name);
+    println!("{head}");
+    for r in c.rows.iter().take(n) {
+        let mut line = String::from(if r.flagged { " * " } else { "   " });
+        for (t, w) in r.tested.iter().zip(&widths) {
+            let ratio = match t.ratio {
+                Some(x) => format!("{x:.1}x"),
+                None => "-".into(),
+            };
+            line += &format!(" {:>w$} {ratio:>7}", format!("{:.2}%", t.share));
+        }
+        let img = r.image.rsplit('/').next().unwrap_or(&r.image);
+        line += &format!(
+            " {:>bw$}  {img:<24} {}",
+            format!("{:.2}%", r.base_share),
+            r.symbol
+        );
+        println!("{line}");
+    }
+    if c.rows.len() > n {
+        println!("# ({} more symbols; --top 0 shows all)", c.rows.len() - n);
+    }
 }
 
 fn pct(_: &Profile, n: u64, of: u64) -> f64 {

@@ -63,12 +63,14 @@ pub struct Args {
     list_presets: bool,
     /// Also sample the CPUs through perf_event_open, with kernel and user call chains, on
     /// the trace clock: HZ (cpu-clock at HZ), EVENT (at 999 Hz) or EVENT:PERIOD (one sample
-    /// every PERIOD events); EVENT is cpu-clock, task-clock, cycles, instructions,
-    /// cache-misses, cache-references, branches, branch-misses, LLC-loads, LLC-misses
-    /// [default: cpu-clock at 999 Hz]. `kstate profile FILE` reads them
+    /// every PERIOD events); EVENT is cpu-clock, task-clock, page-faults, cycles,
+    /// instructions, cache-misses, cache-references, branches, branch-misses, LLC-loads,
+    /// LLC-misses [default: cpu-clock at 999 Hz]. Repeat it (or give a comma list) to
+    /// sample several events, e.g. for `kstate profile --compare-events`. `kstate profile
+    /// FILE` reads them
     #[arg(long, value_name = "HZ|EVENT[:PERIOD]", num_args = 0..=1, default_missing_value = "",
-          value_parser = kstate_record::sampler::parse_spec)]
-    sample: Option<kstate_record::sampler::SampleSpec>,
+          value_delimiter = ',', value_parser = kstate_record::sampler::parse_spec)]
+    sample: Vec<kstate_record::sampler::SampleSpec>,
     /// With --sample of a hardware event this machine lacks: sample cpu-clock instead of
     /// failing
     #[arg(long, requires = "sample")]
@@ -223,8 +225,19 @@ fn print_summary(s: &Summary) {
         s.recorder_cpu_ns as f64 / 1e9
     );
     if let Some(x) = &s.samples {
+        let split = match x.per_event.len() {
+            0 | 1 => String::new(),
+            _ => format!(
+                " ({})",
+                x.per_event
+                    .iter()
+                    .map(|(e, n)| format!("{e} {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
         eprintln!(
-            "  samples: {} of {}, {} lost{}{} ({} of perf records)",
+            "  samples: {}{split} of {}, {} lost{}{} ({} of perf records)",
             x.samples,
             x.what,
             x.lost,
@@ -300,6 +313,7 @@ fn summary_json(s: &Summary) -> String {
         "samples": s.samples.as_ref().map(|x| serde_json::json!({
             "what": x.what,
             "samples": x.samples,
+            "per_event": x.per_event.iter().map(|(e, n)| serde_json::json!({"event": e, "samples": n})).collect::<Vec<_>>(),
             "lost": x.lost,
             "throttled": x.throttled,
             "bytes": x.bytes,

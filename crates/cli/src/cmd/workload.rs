@@ -137,6 +137,18 @@ pub enum Workload {
         #[arg(long)]
         arenas: Option<i32>,
     },
+    /// Cache pollution: `stream_once` reads one byte of each 64-byte line of a fresh
+    /// MIB MiB buffer (every line a miss, every page a fault), then `hot_table` makes HOT
+    /// reads of a 4 KiB table (all hits); prints both counts
+    CachePollution {
+        #[arg(long, default_value_t = 64)]
+        mib: usize,
+        #[arg(long, default_value_t = 20_000_000)]
+        hot: u64,
+        /// Pin to this CPU first
+        #[arg(long)]
+        cpu: Option<usize>,
+    },
 }
 
 pub fn run(w: Workload) -> Result<ExitCode, Error> {
@@ -280,6 +292,12 @@ pub fn run(w: Workload) -> Result<ExitCode, Error> {
             iters,
             arenas,
         } => malloc_fight(threads, iters, arenas),
+        Workload::CachePollution { mib, hot, cpu } => {
+            if let Some(c) = cpu {
+                pin(c);
+            }
+            cache_pollution::run(mib, hot)?
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -759,5 +777,86 @@ mod spin {
             (super::cpu_ns() - cpu0) as f64 / 1e9,
             t.elapsed().as_secs_f64()
         );
+    }
+}
+
+/// Two functions with opposite memory behaviour, for `kstate cachesim` and
+/// `kstate profile --compare-events`: their names are what the tests look for.
+mod cache_pollution {
+    use kstate_format::Error;
+
+    const LINE: usize = 64;
+    const PAGE: usize = 4096;
+
+    // Both loops are plain address arithmetic and one load per step, so that even a debug
+    // build (no inlining) counts one memory reference per step in these functions, not
+    // in helpers, and runs fast enough under cachegrind.
+
+    /// Reads one byte per cache line of `buf` once: non-temporal data.
+    #[inline(never)]
+    fn stream_once(buf: *const u8, len: usize) -> u64 {
+        let mut sum = 0u64;
+        let mut p = std::hint::black_box(buf) as usize;
+        let end = p + len;
+        while p < end {
+            // SAFETY: p is inside the caller's mapping of len bytes.
+            sum = sum.wrapping_add(unsafe { *(p as *const u8) } as u64);
+            p += LINE;
+        }
+        sum
+    }
+
+    /// `n` reads spread over a 4 KiB table that stays in the L1 cache.
+    #[inline(never)]
+    fn hot_table(table: &[u8; PAGE], n: u64) -> u64 {
+        let base = std::hint::black_box(table.as_ptr()) as usize;
+        let mut sum = 0u64;
+        let (mut i, mut k) = (0usize, 0u64);
+        while k < n {
+            // SAFETY: i < PAGE, inside the table.
+            sum = sum.wrapping_add(unsafe { *((base + i) as *const u8) } as u64);
+            i = (i + LINE + 8) & (PAGE - 1);
+            k += 1;
+        }
+        sum
+    }
+
+    pub fn run(mib: usize, hot: u64) -> Result<(), Error> {
+        let len = (mib << 20).max(PAGE);
+        // SAFETY: a fresh private anonymous mapping, read only inside its length.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(Error::new(
+                kstate_format::ErrorKind::Io,
+                None,
+                format!("mmap of {mib} MiB: {}", std::io::Error::last_os_error()),
+            ));
+        }
+        // One fault per 4 KiB page (not one per 2 MiB huge zero page).
+        // SAFETY: advice on our own mapping.
+        unsafe { libc::madvise(p, len, libc::MADV_NOHUGEPAGE) };
+        let a = stream_once(p as *const u8, len);
+        let mut table = [0u8; PAGE];
+        for (i, b) in table.iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        let b = hot_table(&table, hot);
+        // SAFETY: unmapping the mapping made above.
+        unsafe { libc::munmap(p, len) };
+        println!(
+            "cache-pollution: stream_once read {} lines ({} pages), hot_table {hot} reads; sums {a} {b}",
+            len / LINE,
+            len / PAGE
+        );
+        Ok(())
     }
 }
