@@ -5,10 +5,12 @@
 
 mod support;
 
+#[cfg(feature = "parquet")]
+use serde_json::Value;
+#[cfg(feature = "parquet")]
 use std::path::Path;
 use std::process::Command;
 
-use serde_json::Value;
 use support::KSTATE;
 
 /// `v` without the fields that name the input or its container.
@@ -101,7 +103,11 @@ fn analyzers_dump_and_info_on_the_parquet_directory_equal_the_recording() {
     let rec = recording(tmp.path());
     let out = convert(&rec);
     let dir = out.path();
-    let stat = same_json(&rec, dir, &["analyze", "syscall", "--stat", "--format", "json"]);
+    let stat = same_json(
+        &rec,
+        dir,
+        &["analyze", "syscall", "--stat", "--format", "json"],
+    );
     let rows = stat["rows"].as_array().unwrap();
     let count = |key: &str| {
         rows.iter()
@@ -110,10 +116,18 @@ fn analyzers_dump_and_info_on_the_parquet_directory_equal_the_recording() {
     };
     assert!(count("clock_nanosleep") >= 10, "{stat}");
     assert!(count("futex") > 0, "{stat}");
-    let futex = same_json(&rec, dir, &["analyze", "futex", "--stat", "--format", "json"]);
+    let futex = same_json(
+        &rec,
+        dir,
+        &["analyze", "futex", "--stat", "--format", "json"],
+    );
     assert!(!futex["rows"].as_array().unwrap().is_empty(), "{futex}");
     same_json(&rec, dir, &["analyze", "runq", "--log", "--format", "json"]);
-    same_json(&rec, dir, &["analyze", "offcpu", "--stat", "--format", "json"]);
+    same_json(
+        &rec,
+        dir,
+        &["analyze", "offcpu", "--stat", "--format", "json"],
+    );
     // Re-filtering, the point of the intermediate files: comm, time window, CPU.
     same_json(
         &rec,
@@ -123,9 +137,20 @@ fn analyzers_dump_and_info_on_the_parquet_directory_equal_the_recording() {
     same_json(
         &rec,
         dir,
-        &["analyze", "syscall", "--window", "0.01:0.05", "--format", "json"],
+        &[
+            "analyze",
+            "syscall",
+            "--window",
+            "0.01:0.05",
+            "--format",
+            "json",
+        ],
     );
-    same_json(&rec, dir, &["analyze", "runq", "--cpu", "0", "--format", "json"]);
+    same_json(
+        &rec,
+        dir,
+        &["analyze", "runq", "--cpu", "0", "--format", "json"],
+    );
     let info = same_json(&rec, dir, &["info", "--json"]);
     assert!(info["events"].as_u64().unwrap() > 1000, "{info}");
     // kstate's own sections come back: the recording's command and its process table.
@@ -133,7 +158,12 @@ fn analyzers_dump_and_info_on_the_parquet_directory_equal_the_recording() {
     assert!(same_dump(&rec, dir, &["--json", "--events", "sched_switch,sys_exit"]) > 100);
     same_dump(&rec, dir, &[]);
     // The directory of one host, as well as the -o directory above it.
-    let host = std::fs::read_dir(dir).unwrap().next().unwrap().unwrap().path();
+    let host = std::fs::read_dir(dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
     same_json(&rec, &host, &["analyze", "syscall", "--format", "json"]);
 }
 

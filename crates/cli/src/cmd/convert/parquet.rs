@@ -5,10 +5,11 @@
 //! * `EVENT.parquet`, one per event type seen (named by the event; `SYSTEM-EVENT` where
 //!   two systems share a name): `ts` (trace-clock ns), `cpu`, `tid` (common_pid), `pid`
 //!   (thread group, where the trace records it, else null), `comm` (the task's name as
-//!   last seen: saved comms, updated by sched_switch), then every field of the format
-//!   file as a typed column: integers by size and signedness (INT8..INT64, UINT8..UINT64),
+//!   last seen: saved comms, updated by sched_switch), `seq` (the event's position in the
+//!   whole trace, ordering events of equal time across tables), then every field of the
+//!   format file as a typed column: integers by size and signedness (INT8..INT64, UINT8..UINT64),
 //!   strings for `char` arrays and `__data_loc char[]`, raw bytes for other arrays. A field
-//!   named like one of the first five columns gets an `ev_` prefix (sched_waking's
+//!   named like one of the first six columns gets an `ev_` prefix (sched_waking's
 //!   `ev_pid`, `ev_comm`). A field the record is too short for is null.
 //! * `log_ANALYZER.parquet` per analyzer that applies: exactly the rows of
 //!   `kstate analyze ANALYZER --log`: `ts` (start), `key`, the value (`dur_ns`, or the
@@ -17,6 +18,8 @@
 //! * `meta.parquet`: one row per CPU: host, kernel, clock, cpus, cpu, events, lost
 //!   (null where the kernel flagged a loss without a count), the CPU's first and last
 //!   event, the trace's first and last event, the source file and the tool.
+//! * `_kstate.parquet`: what makes the directory a trace kstate reads back
+//!   (`kstate_format::parquet_dir`), written last and only when the whole trace was read.
 //!
 //! Rows are buffered per table and written as row groups of up to 256 Ki rows (and at
 //! most 2 Mi rows buffered over all tables), so memory stays bounded whatever the trace
@@ -405,6 +408,15 @@ pub fn write(trace: &Trace, out: &Path, names: &[String]) -> Result<Summary, Err
         }
     }
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    if trace.container == kstate_format::Container::RawDir {
+        // Raw captures keep thread groups in a file next to the pages: carried along, so
+        // `kstate analyze --pid` on the directory matches what it matches on the capture.
+        let src = trace.path.join("saved_tgids");
+        if src.is_file() {
+            let dst = dir.join("saved_tgids");
+            std::fs::copy(&src, &dst).map_err(|e| Error::io(&dst, e))?;
+        }
+    }
     let (ev, logs) = std::thread::scope(|s| {
         let logs = s.spawn(|| analyzer_tables(trace, &dir, &selected, explicit));
         let ev = event_tables(trace, &dir);
