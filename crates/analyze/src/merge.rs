@@ -136,7 +136,8 @@ impl Merger {
             }
             streams.push(CpuStream {
                 cpu: cd.cpu,
-                src: trace.pages(i)?,
+                // Containers that build pages on demand build only the wanted events.
+                src: trace.pages_for(i, filter.wanted.as_deref())?,
                 cursor: PageCursor::default(),
                 head: None,
                 pending_lost: Lost::None,

@@ -23,6 +23,9 @@ pub struct PageBuilder {
     /// Events lost before the next record, to be flagged on its page.
     lost: u64,
     page_lost: u64,
+    /// A loss without a count before the next record, and on the current page.
+    lost_uncounted: bool,
+    page_uncounted: bool,
 }
 
 impl PageBuilder {
@@ -35,6 +38,8 @@ impl PageBuilder {
             last_ts: 0,
             lost: 0,
             page_lost: 0,
+            lost_uncounted: false,
+            page_uncounted: false,
         }
     }
 
@@ -50,6 +55,16 @@ impl PageBuilder {
     /// count stored like the kernel does).
     pub fn lost(&mut self, n: u64) {
         self.lost = self.lost.saturating_add(n);
+    }
+
+    /// Notes events lost before the next one pushed, in a number nobody knows (the page
+    /// is flagged without a count, as the kernel does when the count has no room).
+    pub fn lost_uncounted(&mut self) {
+        self.lost_uncounted = true;
+    }
+
+    fn loss_pending(&self) -> bool {
+        self.lost > 0 || self.lost_uncounted
     }
 
     /// Adds one event with absolute timestamp `ts` (not earlier than the previous one);
@@ -69,7 +84,8 @@ impl PageBuilder {
         }
         let ts = ts.max(self.last_ts);
         let need = rec + if self.empty() { 0 } else { 8 };
-        if self.lost > 0 && !self.empty() || self.pos + need > self.layout.data_offset + room {
+        if self.loss_pending() && !self.empty() || self.pos + need > self.layout.data_offset + room
+        {
             self.finish_page(done);
         }
         if self.empty() {
@@ -104,6 +120,7 @@ impl PageBuilder {
         e.put_uint(&mut self.page[ts_at..ts_at + 8], ts);
         self.last_ts = ts;
         self.page_lost = std::mem::take(&mut self.lost);
+        self.page_uncounted = std::mem::take(&mut self.lost_uncounted);
     }
 
     fn word(&mut self, w: u32) {
@@ -116,7 +133,7 @@ impl PageBuilder {
     /// noted after the last event go on a page of their own with no records.
     pub fn finish(&mut self, done: &mut dyn FnMut(&[u8])) {
         self.finish_page(done);
-        if self.lost > 0 {
+        if self.loss_pending() {
             let ts = self.last_ts;
             self.start_page(ts);
             self.finish_lost_only(done);
@@ -125,12 +142,18 @@ impl PageBuilder {
 
     fn finish_lost_only(&mut self, done: &mut dyn FnMut(&[u8])) {
         let e = self.endian();
-        let (at, n) = (self.layout.data_offset, self.layout.commit_size);
-        e.put_uint(&mut self.page[at..at + n], self.page_lost);
+        let commit = if self.page_uncounted {
+            MISSED_EVENTS
+        } else {
+            let (at, n) = (self.layout.data_offset, self.layout.commit_size);
+            e.put_uint(&mut self.page[at..at + n], self.page_lost);
+            MISSED_EVENTS | MISSED_STORED
+        };
         let (at, n) = (self.layout.commit_offset, self.layout.commit_size);
-        e.put_uint(&mut self.page[at..at + n], MISSED_EVENTS | MISSED_STORED);
+        e.put_uint(&mut self.page[at..at + n], commit);
         done(&self.page);
         self.page_lost = 0;
+        self.page_uncounted = false;
     }
 
     fn finish_page(&mut self, done: &mut dyn FnMut(&[u8])) {
@@ -140,7 +163,9 @@ impl PageBuilder {
         let e = self.endian();
         let data_len = (self.pos - self.layout.data_offset) as u64;
         let mut commit = data_len;
-        if self.page_lost > 0 {
+        if self.page_uncounted {
+            commit |= MISSED_EVENTS;
+        } else if self.page_lost > 0 {
             commit |= MISSED_EVENTS | MISSED_STORED;
             let (at, n) = (self.pos, self.layout.commit_size);
             e.put_uint(&mut self.page[at..at + n], self.page_lost);
@@ -150,6 +175,7 @@ impl PageBuilder {
         done(&self.page);
         self.pos = self.layout.data_offset;
         self.page_lost = 0;
+        self.page_uncounted = false;
     }
 }
 
@@ -214,6 +240,22 @@ mod tests {
         let (h, recs) = PageRecords::new(&pages[1], &layout()).unwrap();
         assert_eq!(h.lost, Lost::Count(7));
         assert_eq!(recs.count(), 0);
+    }
+
+    #[test]
+    fn uncounted_losses_flag_the_page_without_a_count() {
+        let mut b = PageBuilder::new(layout());
+        let mut pages = Vec::new();
+        b.push(10, &[1, 2, 3, 4], &mut |p| pages.push(p.to_vec()));
+        b.lost_uncounted();
+        b.push(20, &[5, 6, 7, 8], &mut |p| pages.push(p.to_vec()));
+        b.lost_uncounted();
+        b.finish(&mut |p| pages.push(p.to_vec()));
+        let lost: Vec<Lost> = pages
+            .iter()
+            .map(|p| PageRecords::new(p, &layout()).unwrap().0.lost)
+            .collect();
+        assert_eq!(lost, vec![Lost::None, Lost::Unknown, Lost::Unknown]);
     }
 
     #[test]

@@ -310,16 +310,16 @@ fn tracing_data(b: &[u8]) -> Result<Meta> {
 }
 
 /// One CPU's synthesized pages going to a scratch file.
-struct CpuStream {
+pub(crate) struct CpuStream {
     path: PathBuf,
     out: BufWriter<File>,
-    builder: PageBuilder,
+    pub(crate) builder: PageBuilder,
     bytes: u64,
     failed: Option<std::io::Error>,
 }
 
 impl CpuStream {
-    fn create(dir: &Path, cpu: u32, layout: PageLayout) -> Result<CpuStream> {
+    pub(crate) fn create(dir: &Path, cpu: u32, layout: PageLayout) -> Result<CpuStream> {
         let path = dir.join(format!("cpu{cpu}"));
         let f = File::create(&path).map_err(|e| Error::io(&path, e))?;
         Ok(CpuStream {
@@ -331,7 +331,7 @@ impl CpuStream {
         })
     }
 
-    fn push(&mut self, ts: u64, payload: &[u8]) -> Result<()> {
+    pub(crate) fn push(&mut self, ts: u64, payload: &[u8]) -> Result<()> {
         let (out, bytes, failed) = (&mut self.out, &mut self.bytes, &mut self.failed);
         let mut done = |p: &[u8]| {
             if failed.is_none() {
@@ -349,7 +349,7 @@ impl CpuStream {
         }
     }
 
-    fn finish(mut self) -> Result<(PathBuf, u64)> {
+    pub(crate) fn finish(mut self) -> Result<(PathBuf, u64)> {
         let (out, bytes, failed) = (&mut self.out, &mut self.bytes, &mut self.failed);
         self.builder.finish(&mut |p: &[u8]| {
             if failed.is_none() {

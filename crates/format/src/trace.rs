@@ -24,6 +24,8 @@ pub enum Container {
     RawDir,
     /// perf's `perf.data` with tracepoint samples (see `perfdata`).
     PerfData,
+    /// kstate's own Parquet tables (`kstate convert --to parquet`, see `parquet_dir`).
+    Parquet,
 }
 
 /// A scratch directory removed when the last [`Trace`] holding it is dropped (the pages
@@ -88,6 +90,19 @@ pub enum DataLoc {
     },
     /// trace.dat v7 compressed chunks.
     Compressed(tracedat::CompressedData),
+    /// Pages built on demand from a container that holds events rather than pages.
+    Built(std::sync::Arc<dyn BuildPages>),
+}
+
+/// A container that holds events, not ring-buffer pages (kstate's Parquet directory): it
+/// builds pages when a reader asks, and only for the events the reader wants, so a
+/// reader that needs two event types does not pay for decoding all of them.
+pub trait BuildPages: Send + Sync + std::fmt::Debug {
+    /// The pages of `cpu` holding at least the events whose ids are set in `wanted`
+    /// (all events when None); other events may be present too.
+    fn pages(&self, cpu: u32, wanted: Option<&[bool]>) -> Result<Box<dyn PageSource>>;
+    /// The time of the trace's first event, known without building any pages.
+    fn first_ts(&self) -> Option<u64>;
 }
 
 #[derive(Debug, Clone)]
@@ -167,10 +182,14 @@ pub struct Trace {
 }
 
 impl Trace {
-    /// Opens a trace.dat file, a perf.data file or a raw capture directory.
+    /// Opens a trace.dat file, a perf.data file, a raw capture directory or a directory
+    /// of kstate's Parquet tables.
     pub fn open(path: &Path) -> Result<Trace> {
         let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
         if meta.is_dir() {
+            if let Some(host_dir) = crate::parquet_dir::locate(path)? {
+                return crate::parquet_dir::open(&host_dir);
+            }
             return crate::rawdir::open(path);
         }
         let mut magic = [0u8; 8];
@@ -194,6 +213,12 @@ impl Trace {
 
     /// A reader of the pages of `cpu_data[index]`.
     pub fn pages(&self, index: usize) -> Result<Box<dyn PageSource>> {
+        self.pages_for(index, None)
+    }
+
+    /// Like [`Trace::pages`], for a reader that needs only the events whose ids are set
+    /// in `wanted`: containers that build pages build only those (others may be present).
+    pub fn pages_for(&self, index: usize, wanted: Option<&[bool]>) -> Result<Box<dyn PageSource>> {
         let cd = &self.cpu_data[index];
         match &cd.loc {
             DataLoc::Plain { path, offset, size } => Ok(Box::new(PlainPages::open(
@@ -207,7 +232,17 @@ impl Trace {
                 c,
                 self.layout.page_size,
             )?)),
+            DataLoc::Built(b) => b.pages(cd.cpu, wanted),
         }
+    }
+
+    /// The time of the first event where the container knows it without reading pages
+    /// (kstate's Parquet directory), so finding it costs no pass over every event.
+    pub fn known_first_ts(&self) -> Option<u64> {
+        self.cpu_data.iter().find_map(|c| match &c.loc {
+            DataLoc::Built(b) => b.first_ts(),
+            _ => None,
+        })
     }
 }
 

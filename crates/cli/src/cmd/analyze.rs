@@ -211,7 +211,8 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     };
     let trace: Trace = super::open(file)?;
     if file.is_dir() {
-        cfg.tgids = saved_tgids(file);
+        // A Parquet directory's trace path is its host directory, where convert put them.
+        cfg.tgids = saved_tgids(&trace.path);
     }
     let meta = Meta {
         file: file.display().to_string(),

@@ -267,6 +267,7 @@ impl Report<'_> {
             } => ("trace.dat".into(), Some(*version), compression.clone()),
             Container::RawDir => ("raw tracefs capture".into(), None, None),
             Container::PerfData => ("perf.data (tracepoint samples)".into(), None, None),
+            Container::Parquet => ("kstate Parquet tables".into(), None, None),
         }
     }
 

@@ -5,10 +5,11 @@
 //! * `EVENT.parquet`, one per event type seen (named by the event; `SYSTEM-EVENT` where
 //!   two systems share a name): `ts` (trace-clock ns), `cpu`, `tid` (common_pid), `pid`
 //!   (thread group, where the trace records it, else null), `comm` (the task's name as
-//!   last seen: saved comms, updated by sched_switch), then every field of the format
-//!   file as a typed column: integers by size and signedness (INT8..INT64, UINT8..UINT64),
+//!   last seen: saved comms, updated by sched_switch), `seq` (the event's position in the
+//!   whole trace, ordering events of equal time across tables), then every field of the
+//!   format file as a typed column: integers by size and signedness (INT8..INT64, UINT8..UINT64),
 //!   strings for `char` arrays and `__data_loc char[]`, raw bytes for other arrays. A field
-//!   named like one of the first five columns gets an `ev_` prefix (sched_waking's
+//!   named like one of the first six columns gets an `ev_` prefix (sched_waking's
 //!   `ev_pid`, `ev_comm`). A field the record is too short for is null.
 //! * `log_ANALYZER.parquet` per analyzer that applies: exactly the rows of
 //!   `kstate analyze ANALYZER --log`: `ts` (start), `key`, the value (`dur_ns`, or the
@@ -17,6 +18,8 @@
 //! * `meta.parquet`: one row per CPU: host, kernel, clock, cpus, cpu, events, lost
 //!   (null where the kernel flagged a loss without a count), the CPU's first and last
 //!   event, the trace's first and last event, the source file and the tool.
+//! * `_kstate.parquet`: what makes the directory a trace kstate reads back
+//!   (`kstate_format::parquet_dir`), written last and only when the whole trace was read.
 //!
 //! Rows are buffered per table and written as row groups of up to 256 Ki rows (and at
 //! most 2 Mi rows buffered over all tables), so memory stays bounded whatever the trace
@@ -28,7 +31,7 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parquet::basic::{Compression, LogicalType, Repetition, Type as Physical};
+use parquet::basic::{Compression, Encoding, LogicalType, Repetition, Type as Physical};
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, Int32Type, Int64Type};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
@@ -38,7 +41,8 @@ use kstate_analyze::analyzer::{Info, Kind, LogRow, LogSink, Unit};
 use kstate_analyze::fxmap::FxMap;
 use kstate_analyze::merge::{IdFilter, Merger};
 use kstate_format::extras::{ids, Recording};
-use kstate_format::{Error, ErrorKind, EventFormat, FieldKind, FieldRef, Lost, Trace};
+use kstate_format::parquet_dir::{column_kind, field_columns, ColumnKind, Conversion, Loss};
+use kstate_format::{Error, ErrorKind, EventFormat, FieldRef, Lost, Trace};
 
 use super::common::{self, comm_str, SwitchFields};
 
@@ -174,6 +178,13 @@ fn props(cols: &[(String, ColType, bool)]) -> Arc<WriterProperties> {
         if matches!(t, ColType::Str) {
             b = b.set_column_dictionary_enabled(ColumnPath::from(name.as_str()), true);
         }
+        if name == "seq" {
+            // Increasing with small steps: a few bits a row instead of eight bytes.
+            b = b.set_column_encoding(
+                ColumnPath::from(name.as_str()),
+                Encoding::DELTA_BINARY_PACKED,
+            );
+        }
     }
     Arc::new(b.build())
 }
@@ -277,8 +288,6 @@ struct EventTable {
     getters: Vec<Getter>,
 }
 
-const COMMON: [&str; 5] = ["ts", "cpu", "tid", "pid", "comm"];
-
 fn event_table(dir: &Path, file_name: &str, fmt: &EventFormat) -> Result<EventTable, Error> {
     let mut cols: Vec<(String, ColType, bool)> = vec![
         (
@@ -315,27 +324,26 @@ fn event_table(dir: &Path, file_name: &str, fmt: &EventFormat) -> Result<EventTa
         ),
         ("comm".into(), ColType::Str, true),
     ];
+    cols.push((
+        "seq".into(),
+        ColType::Int {
+            bits: 64,
+            signed: false,
+        },
+        false,
+    ));
     let mut getters = Vec::new();
-    for f in &fmt.fields {
-        let mut name = f.name.clone();
-        while COMMON.contains(&name.as_str()) || cols.iter().any(|c| c.0 == name) {
-            name = format!("ev_{name}");
-        }
-        let text = match f.kind {
-            FieldKind::Array { string, .. } => string,
-            FieldKind::Dynamic { string, .. } => string || f.size == 2,
-            FieldKind::Int => f.size == 0 && f.type_name.contains("char"),
-        };
-        let (t, g) = match f.kind {
-            FieldKind::Int if matches!(f.size, 1 | 2 | 4 | 8) => (
+    for (f, name) in fmt.fields.iter().zip(field_columns(fmt)) {
+        let (t, g) = match column_kind(f) {
+            ColumnKind::Int => (
                 ColType::Int {
                     bits: (f.size * 8) as u8,
                     signed: f.signed,
                 },
                 Getter::Int(FieldRef::from(f)),
             ),
-            _ if text => (ColType::Str, Getter::Str(f.clone())),
-            _ => (ColType::Bytes, Getter::Bytes(f.clone())),
+            ColumnKind::Text => (ColType::Str, Getter::Str(f.clone())),
+            ColumnKind::Bytes => (ColType::Bytes, Getter::Bytes(f.clone())),
         };
         cols.push((name, t, true));
         getters.push(g);
@@ -400,6 +408,15 @@ pub fn write(trace: &Trace, out: &Path, names: &[String]) -> Result<Summary, Err
         }
     }
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    if trace.container == kstate_format::Container::RawDir {
+        // Raw captures keep thread groups in a file next to the pages: carried along, so
+        // `kstate analyze --pid` on the directory matches what it matches on the capture.
+        let src = trace.path.join("saved_tgids");
+        if src.is_file() {
+            let dst = dir.join("saved_tgids");
+            std::fs::copy(&src, &dst).map_err(|e| Error::io(&dst, e))?;
+        }
+    }
     let (ev, logs) = std::thread::scope(|s| {
         let logs = s.spawn(|| analyzer_tables(trace, &dir, &selected, explicit));
         let ev = event_tables(trace, &dir);
@@ -450,6 +467,8 @@ fn event_tables(trace: &Trace, dir: &Path) -> Result<(u64, Vec<(String, u64)>), 
     let mut m = Merger::new(trace, None, IdFilter::all())?;
     let mut errors = Vec::new();
     let mut total = 0u64;
+    let mut losses: Vec<Loss> = Vec::new();
+    let mut first_ts = None;
     loop {
         let ev = match m.next() {
             Ok(Some(ev)) => ev,
@@ -460,7 +479,22 @@ fn event_tables(trace: &Trace, dir: &Path) -> Result<(u64, Vec<(String, u64)>), 
                 continue;
             }
         };
+        let seq = total;
         total += 1;
+        match ev.lost_before {
+            Lost::None => {}
+            Lost::Count(k) => losses.push(Loss {
+                cpu: ev.cpu,
+                seq: Some(seq),
+                count: Some(k),
+            }),
+            Lost::Unknown => losses.push(Loss {
+                cpu: ev.cpu,
+                seq: Some(seq),
+                count: None,
+            }),
+        }
+        first_ts.get_or_insert(ev.ts);
         let c = ev.cpu as usize;
         if c >= cpus.len() {
             cpus.resize_with(c + 1, || CpuMeta {
@@ -513,6 +547,7 @@ fn event_tables(trace: &Trace, dir: &Path) -> Result<(u64, Vec<(String, u64)>), 
         cols[0].int(ev.ts as i64);
         cols[1].int(i64::from(ev.cpu));
         cols[2].int(i64::from(tid));
+        cols[5].int(seq as i64);
         match tgids.get(&tid) {
             Some(g) => cols[3].int(i64::from(*g)),
             None => cols[3].null(),
@@ -521,7 +556,7 @@ fn event_tables(trace: &Trace, dir: &Path) -> Result<(u64, Vec<(String, u64)>), 
             Some(b) => cols[4].bytes(b.clone()),
             None => cols[4].null(),
         }
-        for (g, col) in t.getters.iter().zip(&mut cols[5..]) {
+        for (g, col) in t.getters.iter().zip(&mut cols[6..]) {
             match g {
                 Getter::Int(f) => match f.get_i64(p, e) {
                     Some(v) => col.int(v),
@@ -552,14 +587,18 @@ fn event_tables(trace: &Trace, dir: &Path) -> Result<(u64, Vec<(String, u64)>), 
             }
         }
     }
+    losses.extend(trailing_losses(&m, &losses));
+    let mut written = Vec::new();
     let mut out = Vec::new();
-    for t in tables.into_iter().flatten() {
+    for (id, t) in tables.into_iter().enumerate() {
+        let Some(t) = t else { continue };
         let name = t
             .table
             .path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
+        written.push((id as u32, name.clone()));
         out.push((name, t.table.close()?));
     }
     out.sort();
@@ -568,7 +607,41 @@ fn event_tables(trace: &Trace, dir: &Path) -> Result<(u64, Vec<(String, u64)>), 
     if let Some(e) = errors.into_iter().next() {
         return Err(e);
     }
+    // Last, and only for a whole trace: its presence makes the directory a trace.
+    let conv = Conversion {
+        tables: &written,
+        losses: &losses,
+        first_ts,
+        events: total,
+    };
+    kstate_format::parquet_dir::write_meta(trace, dir, &conv)?;
     Ok((total, out))
+}
+
+/// Losses after a CPU's last event: the merge counts them in its totals but hands them
+/// to no event.
+fn trailing_losses(m: &Merger, seen: &[Loss]) -> Vec<Loss> {
+    let mut out = Vec::new();
+    for (cpu, t) in m.totals() {
+        let on_cpu = seen.iter().filter(|l| l.cpu == cpu);
+        let counted: u64 = on_cpu.clone().filter_map(|l| l.count).sum();
+        let uncounted = on_cpu.filter(|l| l.count.is_none()).count() as u64;
+        if t.lost_counted > counted {
+            out.push(Loss {
+                cpu,
+                seq: None,
+                count: Some(t.lost_counted - counted),
+            });
+        }
+        if t.lost_unknown > uncounted {
+            out.push(Loss {
+                cpu,
+                seq: None,
+                count: None,
+            });
+        }
+    }
+    out
 }
 
 fn meta_table(trace: &Trace, dir: &Path, cpus: &[CpuMeta]) -> Result<u64, Error> {
