@@ -181,8 +181,9 @@ fn kernel_code(trace: &Trace, addr: u64, a: &mut Annotation) -> Result<Code, Str
     (a.start, a.size) = (Some(start), Some(end - start));
     // The recording's addresses are only good for this machine's memory if this is the
     // same kernel, booted with the same layout.
-    let live = std::fs::read("/proc/kallsyms")
-        .map_err(|e| format!("cannot read /proc/kallsyms to check this is the recorded kernel: {e}"))?;
+    let live = std::fs::read("/proc/kallsyms").map_err(|e| {
+        format!("cannot read /proc/kallsyms to check this is the recorded kernel: {e}")
+    })?;
     let live = Ksyms::parse(&live);
     if live.bounds(addr) != Some((name, start, Some(end))) {
         return Err(format!(
@@ -326,11 +327,18 @@ mod tests {
         };
         let mut v = vec![line(0x10, 3), line(0x13, 1), line(0x14, 2)];
         attribute(&mut v, &hits(&[(0x10, 2), (0x12, 1), (0x15, 4), (0x20, 5)]));
-        let got: Vec<(u64, u64, bool)> =
-            v.iter().map(|l| (l.addr, l.samples, l.text.is_some())).collect();
+        let got: Vec<(u64, u64, bool)> = v
+            .iter()
+            .map(|l| (l.addr, l.samples, l.text.is_some()))
+            .collect();
         assert_eq!(
             got,
-            [(0x10, 3, true), (0x13, 0, true), (0x14, 4, true), (0x20, 5, false)]
+            [
+                (0x10, 3, true),
+                (0x13, 0, true),
+                (0x14, 4, true),
+                (0x20, 5, false)
+            ]
         );
     }
 
@@ -356,7 +364,9 @@ mod tests {
         let p = path.to_str().unwrap();
         assert_eq!(kcore_read(p, 0xffff_ffff_8100_0004, 3).unwrap(), [4, 5, 6]);
         assert!(kcore_read(p, 0xffff_ffff_8100_000f, 2).is_err());
-        assert!(kcore_read("/nonexistent", 0, 1).unwrap_err().contains("does not exist"));
+        assert!(kcore_read("/nonexistent", 0, 1)
+            .unwrap_err()
+            .contains("does not exist"));
     }
 
     #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]

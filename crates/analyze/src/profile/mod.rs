@@ -764,7 +764,11 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
         })
     };
     let mut details: Vec<SymbolHits> = details.into_values().collect();
-    details.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.sym.image.cmp(&b.sym.image)));
+    details.sort_by(|a, b| {
+        b.samples
+            .cmp(&a.samples)
+            .then(a.sym.image.cmp(&b.sym.image))
+    });
     p.details = details;
     p.callers = view(callers_of, callers, in_callers, self_callers);
     p.callees = view(callees_of, callees, in_callees, self_callees);

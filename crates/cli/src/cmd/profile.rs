@@ -295,7 +295,11 @@ fn print_details(p: &Profile, a: &Annotation) {
         a.sym.name,
         a.sym.image,
         a.sym.kind.name(),
-        a.sym.path.as_deref().map(|x| format!(" {x}")).unwrap_or_default(),
+        a.sym
+            .path
+            .as_deref()
+            .map(|x| format!(" {x}"))
+            .unwrap_or_default(),
         a.samples,
         pct(p, a.samples, p.samples)
     );
