@@ -124,6 +124,39 @@ fn user_function_per_instruction_agrees_with_objdump() {
     let n = symbol_samples(&p, hot);
     assert!(n > 100, "{n} samples in {hot}: {p}");
 
+    // `kstate info` describes the section with the profile's totals.
+    let info = kstate_json(&["info", "--json", file.to_str().unwrap()]);
+    let s = &info["samples"];
+    assert_eq!(s["samples"], p["samples_in_file"], "{s}");
+    assert_eq!(s["kernel_samples"], p["kernel_samples"], "{s}");
+    assert_eq!(s["user_samples"], p["user_samples"], "{s}");
+    assert_eq!(
+        (&s["event"], &s["freq_hz"], &s["period"]),
+        (&"cpu-clock".into(), &999.into(), &Value::Null)
+    );
+    assert_eq!(s["call_chains"], true);
+    assert_eq!(s["lost"], p["lost"]);
+    // One process (the workload), which exec'd kstate: its mappings were read at the
+    // start (before the exec) and the new image's were recorded as it mapped them.
+    assert_eq!(
+        (&s["processes"], &s["processes_at_start"]),
+        (&1.into(), &1.into()),
+        "{s}"
+    );
+    assert!(
+        s["execs"].as_u64() >= Some(1) && s["mmaps"].as_u64() >= Some(1),
+        "{s}"
+    );
+    assert!(s["mmaps_at_start"].as_u64() >= Some(1), "{s}");
+    let text = kstate(&["info", file.to_str().unwrap()]);
+    assert!(
+        text.contains(&format!(
+            "samples:     {} of cpu-clock at 999 Hz with call chains",
+            s["samples"]
+        )),
+        "{text}"
+    );
+
     let d = details(&file, hot);
     assert_eq!(d["details"].as_array().unwrap().len(), 1, "{d}");
     let d = &d["details"][0];
