@@ -4,6 +4,7 @@ pub mod bench_io;
 pub mod bench_malloc;
 pub mod bench_overhead;
 pub mod bench_record;
+pub mod bench_sample;
 pub mod classify;
 pub mod convert;
 pub mod dump;
