@@ -32,7 +32,7 @@ fn symbol_samples(p: &Value, sym: &str) -> u64 {
 }
 
 /// The instructions' counts add up to the symbol's samples; returns the hottest one.
-fn check_sums<'a>(d: &'a Value, want: u64) -> &'a Value {
+fn check_sums(d: &Value, want: u64) -> &Value {
     assert_eq!(d["samples"].as_u64(), Some(want), "{d}");
     let ins = d["instructions"].as_array().unwrap();
     let sum: u64 = ins.iter().map(|i| i["samples"].as_u64().unwrap()).sum();
