@@ -15,7 +15,7 @@ fn sample_overhead_table_short() {
         "bench",
         "sample",
         "--iters",
-        "0.03",
+        "0.006",
         "--runs",
         "2",
         "--json",
@@ -29,7 +29,7 @@ fn sample_overhead_table_short() {
     assert_eq!(names, ["cpu", "syscall"]);
     // The default counts scaled by --iters.
     assert_eq!(works[0]["ops"], 9_000_000);
-    assert_eq!(works[1]["ops"], 60_000);
+    assert_eq!(works[1]["ops"], 30_000);
     for w in works {
         let configs = w["configs"].as_array().unwrap();
         let names: Vec<&str> = configs

@@ -42,8 +42,8 @@ pub struct Args {
 
 /// The workloads: name, what one operation is, default operation count.
 const WORKS: &[(&str, &str, u64)] = &[
-    ("cpu", "multiply-add iteration", 300_000_000),
-    ("syscall", "getppid() call", 2_000_000),
+    ("cpu", "multiply-add iteration", 1_500_000_000),
+    ("syscall", "getppid() call", 5_000_000),
 ];
 
 const CONFIGS: &[&str] = &["none", "record", "sample"];
