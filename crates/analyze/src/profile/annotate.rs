@@ -133,6 +133,10 @@ fn attribute(lines: &mut Vec<Line>, hits: &SymbolHits) {
 }
 
 /// A function's code.
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_arch = "x86")),
+    allow(dead_code)
+)]
 struct Code {
     start: u64,
     bytes: Vec<u8>,
