@@ -117,6 +117,14 @@ impl Ksyms {
         Some((self.name_at(i), addr - base))
     }
 
+    /// The symbol `addr` lies in, its start, and where the next symbol starts (kallsyms
+    /// has no sizes: a function ends where its neighbour begins); None past the last one.
+    pub fn bounds(&self, addr: u64) -> Option<(&str, u64, Option<u64>)> {
+        let (name, off) = self.lookup(addr)?;
+        let n = self.syms.partition_point(|s| s.0 <= addr);
+        Some((name, addr - off, self.syms.get(n).map(|s| s.0)))
+    }
+
     /// `name` or `name+0xoff`, as the kernel prints `%pS`.
     pub fn name(&self, addr: u64) -> Option<String> {
         self.lookup(addr).map(|(n, off)| {
@@ -197,6 +205,14 @@ garbage line\n";
         assert_eq!(
             k.name(0xffffffffc0201000).as_deref(),
             Some("ftrace_trampoline")
+        );
+        assert_eq!(
+            k.bounds(0xffffffff81001010),
+            Some(("first_fn", 0xffffffff81001000, Some(0xffffffff81001040)))
+        );
+        assert_eq!(
+            k.bounds(0xffffffff81001050),
+            Some(("second_fn", 0xffffffff81001040, Some(0xffffffff82400000)))
         );
         // Heap, below the image, past the last symbol.
         assert_eq!(k.name(0xffff888003a1c000), None);

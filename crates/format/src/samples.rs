@@ -853,16 +853,29 @@ fn parse_sample(r: &mut Body<'_>, misc: u16, st: u64) -> std::result::Result<Sam
     Ok(s)
 }
 
-/// Totals over a payload: samples, lost records, throttle events; for the recorder's
-/// summary and `kstate info`.
+/// Totals over a payload: samples, lost records, throttle events, the processes and
+/// mappings seen; for the recorder's summary and `kstate info`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counts {
     pub samples: u64,
+    /// Samples taken in the kernel (the rest were in user space).
+    pub kernel_samples: u64,
     pub lost: u64,
     pub throttled: u64,
+    /// Bytes of the rings' records (not counting the start-up mappings).
     pub bytes: u64,
     /// Each event's name and samples, in file order.
     pub per_event: Vec<(String, u64)>,
+    /// Distinct processes and threads that samples were taken in.
+    pub processes: u64,
+    pub threads: u64,
+    /// Executable mappings: read from /proc at the start, and made during the recording.
+    pub start_mmaps: u64,
+    pub mmaps: u64,
+    /// Processes whose mappings were read at the start.
+    pub start_processes: u64,
+    pub forks: u64,
+    pub execs: u64,
 }
 
 pub fn count(b: &[u8]) -> Result<Counts> {
@@ -871,23 +884,43 @@ pub fn count(b: &[u8]) -> Result<Counts> {
         per_event: s.events.iter().map(|h| (h.event.clone(), 0)).collect(),
         ..Counts::default()
     };
+    let (mut pids, mut tids, mut start_pids) = (
+        std::collections::HashSet::new(),
+        std::collections::HashSet::new(),
+        std::collections::HashSet::new(),
+    );
     for ch in &s.chunks {
-        if ch.source == Source::Maps {
-            continue;
+        let at_start = ch.source == Source::Maps;
+        if !at_start {
+            c.bytes += ch.data.len() as u64;
         }
-        c.bytes += ch.data.len() as u64;
         for r in records(ch.data, s.header_of(ch)) {
             match r.map_err(|e| e.shifted(ch.offset as u64))?.1 {
-                PerfRecord::Sample(_) => {
+                PerfRecord::Sample(x) => {
                     c.samples += 1;
                     c.per_event[ch.event].1 += 1;
+                    c.kernel_samples += x.is_kernel() as u64;
+                    pids.insert(x.pid);
+                    tids.insert(x.tid);
                 }
                 PerfRecord::Lost { lost } => c.lost = c.lost.saturating_add(lost),
                 PerfRecord::Throttle => c.throttled += 1,
+                PerfRecord::Mmap2(m) if at_start => {
+                    c.start_mmaps += 1;
+                    start_pids.insert(m.pid);
+                }
+                PerfRecord::Mmap2(_) => c.mmaps += 1,
+                PerfRecord::Fork { pid, tid, .. } if pid == tid => c.forks += 1,
+                PerfRecord::Comm { exec: true, .. } => c.execs += 1,
                 _ => {}
             }
         }
     }
+    (c.processes, c.threads, c.start_processes) = (
+        pids.len() as u64,
+        tids.len() as u64,
+        start_pids.len() as u64,
+    );
     Ok(c)
 }
 
@@ -1052,6 +1085,8 @@ mod tests {
         assert_eq!(ring[1], PerfRecord::Lost { lost: 5 });
         let c = count(&b).unwrap();
         assert_eq!((c.samples, c.lost), (1, 5));
+        assert_eq!((c.processes, c.threads, c.kernel_samples), (1, 1, 0));
+        assert_eq!((c.start_mmaps, c.start_processes, c.mmaps), (1, 1, 0));
         assert_eq!(c.per_event, vec![("cpu-clock".to_string(), 1)]);
     }
 

@@ -19,6 +19,8 @@ pub struct ElfImage {
     pub problem: Option<String>,
     /// Where the symbols came from, when not the file itself.
     pub debug_file: Option<String>,
+    /// 32 for an ELFCLASS32 file, else 64 (the disassembler's mode).
+    pub bits: u32,
 }
 
 impl ElfImage {
@@ -54,6 +56,7 @@ impl ElfImage {
             segments,
             syms: symbols(&file, SymbolKind::Text),
             data: symbols(&file, SymbolKind::Data),
+            bits: if file.is_64() { 64 } else { 32 },
             ..ElfImage::default()
         };
         if !has_symtab(&file) {
@@ -128,6 +131,32 @@ impl ElfImage {
         let n = self.syms.partition_point(|s| s.0 <= addr);
         let (a, size, name) = self.syms.get(n.checked_sub(1)?)?;
         (*size == 0 || addr < a + size).then_some(name.as_str())
+    }
+}
+
+impl ElfImage {
+    /// The function at `addr` with its start and size (0: unknown, up to the next symbol).
+    pub fn function(&self, addr: u64) -> Option<(u64, u64, &str)> {
+        let n = self.syms.partition_point(|s| s.0 <= addr);
+        let (a, size, name) = self.syms.get(n.checked_sub(1)?)?;
+        if *size == 0 || addr < a + size {
+            let size = match (*size, self.syms.get(n)) {
+                (0, Some(next)) => next.0 - a,
+                (s, _) => s,
+            };
+            Some((*a, size, name.as_str()))
+        } else {
+            None
+        }
+    }
+
+    /// The file offset of a symbol address, and how many bytes from there the segment
+    /// holds in the file.
+    pub fn addr_to_offset(&self, addr: u64) -> Option<(u64, u64)> {
+        self.segments
+            .iter()
+            .find(|&&(_, size, vaddr, _)| addr >= vaddr && addr < vaddr + size)
+            .map(|&(o, size, vaddr, _)| (addr - vaddr + o, vaddr + size - addr))
     }
 }
 
@@ -214,6 +243,12 @@ mod tests {
         let sym_addr = img.offset_to_addr(addr - start + off).unwrap();
         let name = img.lookup(sym_addr).unwrap();
         assert!(name.ends_with("own_symbols"), "{name}");
+        let (start, size, same) = img.function(sym_addr).unwrap();
+        assert_eq!(same, name);
+        assert!(start <= sym_addr && sym_addr < start + size);
+        let (off, left) = img.addr_to_offset(start).unwrap();
+        assert_eq!(img.offset_to_addr(off), Some(start));
+        assert!(left >= size);
         assert_eq!(
             demangle("_ZN6kstate3cmd4spin3run17h0123456789abcdefE"),
             "kstate::cmd::spin::run"

@@ -11,13 +11,14 @@
 //! Shares are by period (a sample's weight, as perf weighs them); with cpu-clock every
 //! period is the same, so shares and sample counts agree.
 
+pub mod annotate;
 pub mod compare;
 pub mod data;
 pub mod elf;
 pub mod flame;
 pub mod stacks;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use kstate_format::samples::{self, PerfRecord, SampleRec, Source, CONTEXT_MAX, CONTEXT_USER};
 use kstate_format::{extras, Error, ErrorKind, Trace};
@@ -99,6 +100,22 @@ pub struct Options {
     pub event: Option<String>,
     /// Also collect folded stacks (for flame graphs): root first, `;`-separated.
     pub folded: bool,
+    /// Collect the sampled addresses inside this symbol (`--details`).
+    pub details: Option<String>,
+}
+
+/// Where the samples fell inside one symbol (`--details`). Addresses are the image's
+/// own: the running kernel address for kernel code, the ELF symbol address (as in the
+/// file's symbol table and `objdump -d`) for user code.
+#[derive(Debug, Clone)]
+pub struct SymbolHits {
+    pub sym: Sym,
+    pub samples: u64,
+    pub period: u64,
+    /// Image address -> samples there. Addresses that could not be placed in the file
+    /// (outside its loaded segments) are not here but in `unplaced`.
+    pub addrs: BTreeMap<u64, u64>,
+    pub unplaced: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -123,6 +140,8 @@ pub struct Profile {
     pub callees: Option<CallView>,
     /// Stacks root first, with their sample counts (`--flame`).
     pub folded: Vec<(String, u64)>,
+    /// `--details`: one entry per image with a symbol of that name, most samples first.
+    pub details: Vec<SymbolHits>,
     /// Time of the first event of the trace (windows are relative to it), and the range
     /// of the selected samples.
     pub trace_start: u64,
@@ -288,7 +307,8 @@ impl Symbolizer {
         i
     }
 
-    fn user(&mut self, pid: u32, addr: u64, time: u64) -> u32 {
+    /// The index (into the pid's maps) of the mapping holding `addr` at `time`.
+    fn map_for(&mut self, pid: u32, addr: u64, time: u64) -> Option<usize> {
         let maps = self.maps.get(&pid).map(Vec::as_slice).unwrap_or_default();
         let cands = self.candidates.entry((pid, addr)).or_insert_with(|| {
             maps.iter()
@@ -298,13 +318,24 @@ impl Symbolizer {
                 .collect()
         });
         // Of the mappings live at `time`, the latest.
-        let mi = cands
+        cands
             .iter()
             .copied()
             .filter(|&i| maps[i].time <= time && time < maps[i].until)
             .max_by_key(|&i| maps[i].time)
-            .or_else(|| cands.iter().copied().max_by_key(|&i| maps[i].time));
-        let Some(mi) = mi else {
+            .or_else(|| cands.iter().copied().max_by_key(|&i| maps[i].time))
+    }
+
+    /// A user address as the ELF file's symbol address (what `--details` counts by).
+    fn user_image_addr(&mut self, pid: u32, addr: u64, time: u64) -> Option<u64> {
+        let mi = self.map_for(pid, addr, time)?;
+        let m = &self.maps[&pid][mi];
+        let off = addr - m.start + m.pgoff;
+        self.images.get(&m.path)?.offset_to_addr(off)
+    }
+
+    fn user(&mut self, pid: u32, addr: u64, time: u64) -> u32 {
+        let Some(mi) = self.map_for(pid, addr, time) else {
             return self.intern(Sym {
                 name: "[unknown]".into(),
                 image: "[unknown]".into(),
@@ -315,7 +346,7 @@ impl Symbolizer {
         if let Some(&i) = self.user_cache.get(&(pid, mi, addr)) {
             return i;
         }
-        let m = maps[mi].clone();
+        let m = self.maps[&pid][mi].clone();
         let s = self.user_sym(&m, addr);
         let i = self.intern(s);
         self.user_cache.insert((pid, mi, addr), i);
@@ -454,6 +485,20 @@ impl Comms {
         }
         self.start.get(&tid).map(String::as_str)
     }
+}
+
+/// The sampled instruction's address and whether it is user code: the first entry of
+/// the call chain (the kernel repeats the ip there, after a context marker), else the ip.
+fn leaf(s: &SampleRec) -> (u64, bool) {
+    let mut user = !s.is_kernel();
+    for &a in &s.callchain {
+        if a >= CONTEXT_MAX {
+            user = a == CONTEXT_USER;
+            continue;
+        }
+        return (a, user);
+    }
+    (s.ip, !s.is_kernel())
 }
 
 /// Symbols of a sample's call chain, leaf first. `ip - 1` for return addresses, so a
@@ -653,6 +698,7 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
         callers: None,
         callees: None,
         folded: Vec::new(),
+        details: Vec::new(),
         trace_start,
         first_ts: None,
         last_ts: None,
@@ -666,6 +712,7 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
     let (mut in_callers, mut self_callers) = (0u64, 0u64);
     let (mut in_callees, mut self_callees) = (0u64, 0u64);
     let mut folded: HashMap<Vec<u32>, u64> = HashMap::new();
+    let mut details: HashMap<u32, SymbolHits> = HashMap::new();
     let (no_caller, self_row) = (
         sy.intern(Sym {
             name: "[no caller]".into(),
@@ -709,6 +756,29 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
         let e = per_sym.entry(leaf).or_default();
         e.0 += 1;
         e.1 += s.period;
+        if let Some(name) = &opts.details {
+            if sy.syms[leaf as usize].name == *name {
+                let (addr, user) = self::leaf(s);
+                let at = if user {
+                    sy.user_image_addr(s.pid, addr, s.time)
+                } else {
+                    Some(addr)
+                };
+                let h = details.entry(leaf).or_insert_with(|| SymbolHits {
+                    sym: sy.syms[leaf as usize].clone(),
+                    samples: 0,
+                    period: 0,
+                    addrs: BTreeMap::new(),
+                    unplaced: 0,
+                });
+                h.samples += 1;
+                h.period += s.period;
+                match at {
+                    Some(a) => *h.addrs.entry(a).or_default() += 1,
+                    None => h.unplaced += 1,
+                }
+            }
+        }
         if let Some(name) = &callers_of {
             if let Some(i) = chain
                 .iter()
@@ -776,6 +846,13 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
             }
         })
     };
+    let mut details: Vec<SymbolHits> = details.into_values().collect();
+    details.sort_by(|a, b| {
+        b.samples
+            .cmp(&a.samples)
+            .then(a.sym.image.cmp(&b.sym.image))
+    });
+    p.details = details;
     p.callers = view(callers_of, callers, in_callers, self_callers);
     p.callees = view(callees_of, callees, in_callees, self_callees);
     if opts.folded {

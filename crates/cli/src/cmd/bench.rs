@@ -71,6 +71,13 @@ pub enum Bench {
     /// messages over loopback TCP through a relay server, 4 threads per user; messages
     /// delivered per second, CPU user/sys
     Chat(super::bench_chat::Args),
+    /// Sampling overhead: a CPU loop and a system-call loop of fixed work, untraced, under
+    /// `kstate record`, and under `kstate record --sample` at the default rate; run time,
+    /// ratio to untraced, samples taken and the recorder's CPU
+    Sample(super::bench_sample::Args),
+    /// One fixed-work run in this process (used by `bench sample`)
+    #[command(hide = true)]
+    SamplePass(super::bench_sample::PassArgs),
 }
 
 pub fn run(b: Bench) -> Result<ExitCode, Error> {
@@ -85,6 +92,8 @@ pub fn run(b: Bench) -> Result<ExitCode, Error> {
         Bench::Overhead(a) => super::bench_overhead::run(a),
         Bench::Io(a) => super::bench_io::run(a),
         Bench::Chat(a) => super::bench_chat::run(a),
+        Bench::Sample(a) => super::bench_sample::run(a),
+        Bench::SamplePass(a) => super::bench_sample::pass(a),
         Bench::MallocPass(a) => super::bench_malloc::pass(a),
         Bench::Read {
             file,

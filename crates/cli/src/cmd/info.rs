@@ -46,8 +46,8 @@ struct Sections {
     processes: Option<Option<usize>>,
     sysinfo_snapshots: Option<Option<u64>>,
     ring_stats: Option<Option<Vec<RingStats>>>,
-    /// CPU samples (`record --sample`): the sampled event and the totals.
-    samples: Option<Option<(String, kstate_format::samples::Counts)>>,
+    /// CPU samples (`record --sample`): how they were taken and the totals.
+    samples: Option<Option<SamplesInfo>>,
 }
 
 impl Sections {
@@ -57,6 +57,62 @@ impl Sections {
             || self.sysinfo_snapshots.is_some()
             || self.ring_stats.is_some()
             || self.samples.is_some()
+    }
+}
+
+/// The SAMPLES section in brief.
+struct SamplesInfo {
+    event: String,
+    clock: String,
+    freq_hz: Option<u64>,
+    period: Option<u64>,
+    call_chains: bool,
+    counts: kstate_format::samples::Counts,
+}
+
+impl SamplesInfo {
+    fn decode(b: &[u8]) -> Result<SamplesInfo, Error> {
+        use kstate_format::samples;
+        let s = samples::decode(b)?;
+        let h = s.header().clone();
+        let freq_hz = h.attr.freq();
+        Ok(SamplesInfo {
+            period: freq_hz.is_none().then_some(h.attr.period_or_freq),
+            freq_hz,
+            call_chains: h.attr.sample_type & samples::sample::CALLCHAIN != 0,
+            // Every sampled event (the rate shown is the first one's).
+            event: s
+                .events
+                .iter()
+                .map(|h| h.event.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            clock: h.clock,
+            counts: samples::count(b)?,
+        })
+    }
+
+    fn rate(&self) -> String {
+        match (self.freq_hz, self.period) {
+            (Some(hz), _) => format!("{} at {hz} Hz", printable(&self.event)),
+            (_, Some(p)) => format!("{} every {p} events", printable(&self.event)),
+            _ => printable(&self.event),
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let c = &self.counts;
+        json!({
+            "event": self.event, "clock": self.clock, "freq_hz": self.freq_hz,
+            "period": self.period, "call_chains": self.call_chains,
+            "samples": c.samples, "kernel_samples": c.kernel_samples,
+            "user_samples": c.samples - c.kernel_samples,
+            "lost": c.lost, "throttled": c.throttled, "bytes": c.bytes,
+            "per_event": c.per_event.iter().map(|(e, n)| json!({"event": e, "samples": n})).collect::<Vec<_>>(),
+            "processes": c.processes, "threads": c.threads,
+            "mmaps_at_start": c.start_mmaps, "processes_at_start": c.start_processes,
+            "mmaps": c.mmaps, "forks": c.forks, "execs": c.execs,
+        })
     }
 }
 
@@ -103,16 +159,7 @@ fn read_sections(trace: &Trace, errors: &mut Vec<Error>) -> Sections {
             extras::sysinfo_snapshots(b).try_fold(0u64, |n, s| s.map(|_| n + 1))
         }),
         ring_stats: decode(trace, ids::RING_STATS, errors, extras::decode_ring_stats),
-        samples: decode(trace, ids::SAMPLES, errors, |b| {
-            let s = kstate_format::samples::decode(b)?;
-            let event = s
-                .events
-                .iter()
-                .map(|h| h.event.as_str())
-                .collect::<Vec<_>>()
-                .join(", ");
-            Ok((event, kstate_format::samples::count(b)?))
-        }),
+        samples: decode(trace, ids::SAMPLES, errors, SamplesInfo::decode),
     }
 }
 
@@ -338,9 +385,7 @@ impl Report<'_> {
             o.insert("sysinfo_snapshots".into(), json!(n));
         }
         if let Some(smp) = &sec.samples {
-            let v = smp.as_ref().map(|(event, c)| {
-                json!({"event": event, "samples": c.samples, "lost": c.lost, "throttled": c.throttled})
-            });
+            let v = smp.as_ref().map(SamplesInfo::json);
             o.insert("samples".into(), json!(v));
         }
         if let Some(rs) = &sec.ring_stats {
@@ -446,14 +491,30 @@ impl Report<'_> {
             let _ = writeln!(s, "  sysinfo:     {line}");
         }
         match &sec.samples {
-            Some(Some((event, c))) => {
+            Some(Some(i)) => {
+                let c = &i.counts;
                 let _ = writeln!(
                     s,
-                    "  samples:     {} of {}, {} lost, {} throttled (`kstate profile` reads them)",
+                    "  samples:     {} of {}{}, clock {}; {} lost, {} throttled (`kstate profile` reads them)",
                     c.samples,
-                    printable(event),
+                    i.rate(),
+                    if i.call_chains { " with call chains" } else { "" },
+                    printable(&i.clock),
                     c.lost,
                     c.throttled
+                );
+                let _ = writeln!(
+                    s,
+                    "               {} in the kernel, {} in user space; {} processes, {} threads sampled",
+                    c.kernel_samples,
+                    c.samples - c.kernel_samples,
+                    c.processes,
+                    c.threads
+                );
+                let _ = writeln!(
+                    s,
+                    "               mappings: {} of {} processes at the start, {} made during the recording; {} forks, {} execs",
+                    c.start_mmaps, c.start_processes, c.mmaps, c.forks, c.execs
                 );
             }
             Some(None) => {

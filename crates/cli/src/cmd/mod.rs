@@ -5,6 +5,7 @@ pub mod bench_io;
 pub mod bench_malloc;
 pub mod bench_overhead;
 pub mod bench_record;
+pub mod bench_sample;
 pub mod cachesim;
 pub mod classify;
 pub mod convert;

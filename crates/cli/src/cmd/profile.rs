@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use kstate_analyze::filter::{parse_window, Filters, WindowSpec};
+use kstate_analyze::profile::annotate::{self, Annotation};
 use kstate_analyze::profile::compare::{self, Comparison, Thresholds};
 use kstate_analyze::profile::{self, CallView, Profile};
 use kstate_format::Error;
@@ -35,6 +36,14 @@ cache-misses,cache-references the cache polluters (a function with 63 % of the m
 they run. Rows: the flagged first, then by the largest share of either event (--top N). `kstate cachesim -- CMD` gives the same table from a simulated cache where the
 machine has no PMU.
 
+--details SYMBOL gives the samples per instruction of SYMBOL (where samples landed on it
+as the running function), with the instruction as objdump prints it (AT&T syntax):
+addresses are the ELF file's symbol addresses for user code (compare with `objdump -d`),
+the running kernel's for kernel code. The function is decoded from its start; user code
+is read from the mapped file, kernel code from /proc/kcore when the kernel running here
+is the recorded one (same symbol addresses). Otherwise, and on non-x86 builds, the counts
+are per sampled address and the output says why there is no text.
+
 Times: --window/--not-window take FROM:TO from the first event of the trace (as the
 analyzers do), or @ABSOLUTE trace-clock times.
 
@@ -43,7 +52,8 @@ Examples:
   kstate profile p.dat
   kstate profile --callers memcpy --window 1.5:2 p.dat
   kstate record --sample page-faults:1 --sample cpu-clock -o m.dat -- ./myprog
-  kstate profile --compare-events page-faults,cpu-clock m.dat";
+  kstate profile --compare-events page-faults,cpu-clock m.dat
+  kstate profile --details __memmove_avx_unaligned_erms p.dat";
 
 #[derive(clap::Args)]
 #[command(after_help = AFTER_HELP)]
@@ -56,6 +66,9 @@ pub struct Args {
     /// What SYMBOL calls, with counts
     #[arg(long, value_name = "SYMBOL")]
     callees: Option<String>,
+    /// Samples per instruction of SYMBOL, with the disassembled instruction
+    #[arg(long, value_name = "SYMBOL", conflicts_with_all = ["callers", "callees", "flame"])]
+    details: Option<String>,
     /// Print JSON
     #[arg(long)]
     json: bool,
@@ -118,6 +131,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         callees: args.callees.clone(),
         event: args.event.clone(),
         folded: args.flame,
+        details: args.details.clone(),
     };
     if !args.compare_events.is_empty() {
         return compare_events(&args, &trace, opts);
@@ -141,26 +155,39 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     }
     for v in [&p.callers, &p.callees].into_iter().flatten() {
         if v.samples == 0 && p.samples > 0 {
-            let like: Vec<&str> = p
-                .rows
-                .iter()
-                .map(|r| r.sym.name.as_str())
-                .filter(|n| n.contains(v.symbol.as_str()))
-                .take(5)
-                .collect();
             eprintln!(
                 "kstate profile: no selected sample has {} on its stack{}",
                 v.symbol,
-                if like.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (similar: {})", like.join(", "))
-                }
+                similar(&p, &v.symbol)
             );
         }
     }
+    if let (Some(name), true) = (&args.details, p.details.is_empty() && p.samples > 0) {
+        eprintln!(
+            "kstate profile: no selected sample was taken in {name}{}",
+            similar(&p, name)
+        );
+    }
     for w in &p.warnings {
         eprintln!("kstate profile: warning: {w}");
+    }
+    if args.details.is_some() {
+        let ann: Vec<Annotation> = p
+            .details
+            .iter()
+            .map(|h| annotate::annotate(&trace, h))
+            .collect();
+        if args.json {
+            let mut j = json_value(&p, &opts.filters);
+            j["details"] = ann.iter().map(|a| details_json(&p, a)).collect();
+            println!("{j}");
+        } else {
+            print_text(&p, &opts.filters, args.top);
+            for a in &ann {
+                print_details(&p, a);
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
     }
     if args.json {
         println!("{}", json(&p, &opts.filters));
@@ -361,6 +388,22 @@ pub fn print_comparison(
     }
 }
 
+/// ` (similar: a, b)` for names of the profile containing `name`, or nothing.
+fn similar(p: &Profile, name: &str) -> String {
+    let like: Vec<&str> = p
+        .rows
+        .iter()
+        .map(|r| r.sym.name.as_str())
+        .filter(|n| n.contains(name))
+        .take(5)
+        .collect();
+    if like.is_empty() {
+        String::new()
+    } else {
+        format!(" (similar: {})", like.join(", "))
+    }
+}
+
 fn pct(_: &Profile, n: u64, of: u64) -> f64 {
     if of == 0 {
         0.0
@@ -398,6 +441,9 @@ fn print_text(p: &Profile, f: &Filters, top: usize) {
     }
     for (k, v) in f.describe() {
         println!("# {k}: {v}");
+    }
+    if !p.details.is_empty() {
+        return;
     }
     if let Some(v) = &p.callers {
         print_view(p, v, "callers", "Caller");
@@ -462,6 +508,75 @@ fn print_view(p: &Profile, v: &CallView, what: &str, col: &str) {
     }
 }
 
+fn print_details(p: &Profile, a: &Annotation) {
+    println!("#");
+    println!(
+        "# {} in {} ({}{}): {} samples, {:.2}% of the selected",
+        a.sym.name,
+        a.sym.image,
+        a.sym.kind.name(),
+        a.sym
+            .path
+            .as_deref()
+            .map(|x| format!(" {x}"))
+            .unwrap_or_default(),
+        a.samples,
+        pct(p, a.samples, p.samples)
+    );
+    if let (Some(start), Some(size)) = (a.start, a.size) {
+        let src = a.source.as_deref().map(|s| format!(", code read from {s}"));
+        println!("# {start:#x}, {size} bytes{}", src.unwrap_or_default());
+    }
+    if let Some(why) = &a.no_text {
+        println!("# no instruction text: {why}");
+    }
+    if a.unplaced > 0 {
+        println!(
+            "# {} samples at addresses outside the file's segments",
+            a.unplaced
+        );
+    }
+    println!("#");
+    println!(
+        "# {:>18} {:>8} {:>8} {:>7}  Instruction",
+        "Address", "Offset", "Samples", "%"
+    );
+    for l in &a.lines {
+        println!(
+            "  {:>18} {:>8} {:>8} {:>6.2}%  {}",
+            format!("{:#x}", l.addr),
+            l.offset.map_or("?".into(), |o| format!("+{o:#x}")),
+            l.samples,
+            pct(p, l.samples, a.samples),
+            l.text.as_deref().unwrap_or("-")
+        );
+    }
+}
+
+fn details_json(p: &Profile, a: &Annotation) -> serde_json::Value {
+    serde_json::json!({
+        "symbol": a.sym.name,
+        "image": a.sym.image,
+        "path": a.sym.path,
+        "kind": a.sym.kind.name(),
+        "samples": a.samples,
+        "percent": pct(p, a.samples, p.samples),
+        "unplaced_samples": a.unplaced,
+        "start": a.start,
+        "size": a.size,
+        "code_source": a.source,
+        "no_text": a.no_text,
+        "instructions": a.lines.iter().map(|l| serde_json::json!({
+            "address": l.addr,
+            "offset": l.offset,
+            "samples": l.samples,
+            "percent": pct(p, l.samples, a.samples),
+            "bytes": l.bytes.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+            "text": l.text,
+        })).collect::<Vec<_>>(),
+    })
+}
+
 fn view_json(p: &Profile, v: &CallView) -> serde_json::Value {
     serde_json::json!({
         "symbol": v.symbol,
@@ -478,6 +593,10 @@ fn view_json(p: &Profile, v: &CallView) -> serde_json::Value {
 }
 
 fn json(p: &Profile, f: &Filters) -> String {
+    json_value(p, f).to_string()
+}
+
+fn json_value(p: &Profile, f: &Filters) -> serde_json::Value {
     let mut cum = 0.0;
     let rows: Vec<serde_json::Value> = p
         .rows
@@ -522,7 +641,6 @@ fn json(p: &Profile, f: &Filters) -> String {
         "callees": p.callees.as_ref().map(|v| view_json(p, v)),
         "warnings": p.warnings,
     })
-    .to_string()
 }
 
 // ---------------------------------------------------------------------------------------
