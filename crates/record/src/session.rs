@@ -315,16 +315,10 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
                 false => sampler::Target::Pids(pids.clone()),
             };
             let path = scratch.path("samples");
-            let started =
-                sampler::Sampler::open(&sample_specs, &target, &cpus, user_clock, &clock, &path)
-                    .map_err(|e| match e {
-                        sampler::OpenError::NoPmu(m) => Error::new(m),
-                        sampler::OpenError::Other(e) => e,
-                    })
-                    .and_then(|s| {
-                        let what = s.what().to_string();
-                        s.start(Arc::clone(&ctl)).map(|(r, tid)| (r, tid, what))
-                    });
+            let started = start_sampler(
+                sampler::Sampler::open(&sample_specs, &target, &cpus, user_clock, &clock, &path),
+                &ctl,
+            );
             match started {
                 Ok((running, tid, what)) => {
                     own.push(tid.to_string());
@@ -357,24 +351,19 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
                 None => Err(Error::new(format!(
                     "--stacks: this kernel has no {STACKS_TRACEPOINT} tracepoint"
                 ))),
-                Some(id) => sampler::Sampler::open_tracepoint(
-                    STACKS_TRACEPOINT,
-                    id,
-                    &target,
-                    &cpus,
-                    user_clock,
-                    &clock,
-                    &scratch.path("stacks"),
-                )
-                .map_err(|e| match e {
-                    sampler::OpenError::NoPmu(m) => Error::new(m),
-                    sampler::OpenError::Other(e) => e,
-                }),
-            }
-            .and_then(|s| {
-                let what = s.what().to_string();
-                s.start(Arc::clone(&ctl)).map(|(r, tid)| (r, tid, what))
-            });
+                Some(id) => start_sampler(
+                    sampler::Sampler::open_tracepoint(
+                        STACKS_TRACEPOINT,
+                        id,
+                        &target,
+                        &cpus,
+                        user_clock,
+                        &clock,
+                        &scratch.path("stacks"),
+                    ),
+                    &ctl,
+                ),
+            };
             match started {
                 Ok((running, tid, what)) => {
                     own.push(tid.to_string());
@@ -877,4 +866,18 @@ impl Sampler {
             .join()
             .map_err(|_| Error::new("the sysinfo thread panicked"))?
     }
+}
+
+/// Starts an opened sampler's copier thread: the running sampler, the thread's id (to
+/// keep out of the trace) and what it samples, for the summary.
+fn start_sampler(
+    opened: std::result::Result<sampler::Sampler, sampler::OpenError>,
+    ctl: &Arc<Control>,
+) -> Result<(sampler::Running, i32, String)> {
+    let s = opened.map_err(|e| match e {
+        sampler::OpenError::NoPmu(m) => Error::new(m),
+        sampler::OpenError::Other(e) => e,
+    })?;
+    let what = s.what().to_string();
+    s.start(Arc::clone(ctl)).map(|(r, tid)| (r, tid, what))
 }

@@ -382,3 +382,33 @@ fn bench_analyze(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<Ex
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// Runs `cmd` to completion and returns its stdout; a failure names the program, its
+/// exit status and its stderr. Shared by the benchmarks that run kstate, perf and
+/// workloads as child processes.
+pub(super) fn run_cmd(cmd: &mut Command) -> Result<String, Error> {
+    let out = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Io,
+                None,
+                format!("cannot run {:?}: {e}", cmd.get_program()),
+            )
+        })?;
+    if !out.status.success() {
+        return Err(Error::new(
+            ErrorKind::Io,
+            None,
+            format!(
+                "{:?} failed ({}): {}",
+                cmd.get_program(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}

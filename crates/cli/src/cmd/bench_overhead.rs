@@ -5,9 +5,10 @@
 //! table gives ns per operation and the ratio to the untraced run, next to LKST's ratios.
 
 use std::path::PathBuf;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode};
 use std::time::Instant;
 
+use super::bench::run_cmd;
 use kstate_format::{Error, ErrorKind};
 use serde_json::{json, Value};
 
@@ -142,23 +143,6 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
-}
-
-fn run_cmd(cmd: &mut Command) -> Result<String, Error> {
-    let out = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(|e| err(format!("cannot run {:?}: {e}", cmd.get_program())))?;
-    if !out.status.success() {
-        return Err(err(format!(
-            "{:?} failed ({}): {}",
-            cmd.get_program(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 pub fn run(a: Args) -> Result<ExitCode, Error> {

@@ -4,8 +4,9 @@
 //! under `kstate record`, and under `perf record` — and the table compares them.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode};
 
+use super::bench::run_cmd;
 use kstate_format::{Error, ErrorKind};
 use kstate_record::instance::Instance;
 use kstate_record::tracefs::Tracefs;
@@ -49,27 +50,6 @@ struct Sample {
     recorder_cpu_ns: Option<u64>,
     /// kstate only: CPU including writing the file after the workload ended.
     recorder_total_cpu_ns: Option<u64>,
-}
-
-/// Runs `cmd` to completion and returns its stdout.
-fn run_cmd(cmd: &mut Command) -> Result<String, Error> {
-    let child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| err(format!("cannot run {:?}: {e}", cmd.get_program())))?;
-    let out = child
-        .wait_with_output()
-        .map_err(|e| err(format!("{:?}: {e}", cmd.get_program())))?;
-    if !out.status.success() {
-        return Err(err(format!(
-            "{:?} failed ({}): {}",
-            cmd.get_program(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// CPU time of all waited-for children so far.
