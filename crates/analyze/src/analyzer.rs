@@ -191,6 +191,26 @@ impl Tasks {
     pub fn set_tgid(&mut self, tid: i32, tgid: i32) {
         self.tgids.insert(tid, tgid);
     }
+    /// task_newtask in `parent` made `child` with `clone_flags`: a thread joins the
+    /// parent's group, a process leads its own. A parent whose group is unknown predates
+    /// the trace and is taken to lead its own group.
+    pub fn new_task(&mut self, parent: i32, child: i32, clone_flags: u64) {
+        const CLONE_THREAD: u64 = 0x0001_0000;
+        let group = if clone_flags & CLONE_THREAD != 0 {
+            match self.tgid(parent) {
+                Some(g) => g,
+                None => {
+                    self.set_tgid(parent, parent);
+                    parent
+                }
+            }
+        } else {
+            child
+        };
+        if child > 0 {
+            self.set_tgid(child, group);
+        }
+    }
     /// Records `tid`'s name (a `char[16]` field, NUL-padded or not).
     #[inline]
     pub fn set_comm(&mut self, tid: i32, comm: &[u8]) {

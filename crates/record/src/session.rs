@@ -307,13 +307,13 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
         inst.write("set_event_pid", &list.join(" "))?;
     }
     // Samplers follow the same processes; their copier thread stays out of the trace.
+    let target = match pids.is_empty() {
+        true => sampler::Target::System,
+        false => sampler::Target::Pids(pids.clone()),
+    };
     let samplers = match sample_specs.is_empty() {
         true => None,
         false => {
-            let target = match pids.is_empty() {
-                true => sampler::Target::System,
-                false => sampler::Target::Pids(pids.clone()),
-            };
             let path = scratch.path("samples");
             let started = start_sampler(
                 sampler::Sampler::open(&sample_specs, &target, &cpus, user_clock, &clock, &path),
@@ -339,10 +339,6 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
     let stackers = match opts.stacks {
         false => None,
         true => {
-            let target = match pids.is_empty() {
-                true => sampler::Target::System,
-                false => sampler::Target::Pids(pids.clone()),
-            };
             let (sys, ev) = STACKS_TRACEPOINT.split_once(':').unwrap_or_default();
             let id = tracefs::read_string(&tfs.path(&format!("events/{sys}/{ev}/id")))
                 .ok()

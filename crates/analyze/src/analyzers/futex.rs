@@ -34,8 +34,6 @@ use crate::merge::Event;
 use crate::pair::Pairs;
 use crate::profile::stacks::{caller_label, Stacks};
 
-const CLONE_THREAD: u64 = 0x0001_0000;
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Family {
     Wait,
@@ -235,22 +233,8 @@ impl Analyzer for Futex {
         } else if let Some(nt) = self.newtask.as_ref().filter(|n| n.id == ev.id) {
             let child = nt.pid.get_i64(p, e).unwrap_or(0) as i32;
             let flags = nt.flags.get_u64(p, e).unwrap_or(0);
-            // The event runs in the parent. A parent whose group is unknown predates the
-            // trace and is taken to lead its own group.
-            let group = if flags & CLONE_THREAD != 0 {
-                match out.tasks.tgid(tid) {
-                    Some(g) => g,
-                    None => {
-                        out.tasks.set_tgid(tid, tid);
-                        tid
-                    }
-                }
-            } else {
-                child
-            };
-            if child > 0 {
-                out.tasks.set_tgid(child, group);
-            }
+            // The event runs in the parent.
+            out.tasks.new_task(tid, child, flags);
         }
     }
 

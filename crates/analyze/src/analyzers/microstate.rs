@@ -147,8 +147,6 @@ enum Role {
     NewTask,
 }
 
-const CLONE_THREAD: u64 = 0x0001_0000;
-
 pub struct Microstate {
     sw: Switch,
     wakeups: Vec<Wakeup>,
@@ -691,27 +689,13 @@ impl Analyzer for Microstate {
                 }
             }
             Role::NewTask => {
-                // As in futex.rs: the event runs in the parent; a parent whose group is
-                // unknown predates the trace and is taken to lead its own group.
+                // The event runs in the parent.
                 let Some((pid, flags)) = self.newtask else {
                     return;
                 };
                 let child = pid.get_i64(p, e).unwrap_or(0) as i32;
                 let flags = flags.get_u64(p, e).unwrap_or(0);
-                let group = if flags & CLONE_THREAD != 0 {
-                    match out.tasks.tgid(tid) {
-                        Some(g) => g,
-                        None => {
-                            out.tasks.set_tgid(tid, tid);
-                            tid
-                        }
-                    }
-                } else {
-                    child
-                };
-                if child > 0 {
-                    out.tasks.set_tgid(child, group);
-                }
+                out.tasks.new_task(tid, child, flags);
             }
             Role::Fault => {
                 let Some((addr, ip, code)) = self.fault else {
