@@ -10,19 +10,10 @@ mod support;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::process::Command;
-use support::{kstate, KSTATE};
+use support::{comparison_row as row, kstate, KSTATE};
 
 const STREAM: &str = "kstate::cmd::workload::cache_pollution::stream_once";
 const HOT: &str = "kstate::cmd::workload::cache_pollution::hot_table";
-
-fn row<'a>(c: &'a Value, sym: &str) -> &'a Value {
-    c["symbols"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["symbol"] == sym)
-        .unwrap_or_else(|| panic!("no row for {sym}"))
-}
 
 /// `cg_annotate`'s per-function rows (`file:function`) summed per function, and its
 /// program totals; counts by event name.

@@ -9,19 +9,10 @@ mod support;
 
 use serde_json::Value;
 use std::process::Command;
-use support::{kstate, kstate_json, KSTATE};
+use support::{comparison_row as row, kstate, kstate_json, KSTATE};
 
 const STREAM: &str = "kstate::cmd::workload::cache_pollution::stream_once";
 const HOT: &str = "kstate::cmd::workload::cache_pollution::hot_table";
-
-fn row<'a>(c: &'a Value, sym: &str) -> &'a Value {
-    c["symbols"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["symbol"] == sym)
-        .unwrap_or_else(|| panic!("no row for {sym}: {c}"))
-}
 
 #[test]
 fn page_faults_against_cpu_time() {

@@ -91,3 +91,13 @@ pub fn record_workload(events: &str, workload: &[&str], all: bool, dest: &Path) 
         .as_i64()
         .unwrap_or_else(|| panic!("no workload pid in {}", info["recording"])) as i32
 }
+
+/// The row of `sym` in a `--compare-events` or `cachesim` JSON table.
+pub fn comparison_row<'a>(c: &'a Value, sym: &str) -> &'a Value {
+    c["symbols"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["symbol"] == sym)
+        .unwrap_or_else(|| panic!("no row for {sym}: {c}"))
+}
