@@ -3,7 +3,7 @@
 //!
 //! Flow: `tracefs` (find or mount it) -> `instance` (a private, owner-named instance,
 //! always removed) -> `events` (presets and names resolved against the kernel) ->
-//! `reader` (one thread per CPU splicing pages into scratch files) -> `assemble` (scratch
+//! `reader` (one thread per CPU splicing pages into `scratch_file`s) -> `assemble` (scratch
 //! files into the trace.dat, counted) — driven by `session`.
 
 pub mod assemble;
@@ -12,6 +12,7 @@ pub mod events;
 pub mod instance;
 pub mod reader;
 pub mod sampler;
+pub mod scratch_file;
 pub mod session;
 pub mod signals;
 pub mod system;

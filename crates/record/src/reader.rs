@@ -1,7 +1,8 @@
 //! One thread per CPU moving ring-buffer pages from the kernel into a scratch file.
 //!
 //! Pages go kernel -> pipe -> file with `splice`: full pages are handed over without
-//! being copied to user space, and no event is looked at while recording. The thread
+//! being copied, into a file that bypasses the page cache (`scratch_file`), and no event
+//! is looked at while recording. The thread
 //! sleeps in `poll` until the kernel reports the buffer filled to the instance's
 //! `buffer_percent` watermark (or the recording stops), then drains every full page.
 //! When the recording stops it drains the rest, and finally reads the last, partly
@@ -9,8 +10,6 @@
 //!
 //! Kernels or files where splice is refused fall back to page-sized `read`/`write`.
 
-use std::fs::File;
-use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crate::error::{Error, Result};
+use crate::scratch_file::ScratchFile;
 
 /// Shared between the recorder and its reader threads.
 pub struct Control {
@@ -114,7 +114,7 @@ impl CpuReader {
         ctl: Arc<Control>,
     ) -> Result<CpuReader> {
         let src = open_nonblock(pipe_raw)?;
-        let dst = File::create(scratch).map_err(|e| Error::io("creating", scratch, e))?;
+        let dst = ScratchFile::create(scratch, page_size)?;
         let scratch = scratch.to_path_buf();
         let handle = std::thread::Builder::new()
             .name(format!("kstate-cpu{cpu}"))
@@ -124,10 +124,8 @@ impl CpuReader {
                     src,
                     dst,
                     page_size,
-                    bytes: 0,
                     pipe: None,
                     splice_ok: true,
-                    allocated: 0,
                 };
                 if let Err(e) = r.run(&ctl) {
                     ctl.fail(e);
@@ -135,7 +133,7 @@ impl CpuReader {
                 CpuOutcome {
                     cpu,
                     scratch,
-                    bytes: r.bytes,
+                    bytes: r.dst.written(),
                     spliced: r.splice_ok,
                 }
             })
@@ -176,13 +174,10 @@ struct Pipe {
 struct Mover {
     cpu: u32,
     src: OwnedFd,
-    dst: File,
+    dst: ScratchFile,
     page_size: usize,
-    bytes: u64,
     pipe: Option<Pipe>,
     splice_ok: bool,
-    /// The scratch file is preallocated up to here (see `preallocate`).
-    allocated: u64,
 }
 
 /// The pipe between kernel and file: 1 MiB when the system allows it, so one splice moves
@@ -231,7 +226,7 @@ impl Mover {
             match self.splice_pages() {
                 Ok(()) => return Ok(()),
                 // First splice refused (no splice support here): fall back for good.
-                Err(e) if e.os == Some(libc::EINVAL) && self.bytes == 0 => {
+                Err(e) if e.os == Some(libc::EINVAL) && self.dst.written() == 0 => {
                     self.splice_ok = false;
                 }
                 Err(e) => return Err(e),
@@ -261,72 +256,23 @@ impl Mover {
                 Got::Nothing => return Ok(()),
                 Got::Interrupted => continue,
             };
-            self.preallocate(n as u64);
-            let mut left = n;
-            while left > 0 {
-                // SAFETY: as above; moves what the pipe holds into the file.
-                let m = unsafe {
-                    libc::splice(
-                        pipe_r,
-                        std::ptr::null_mut(),
-                        self.dst.as_raw_fd(),
-                        std::ptr::null_mut(),
-                        left,
-                        libc::SPLICE_F_MOVE,
-                    )
-                };
-                if m < 0 {
-                    let e = std::io::Error::last_os_error();
-                    if e.raw_os_error() == Some(libc::EINTR) {
-                        continue;
-                    }
-                    return Err(os_error(
-                        format!("writing CPU {} pages to its scratch file", self.cpu),
-                        e,
-                    ));
-                }
-                if m == 0 {
-                    return Err(Error::new(format!(
-                        "writing CPU {} pages to its scratch file: no progress",
-                        self.cpu
-                    )));
-                }
-                left -= m as usize;
-                self.bytes += m as u64;
-            }
+            self.dst
+                .splice_from(pipe_r, n)
+                .map_err(|e| self.context(e))?;
         }
     }
 
-    /// Allocates scratch-file space ahead of the writes, in large steps. Filesystems with
-    /// delayed allocation (ext4) otherwise spend more CPU reserving blocks page by page
-    /// than the pages cost to move. Best effort: a refusal (no support, or the disk is
-    /// nearly full) just leaves allocation to the writes.
-    fn preallocate(&mut self, incoming: u64) {
-        const STEP: u64 = 64 << 20;
-        if self.bytes + incoming <= self.allocated {
-            return;
-        }
-        // SAFETY: fallocate on our own open file; KEEP_SIZE leaves the file size alone.
-        let r = unsafe {
-            libc::fallocate(
-                self.dst.as_raw_fd(),
-                libc::FALLOC_FL_KEEP_SIZE,
-                self.allocated as libc::off_t,
-                STEP as libc::off_t,
-            )
-        };
-        self.allocated = if r == 0 {
-            self.allocated + STEP
-        } else {
-            u64::MAX // do not try again
-        };
+    fn context(&self, e: Error) -> Error {
+        let mut err = Error::new(format!("CPU {}: {e}", self.cpu));
+        err.os = e.os;
+        err
     }
 
     /// Page-sized reads until the buffer is empty. `read` also hands out partly filled
     /// pages (splice does not), so the fallback writes smaller pages while tracing.
     fn read_pages(&mut self) -> Result<()> {
-        let mut page = vec![0u8; self.page_size];
         loop {
+            let page = self.dst.page_buf();
             // SAFETY: page is a valid writable buffer of page_size bytes.
             let n = unsafe {
                 libc::read(
@@ -342,15 +288,9 @@ impl Mover {
             };
             // The kernel returns whole pages; anything else would break the page stream.
             if n != self.page_size {
-                page[n..].fill(0);
+                self.dst.page_buf()[n..].fill(0);
             }
-            self.dst.write_all(&page).map_err(|e| {
-                os_error(
-                    format!("writing CPU {} pages to its scratch file", self.cpu),
-                    e,
-                )
-            })?;
-            self.bytes += self.page_size as u64;
+            self.dst.write_page().map_err(|e| self.context(e))?;
         }
     }
 }
