@@ -21,5 +21,5 @@ pub mod workload;
 
 pub use error::{Error, Result};
 pub use session::{
-    record, CpuSummary, Options, SampleSummary, Summary, DEFAULT_BUFFER_KIB, DEFAULT_SUBBUF_KIB,
+    default_subbuf_kib, record, CpuSummary, Options, SampleSummary, Summary, DEFAULT_BUFFER_KIB,
 };

@@ -184,6 +184,14 @@ struct Mover {
 /// up to 256 pages.
 const PIPE_SIZE: usize = 1 << 20;
 
+/// Pages at least this large are moved one at a time. Splice hands out each page by
+/// swapping a fresh page into the ring buffer, and the kernel zeroes every fresh page —
+/// half the recorder's CPU — unless it can reuse the one page it keeps from the last
+/// page given back. Moving one page through to the file before taking the next lets it
+/// reuse that page every time. Smaller pages are batched to a pipe-full, as a write per
+/// small page would cost more than the zeroing saved.
+const ONE_PAGE_AT_A_TIME: usize = 256 << 10;
+
 impl Mover {
     fn run(&mut self, ctl: &Control) -> Result<()> {
         self.pipe = make_pipe();
@@ -224,7 +232,11 @@ impl Mover {
     fn drain_full_pages(&mut self) -> Result<()> {
         if self.splice_ok {
             match self.splice_pages() {
-                Ok(()) => return Ok(()),
+                Ok(Spliced::All) => return Ok(()),
+                // Splice takes a fresh (large) page for every page it hands out; when
+                // memory is too fragmented for one, `read` still works: it copies through
+                // one page the kernel keeps per reader.
+                Ok(Spliced::ShortOfMemory) => {}
                 // First splice refused (no splice support here): fall back for good.
                 Err(e) if e.os == Some(libc::EINVAL) && self.dst.written() == 0 => {
                     self.splice_ok = false;
@@ -235,9 +247,13 @@ impl Mover {
         self.read_pages()
     }
 
-    fn splice_pages(&mut self) -> Result<()> {
+    fn splice_pages(&mut self) -> Result<Spliced> {
         let pipe = self.pipe.as_ref().expect("splice needs the pipe");
-        let chunk = pipe.size - pipe.size % self.page_size;
+        let chunk = if self.page_size >= ONE_PAGE_AT_A_TIME {
+            self.page_size
+        } else {
+            (pipe.size - pipe.size % self.page_size).max(self.page_size)
+        };
         let (pipe_r, pipe_w) = (pipe.r.as_raw_fd(), pipe.w.as_raw_fd());
         loop {
             // SAFETY: valid fds; null offsets mean "current position".
@@ -251,9 +267,12 @@ impl Mover {
                     libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
                 )
             };
+            if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOMEM) {
+                return Ok(Spliced::ShortOfMemory);
+            }
             let n = match from_kernel(n, || format!("splicing CPU {} pages", self.cpu))? {
                 Got::Bytes(n) => n,
-                Got::Nothing => return Ok(()),
+                Got::Nothing => return Ok(Spliced::All),
                 Got::Interrupted => continue,
             };
             self.dst
@@ -293,6 +312,14 @@ impl Mover {
             self.dst.write_page().map_err(|e| self.context(e))?;
         }
     }
+}
+
+/// How far a round of splicing got.
+enum Spliced {
+    /// Every full page there was.
+    All,
+    /// The kernel had no memory for the pages it hands out; the rest must be read.
+    ShortOfMemory,
 }
 
 /// What a `read` or `splice` from `trace_pipe_raw` returned.

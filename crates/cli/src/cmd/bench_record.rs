@@ -117,7 +117,7 @@ fn enabled_unread(exe: &Path, a: &Args, pid_filter: bool) -> Result<Sample, Erro
         inst.write("trace_clock", "mono")?;
         let _ = inst.write(
             "buffer_subbuf_size_kb",
-            &kstate_record::DEFAULT_SUBBUF_KIB.to_string(),
+            &kstate_record::default_subbuf_kib(kstate_record::DEFAULT_BUFFER_KIB).to_string(),
         );
         if pid_filter {
             // The workload is our child: event-fork lets it inherit our place in the list.

@@ -41,8 +41,9 @@ pub struct Args {
     #[arg(short = 'b', long = "buffer", value_name = "KIB", default_value_t = DEFAULT_BUFFER_KIB,
           value_parser = clap::value_parser!(u64).range(64..=16 * 1024 * 1024))]
     buffer_kib: u64,
-    /// Ring-buffer sub-buffer size in KiB, a power of two (Linux 6.8+; larger pages cost
-    /// less per byte to move) [default: 64 where the kernel allows it]
+    /// Ring-buffer sub-buffer size in KiB, a power of two up to 512 (Linux 6.8+; larger
+    /// pages cost less per byte to move) [default: the largest that leaves 16 per buffer,
+    /// at most 512, where the kernel allows it]
     #[arg(long = "subbuf", value_name = "KIB")]
     subbuf_kib: Option<u64>,
     /// Trace clock [default: mono, which lines up with CLOCK_MONOTONIC and maps to wall time]
