@@ -194,14 +194,31 @@ fn header(s: &mut String, f: &Frame, title: &str) {
         r##"<rect x="0" y="0" width="{}" height="{}" fill="#ffffff"/>"##,
         f.w, f.h
     );
+    let (size, shown) = fit_title(title, f.w - f.left - f.font, f.font);
     let _ = write!(
         s,
         r##"<text x="{:.1}" y="{:.1}" font-size="{:.1}" font-weight="bold" fill="#222222">{}</text>"##,
         f.left,
         f.font * 1.8,
-        f.font * 1.2,
-        esc(title)
+        size,
+        esc(&shown)
     );
+}
+
+/// The chart title's font size and text for `width` pixels: 1.2x the chart's font,
+/// shrunk to 0.9x for a long title, then cut with an ellipsis (the whole title stays in
+/// the SVG's <title>, shown on hover).
+fn fit_title(title: &str, width: f64, font: f64) -> (f64, String) {
+    // Average advance of bold DejaVu Sans, in ems.
+    const EM: f64 = 0.62;
+    let chars = title.chars().count() as f64;
+    let size = (width / (chars * EM)).clamp(font * 0.9, font * 1.2);
+    let fits = (width / (size * EM)) as usize;
+    if title.chars().count() <= fits {
+        return (size, title.to_string());
+    }
+    let cut: String = title.chars().take(fits.saturating_sub(1)).collect();
+    (size, format!("{}…", cut.trim_end()))
 }
 
 fn frame_box(s: &mut String, f: &Frame) {
@@ -887,6 +904,18 @@ pub fn dist_chart(c: &DistChart, size: Size) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_titles_shrink_then_end_in_an_ellipsis() {
+        let (size, shown) = fit_title("short", 800.0, 12.0);
+        assert!((size - 14.4).abs() < 1e-9);
+        assert_eq!(shown, "short");
+        let long = "x".repeat(200);
+        let (size, shown) = fit_title(&long, 800.0, 12.0);
+        assert!((size - 10.8).abs() < 1e-9);
+        assert!(shown.ends_with('…'));
+        assert!(shown.chars().count() as f64 * size * 0.62 <= 800.0);
+    }
 
     #[test]
     fn sizes_parse() {
