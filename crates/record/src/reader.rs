@@ -2,9 +2,9 @@
 //!
 //! Pages go kernel -> pipe -> file with `splice`: full pages are handed over without
 //! being copied, into a file that bypasses the page cache (`scratch_file`), and no event
-//! is looked at while recording. The thread
-//! sleeps in `poll` until the kernel reports the buffer filled to the instance's
-//! `buffer_percent` watermark (or the recording stops), then drains every full page.
+//! is looked at while recording. The thread sleeps in `poll` until the kernel reports the
+//! buffer filled to the instance's `buffer_percent` watermark (or the recording stops),
+//! then drains every full page.
 //! When the recording stops it drains the rest, and finally reads the last, partly
 //! filled pages with `read` (splice only moves whole pages).
 //!
