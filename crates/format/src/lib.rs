@@ -9,6 +9,7 @@ pub mod error;
 pub mod event_format;
 pub mod extras;
 pub mod layout;
+mod mapped;
 pub mod page;
 pub mod page_builder;
 pub mod parquet_dir;

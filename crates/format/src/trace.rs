@@ -11,6 +11,7 @@ use crate::bytes::Endian;
 use crate::error::{Error, ErrorKind, Result};
 use crate::event_format::EventFormat;
 use crate::layout::PageLayout;
+use crate::mapped::Window;
 use crate::tracedat;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -260,19 +261,24 @@ pub trait PageSource: Send {
     fn path(&self) -> &Path;
 }
 
-/// Reads uncompressed pages with large positioned reads into a reused buffer: bounded
-/// memory whatever the trace size, and no dependence on mmap (whose resident pages would
-/// count against us).
+/// Reads uncompressed pages a window at a time: mapped where the file can be mapped (no
+/// copy; see `mapped`), else with large positioned reads into a reused buffer. Memory
+/// stays bounded by the window whatever the trace size.
 pub struct PlainPages {
     file: File,
     path: PathBuf,
+    /// The file's size when opened: windows never reach past it.
+    file_len: u64,
     next_read: u64,
     end: u64,
     page_size: usize,
+    /// The current window when mapped; `buf` holds it otherwise.
+    window: Option<Window>,
+    mapping_works: bool,
     buf: Vec<u8>,
     buf_len: usize,
     buf_pos: usize,
-    /// End of the current page in `buf` (== buf_pos when there is none).
+    /// End of the current page in the window (== buf_pos when there is none).
     cur_end: usize,
     buf_file_offset: u64,
     last_offset: u64,
@@ -280,19 +286,26 @@ pub struct PlainPages {
     short: Option<(u64, u64)>,
 }
 
-/// Pages fetched per read: large enough to amortise the syscall, small enough to stay in L2.
-const PAGES_PER_READ: usize = 64;
+/// Bytes mapped at a time: large enough that mapping costs little per page.
+const MAP_WINDOW: usize = 4 << 20;
+/// Bytes read at a time where mapping fails: large enough to amortise the syscall, small
+/// enough to stay in L2.
+const READ_WINDOW: usize = 256 << 10;
 
 impl PlainPages {
     pub fn open(path: &Path, offset: u64, size: u64, page_size: usize) -> Result<PlainPages> {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let file_len = file.metadata().map_err(|e| Error::io(path, e))?.len();
         Ok(PlainPages {
             file,
             path: path.to_path_buf(),
+            file_len,
             next_read: offset,
             end: offset.saturating_add(size),
             page_size,
-            buf: vec![0; page_size * PAGES_PER_READ],
+            window: None,
+            mapping_works: true,
+            buf: Vec::new(),
             buf_len: 0,
             buf_pos: 0,
             cur_end: 0,
@@ -302,18 +315,38 @@ impl PlainPages {
         })
     }
 
+    /// Whole pages per window of `bytes`, at least one.
+    fn window_len(&self, bytes: usize) -> usize {
+        (bytes / self.page_size).max(1) * self.page_size
+    }
+
     fn refill(&mut self) -> Result<()> {
-        let want = ((self.end - self.next_read).min(self.buf.len() as u64)) as usize;
+        self.window = None;
+        let left = self.end - self.next_read;
         let mut got = 0;
-        while got < want {
-            match self
-                .file
-                .read_at(&mut self.buf[got..want], self.next_read + got as u64)
-            {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Error::io(&self.path, e)),
+        let mut want = 0;
+        if self.mapping_works {
+            want = (left.min(self.window_len(MAP_WINDOW) as u64)) as usize;
+            got = (self.file_len.saturating_sub(self.next_read)).min(want as u64) as usize;
+            self.window = Window::map(&self.file, self.next_read, got);
+            self.mapping_works = self.window.is_some() || got == 0;
+        }
+        if !self.mapping_works {
+            want = (left.min(self.window_len(READ_WINDOW) as u64)) as usize;
+            if self.buf.len() < want {
+                self.buf.resize(want, 0);
+            }
+            got = 0;
+            while got < want {
+                match self
+                    .file
+                    .read_at(&mut self.buf[got..want], self.next_read + got as u64)
+                {
+                    Ok(0) => break,
+                    Ok(n) => got += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(Error::io(&self.path, e)),
+                }
             }
         }
         self.buf_file_offset = self.next_read;
@@ -327,6 +360,13 @@ impl PlainPages {
             self.end = self.next_read;
         }
         Ok(())
+    }
+
+    fn data(&self) -> &[u8] {
+        match &self.window {
+            Some(w) => w.bytes(),
+            None => &self.buf[..self.buf_len],
+        }
     }
 }
 
@@ -373,7 +413,7 @@ impl PageSource for PlainPages {
         Ok(true)
     }
     fn page(&self) -> &[u8] {
-        &self.buf[self.buf_pos..self.cur_end]
+        &self.data()[self.buf_pos..self.cur_end]
     }
     fn page_offset(&self) -> u64 {
         self.last_offset
