@@ -604,8 +604,9 @@ impl TraceWriter {
         let page_size = self.cfg.page_size;
         let path = self.out.path.clone();
         let mut cw = self.cpu_writer(cpu)?;
-        // Many pages per read: one syscall and one buffered write per batch.
-        let mut buf = vec![0u8; page_size * 64];
+        // Many pages per read (4 MiB, or one page if larger): one syscall and one buffered
+        // write per batch.
+        let mut buf = vec![0u8; page_size * ((4 << 20) / page_size).max(1)];
         let mut total = 0u64;
         loop {
             let mut got = 0;

@@ -36,7 +36,8 @@ pub struct CpuCount {
     pub bad_pages: u64,
 }
 
-const BATCH_PAGES: usize = 64;
+/// Bytes copied per batch (whole pages; at least one).
+const BATCH_BYTES: usize = 4 << 20;
 
 pub fn copy_cpu(
     w: &mut TraceWriter,
@@ -61,7 +62,7 @@ pub fn copy_cpu(
     };
     let whole = len - count.partial_tail;
     let mut cw = w.cpu_writer(cpu)?;
-    let mut buf = vec![0u8; page_size * BATCH_PAGES];
+    let mut buf = vec![0u8; page_size * (BATCH_BYTES / page_size).max(1)];
     let mut at = 0u64;
     while at < whole {
         let n = ((whole - at) as usize).min(buf.len());
