@@ -68,43 +68,21 @@ impl ScratchFile {
     }
 
     /// Moves exactly `n` bytes (whole pages) out of the pipe `from` into the file.
-    pub fn splice_from(&mut self, from: RawFd, mut n: usize) -> Result<()> {
-        self.preallocate(n as u64);
-        while n > 0 {
-            let mut at = self.written as libc::loff_t;
+    pub fn splice_from(&mut self, from: RawFd, n: usize) -> Result<()> {
+        self.append(n, |fd, at, _, left| {
+            let mut at = at as libc::loff_t;
             // SAFETY: valid descriptors; `at` is a valid loff_t the kernel may advance.
-            let m = unsafe {
+            unsafe {
                 libc::splice(
                     from,
                     std::ptr::null_mut(),
-                    self.fd.as_raw_fd(),
+                    fd,
                     &mut at,
-                    n,
+                    left,
                     libc::SPLICE_F_MOVE,
                 )
-            };
-            if m < 0 {
-                let e = std::io::Error::last_os_error();
-                match e.raw_os_error() {
-                    Some(libc::EINTR) => continue,
-                    Some(libc::EINVAL) if self.direct => {
-                        self.set_buffered();
-                        continue;
-                    }
-                    _ => return Err(Error::io("writing pages to", &self.path, e)),
-                }
             }
-            if m == 0 {
-                return Err(self.no_progress());
-            }
-            n -= m as usize;
-            self.written += m as u64;
-            // A short O_DIRECT write can leave an unaligned rest: finish it buffered.
-            if self.direct && !self.written.is_multiple_of(ALIGN as u64) {
-                self.set_buffered();
-            }
-        }
-        Ok(())
+        })
     }
 
     /// The page-sized buffer `write_page` writes; fill it first.
@@ -114,19 +92,25 @@ impl ScratchFile {
 
     /// Appends the page held in `page_buf`.
     pub fn write_page(&mut self) -> Result<()> {
-        let len = self.page.len;
+        let page = self.page.ptr;
+        self.append(self.page.len, |fd, at, done, left| {
+            // SAFETY: page[done..done + left] is initialised memory inside our page buffer.
+            unsafe { libc::pwrite(fd, page.add(done).cast(), left, at as libc::off_t) }
+        })
+    }
+
+    /// Appends `len` bytes, one `write(fd, file offset, bytes done, bytes left)` system
+    /// call at a time: retries interruptions and short writes, and drops O_DIRECT where
+    /// the filesystem refuses it or a short write left the end unaligned.
+    fn append(
+        &mut self,
+        len: usize,
+        write: impl Fn(RawFd, u64, usize, usize) -> isize,
+    ) -> Result<()> {
         self.preallocate(len as u64);
         let mut done = 0;
         while done < len {
-            // SAFETY: page[done..len] is initialised memory inside our page buffer.
-            let n = unsafe {
-                libc::pwrite(
-                    self.fd.as_raw_fd(),
-                    self.page.ptr.add(done).cast(),
-                    len - done,
-                    self.written as libc::off_t,
-                )
-            };
+            let n = write(self.fd.as_raw_fd(), self.written, done, len - done);
             if n < 0 {
                 let e = std::io::Error::last_os_error();
                 match e.raw_os_error() {
