@@ -704,3 +704,42 @@ fn tracefs_is_mounted_when_missing() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(info(&out)["events"].as_u64().unwrap() > 0);
 }
+
+/// The recorder sleeps until something can end the recording (its threads' own events are
+/// filtered out, but their wake-ups by others are not): in a one-second system-wide
+/// recording its threads are woken a handful of times, not every few milliseconds.
+#[test]
+fn the_recorders_threads_are_seldom_woken() {
+    let dir = tmp();
+    let out = dir.path().join("quiet.dat");
+    let child = Command::new(KSTATE)
+        .args(["record", "--json", "-e", "sched", "-d", "1", "-o"])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let recorder = child.id() as i64;
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let wakeups = dump(&out, "sched:sched_wakeup");
+    let woken = |pred: &dyn Fn(i64, &str) -> bool| {
+        wakeups
+            .iter()
+            .filter(|(_, _, f)| pred(f["pid"].as_i64().unwrap(), f["comm"].as_str().unwrap()))
+            .count()
+    };
+    // Other threads woke someone during the second, so the events are there to count.
+    assert!(wakeups.len() > 20, "{} wake-ups in all", wakeups.len());
+    // The main thread polls at most every 200 ms; the snapshot thread wakes once a second.
+    let main = woken(&|pid, _| pid == recorder);
+    assert!(
+        main <= 8,
+        "the recorder's main thread was woken {main} times"
+    );
+    let snapshots = woken(&|_, comm| comm == "kstate-sysinfo");
+    assert!(
+        snapshots <= 3,
+        "the sysinfo thread was woken {snapshots} times"
+    );
+}
