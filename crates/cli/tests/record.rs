@@ -720,24 +720,38 @@ fn the_recorders_threads_are_seldom_woken() {
         .spawn()
         .unwrap();
     let recorder = child.id() as i64;
+    // The snapshot thread's id (other tests' recorders have threads of the same name).
+    let mut sysinfo = None;
+    wait_for("the recorder's sysinfo thread", || {
+        sysinfo = std::fs::read_dir(format!("/proc/{recorder}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find(|t| {
+                std::fs::read_to_string(t.path().join("comm"))
+                    .is_ok_and(|c| c.trim() == "kstate-sysinfo")
+            })
+            .and_then(|t| t.file_name().to_str()?.parse::<i64>().ok());
+        sysinfo.is_some()
+    });
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let wakeups = dump(&out, "sched:sched_wakeup");
-    let woken = |pred: &dyn Fn(i64, &str) -> bool| {
+    let woken = |tid: i64| {
         wakeups
             .iter()
-            .filter(|(_, _, f)| pred(f["pid"].as_i64().unwrap(), f["comm"].as_str().unwrap()))
+            .filter(|(_, _, f)| f["pid"].as_i64() == Some(tid))
             .count()
     };
     // Other threads woke someone during the second, so the events are there to count.
     assert!(wakeups.len() > 20, "{} wake-ups in all", wakeups.len());
     // The main thread polls at most every 200 ms; the snapshot thread wakes once a second.
-    let main = woken(&|pid, _| pid == recorder);
+    let main = woken(recorder);
     assert!(
         main <= 8,
         "the recorder's main thread was woken {main} times"
     );
-    let snapshots = woken(&|_, comm| comm == "kstate-sysinfo");
+    let snapshots = woken(sysinfo.unwrap());
     assert!(
         snapshots <= 3,
         "the sysinfo thread was woken {snapshots} times"
