@@ -175,3 +175,19 @@ fn good_capture_reads_cleanly() {
     assert_eq!(lines[0]["event"], "tick");
     assert_eq!(lines[0]["fields"]["n"], 0);
 }
+
+/// A perf.data header whose attribute size is 0 (found by the tracedat fuzz target: the
+/// perf.data parsing crate divided by it).
+#[test]
+fn perf_data_with_zero_attribute_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("zero-attr.data");
+    let mut h = vec![0u8; 104];
+    h[..8].copy_from_slice(b"PERFILE2");
+    h[8..16].copy_from_slice(&104u64.to_le_bytes()); // header size
+    h[24..32].copy_from_slice(&104u64.to_le_bytes()); // attributes at the end, empty
+    std::fs::write(&f, &h).unwrap();
+    for cmd in [&["info"][..], &["dump"][..]] {
+        assert_bad(&kstate(cmd, &f), &f, "attribute size is 0");
+    }
+}

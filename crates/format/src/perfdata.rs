@@ -69,6 +69,10 @@ fn check_sections(path: &Path) -> Result<()> {
             format!("perf.data: header size {} is implausible", u(8)),
         ));
     }
+    // The parsing crate divides the attributes section by the attribute size.
+    if u(16) == 0 {
+        return Err(Error::corrupt(16, "perf.data: attribute size is 0"));
+    }
     inside(u(24), u(32), "attributes", 24)?;
     inside(u(40), u(48), "data", 40)?;
     // The feature table follows the data: one (offset, size) pair per feature bit set.
