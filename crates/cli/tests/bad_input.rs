@@ -188,6 +188,6 @@ fn perf_data_with_zero_attribute_size() {
     h[24..32].copy_from_slice(&104u64.to_le_bytes()); // attributes at the end, empty
     std::fs::write(&f, &h).unwrap();
     for cmd in [&["info"][..], &["dump"][..]] {
-        assert_bad(&kstate(cmd, &f), &f, "attribute size is 0");
+        assert_bad(&kstate(cmd, &f), &f, "attribute size 0 is implausible");
     }
 }

@@ -69,11 +69,16 @@ fn check_sections(path: &Path) -> Result<()> {
             format!("perf.data: header size {} is implausible", u(8)),
         ));
     }
-    // The parsing crate divides the attributes section by the attribute size.
-    if u(16) == 0 {
-        return Err(Error::corrupt(16, "perf.data: attribute size is 0"));
+    // The parsing crate divides the attributes section by the attribute size (no
+    // perf_event_attr was ever under 64 bytes, plus 16 for its ids section).
+    if u(16) < 80 {
+        return Err(Error::corrupt(
+            16,
+            format!("perf.data: attribute size {} is implausible", u(16)),
+        ));
     }
     inside(u(24), u(32), "attributes", 24)?;
+    inside(u(56), u(64), "event types", 56)?;
     inside(u(40), u(48), "data", 40)?;
     // The feature table follows the data: one (offset, size) pair per feature bit set.
     let features: u32 = h[72..104].iter().map(|b| b.count_ones()).sum();
