@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::scratch_file::ScratchFile;
@@ -73,9 +74,23 @@ impl Control {
         self.failure.lock().map(|f| f.is_some()).unwrap_or(true)
     }
 
-    /// The eventfd a stop makes readable, for other threads' polls.
-    pub(crate) fn wake_fd(&self) -> RawFd {
-        self.wake.as_raw_fd()
+    /// Sleeps until a stop, one of `fds` becomes readable, a signal arrives, or `timeout`
+    /// passes. The recorder's threads sleep only here: each wake-up of theirs shows in
+    /// the sched events of a system-wide recording.
+    pub(crate) fn wait(&self, fds: &[RawFd], timeout: Duration) {
+        let mut polled: Vec<libc::pollfd> = fds
+            .iter()
+            .copied()
+            .chain([self.wake.as_raw_fd()])
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
+        // SAFETY: polled is a valid array of pollfd for the duration of the call.
+        unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, ms) };
     }
 
     pub(crate) fn fail(&self, e: Error) {
@@ -203,30 +218,13 @@ impl Mover {
             if ctl.stopping() {
                 break;
             }
-            self.wait(ctl);
+            // Until the kernel signals data past the watermark or the recording stops; the
+            // timeout bounds the sleep in case a wake-up is missed.
+            ctl.wait(&[self.src.as_raw_fd()], Duration::from_millis(500));
         }
         // Tracing is off: take the full pages left, then the partly filled last ones.
         self.drain_full_pages()?;
         self.read_pages()
-    }
-
-    /// Sleeps until the kernel signals data past the watermark, or the stop eventfd fires.
-    /// A timeout bounds the sleep in case a wake-up is missed.
-    fn wait(&self, ctl: &Control) {
-        let mut fds = [
-            libc::pollfd {
-                fd: self.src.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: ctl.wake.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        // SAFETY: fds is a valid array of 2 pollfd for the duration of the call.
-        unsafe { libc::poll(fds.as_mut_ptr(), 2, 500) };
     }
 
     fn drain_full_pages(&mut self) -> Result<()> {

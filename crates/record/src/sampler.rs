@@ -12,11 +12,12 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use kstate_format::samples::{self, event_type, flag, sample, Attr};
 
@@ -561,22 +562,8 @@ impl Sampler {
             if ctl.stopping() {
                 break;
             }
-            let mut fds: Vec<libc::pollfd> = self
-                .rings
-                .iter()
-                .map(|r| libc::pollfd {
-                    fd: r.fd.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                })
-                .collect();
-            fds.push(libc::pollfd {
-                fd: ctl.wake_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            });
-            // SAFETY: fds is a valid array for the duration of the call.
-            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 200) };
+            let fds: Vec<RawFd> = self.rings.iter().map(|r| r.fd.as_raw_fd()).collect();
+            ctl.wait(&fds, Duration::from_millis(200));
         }
         // The events were disabled before the stop: this takes the last records.
         for r in &self.rings {

@@ -412,7 +412,7 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
     }
 
     // Wait for the end: the command exits, the duration passes, a signal, or a failure.
-    let waiter = EndWaiter::new(child.as_ref(), ctl.wake_fd());
+    let waiter = EndWaiter::new(child.as_ref());
     loop {
         if let Some(c) = child.as_mut() {
             if let Ok(Some(st)) = c.try_wait() {
@@ -437,7 +437,7 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
             Some(d) => d - started.elapsed(),
             None => Duration::MAX,
         };
-        waiter.wait(left);
+        waiter.wait(&ctl, left);
     }
     let _ = inst.write("tracing_on", "0");
     for (s, _) in samplers.iter().chain(&stackers) {
@@ -732,51 +732,33 @@ fn wait_briefly(c: &mut Child) -> Option<ExitStatus> {
 }
 
 /// Sleeps until something may have ended the recording: the command's exit (its pidfd),
-/// a reader's failure (the stop eventfd), a signal (which interrupts the poll), or a
-/// timeout. Waking rarely keeps the recorder out of what it records: the wake-ups of its
-/// main thread would show in the sched analyzers of a system-wide recording.
+/// a reader's failure or a stop, a signal, or the longest sleep.
 struct EndWaiter {
-    fds: Vec<libc::pollfd>,
-    _pidfd: Option<OwnedFd>,
-    /// The longest sleep. A signal delivered to another of the recorder's threads does not
-    /// interrupt this one's poll; without a pidfd (kernels before 5.3) the command's exit
-    /// is only seen by looking often.
+    pidfd: Option<OwnedFd>,
+    /// A signal delivered to another of the recorder's threads does not interrupt this
+    /// one's sleep; without a pidfd (kernels before 5.3) the command's exit is only seen
+    /// by looking often.
     longest: Duration,
 }
 
 impl EndWaiter {
-    fn new(child: Option<&Child>, stop_fd: RawFd) -> EndWaiter {
+    fn new(child: Option<&Child>) -> EndWaiter {
         let pidfd = child.and_then(|c| {
             // SAFETY: pidfd_open on our own, unreaped child; checked below.
             let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, c.id() as libc::pid_t, 0) };
             // SAFETY: a fresh descriptor we own.
             (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
         });
-        let fds = [Some(stop_fd), pidfd.as_ref().map(|p| p.as_raw_fd())]
-            .into_iter()
-            .flatten()
-            .map(|fd| libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
         let longest = match child.is_some() && pidfd.is_none() {
             true => Duration::from_millis(10),
             false => Duration::from_millis(200),
         };
-        EndWaiter {
-            fds,
-            _pidfd: pidfd,
-            longest,
-        }
+        EndWaiter { pidfd, longest }
     }
 
-    fn wait(&self, left: Duration) {
-        let ms = left.min(self.longest).as_millis().max(1) as libc::c_int;
-        let mut fds = self.fds.clone();
-        // SAFETY: fds is a valid array of pollfd for the duration of the call.
-        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    fn wait(&self, ctl: &Control, left: Duration) {
+        let fds: Vec<RawFd> = self.pidfd.iter().map(|p| p.as_raw_fd()).collect();
+        ctl.wait(&fds, left.min(self.longest));
     }
 }
 
@@ -910,15 +892,7 @@ impl Sampler {
                     // which then takes one last snapshot. Waking only for these keeps the
                     // thread out of what is recorded.
                     while Instant::now() < next && !ctl.stopping() {
-                        let left = next.saturating_duration_since(Instant::now());
-                        let mut fd = [libc::pollfd {
-                            fd: ctl.wake_fd(),
-                            events: libc::POLLIN,
-                            revents: 0,
-                        }];
-                        let ms = left.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
-                        // SAFETY: fd is a valid array of one pollfd during the call.
-                        unsafe { libc::poll(fd.as_mut_ptr(), 1, ms) };
+                        ctl.wait(&[], next.saturating_duration_since(Instant::now()));
                     }
                 }
             })
