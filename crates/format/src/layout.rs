@@ -5,6 +5,12 @@
 use crate::bytes::Endian;
 use crate::error::{Error, Result};
 
+/// The bytes of as many whole pages of `page_size` as fit in `bytes`, at least one page:
+/// the size of a batch that reads or copies pages many at a time.
+pub fn whole_pages(page_size: usize, bytes: usize) -> usize {
+    (bytes / page_size).max(1) * page_size
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageLayout {
     pub endian: Endian,

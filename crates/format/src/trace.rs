@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::bytes::Endian;
 use crate::error::{Error, ErrorKind, Result};
 use crate::event_format::EventFormat;
-use crate::layout::PageLayout;
+use crate::layout::{whole_pages, PageLayout};
 use crate::mapped::Window;
 use crate::tracedat;
 
@@ -315,24 +315,19 @@ impl PlainPages {
         })
     }
 
-    /// Whole pages per window of `bytes`, at least one.
-    fn window_len(&self, bytes: usize) -> usize {
-        (bytes / self.page_size).max(1) * self.page_size
-    }
-
     fn refill(&mut self) -> Result<()> {
         self.window = None;
         let left = self.end - self.next_read;
         let mut got = 0;
         let mut want = 0;
         if self.mapping_works {
-            want = (left.min(self.window_len(MAP_WINDOW) as u64)) as usize;
+            want = (left.min(whole_pages(self.page_size, MAP_WINDOW) as u64)) as usize;
             got = (self.file_len.saturating_sub(self.next_read)).min(want as u64) as usize;
             self.window = Window::map(&self.file, self.next_read, got);
             self.mapping_works = self.window.is_some() || got == 0;
         }
         if !self.mapping_works {
-            want = (left.min(self.window_len(READ_WINDOW) as u64)) as usize;
+            want = (left.min(whole_pages(self.page_size, READ_WINDOW) as u64)) as usize;
             if self.buf.len() < want {
                 self.buf.resize(want, 0);
             }

@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 
 use crate::bytes::Endian;
 use crate::error::{Error, ErrorKind, Result};
-use crate::layout::PageLayout;
+use crate::layout::{whole_pages, PageLayout};
 use crate::trace::{Container, Trace};
 
 /// Option ids reserved for kstate's own sections: far above trace-cmd's (0..=22 in 3.1,
@@ -604,9 +604,8 @@ impl TraceWriter {
         let page_size = self.cfg.page_size;
         let path = self.out.path.clone();
         let mut cw = self.cpu_writer(cpu)?;
-        // Many pages per read (4 MiB, or one page if larger): one syscall and one buffered
-        // write per batch.
-        let mut buf = vec![0u8; page_size * ((4 << 20) / page_size).max(1)];
+        // Many pages per read: one syscall and one buffered write per batch.
+        let mut buf = vec![0u8; whole_pages(page_size, 4 << 20)];
         let mut total = 0u64;
         loop {
             let mut got = 0;

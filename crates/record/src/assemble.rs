@@ -11,6 +11,7 @@ use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
+use kstate_format::layout::whole_pages;
 use kstate_format::page::PageRecords;
 use kstate_format::writer::TraceWriter;
 use kstate_format::{Lost, PageLayout};
@@ -36,7 +37,7 @@ pub struct CpuCount {
     pub bad_pages: u64,
 }
 
-/// Bytes copied per batch (whole pages; at least one).
+/// Bytes copied per batch (rounded to whole pages).
 const BATCH_BYTES: usize = 4 << 20;
 
 pub fn copy_cpu(
@@ -62,7 +63,7 @@ pub fn copy_cpu(
     };
     let whole = len - count.partial_tail;
     let mut cw = w.cpu_writer(cpu)?;
-    let mut buf = vec![0u8; page_size * (BATCH_BYTES / page_size).max(1)];
+    let mut buf = vec![0u8; whole_pages(page_size, BATCH_BYTES)];
     let mut at = 0u64;
     while at < whole {
         let n = ((whole - at) as usize).min(buf.len());

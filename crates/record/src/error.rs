@@ -28,6 +28,14 @@ impl Error {
         }
     }
 
+    /// "`what`: this error", keeping the OS error number.
+    pub fn context(self, what: impl fmt::Display) -> Error {
+        Error {
+            msg: format!("{what}: {}", self.msg),
+            os: self.os,
+        }
+    }
+
     pub fn is_disk_full(&self) -> bool {
         matches!(self.os, Some(libc::ENOSPC) | Some(libc::EDQUOT))
     }

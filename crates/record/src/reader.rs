@@ -11,6 +11,7 @@
 //! Kernels or files where splice is refused fall back to page-sized `read`/`write`.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -164,20 +165,12 @@ impl CpuReader {
 }
 
 fn open_nonblock(path: &Path) -> Result<OwnedFd> {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
-        .map_err(|_| Error::new(format!("{}: path contains NUL", path.display())))?;
-    // SAFETY: c is a valid NUL-terminated path.
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(Error::io("opening", path, std::io::Error::last_os_error()));
-    }
-    // SAFETY: fd is a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map(OwnedFd::from)
+        .map_err(|e| Error::io("opening", path, e))
 }
 
 struct Pipe {
@@ -275,14 +268,8 @@ impl Mover {
             };
             self.dst
                 .splice_from(pipe_r, n)
-                .map_err(|e| self.context(e))?;
+                .map_err(|e| e.context(format_args!("CPU {}", self.cpu)))?;
         }
-    }
-
-    fn context(&self, e: Error) -> Error {
-        let mut err = Error::new(format!("CPU {}: {e}", self.cpu));
-        err.os = e.os;
-        err
     }
 
     /// Page-sized reads until the buffer is empty. `read` also hands out partly filled
@@ -307,7 +294,9 @@ impl Mover {
             if n != self.page_size {
                 self.dst.page_buf()[n..].fill(0);
             }
-            self.dst.write_page().map_err(|e| self.context(e))?;
+            self.dst
+                .write_page()
+                .map_err(|e| e.context(format_args!("CPU {}", self.cpu)))?;
         }
     }
 }

@@ -13,8 +13,8 @@
 //! buffered writes.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
-use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -38,22 +38,21 @@ pub struct ScratchFile {
 
 impl ScratchFile {
     pub fn create(path: &Path, page_size: usize) -> Result<ScratchFile> {
-        let c = CString::new(path.as_os_str().as_encoded_bytes())
-            .map_err(|_| Error::new(format!("{}: path contains NUL", path.display())))?;
-        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC;
-        // SAFETY: c is a valid NUL-terminated path.
-        let mut fd = unsafe { libc::open(c.as_ptr(), flags | libc::O_DIRECT, 0o600) };
-        let direct = fd >= 0;
-        if !direct {
-            // SAFETY: as above.
-            fd = unsafe { libc::open(c.as_ptr(), flags, 0o600) };
-        }
-        if fd < 0 {
-            return Err(Error::io("creating", path, std::io::Error::last_os_error()));
-        }
+        let open = |flags| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .custom_flags(flags)
+                .open(path)
+        };
+        let (fd, direct) = match open(libc::O_DIRECT) {
+            Ok(f) => (f, true),
+            Err(_) => (open(0).map_err(|e| Error::io("creating", path, e))?, false),
+        };
         Ok(ScratchFile {
-            // SAFETY: fd is a fresh descriptor we own.
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            fd: OwnedFd::from(fd),
             path: path.to_path_buf(),
             page: PageBuf::new(page_size)?,
             written: 0,
@@ -216,6 +215,7 @@ impl Drop for PageBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::FromRawFd;
 
     fn pipe() -> (OwnedFd, OwnedFd) {
         let mut fds = [0 as RawFd; 2];
