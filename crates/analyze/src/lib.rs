@@ -4,6 +4,7 @@
 pub mod analyzer;
 pub mod analyzers;
 pub mod cachegrind;
+pub mod classify;
 pub mod filter;
 pub mod fxmap;
 pub mod hist;
@@ -12,5 +13,6 @@ pub mod merge;
 pub mod pair;
 pub mod profile;
 pub mod stats;
+pub mod workload;
 
 pub use analyzer::{Analyzer, Config, Info, LogRow, LogSink, Mode, Outcome};

@@ -382,32 +382,7 @@ pub struct Report {
     pub events: u64,
 }
 
-/// Thread ids of `pid` and of everything it forked (threads and processes), from the
-/// trace's `sched:sched_process_fork` events.
-pub fn workload_tids(trace: &Trace, pid: i32) -> HashSet<i32> {
-    let mut set = HashSet::from([pid]);
-    let Some(ev) = trace.events.find("sched:sched_process_fork") else {
-        return set;
-    };
-    let (Some(pp), Some(cp)) = (ev.field("parent_pid"), ev.field("child_pid")) else {
-        return set;
-    };
-    let (pp, cp) = (
-        kstate_format::FieldRef::from(pp),
-        kstate_format::FieldRef::from(cp),
-    );
-    let Ok(mut m) = Merger::new(trace, None, IdFilter::only([ev.id])) else {
-        return set;
-    };
-    while let Ok(Some(e)) = m.next() {
-        let parent = pp.get_i64(e.payload, e.endian).unwrap_or(-1) as i32;
-        let child = cp.get_i64(e.payload, e.endian).unwrap_or(-1) as i32;
-        if set.contains(&parent) {
-            set.insert(child);
-        }
-    }
-    set
-}
+pub use kstate_analyze::workload::workload_tids;
 
 /// The statistics pass of one analyzer, rows sorted by total (as `kstate analyze`).
 pub fn stat_pass(

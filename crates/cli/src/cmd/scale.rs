@@ -116,9 +116,9 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
             )));
         }
         let trace = super::open(&file)?;
-        let scope = super::classify::workload_scope(&trace);
-        let fig = super::classify::figures(&trace, scope.as_ref())?;
-        let (kind, evidence) = super::classify::verdict(&fig);
+        let scope = kstate_analyze::workload::workload_scope(&trace);
+        let fig = kstate_analyze::classify::figures(&trace, scope.as_ref())?;
+        let (kind, evidence) = kstate_analyze::classify::verdict(&fig);
         let tables = match a.output {
             Some(_) => super::scale_report::tables(&trace, scope.as_ref(), a.sample),
             None => Vec::new(),

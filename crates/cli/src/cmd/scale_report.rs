@@ -11,7 +11,7 @@ use kstate_analyze::profile;
 use kstate_format::{ErrorKind, Trace};
 use kstate_render::scale::RunTable;
 
-use super::classify::Figures;
+use kstate_analyze::classify::Figures;
 
 /// Rows per table.
 const TOP: usize = 10;
