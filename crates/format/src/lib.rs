@@ -10,6 +10,7 @@ pub mod event_format;
 pub mod extras;
 pub mod layout;
 mod mapped;
+pub mod output;
 pub mod page;
 pub mod page_builder;
 pub mod parquet_dir;

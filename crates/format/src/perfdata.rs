@@ -14,7 +14,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use linux_perf_data::linux_perf_event_reader::{EventRecord, RecordType};
@@ -330,7 +329,7 @@ pub(crate) struct CpuStream {
 impl CpuStream {
     pub(crate) fn create(dir: &Path, cpu: u32, layout: PageLayout) -> Result<CpuStream> {
         let path = dir.join(format!("cpu{cpu}"));
-        let f = File::create(&path).map_err(|e| Error::io(&path, e))?;
+        let f = crate::output::create_new(&path).map_err(|e| Error::io(&path, e))?;
         Ok(CpuStream {
             path,
             out: BufWriter::with_capacity(1 << 18, f),
@@ -374,11 +373,4 @@ impl CpuStream {
         self.out.flush().map_err(|e| Error::io(&self.path, e))?;
         Ok((self.path, self.bytes))
     }
-}
-
-/// Names scratch directories uniquely within this process.
-pub(crate) static SCRATCH_SEQ: AtomicU32 = AtomicU32::new(0);
-
-pub(crate) fn next_scratch_seq() -> u32 {
-    SCRATCH_SEQ.fetch_add(1, Ordering::Relaxed)
 }

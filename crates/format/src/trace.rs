@@ -38,13 +38,9 @@ pub struct ScratchDir {
 
 impl ScratchDir {
     pub fn create() -> Result<ScratchDir> {
-        let path = std::env::temp_dir().join(format!(
-            "kstate-{}-{}",
-            std::process::id(),
-            crate::perfdata::next_scratch_seq()
-        ));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir(&path).map_err(|e| Error::io(&path, e))?;
+        let tmp = std::env::temp_dir();
+        let prefix = format!("kstate-{}-", std::process::id());
+        let path = crate::output::private_dir(&tmp, &prefix, "").map_err(|e| Error::io(&tmp, e))?;
         Ok(ScratchDir { path })
     }
 }

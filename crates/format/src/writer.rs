@@ -23,9 +23,11 @@
 //! section 15       strings: the section descriptions
 //! ```
 //!
-//! Everything is written to `PATH.tmp`, synced and renamed to `PATH` only when complete,
-//! so a crash or a full disk never leaves a file that looks finished; on any error (or if
-//! the writer is dropped unfinished) the `.tmp` file is removed.
+//! Everything is written to a fresh temporary file beside `PATH` ([`crate::output::NewFile`]:
+//! created exclusively, mode 0600), synced and renamed to `PATH` only when complete, so a
+//! crash or a full disk never leaves a file that looks finished, and a link planted at
+//! either name is never written through; on any error (or if the writer is dropped
+//! unfinished) the temporary file is removed.
 //!
 //! kstate's own data goes in options with ids in [`KSTATE_OPTION_IDS`]. trace-cmd skips
 //! option ids it does not know (libtracecmd's `handle_options` falls through to a warning
@@ -40,6 +42,7 @@ use std::path::{Path, PathBuf};
 use crate::bytes::Endian;
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::{whole_pages, PageLayout};
+use crate::output::NewFile;
 use crate::trace::{Container, Trace};
 
 /// Option ids reserved for kstate's own sections: far above trace-cmd's (0..=22 in 3.1,
@@ -134,10 +137,9 @@ struct Metadata {
 
 /// The output file with its position tracked here, so offsets need no seeks.
 struct Out {
-    file: BufWriter<File>,
+    file: BufWriter<NewFile>,
     pos: u64,
     endian: Endian,
-    tmp: PathBuf,
     path: PathBuf,
 }
 
@@ -146,7 +148,10 @@ impl Out {
         Error::new(
             ErrorKind::Io,
             Some(self.pos),
-            format!("writing {what} to {}: {e}", self.tmp.display()),
+            format!(
+                "writing {what} to {}: {e}",
+                self.file.get_ref().tmp_path().display()
+            ),
         )
         .in_file(&self.path)
     }
@@ -346,11 +351,10 @@ pub struct TraceWriter {
     cpus_seen: Vec<u32>,
     /// Set when a write failed or a CPU was left half-written: the file cannot be finished.
     broken: Option<String>,
-    finished: bool,
 }
 
 impl TraceWriter {
-    /// Starts `PATH.tmp` and writes the initial header.
+    /// Starts the temporary file for `PATH` and writes the initial header.
     pub fn create(path: &Path, cfg: WriterConfig) -> Result<TraceWriter> {
         if !cfg.page_size.is_power_of_two() || cfg.page_size < 64 || cfg.page_size > 1 << 26 {
             return Err(Error::unsupported(
@@ -369,14 +373,14 @@ impl TraceWriter {
             )
             .in_file(path));
         }
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(".tmp");
-        let tmp = PathBuf::from(tmp);
-        let file = File::create(&tmp).map_err(|e| {
+        let file = NewFile::create(path).map_err(|e| {
             Error::new(
                 ErrorKind::Io,
                 None,
-                format!("creating {}: {e}", tmp.display()),
+                format!(
+                    "creating a temporary file in {}: {e}",
+                    crate::output::parent_dir(path).display()
+                ),
             )
             .in_file(path)
         })?;
@@ -385,7 +389,6 @@ impl TraceWriter {
                 file: BufWriter::with_capacity(1 << 20, file),
                 pos: 0,
                 endian: cfg.endian,
-                tmp,
                 path: path.to_path_buf(),
             },
             cfg,
@@ -396,7 +399,6 @@ impl TraceWriter {
             cpus: Vec::new(),
             cpus_seen: Vec::new(),
             broken: None,
-            finished: false,
         };
         w.write_initial_header()?;
         Ok(w)
@@ -647,7 +649,7 @@ impl TraceWriter {
         Ok(total)
     }
 
-    /// Writes the metadata, options and strings, then moves `PATH.tmp` to `PATH`.
+    /// Writes the metadata, options and strings, then moves the temporary file to `PATH`.
     pub fn finish(mut self) -> Result<()> {
         self.check_usable()?;
         let r = self.write_trailer();
@@ -656,28 +658,21 @@ impl TraceWriter {
         let r = out
             .file
             .flush()
-            .and_then(|_| out.file.get_ref().sync_all())
+            .and_then(|_| out.file.get_ref().file().sync_all())
             .map_err(|e| out.err("the end of the file", e));
         self.fail(r)?;
-        std::fs::rename(&self.out.tmp, &self.out.path).map_err(|e| {
+        let file = self.out.file.get_mut();
+        file.persist().map_err(|e| {
             Error::new(
                 ErrorKind::Io,
                 None,
-                format!("renaming {} into place: {e}", self.out.tmp.display()),
+                format!("renaming {} into place: {e}", file.tmp_path().display()),
             )
             .in_file(&self.out.path)
         })?;
-        self.finished = true;
         // Make the rename itself durable; a failure here loses nothing already written.
-        if let Some(dir) = self.out.path.parent() {
-            let dir = if dir.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                dir
-            };
-            if let Ok(d) = File::open(dir) {
-                let _ = d.sync_all();
-            }
+        if let Ok(d) = File::open(crate::output::parent_dir(&self.out.path)) {
+            let _ = d.sync_all();
         }
         Ok(())
     }
@@ -772,15 +767,6 @@ impl TraceWriter {
             &u64_bytes(e, options_at),
             "options offset in the file header",
         )
-    }
-}
-
-impl Drop for TraceWriter {
-    fn drop(&mut self) {
-        if !self.finished {
-            // Never leave a partial file behind, whatever stopped us.
-            let _ = std::fs::remove_file(&self.out.tmp);
-        }
     }
 }
 
@@ -971,6 +957,16 @@ pub fn write_from_trace(
 
 #[cfg(test)]
 mod tests {
+    /// The names in a directory, to check the writer left no temporary file.
+    fn names_in(dir: &std::path::Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
     use super::*;
 
     fn le16(b: &[u8], at: usize) -> u16 {
@@ -1163,7 +1159,7 @@ mod tests {
             assert_eq!(cw.finish().unwrap(), pages.len() as u64 * 4096);
         }
         w.finish().unwrap();
-        assert!(!tmp.path().join("t.dat.tmp").exists());
+        assert_eq!(names_in(tmp.path()), ["t.dat"], "a temporary file was left");
         (tmp, path)
     }
 
@@ -1327,7 +1323,7 @@ mod tests {
             w.finish().is_err(),
             "a failed CPU leaves the file unfinishable"
         );
-        assert!(!tmp.path().join("b.dat.tmp").exists());
+        assert!(names_in(tmp.path()).is_empty(), "a temporary file was left");
         assert!(!path.exists());
 
         let mut w = TraceWriter::create(&path, WriterConfig::new(4096)).unwrap();

@@ -130,7 +130,7 @@ fn punch(f: &File, offset: u64, len: u64) {
 /// Sets aside `bytes` of disk in `path`, so that a recording that fills the disk can
 /// still write the file's metadata once this is deleted. Best effort.
 pub fn reserve(path: &Path, bytes: u64) -> Option<File> {
-    let f = File::create(path).ok()?;
+    let f = kstate_format::output::create_new(path).ok()?;
     // SAFETY: fallocate on our own open file.
     let r = unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, bytes as libc::off_t) };
     (r == 0).then_some(f)

@@ -495,7 +495,8 @@ impl Sampler {
             }
             attrs.push(attr);
         }
-        let file = File::create(scratch).map_err(|e| Error::io("creating", scratch, e))?;
+        let file = kstate_format::output::create_new(scratch)
+            .map_err(|e| Error::io("creating", scratch, e))?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
         let io = |e| Error::io("writing", scratch, e);
         for (i, (p, attr)) in events.iter().zip(&attrs).enumerate() {

@@ -14,7 +14,6 @@
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -38,15 +37,9 @@ pub struct ScratchFile {
 
 impl ScratchFile {
     pub fn create(path: &Path, page_size: usize) -> Result<ScratchFile> {
-        let open = |flags| {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .custom_flags(flags)
-                .open(path)
-        };
+        // Created exclusively: the scratch directory is new and private, so a name that
+        // exists there was planted.
+        let open = |flags| kstate_format::output::exclusive(flags).open(path);
         let (fd, direct) = match open(libc::O_DIRECT) {
             Ok(f) => (f, true),
             Err(_) => (open(0).map_err(|e| Error::io("creating", path, e))?, false),

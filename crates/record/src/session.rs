@@ -768,17 +768,18 @@ struct Scratch {
     dir: PathBuf,
 }
 
-fn scratch_dir(output: &Path, pid: u32) -> PathBuf {
-    let mut s = output.as_os_str().to_owned();
-    s.push(format!(".kstate-{pid}.scratch"));
-    PathBuf::from(s)
-}
-
 impl Scratch {
+    /// Creates `OUTPUT.kstate-PID.XXXXXX.scratch`: a fresh private directory (0700) beside
+    /// the output, under a name nobody could have planted anything at.
     fn create(output: &Path) -> Result<Scratch> {
-        let dir = scratch_dir(output, std::process::id());
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).map_err(|e| Error::io("creating scratch directory", &dir, e))?;
+        let parent = kstate_format::output::parent_dir(output);
+        let base = output
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let prefix = format!("{base}.kstate-{}.", std::process::id());
+        let dir = kstate_format::output::private_dir(parent, &prefix, ".scratch")
+            .map_err(|e| Error::io("creating a scratch directory in", parent, e))?;
         Ok(Scratch { dir })
     }
     fn path(&self, name: &str) -> PathBuf {
@@ -809,7 +810,8 @@ fn remove_stale_scratch(output: &Path) {
         let Some(pid) = name
             .strip_prefix(base)
             .and_then(|r| r.strip_prefix(".kstate-"))
-            .and_then(|r| r.strip_suffix(".scratch"))
+            .filter(|r| r.ends_with(".scratch"))
+            .and_then(|r| r.split('.').next())
             .and_then(|p| p.parse::<i32>().ok())
         else {
             continue;
@@ -860,7 +862,8 @@ impl Sampler {
         clock: libc::clockid_t,
         ctl: Arc<Control>,
     ) -> Result<Sampler> {
-        let file = std::fs::File::create(path).map_err(|e| Error::io("creating", path, e))?;
+        let file =
+            kstate_format::output::create_new(path).map_err(|e| Error::io("creating", path, e))?;
         let path = path.to_path_buf();
         let handle = std::thread::Builder::new()
             .name("kstate-sysinfo".into())

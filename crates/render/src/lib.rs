@@ -58,8 +58,14 @@ fn json_str(s: &str) -> String {
     String::from_utf8(v).expect("JSON text is UTF-8")
 }
 
+/// One CSV cell. Keys come from process and thread names, which anyone on the machine
+/// chooses: a cell starting with `= + - @` (or a tab or CR) would be evaluated as a formula
+/// by spreadsheets, so it gets a leading `'`, which makes them show it as text (OWASP's
+/// advice for CSV injection).
 fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
+    if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("\"'{}\"", s.replace('"', "\"\""))
+    } else if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
         s.to_string()
@@ -733,6 +739,13 @@ mod tests {
         assert_eq!(csv_field("read"), "read");
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        // Names that spreadsheets would evaluate as formulas stay text.
+        assert_eq!(csv_field("=2+5+cmd-7148 USR"), "\"'=2+5+cmd-7148 USR\"");
+        for s in ["+1", "-1+2", "@SUM(A1)", "\tx", "=a\"b"] {
+            let c = csv_field(s);
+            assert!(c.starts_with("\"'"), "{s:?} -> {c:?}");
+        }
+        assert_eq!(csv_field("a=b"), "a=b");
     }
 
     #[test]

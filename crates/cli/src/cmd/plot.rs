@@ -97,7 +97,7 @@ pub fn write_chart(svg: &str, path: &Path) -> Result<(), Error> {
             )))
         }
     };
-    std::fs::write(path, bytes).map_err(|e| Error::io(path, e))
+    kstate_format::output::write(path, bytes).map_err(|e| Error::io(path, e))
 }
 
 #[cfg(feature = "png")]

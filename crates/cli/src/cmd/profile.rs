@@ -144,7 +144,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             p.samples,
             rate(&p)
         );
-        std::fs::write(out, profile::flame::svg(&p.folded, &title))
+        kstate_format::output::write(out, profile::flame::svg(&p.folded, &title))
             .map_err(|e| Error::io(out, e))?;
         eprintln!(
             "kstate profile: flame graph of {} samples in {}",

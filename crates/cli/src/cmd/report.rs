@@ -2,12 +2,11 @@
 //! --dir, every analysis as CSV and JSON and every chart as SVG and PNG, as `kstate run`
 //! writes them).
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use kstate_analyze::analyzer::Buckets;
-use kstate_format::Error;
+use kstate_format::{output, Error};
 use kstate_render::html::{self, RunInfo};
 use kstate_render::report::{self, Report};
 use kstate_render::svg;
@@ -38,7 +37,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         write_outputs(&r, dir, &file)?;
     }
     let html = html::render(&r, None);
-    std::fs::write(&args.output, html).map_err(|e| Error::io(&args.output, e))?;
+    output::write(&args.output, html).map_err(|e| Error::io(&args.output, e))?;
     print_findings(&r, 5);
     eprintln!("kstate: wrote {}", args.output.display());
     Ok(ExitCode::SUCCESS)
@@ -60,11 +59,7 @@ fn write_text(
     path: &Path,
     f: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
 ) -> Result<(), Error> {
-    let mut out =
-        std::io::BufWriter::new(std::fs::File::create(path).map_err(|e| Error::io(path, e))?);
-    f(&mut out)
-        .and_then(|_| out.flush())
-        .map_err(|e| Error::io(path, e))
+    output::write_with(path, f).map_err(|e| Error::io(path, e))
 }
 
 /// Writes each analysis as `NAME.csv`/`NAME.json` (what `kstate analyze NAME --format
@@ -142,5 +137,5 @@ pub fn write_outputs(r: &Report, dir: &Path, file: &str) -> Result<Vec<PathBuf>,
 
 /// The HTML report of `r` into `path`.
 pub fn write_html(r: &Report, run: Option<&RunInfo>, path: &Path) -> Result<(), Error> {
-    std::fs::write(path, html::render(r, run)).map_err(|e| Error::io(path, e))
+    output::write(path, html::render(r, run)).map_err(|e| Error::io(path, e))
 }

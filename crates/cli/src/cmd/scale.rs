@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
-use kstate_format::{Error, ErrorKind};
+use kstate_format::{output, Error, ErrorKind};
 use kstate_render::html::CpuSplit;
 use kstate_render::scale::{ScaleReport, ScaleRun};
 use serde_json::{json, Value};
@@ -183,15 +183,15 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
             runs,
         };
         let html = o.join("report.html");
-        std::fs::write(&html, kstate_render::scale::render(&report))
+        output::write(&html, kstate_render::scale::render(&report))
             .map_err(|e| Error::io(&html, e))?;
         let svg = o.join("scalability.svg");
         let plot = kstate_render::scale::plot(&report);
-        std::fs::write(&svg, &plot).map_err(|e| Error::io(&svg, e))?;
+        output::write(&svg, &plot).map_err(|e| Error::io(&svg, e))?;
         // Without the png feature the SVG is enough.
         if let Ok(bytes) = super::plot::png(&plot) {
             let png = o.join("scalability.png");
-            std::fs::write(&png, bytes).map_err(|e| Error::io(&png, e))?;
+            output::write(&png, bytes).map_err(|e| Error::io(&png, e))?;
         }
         eprintln!("kstate scale: report in {}", html.display());
     }

@@ -595,7 +595,8 @@ fn cpu_ns() -> u64 {
 fn demo(dir: &std::path::Path) -> Result<(), Error> {
     let file = dir.join(format!(".kstate-demo-{}", std::process::id()));
     let r = (|| {
-        let mut f = std::fs::File::create(&file).map_err(|e| Error::io(&file, e))?;
+        // Created exclusively: the run's directory may be writable by others.
+        let mut f = kstate_format::output::create_new(&file).map_err(|e| Error::io(&file, e))?;
         let buf = vec![0x6bu8; 64 * 1024];
         for _ in 0..20 {
             f.write_all(&buf).map_err(|e| Error::io(&file, e))?;

@@ -210,7 +210,7 @@ fn write_rows(path: &Path, r: Rows) -> Result<()> {
             .set_created_by(format!("kstate {}", env!("CARGO_PKG_VERSION")))
             .build(),
     );
-    let f = File::create(path).map_err(|e| Error::io(path, e))?;
+    let f = crate::output::NewFile::create(path).map_err(|e| Error::io(path, e))?;
     let mut w = SerializedFileWriter::new(f, schema, props).map_err(perr)?;
     let mut rg = w.next_row_group().map_err(perr)?;
     let mut col = 0;
@@ -238,8 +238,8 @@ fn write_rows(path: &Path, r: Rows) -> Result<()> {
         col += 1;
     }
     rg.close().map_err(perr)?;
-    w.close().map_err(perr)?;
-    Ok(())
+    let mut f = w.into_inner().map_err(perr)?;
+    f.persist().map_err(|e| Error::io(path, e))
 }
 
 fn corrupt(msg: impl Into<String>) -> Error {

@@ -12,12 +12,12 @@
 //! Times are microseconds with three decimals (the trace's nanoseconds, exactly). Written
 //! as it is read: memory does not grow with the trace.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use kstate_analyze::analyzer::{Info, Kind, LogRow, LogSink, Unit};
 use kstate_analyze::merge::{IdFilter, Merger};
+use kstate_format::output::NewFile;
 use kstate_format::value::write_json_str;
 use kstate_format::{Error, Trace};
 
@@ -81,7 +81,7 @@ pub struct Summary {
 
 pub fn write(trace: &Trace, out: &Path, names: &[String]) -> Result<Summary, Error> {
     let (selected, explicit) = common::select(names)?;
-    let f = File::create(out).map_err(|e| Error::io(out, e))?;
+    let f = NewFile::create(out).map_err(|e| Error::io(out, e))?;
     let mut j = Json {
         w: BufWriter::with_capacity(1 << 16, f),
         first: true,
@@ -115,6 +115,7 @@ pub fn write(trace: &Trace, out: &Path, names: &[String]) -> Result<Summary, Err
     }
     j.w.write_all(b"\n]}\n").map_err(io_err)?;
     j.w.flush().map_err(io_err)?;
+    j.w.get_mut().persist().map_err(|e| Error::io(out, e))?;
     Ok(sum)
 }
 

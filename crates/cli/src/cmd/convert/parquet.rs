@@ -26,7 +26,6 @@
 //! size. The analyzer tables are written on a second thread while the events are.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,6 +40,7 @@ use kstate_analyze::analyzer::{Info, Kind, LogRow, LogSink, Unit};
 use kstate_analyze::fxmap::FxMap;
 use kstate_analyze::merge::{IdFilter, Merger};
 use kstate_format::extras::{ids, Recording};
+use kstate_format::output::NewFile;
 use kstate_format::parquet_dir::{column_kind, field_columns, ColumnKind, Conversion, Loss};
 use kstate_format::{Error, ErrorKind, EventFormat, FieldRef, Lost, Trace};
 
@@ -159,7 +159,7 @@ fn column(name: &str, t: ColType, optional: bool) -> Arc<Type> {
 /// A Parquet file being written: its columns' buffers and the writer.
 struct Table {
     path: PathBuf,
-    writer: SerializedFileWriter<BufWriter<File>>,
+    writer: SerializedFileWriter<BufWriter<NewFile>>,
     cols: Vec<Col>,
     rows: usize,
     total: u64,
@@ -198,7 +198,7 @@ impl Table {
                 .build()
                 .map_err(|e| perr(&path, e))?,
         );
-        let f = File::create(&path).map_err(|e| Error::io(&path, e))?;
+        let f = NewFile::create(&path).map_err(|e| Error::io(&path, e))?;
         let writer =
             SerializedFileWriter::new(BufWriter::with_capacity(1 << 20, f), schema, props(cols))
                 .map_err(|e| perr(&path, e))?;
@@ -271,7 +271,11 @@ impl Table {
     fn close(mut self) -> Result<u64, Error> {
         self.flush()?;
         let path = self.path.clone();
-        self.writer.close().map_err(|e| perr(&path, e))?;
+        let w = self.writer.into_inner().map_err(|e| perr(&path, e))?;
+        let mut f = w
+            .into_inner()
+            .map_err(|e| Error::io(&path, e.into_error()))?;
+        f.persist().map_err(|e| Error::io(&path, e))?;
         Ok(self.total)
     }
 }
@@ -414,7 +418,8 @@ pub fn write(trace: &Trace, out: &Path, names: &[String]) -> Result<Summary, Err
         let src = trace.path.join("saved_tgids");
         if src.is_file() {
             let dst = dir.join("saved_tgids");
-            std::fs::copy(&src, &dst).map_err(|e| Error::io(&dst, e))?;
+            let tgids = std::fs::read(&src).map_err(|e| Error::io(&src, e))?;
+            kstate_format::output::write(&dst, tgids).map_err(|e| Error::io(&dst, e))?;
         }
     }
     let (ev, logs) = std::thread::scope(|s| {

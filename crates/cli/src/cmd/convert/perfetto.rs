@@ -19,12 +19,12 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use kstate_analyze::analyzer::{Info, Kind, LogRow, LogSink, Unit};
 use kstate_analyze::merge::{IdFilter, Merger};
+use kstate_format::output::NewFile;
 use kstate_format::{Error, Lost, Trace};
 
 use super::common::{self, comm_of, comm_str, io_err, Comm, Lanes, SwitchFields, WakeFields};
@@ -165,7 +165,7 @@ impl fmt::Display for Summary {
 
 pub fn write(trace: &Trace, path: &Path, names: &[String]) -> Result<Summary, Error> {
     let (selected, explicit) = common::select(names)?;
-    let f = File::create(path).map_err(|e| Error::io(path, e))?;
+    let f = NewFile::create(path).map_err(|e| Error::io(path, e))?;
     let mut o = Out {
         w: BufWriter::with_capacity(1 << 16, f),
         pkt: Vec::with_capacity(BUNDLE_BYTES + 4096),
@@ -196,6 +196,7 @@ pub fn write(trace: &Trace, path: &Path, names: &[String]) -> Result<Summary, Er
         }
     }
     o.w.flush().map_err(io_err)?;
+    o.w.get_mut().persist().map_err(|e| Error::io(path, e))?;
     Ok(sum)
 }
 

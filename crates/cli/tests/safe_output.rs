@@ -1,0 +1,167 @@
+//! What kstate writes, as root, into directories others can write (issue 24 §1, issue 22
+//! §6): a symbolic link or a hard link planted at any name `record` and `run -o` write
+//! is replaced, never written through; files are created 0600; the report escapes
+//! hostile process names. Needs root and tracefs (as the CI machine has); never skips.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
+const PRECIOUS: &[u8] = b"precious: must not change\n";
+
+fn ok(args: &[&str]) -> Output {
+    let out = Command::new(KSTATE)
+        .args(args)
+        .output()
+        .expect("cannot run kstate");
+    assert!(
+        out.status.success(),
+        "kstate {} failed ({}):\n{}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn tmp() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("kstate-safe-output")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap()
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Link {
+    Symbolic,
+    Hard,
+}
+
+/// The shell command that plants `link` to `victim` at `at`.
+fn plant_cmd(link: Link, victim: &Path, at: &Path) -> String {
+    let flag = match link {
+        Link::Symbolic => "-s ",
+        Link::Hard => "",
+    };
+    format!("ln {flag}'{}' '{}'", victim.display(), at.display())
+}
+
+fn plant(link: Link, victim: &Path, at: &Path) {
+    match link {
+        Link::Symbolic => std::os::unix::fs::symlink(victim, at).unwrap(),
+        Link::Hard => std::fs::hard_link(victim, at).unwrap(),
+    }
+}
+
+/// `at` is now kstate's own file: a regular file of its own, mode 0600.
+fn assert_own_file(at: &Path, victim: &Path) {
+    let m = std::fs::symlink_metadata(at).unwrap();
+    assert!(
+        m.file_type().is_file(),
+        "{} is not a regular file",
+        at.display()
+    );
+    assert_eq!(m.nlink(), 1, "{} is still linked", at.display());
+    assert_ne!(m.ino(), std::fs::metadata(victim).unwrap().ino());
+    assert_eq!(m.mode() & 0o777, 0o600, "{}", at.display());
+}
+
+#[test]
+fn record_replaces_links_planted_at_its_names_and_creates_0600() {
+    for link in [Link::Symbolic, Link::Hard] {
+        let dir = tmp();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, PRECIOUS).unwrap();
+        let out = dir.path().join("out.dat");
+        // The output, and the temporary name kstate used to write through.
+        let planted = [out.clone(), dir.path().join("out.dat.tmp")];
+        for at in &planted {
+            plant(link, &victim, at);
+        }
+        ok(&[
+            "record",
+            "-e",
+            "sched",
+            "-d",
+            "0.3",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            "true",
+        ]);
+        assert_eq!(std::fs::read(&victim).unwrap(), PRECIOUS, "{link:?}");
+        assert_own_file(&out, &victim);
+        let info = ok(&["info", "--json", out.to_str().unwrap()]);
+        let info: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+        assert!(info["events"].as_u64().unwrap() > 0);
+        // Nothing else was created beside them (no scratch, no temporary file).
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["out.dat", "out.dat.tmp", "victim"], "{link:?}");
+    }
+}
+
+/// `kstate run -o DIR -- sh -c SCRIPT`: DIR must be empty when the run starts, so the
+/// workload itself plants the links, as another user could while the run records.
+fn run_in(dir: &Path, script: &str) -> Output {
+    ok(&["run", "-o", dir.to_str().unwrap(), "--", "sh", "-c", script])
+}
+
+fn names_in(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn run_replaces_links_planted_at_every_name_it_writes() {
+    let top = tmp();
+    let workload = "for i in $(seq 200); do : > /dev/null; done";
+    // The names a run writes, learnt from a clean run.
+    let clean = top.path().join("clean");
+    run_in(&clean, workload);
+    let names: Vec<_> = names_in(&clean)
+        .iter()
+        .map(|p| p.file_name().unwrap().to_owned())
+        .collect();
+    assert!(names.len() > 10, "a run writes its reports: {names:?}");
+    for link in [Link::Symbolic, Link::Hard] {
+        let victim = top.path().join(format!("victim-{link:?}"));
+        std::fs::write(&victim, PRECIOUS).unwrap();
+        let dir = top.path().join(format!("planted-{link:?}"));
+        let plants: Vec<String> = names
+            .iter()
+            .map(|n| plant_cmd(link, &victim, &dir.join(n)))
+            .collect();
+        run_in(&dir, &format!("{} && {workload}", plants.join(" && ")));
+        assert_eq!(std::fs::read(&victim).unwrap(), PRECIOUS, "{link:?}");
+        for n in &names {
+            assert_own_file(&dir.join(n), &victim);
+        }
+        let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+        assert!(html.contains("<html"), "report.html is kstate's report");
+    }
+}
+
+#[test]
+fn the_report_escapes_a_hostile_process_name() {
+    let top = tmp();
+    let dir = top.path().join("run");
+    // The kernel keeps 15 bytes of a name: "<svg onload=ale".
+    let script = "printf '<svg onload=alert(1)>' > /proc/$$/comm; \
+                  for i in $(seq 3000); do : > /dev/null; done";
+    run_in(&dir, script);
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(
+        html.contains("&lt;svg onload=ale"),
+        "the name is not in the report"
+    );
+    assert!(!html.contains("<svg onload"), "the name is not escaped");
+}

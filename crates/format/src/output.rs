@@ -1,0 +1,254 @@
+//! How kstate creates every file and directory it writes.
+//!
+//! kstate runs as root, often in directories others can write (a shared /tmp, a project
+//! tree). Opening a fixed name with `O_CREAT|O_TRUNC` there follows whatever another user
+//! planted at that name: a symbolic link or a hard link to /etc/shadow, and root
+//! overwrites it. So nothing here ever opens an existing name for writing:
+//!
+//! - a file that replaces `PATH` ([`NewFile`]) is created under a fresh random name in
+//!   `PATH`'s directory with `O_CREAT|O_EXCL` (which never follows a link), and renamed
+//!   onto `PATH` only when complete. rename(2) replaces the directory entry itself, so a
+//!   link planted at `PATH` is replaced, never written through; a failed or abandoned
+//!   file is removed;
+//! - files inside a directory kstate has just created for itself ([`create_new`],
+//!   [`private_dir`]) are created exclusively as well, so a name that exists is an error.
+//!
+//! Everything is created mode 0600 (directories 0700), as perf creates perf.data: a
+//! recording holds every process's command line on the machine. Users who want to share
+//! a file change its mode afterwards (`chmod 644 FILE`).
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Mode of every file kstate creates.
+pub const FILE_MODE: u32 = 0o600;
+/// Mode of every directory kstate creates for its own use.
+pub const DIR_MODE: u32 = 0o700;
+
+/// The directory a path's last component lives in (`.` for a bare name).
+pub fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// A file being written to replace `path`: created under a fresh name beside it, moved
+/// onto `path` by [`NewFile::persist`], removed if dropped before that.
+pub struct NewFile {
+    file: File,
+    tmp: PathBuf,
+    path: PathBuf,
+    placed: bool,
+}
+
+impl NewFile {
+    /// Creates the temporary file for `path` (`NAME.XXXXXX.tmp` in `path`'s directory).
+    pub fn create(path: &Path) -> io::Result<NewFile> {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"))?;
+        let (file, tmp) = tempfile::Builder::new()
+            .prefix(&format!("{name}."))
+            .suffix(".tmp")
+            .permissions(std::fs::Permissions::from_mode(FILE_MODE))
+            .tempfile_in(parent_dir(path))?
+            .into_parts();
+        // The TempPath would delete the file on drop; this type does that itself, so that
+        // the name stays available for messages after a failure.
+        let tmp = tmp.keep().map_err(|e| e.error)?;
+        Ok(NewFile {
+            file,
+            tmp,
+            path: path.to_path_buf(),
+            placed: false,
+        })
+    }
+
+    /// Where the data is until [`NewFile::persist`].
+    pub fn tmp_path(&self) -> &Path {
+        &self.tmp
+    }
+
+    /// The name the file will have.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Moves the file onto its name, replacing whatever is there (a planted link
+    /// included: the link is replaced, its target untouched).
+    pub fn persist(&mut self) -> io::Result<()> {
+        std::fs::rename(&self.tmp, &self.path)?;
+        self.placed = true;
+        Ok(())
+    }
+}
+
+impl Drop for NewFile {
+    fn drop(&mut self) {
+        if !self.placed {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+impl Write for NewFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl Seek for NewFile {
+    fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
+        self.file.seek(pos)
+    }
+}
+
+impl Read for NewFile {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.file.read(buf)
+    }
+}
+
+/// Writes `path` whole, through a [`NewFile`].
+pub fn write(path: &Path, bytes: impl AsRef<[u8]>) -> io::Result<()> {
+    write_with(path, |w| w.write_all(bytes.as_ref()))
+}
+
+/// Writes `path` through a buffered [`NewFile`] filled by `f`; the file appears under its
+/// name only if `f` and the writes succeed.
+pub fn write_with(path: &Path, f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<()> {
+    let mut w = io::BufWriter::new(NewFile::create(path)?);
+    f(&mut w)?;
+    let mut file = w.into_inner().map_err(|e| e.into_error())?;
+    file.persist()
+}
+
+/// Options that create a new file exclusively (never following or reusing anything at
+/// the name), mode 0600, for writing; `flags` are added to `O_NOFOLLOW|O_CLOEXEC`.
+pub fn exclusive(flags: i32) -> OpenOptions {
+    let mut o = OpenOptions::new();
+    o.write(true)
+        .create_new(true)
+        .mode(FILE_MODE)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | flags);
+    o
+}
+
+/// Creates a new file at `path` exclusively (see [`exclusive`]); for files in a
+/// directory kstate created itself.
+pub fn create_new(path: &Path) -> io::Result<File> {
+    exclusive(0).open(path)
+}
+
+/// Creates a new directory `PREFIXXXXXXXSUFFIX` in `parent`, mode 0700, under a name no
+/// one else has used; it stays until the caller removes it.
+pub fn private_dir(parent: &Path, prefix: &str, suffix: &str) -> io::Result<PathBuf> {
+    let d = tempfile::Builder::new()
+        .prefix(prefix)
+        .suffix(suffix)
+        .permissions(std::fs::Permissions::from_mode(DIR_MODE))
+        .tempdir_in(parent)?;
+    Ok(d.keep())
+}
+
+/// Creates the directory `path` (and missing parents) for outputs: an existing directory
+/// is used as it is, anything else at the name is an error.
+pub fn output_dir(path: &Path) -> io::Result<()> {
+    std::fs::DirBuilder::new().recursive(true).create(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    fn planted(dir: &Path, at: &Path, hard: bool) -> PathBuf {
+        let victim = dir.join(format!("victim-{}", hard));
+        std::fs::write(&victim, b"precious").unwrap();
+        if hard {
+            std::fs::hard_link(&victim, at).unwrap();
+        } else {
+            std::os::unix::fs::symlink(&victim, at).unwrap();
+        }
+        victim
+    }
+
+    #[test]
+    fn a_link_planted_at_the_name_is_replaced_not_written_through() {
+        for hard in [false, true] {
+            let tmp = tempfile::tempdir().unwrap();
+            let out = tmp.path().join("out.dat");
+            let victim = planted(tmp.path(), &out, hard);
+            // The old fixed temporary name, planted too.
+            let old_tmp = tmp.path().join("out.dat.tmp");
+            let victim2 = planted(tmp.path(), &old_tmp, !hard);
+            write(&out, b"new contents").unwrap();
+            assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+            assert_eq!(std::fs::read(&victim2).unwrap(), b"precious");
+            let m = std::fs::symlink_metadata(&out).unwrap();
+            assert!(m.file_type().is_file(), "hard={hard}");
+            assert_eq!(m.nlink(), 1);
+            assert_eq!(m.mode() & 0o777, FILE_MODE);
+            assert_eq!(std::fs::read(&out).unwrap(), b"new contents");
+        }
+    }
+
+    #[test]
+    fn a_failed_write_leaves_nothing_and_keeps_the_old_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("out.csv");
+        std::fs::write(&out, b"old").unwrap();
+        let e = write_with(&out, |w| {
+            w.write_all(b"partial")?;
+            Err(io::Error::other("stopped"))
+        })
+        .unwrap_err();
+        assert_eq!(e.to_string(), "stopped");
+        assert_eq!(std::fs::read(&out).unwrap(), b"old");
+        let names: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
+        assert_eq!(names.len(), 1, "a temporary file was left behind");
+    }
+
+    #[test]
+    fn exclusive_creation_refuses_planted_names() {
+        let tmp = tempfile::tempdir().unwrap();
+        for hard in [false, true] {
+            let at = tmp.path().join(format!("page-{hard}"));
+            let victim = planted(tmp.path(), &at, hard);
+            let e = create_new(&at).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "hard={hard}");
+            assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        }
+        // A dangling symlink is not followed to create its target either.
+        let at = tmp.path().join("dangling");
+        let target = tmp.path().join("nothing-here");
+        std::os::unix::fs::symlink(&target, &at).unwrap();
+        assert!(create_new(&at).is_err());
+        assert!(!target.exists());
+        let f = create_new(&tmp.path().join("fresh")).unwrap();
+        assert_eq!(f.metadata().unwrap().mode() & 0o777, FILE_MODE);
+    }
+
+    #[test]
+    fn private_directories_are_fresh_and_0700() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = private_dir(tmp.path(), "x.kstate-1.", ".scratch").unwrap();
+        let b = private_dir(tmp.path(), "x.kstate-1.", ".scratch").unwrap();
+        assert_ne!(a, b);
+        let m = std::fs::metadata(&a).unwrap();
+        assert_eq!(m.mode() & 0o777, DIR_MODE);
+        let name = a.file_name().unwrap().to_str().unwrap();
+        assert!(name.starts_with("x.kstate-1.") && name.ends_with(".scratch"));
+    }
+}
