@@ -5,25 +5,12 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
+#[allow(dead_code)] // the oracle helpers this file does not use
+mod common;
+use common::kstate as ok;
+
 const PRECIOUS: &[u8] = b"precious: must not change\n";
-
-fn ok(args: &[&str]) -> Output {
-    let out = Command::new(KSTATE)
-        .args(args)
-        .output()
-        .expect("cannot run kstate");
-    assert!(
-        out.status.success(),
-        "kstate {} failed ({}):\n{}",
-        args.join(" "),
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 fn tmp() -> tempfile::TempDir {
     tempfile::Builder::new()
@@ -93,7 +80,7 @@ fn record_replaces_links_planted_at_its_names_and_creates_0600() {
         assert_eq!(std::fs::read(&victim).unwrap(), PRECIOUS, "{link:?}");
         assert_own_file(&out, &victim);
         let info = ok(&["info", "--json", out.to_str().unwrap()]);
-        let info: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+        let info: serde_json::Value = serde_json::from_str(&info).unwrap();
         assert!(info["events"].as_u64().unwrap() > 0);
         // Nothing else was created beside them (no scratch, no temporary file).
         let mut names: Vec<_> = std::fs::read_dir(dir.path())
@@ -107,7 +94,7 @@ fn record_replaces_links_planted_at_its_names_and_creates_0600() {
 
 /// `kstate run -o DIR -- sh -c SCRIPT`: DIR must be empty when the run starts, so the
 /// workload itself plants the links, as another user could while the run records.
-fn run_in(dir: &Path, script: &str) -> Output {
+fn run_in(dir: &Path, script: &str) -> String {
     ok(&["run", "-o", dir.to_str().unwrap(), "--", "sh", "-c", script])
 }
 
@@ -142,9 +129,26 @@ fn run_replaces_links_planted_at_every_name_it_writes() {
             .collect();
         run_in(&dir, &format!("{} && {workload}", plants.join(" && ")));
         assert_eq!(std::fs::read(&victim).unwrap(), PRECIOUS, "{link:?}");
+        // Analyzers apply where the (system-wide) recording has their events, so a name
+        // of the clean run may not be written this time: its planted link stays as it is.
+        let mut untouched = Vec::new();
         for n in &names {
-            assert_own_file(&dir.join(n), &victim);
+            let at = dir.join(n);
+            let m = std::fs::symlink_metadata(&at).unwrap();
+            let still_planted = match link {
+                Link::Symbolic => m.file_type().is_symlink(),
+                Link::Hard => m.ino() == std::fs::metadata(&victim).unwrap().ino(),
+            };
+            if still_planted {
+                untouched.push(n.clone());
+            } else {
+                assert_own_file(&at, &victim);
+            }
         }
+        for always in ["kstate.dat", "report.html", "findings.txt", "syscall.csv"] {
+            assert!(!untouched.contains(&always.into()), "{always}: {link:?}");
+        }
+        assert!(untouched.len() <= 3, "not written this time: {untouched:?}");
         let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
         assert!(html.contains("<html"), "report.html is kstate's report");
     }
