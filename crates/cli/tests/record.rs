@@ -368,7 +368,13 @@ fn sigint_and_sigterm_finish_the_file_and_remove_the_instance() {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(pid as i32, sig) };
         let (status, stderr) = finish_background(child);
-        assert!(status.success(), "signal {sig}: {stderr}");
+        if with_cmd {
+            // SIGTERM is passed on to the command, and kstate exits with its status.
+            assert_eq!(status.code(), Some(128 + sig), "signal {sig}: {stderr}");
+            assert!(stderr.contains("killed by SIGTERM"), "{stderr}");
+        } else {
+            assert!(status.success(), "signal {sig}: {stderr}");
+        }
         assert!(stderr.contains("stopped by SIG"), "{stderr}");
         assert!(
             instances_of(pid).is_empty(),
@@ -756,4 +762,59 @@ fn the_recorders_threads_are_seldom_woken() {
         snapshots <= 3,
         "the sysinfo thread was woken {snapshots} times"
     );
+}
+
+/// `kstate record|run -- CMD` exit with CMD's status (128+N for signal N), say so in one
+/// line, and the --json summary carries it.
+#[test]
+fn the_commands_exit_status_comes_back() {
+    let dir = tmp();
+    let out = dir.path().join("exit.dat");
+    let o = out.to_str().unwrap();
+    let r = run(&["record", "-e", "sched", "-o", o, "--", "sh", "-c", "exit 7"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(7), "{err}");
+    assert!(err.contains("the command exited with status 7"), "{err}");
+    assert!(
+        info(&out)["events"].as_u64().unwrap() > 0,
+        "the file is kept"
+    );
+
+    let r = run(&[
+        "record",
+        "--json",
+        "-e",
+        "sched",
+        "-o",
+        o,
+        "--",
+        "sh",
+        "-c",
+        "kill -SEGV $$",
+    ]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(128 + libc::SIGSEGV), "{err}");
+    assert!(err.contains("killed by SIGSEGV"), "{err}");
+    let stdout = String::from_utf8(r.stdout).unwrap();
+    let s: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(s["workload_exit"], 128 + libc::SIGSEGV);
+    assert_eq!(s["workload_signal"], libc::SIGSEGV);
+
+    let r = run(&["record", "-e", "sched", "-o", o, "--", "true"]);
+    assert_eq!(r.status.code(), Some(0));
+
+    let rundir = dir.path().join("run");
+    let r = run(&[
+        "run",
+        "-o",
+        rundir.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "exit 7",
+    ]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(7), "{err}");
+    assert!(err.contains("the command exited with status 7"), "{err}");
+    assert!(rundir.join("report.html").exists());
 }

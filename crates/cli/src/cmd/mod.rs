@@ -10,6 +10,7 @@ pub mod cachesim;
 pub mod classify;
 pub mod convert;
 pub mod dump;
+pub mod exit_status;
 pub mod info;
 pub mod plot;
 pub mod profile;

@@ -1,6 +1,7 @@
 //! `kstate record`: kernel events into a trace.dat while a command runs (or until Ctrl-C
 //! or --duration), then a summary with the buffer consumption rate per CPU.
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -10,16 +11,18 @@ use kstate_format::Error;
 use kstate_record::events::PRESETS;
 use kstate_record::{Options, Summary, DEFAULT_BUFFER_KIB};
 
+use super::exit_status;
 use crate::timefmt;
 
 #[derive(clap::Args)]
-#[command(after_help = "Examples:\n  \
+#[command(after_help = concat!("Examples:\n  \
     kstate record -e syscall -- dd if=/dev/zero of=/dev/null count=100000\n  \
     kstate record -e sched,proc -a --duration 5\n  \
     kstate record -e bio --filter 'block:block_rq_issue:bytes > 4096' -- ./writer\n\n\
     Run as root. Events go into a private tracefs instance that is removed on exit\n\
     (also after Ctrl-C or SIGTERM; a recorder killed with SIGKILL leaves one that the next\n\
-    `kstate record` removes). The output is a trace-cmd trace.dat (v7).")]
+    `kstate record` removes). The output is a trace-cmd trace.dat (v7).\n\n",
+    super::exit_status::exit_status_help!()))]
 pub struct Args {
     /// Output file
     #[arg(short, long, default_value = "kstate.dat")]
@@ -141,7 +144,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
                 );
                 return Ok(ExitCode::FAILURE);
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(exit_status::failed(s.workload_status).unwrap_or(ExitCode::SUCCESS))
         }
         Err(e) => {
             eprintln!("kstate record: {e}");
@@ -263,11 +266,6 @@ fn print_summary(s: &Summary) {
             mib(x.bytes as f64)
         );
     }
-    if let Some(st) = s.workload_status {
-        if !st.success() {
-            eprintln!("kstate: the command exited with {st}");
-        }
-    }
 }
 
 fn summary_json(s: &Summary) -> String {
@@ -306,7 +304,8 @@ fn summary_json(s: &Summary) -> String {
         "stale_instances_removed": s.stale_instances_removed,
         "stopped_by": s.stopped_by,
         "disk_full": s.disk_full,
-        "workload_exit": s.workload_status.and_then(|st| st.code()),
+        "workload_exit": s.workload_status.map(exit_status::shell_status),
+        "workload_signal": s.workload_status.and_then(|st| st.signal()),
         "recorder_cpu_ns": s.recorder_cpu_ns,
         "recording_cpu_ns": s.recording_cpu_ns,
         "sysinfo_snapshots": s.sysinfo_snapshots,

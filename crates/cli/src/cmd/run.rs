@@ -60,6 +60,8 @@ Examples:
   kstate run -- dd if=/dev/zero of=big bs=1M count=512 oflag=direct
   kstate run -e perf,syscall -o out -- make -j8
 
+", super::exit_status::exit_status_help!(), "
+
 ", ranking_help!()))]
 pub struct Args {
     /// Events: presets or SYSTEM[:EVENT] as for kstate record; repeat or separate with
@@ -297,16 +299,10 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         files.len() + 1,
         dir.display()
     );
-    if let Some(st) = summary.workload_status {
-        if !st.success() {
-            eprintln!("kstate: the command exited with {st}");
-            return Ok(ExitCode::FAILURE);
-        }
-    }
     if summary.disk_full.is_some() {
         return Ok(ExitCode::FAILURE);
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(super::exit_status::failed(summary.workload_status).unwrap_or(ExitCode::SUCCESS))
 }
 
 #[cfg(test)]
