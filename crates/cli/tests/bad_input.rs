@@ -138,8 +138,10 @@ fn event_id_without_format() {
     let o = kstate(&["dump"], dir.path());
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("event id 99"), "{}", stderr(&o));
-    // The good event before it was printed.
-    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 1);
+    // The good event before it was printed (after trace-cmd's `cpus=N` line).
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(out.starts_with("cpus=1\n"), "{out}");
     let o = kstate(&["info", "--json"], dir.path());
     assert_eq!(o.status.code(), Some(2));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

@@ -10,7 +10,7 @@
 //!   (ts, cpu, pid, event), same count per event name, and — except for
 //!   `bprint`, whose argument buffer is decoded later — every field value
 //!   equal to trace-cmd's after the normalisation in `common/normalize.rs`.
-//! * `dump_text_matches_trace_cmd_columns`: kstate's default text output,
+//! * `dump_text_matches_trace_cmd_columns`: kstate's raw-field text (`--raw`),
 //!   parsed with the same parser, has the same (ts, cpu, pid, event) columns.
 //! * `dump_filter_*`: `--events`, `--cpu`, `--pid`, `--from/--to` against the
 //!   same filter applied to trace-cmd's lines.
@@ -258,7 +258,7 @@ fn dump_json_matches_trace_cmd() {
 fn dump_text_matches_trace_cmd_columns() {
     for_each_fixture(|file| {
         let o = oracle(file);
-        let out = dump(file, &[]);
+        let out = dump(file, &["--raw"]);
         let r = tracecmd::parse_report(&out, &o.formats);
         if !r.unparsed.is_empty() {
             return Err(format!(

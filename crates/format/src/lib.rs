@@ -15,6 +15,7 @@ pub mod page;
 pub mod page_builder;
 pub mod parquet_dir;
 pub mod perfdata;
+pub mod print_fmt;
 pub mod rawdir;
 pub mod samples;
 pub mod trace;

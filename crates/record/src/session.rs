@@ -479,6 +479,14 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
             tracefs::read(&inst.path(&format!("events/{s}/{e}/format"))).map(|t| (s.clone(), t))
         })
         .collect::<Result<_>>()?;
+    // ftrace's own events are always on: trace markers (`print`), trace_printk (`bprint`,
+    // `bputs`). Without their formats a reader cannot name or print them.
+    let mut formats = formats;
+    for e in ["print", "bprint", "bputs"] {
+        if let Ok(t) = tracefs::read(&tfs.path(&format!("events/ftrace/{e}/format"))) {
+            formats.push(("ftrace".to_string(), t));
+        }
+    }
     let printk = tracefs::read(&tfs.path("printk_formats")).unwrap_or_default();
     inst.remove()?;
     if let Some(c) = child.as_mut() {

@@ -1,10 +1,12 @@
-//! `kstate dump`: every event in global time order, as trace-cmd-like text or NDJSON.
+//! `kstate dump`: every event in global time order, as `trace-cmd report` prints it, as raw
+//! fields (`--raw`), or as NDJSON. The formatting is kstate-format's `print_fmt`.
 
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use kstate_analyze::merge::{IdFilter, Merger};
+use kstate_format::print_fmt::{report_header, TextFormatter};
 use kstate_format::value::{write_json_str, PrintSpec};
 use kstate_format::{Error, ErrorKind, EventFormat, Trace};
 
@@ -14,9 +16,15 @@ use crate::timefmt::{fmt_secs, parse_secs};
 pub struct Args {
     /// trace.dat (v6/v7) file or raw tracefs capture directory
     file: PathBuf,
-    /// NDJSON: one {"ts","cpu","pid","event","fields"} object per line
-    #[arg(long)]
+    /// NDJSON: one {"ts","cpu","pid","event","fields","text"} object per line
+    #[arg(long, conflicts_with = "raw")]
     json: bool,
+    /// Each event's raw fields (name=value, as `trace-cmd report -R`) instead of its message
+    #[arg(long)]
+    raw: bool,
+    /// Timestamps in nanoseconds (as `trace-cmd report -t`) instead of microseconds
+    #[arg(long)]
+    ns: bool,
     /// Only these events (names or SYSTEM:NAME), comma-separated
     #[arg(long, value_delimiter = ',')]
     events: Vec<String>,
@@ -48,10 +56,10 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             trace.events.get(id).map(|f| {
                 (
                     f,
-                    if args.json {
-                        Vec::new()
-                    } else {
+                    if args.raw {
                         f.print_specs()
+                    } else {
+                        Vec::new()
                     },
                 )
             })
@@ -60,6 +68,12 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let mut line = Vec::with_capacity(512);
+    let mut text = TextFormatter::new(&trace, args.ns);
+    if !args.json && !args.raw {
+        if let Err(e) = out.write_all(report_header(&trace).as_bytes()) {
+            return stdout_closed(e);
+        }
+    }
     let (from, to) = (args.from.unwrap_or(0), args.to.unwrap_or(u64::MAX));
     let mut failure = trace.truncated.clone();
     loop {
@@ -83,7 +97,8 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         if args.pid.is_some_and(|p| p != pid) {
             continue;
         }
-        let Some((fmt, specs)) = formats.get(ev.id as usize).and_then(Option::as_ref) else {
+        let known = formats.get(ev.id as usize).and_then(Option::as_ref);
+        let Some((fmt, specs)) = known else {
             failure = Some(
                 Error::new(
                     ErrorKind::Corrupt,
@@ -101,9 +116,19 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         };
         line.clear();
         if args.json {
-            json_line(&mut line, &ev, pid, fmt, &trace);
-        } else {
+            json_line(&mut line, &ev, pid, fmt, &mut text);
+        } else if args.raw {
             text_line(&mut line, &ev, pid, fmt, specs, &trace);
+        } else {
+            text.write_line(
+                &mut line,
+                ev.ts,
+                ev.cpu,
+                ev.id,
+                ev.payload,
+                ev.endian,
+                ev.lost_before,
+            );
         }
         if let Err(e) = out.write_all(&line) {
             return stdout_closed(e);
@@ -111,6 +136,17 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     }
     if let Err(e) = out.flush() {
         return stdout_closed(e);
+    }
+    let raw_events: Vec<String> = text
+        .unsupported()
+        .iter()
+        .map(|(name, (n, why))| format!("{name} {n} ({why})"))
+        .collect();
+    if !raw_events.is_empty() {
+        eprintln!(
+            "kstate dump: printed as raw fields (print format not evaluated): {}",
+            raw_events.join(", ")
+        );
     }
     match failure {
         None => Ok(ExitCode::SUCCESS),
@@ -215,7 +251,7 @@ fn json_line(
     ev: &kstate_analyze::merge::Event,
     pid: i32,
     fmt: &EventFormat,
-    _trace: &Trace,
+    text: &mut TextFormatter,
 ) {
     let _ = write!(
         out,
@@ -232,5 +268,15 @@ fn json_line(
         out.push(b':');
         f.value(ev.payload, ev.endian).write_json(out);
     }
-    out.extend_from_slice(b"}}\n");
+    out.extend_from_slice(b"},\"text\":");
+    let mut msg = Vec::new();
+    if text.write_message(&mut msg, ev.cpu, ev.id, ev.payload, ev.endian) {
+        if msg.last() == Some(&b'\n') {
+            msg.pop();
+        }
+        write_json_str(&String::from_utf8_lossy(&msg), out);
+    } else {
+        out.extend_from_slice(b"null");
+    }
+    out.extend_from_slice(b"}\n");
 }

@@ -1,0 +1,361 @@
+//! C `printf` conversions (`%-8.3lx`, `%*d`, `%.*s`, ...) applied to one value, written into
+//! a byte buffer without allocating: libtraceevent hands each piece of a print fmt to the C
+//! library, so this is the part of glibc's printf that event formats use.
+
+/// A width or precision: absent, written in the format, or taken from an argument (`*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Count {
+    None,
+    Fixed(u32),
+    Star,
+}
+
+/// One conversion as C's printf reads it: `%[flags][width][.precision][length]conv`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Conv {
+    pub left: bool,
+    pub zero: bool,
+    pub plus: bool,
+    pub space: bool,
+    pub alt: bool,
+    pub width: Count,
+    pub precision: Count,
+    /// Length modifier as libtraceevent counts it: -2 `hh`, -1 `h`, 0 none, 1 `l`/`z`, 2 `ll`/`L`.
+    pub ls: i8,
+    /// The conversion character: one of `d i u x X o c s p`.
+    pub conv: u8,
+}
+
+/// Widths and precisions beyond this are refused: real formats never come close, and a fuzzed
+/// one must not make a single event print megabytes.
+pub const MAX_PAD: u32 = 4096;
+
+impl Conv {
+    /// Parses `text`, which must be exactly one conversion starting with `%` (for `%p`, the
+    /// letters after `p` are not part of it). `None` if C's printf would read it differently.
+    pub fn parse(text: &[u8]) -> Option<Conv> {
+        let mut b = text.strip_prefix(b"%")?;
+        let mut c = Conv {
+            left: false,
+            zero: false,
+            plus: false,
+            space: false,
+            alt: false,
+            width: Count::None,
+            precision: Count::None,
+            ls: 0,
+            conv: 0,
+        };
+        while let Some((&f, rest)) = b.split_first() {
+            match f {
+                b'-' => c.left = true,
+                b'0' => c.zero = true,
+                b'+' => c.plus = true,
+                b' ' => c.space = true,
+                b'#' => c.alt = true,
+                _ => break,
+            }
+            b = rest;
+        }
+        c.width = count(&mut b)?;
+        if let Some(rest) = b.strip_prefix(b".") {
+            b = rest;
+            c.precision = match count(&mut b)? {
+                Count::None => Count::Fixed(0),
+                n => n,
+            };
+        }
+        let (ls, rest): (i8, &[u8]) = match b {
+            [b'h', b'h', r @ ..] => (-2, r),
+            [b'h', r @ ..] => (-1, r),
+            [b'l', b'l', r @ ..] | [b'L', r @ ..] => (2, r),
+            [b'l' | b'z' | b'Z', r @ ..] => (1, r),
+            _ => (0, b),
+        };
+        c.ls = ls;
+        match rest {
+            [x @ (b'd' | b'i' | b'u' | b'x' | b'X' | b'o' | b'c' | b's' | b'p')] => c.conv = *x,
+            _ => return None,
+        }
+        Some(c)
+    }
+
+    /// Width in columns and whether to pad on the right, given the `*` argument if any.
+    fn resolve_width(&self, star: Option<i64>) -> (usize, bool) {
+        match self.width {
+            Count::None => (0, self.left),
+            Count::Fixed(w) => (w as usize, self.left),
+            Count::Star => {
+                let w = star.unwrap_or(0);
+                // A negative `*` width means left-justified (C99 7.19.6.1).
+                (
+                    (w.unsigned_abs().min(MAX_PAD as u64)) as usize,
+                    self.left || w < 0,
+                )
+            }
+        }
+    }
+
+    fn resolve_precision(&self, star: Option<i64>) -> Option<usize> {
+        match self.precision {
+            Count::None => None,
+            Count::Fixed(p) => Some(p as usize),
+            // A negative `*` precision is taken as if it were omitted.
+            Count::Star => star
+                .filter(|&p| p >= 0)
+                .map(|p| p.min(MAX_PAD as i64) as usize),
+        }
+    }
+
+    /// Whether the conversion takes a `*` argument (width or precision).
+    pub fn has_star(&self) -> bool {
+        self.width == Count::Star || self.precision == Count::Star
+    }
+
+    /// Bits of the integer C passes for this length modifier (`long` is 64-bit on the hosts
+    /// trace-cmd runs on).
+    pub fn bits(&self) -> u32 {
+        match self.ls {
+            -2 => 8,
+            -1 => 16,
+            0 => 32,
+            _ => 64,
+        }
+    }
+
+    /// Prints `val` (already the argument's bits; only the low `bits()` are used) as C would.
+    pub fn write_int(&self, val: u64, star: Option<i64>, out: &mut Vec<u8>) {
+        let bits = self.bits();
+        let mask = if bits == 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
+        let val = val & mask;
+        let (width, left) = self.resolve_width(star);
+        if self.conv == b'c' {
+            pad_around(out, &[val as u8], width, left);
+            return;
+        }
+        let signed = matches!(self.conv, b'd' | b'i');
+        let (neg, mag) = if signed {
+            let shift = 64 - bits;
+            let v = ((val << shift) as i64) >> shift;
+            (v < 0, v.unsigned_abs())
+        } else {
+            (false, val)
+        };
+        let mut digits = [0u8; 24];
+        let mut n = 0;
+        let radix: u64 = match self.conv {
+            b'x' | b'X' => 16,
+            b'o' => 8,
+            _ => 10,
+        };
+        let hex: &[u8; 16] = if self.conv == b'X' {
+            b"0123456789ABCDEF"
+        } else {
+            b"0123456789abcdef"
+        };
+        let mut m = mag;
+        while m != 0 {
+            digits[n] = hex[(m % radix) as usize];
+            m /= radix;
+            n += 1;
+        }
+        let precision = self.resolve_precision(star);
+        // C: the default precision is 1, so 0 prints "0" unless the precision is 0.
+        let min_digits = precision.unwrap_or(1);
+        let mut zeros = min_digits.saturating_sub(n);
+        let prefix: &[u8] = match self.conv {
+            b'o' if self.alt && zeros == 0 && (n == 0 || digits[n - 1] != b'0') => {
+                zeros = 1;
+                b""
+            }
+            b'x' if self.alt && mag != 0 => b"0x",
+            b'X' if self.alt && mag != 0 => b"0X",
+            _ => b"",
+        };
+        let sign: &[u8] = if neg {
+            b"-"
+        } else if signed && self.plus {
+            b"+"
+        } else if signed && self.space {
+            b" "
+        } else {
+            b""
+        };
+        let len = sign.len() + prefix.len() + zeros + n;
+        let fill = width.saturating_sub(len);
+        // C: `0` pads with zeros after the sign, unless left-justified or a precision is given.
+        let zero_pad = !left && self.zero && precision.is_none();
+        if !left && !zero_pad {
+            out.resize(out.len() + fill, b' ');
+        }
+        out.extend_from_slice(sign);
+        out.extend_from_slice(prefix);
+        if zero_pad {
+            out.resize(out.len() + fill, b'0');
+        }
+        out.resize(out.len() + zeros, b'0');
+        out.extend(digits[..n].iter().rev());
+        if left {
+            out.resize(out.len() + fill, b' ');
+        }
+    }
+
+    /// Prints a C string (`s` up to its first NUL) with this conversion's width and precision.
+    pub fn write_str(&self, s: &[u8], star: Option<i64>, out: &mut Vec<u8>) {
+        let s = until_nul(s);
+        let s = match self.resolve_precision(star) {
+            Some(p) if p < s.len() => &s[..p],
+            _ => s,
+        };
+        let (width, left) = self.resolve_width(star);
+        pad_around(out, s, width, left);
+    }
+}
+
+fn pad_around(out: &mut Vec<u8>, s: &[u8], width: usize, left: bool) {
+    let fill = width.saturating_sub(s.len());
+    if !left {
+        out.resize(out.len() + fill, b' ');
+    }
+    out.extend_from_slice(s);
+    if left {
+        out.resize(out.len() + fill, b' ');
+    }
+}
+
+/// The bytes of `s` before its first NUL.
+#[inline]
+pub fn until_nul(s: &[u8]) -> &[u8] {
+    match s.iter().position(|&c| c == 0) {
+        Some(n) => &s[..n],
+        None => s,
+    }
+}
+
+fn count(b: &mut &[u8]) -> Option<Count> {
+    if let Some(rest) = b.strip_prefix(b"*") {
+        *b = rest;
+        return Some(Count::Star);
+    }
+    let n = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    if n == 0 {
+        return Some(Count::None);
+    }
+    let mut v: u32 = 0;
+    for &d in &b[..n] {
+        v = v.checked_mul(10)?.checked_add((d - b'0') as u32)?;
+    }
+    *b = &b[n..];
+    (v <= MAX_PAD).then_some(Count::Fixed(v))
+}
+
+/// Appends `v` in lower-case hex, no prefix.
+#[inline]
+pub fn write_hex(v: u64, out: &mut Vec<u8>) {
+    let mut buf = [0u8; 16];
+    let mut i = buf.len();
+    let mut m = v;
+    loop {
+        i -= 1;
+        buf[i] = b"0123456789abcdef"[(m & 15) as usize];
+        m >>= 4;
+        if m == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// Appends `v` in decimal.
+#[inline]
+pub fn write_dec(v: u64, out: &mut Vec<u8>) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    let mut m = v;
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (m % 10) as u8;
+        m /= 10;
+        if m == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// Appends `v` in decimal, right-aligned in `width` columns, zero-padded when `zero`.
+#[inline]
+pub fn write_dec_padded(v: u64, width: usize, zero: bool, out: &mut Vec<u8>) {
+    let start = out.len();
+    write_dec(v, out);
+    let n = out.len() - start;
+    if n < width {
+        let fill = width - n;
+        out.splice(
+            start..start,
+            std::iter::repeat_n(if zero { b'0' } else { b' ' }, fill),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn int(spec: &str, v: u64, star: Option<i64>) -> String {
+        let mut out = Vec::new();
+        Conv::parse(spec.as_bytes())
+            .expect(spec)
+            .write_int(v, star, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    fn s(spec: &str, v: &str, star: Option<i64>) -> String {
+        let mut out = Vec::new();
+        Conv::parse(spec.as_bytes())
+            .expect(spec)
+            .write_str(v.as_bytes(), star, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    /// Expected strings are what glibc's printf prints for the same format and C value.
+    #[test]
+    fn integers_as_glibc_prints_them() {
+        assert_eq!(int("%d", 0xffff_ffff, None), "-1");
+        assert_eq!(int("%u", 0xffff_ffff, None), "4294967295");
+        assert_eq!(int("%ld", u64::MAX, None), "-1");
+        assert_eq!(int("%lu", u64::MAX, None), "18446744073709551615");
+        assert_eq!(int("%hhd", 0x1ff, None), "-1");
+        assert_eq!(int("%hu", 0x10001, None), "1");
+        assert_eq!(int("%05d", (-42i64) as u64, None), "-0042");
+        assert_eq!(int("%-5d", 42, None), "42   ");
+        assert_eq!(int("%+d", 7, None), "+7");
+        assert_eq!(int("% d", 7, None), " 7");
+        assert_eq!(int("%.3d", 7, None), "007");
+        assert_eq!(int("%8.3d", 7, None), "     007");
+        assert_eq!(int("%08.3d", 7, None), "     007");
+        assert_eq!(int("%.0d", 0, None), "");
+        assert_eq!(int("%#x", 255, None), "0xff");
+        assert_eq!(int("%#x", 0, None), "0");
+        assert_eq!(int("%#o", 8, None), "010");
+        assert_eq!(int("%#o", 0, None), "0");
+        assert_eq!(int("%#08x", 255, None), "0x0000ff");
+        assert_eq!(int("%08lX", 0xabc, None), "00000ABC");
+        assert_eq!(int("%03u", 5, None), "005");
+        assert_eq!(int("%c", b'A' as u64, None), "A");
+        assert_eq!(int("%3c", b'A' as u64, None), "  A");
+        assert_eq!(int("%*d", 5, Some(4)), "   5");
+        assert_eq!(int("%*d", 5, Some(-4)), "5   ");
+        assert_eq!(s("%s", "abc\0def", None), "abc");
+        assert_eq!(s("%-6.2s", "abc", None), "ab    ");
+        assert_eq!(s("%.*s", "abcdef", Some(3)), "abc");
+        assert_eq!(s("%.*s", "abcdef", Some(-1)), "abcdef");
+        for bad in ["", "%", "%q", "%d ", "%99999d", "%lf", "%5"] {
+            assert_eq!(Conv::parse(bad.as_bytes()), None, "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,534 @@
+//! Events as text, the way `trace-cmd report` prints them: each event's `print fmt:`
+//! evaluated against the record (libtraceevent's rules), the plugins trace-cmd loads by
+//! default for `sched_switch`, `sched_wakeup`, kmem and hrtimer events and `function`,
+//! `bprint` through the trace's printk formats, and the `comm-pid [cpu] time: name:` line.
+//!
+//! A print fmt is parsed once, the first time its event is printed. Printing writes into the
+//! caller's buffer and allocates only for `bprint` formats not seen before.
+//!
+//! Where a format uses something this module does not evaluate, [`TextFormatter::write_line`]
+//! prints the event's raw fields instead (as `trace-cmd report -R` would) and counts the
+//! event in [`TextFormatter::unsupported`], so a caller can say so: never a guessed message.
+
+pub mod cfmt;
+mod eval;
+pub mod parse;
+mod plugins;
+pub mod symbols;
+
+use std::cell::{Cell, OnceCell};
+use std::collections::{BTreeMap, HashMap};
+
+use crate::bytes::Endian;
+use crate::event_format::EventFormat;
+use crate::page::Lost;
+use crate::trace::Trace;
+use crate::value::PrintSpec;
+
+use eval::{Arg, Eval};
+use parse::{Ctx, Expr, Piece};
+use symbols::{FuncMap, PrintkMap};
+
+/// The trace's kernel symbols and printk formats, parsed on first use.
+#[derive(Debug, Default)]
+pub struct Symbols {
+    kallsyms: Option<Vec<u8>>,
+    printk_text: Option<Vec<u8>>,
+    funcs: OnceCell<FuncMap>,
+    printk: OnceCell<PrintkMap>,
+}
+
+impl Symbols {
+    pub fn new(kallsyms: Option<&[u8]>, printk: Option<&[u8]>) -> Symbols {
+        Symbols {
+            kallsyms: kallsyms.map(<[u8]>::to_vec),
+            printk_text: printk.map(<[u8]>::to_vec),
+            ..Symbols::default()
+        }
+    }
+
+    pub fn funcs(&self) -> &FuncMap {
+        self.funcs
+            .get_or_init(|| FuncMap::parse(self.kallsyms.as_deref().unwrap_or_default()))
+    }
+
+    pub fn printk(&self) -> &PrintkMap {
+        self.printk
+            .get_or_init(|| PrintkMap::parse(self.printk_text.as_deref().unwrap_or_default()))
+    }
+}
+
+/// How one event type prints, decided the first time it is met.
+enum Slot {
+    Unseen,
+    /// A print fmt: its pieces and arguments.
+    Program {
+        pieces: Vec<Piece>,
+        args: Vec<Expr>,
+    },
+    /// A trace-cmd plugin prints it (and perhaps the print fmt after it, for kmem).
+    Plugin(plugins::Plugin, Option<(Vec<Piece>, Vec<Expr>)>),
+    /// ftrace's `bprint`: the format comes from the record.
+    Bprint,
+    /// Printed as raw fields; the reason is kept for messages.
+    Unsupported(String),
+}
+
+/// A `bprint` format: its text (read again to decode each record's arguments) and pieces.
+type BprintFormat = (Vec<u8>, Vec<Piece>);
+
+/// How timestamps print: trace-cmd's default microseconds, `-t` nanoseconds, or the raw
+/// counter for clocks that do not count nanoseconds (x86-tsc, counter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeFormat {
+    Micros,
+    Nanos,
+    Raw,
+}
+
+/// Prints the events of one trace as `trace-cmd report` does.
+pub struct TextFormatter<'t> {
+    trace: &'t Trace,
+    syms: Symbols,
+    slots: Vec<Slot>,
+    /// Raw-field conversions per event id, for the fallback (computed when first needed).
+    raw_specs: HashMap<u32, Vec<Option<PrintSpec>>>,
+    /// Comms the sched plugins learnt from events, for pids the saved cmdlines lack.
+    learnt_comms: HashMap<i32, Box<str>>,
+    /// Per printk format address: the format text and its pieces.
+    bprint_formats: HashMap<u64, Result<BprintFormat, String>>,
+    /// Per CPU, the function plugin's call stack of names (for its indentation).
+    fstack: Vec<Vec<Option<Box<[u8]>>>>,
+    time: TimeFormat,
+    unsupported: BTreeMap<String, (u64, String)>,
+}
+
+/// The line `trace-cmd report` prints before the events.
+pub fn report_header(trace: &Trace) -> String {
+    format!("cpus={}\n", trace.cpu_count)
+}
+
+impl<'t> TextFormatter<'t> {
+    pub fn new(trace: &'t Trace, nanoseconds: bool) -> TextFormatter<'t> {
+        let raw_clock = matches!(trace.clock.as_deref(), Some("x86-tsc" | "counter"));
+        TextFormatter {
+            trace,
+            syms: Symbols::new(trace.kallsyms.as_deref(), trace.printk_formats.as_deref()),
+            slots: Vec::new(),
+            raw_specs: HashMap::new(),
+            learnt_comms: HashMap::new(),
+            bprint_formats: HashMap::new(),
+            fstack: Vec::new(),
+            time: if raw_clock {
+                TimeFormat::Raw
+            } else if nanoseconds {
+                TimeFormat::Nanos
+            } else {
+                TimeFormat::Micros
+            },
+            unsupported: BTreeMap::new(),
+        }
+    }
+
+    /// Events printed as raw fields because their format uses something not evaluated, by
+    /// `system:event`: how many, and why.
+    pub fn unsupported(&self) -> &BTreeMap<String, (u64, String)> {
+        &self.unsupported
+    }
+
+    /// The command name trace-cmd shows for `pid`.
+    pub fn comm(&self, pid: i32) -> &str {
+        if pid == 0 {
+            return "<idle>";
+        }
+        if let Some(c) = self.trace.comms.get(&pid) {
+            return c;
+        }
+        self.learnt_comms.get(&pid).map_or("<...>", |c| c)
+    }
+
+    /// Appends one event as `trace-cmd report` prints it, newline included, preceded by
+    /// trace-cmd's line for events lost just before it. `ts` is in nanoseconds.
+    #[allow(clippy::too_many_arguments)]
+    pub fn write_line(
+        &mut self,
+        out: &mut Vec<u8>,
+        ts: u64,
+        cpu: u32,
+        id: u32,
+        payload: &[u8],
+        endian: Endian,
+        lost: Lost,
+    ) {
+        match lost {
+            Lost::Count(n) => {
+                out.extend_from_slice(b"CPU:");
+                cfmt::write_dec(cpu as u64, out);
+                out.extend_from_slice(b" [");
+                cfmt::write_dec(n, out);
+                out.extend_from_slice(b" EVENTS DROPPED]\n");
+            }
+            Lost::Unknown => {
+                out.extend_from_slice(b"CPU:");
+                cfmt::write_dec(cpu as u64, out);
+                out.extend_from_slice(b" [EVENTS DROPPED]\n");
+            }
+            Lost::None => {}
+        }
+        let start = out.len();
+        if self.trace.events.get(id).is_none() {
+            // What trace-cmd prints for a record whose event the trace has no format for.
+            out.extend_from_slice(b"[UNKNOWN EVENT][UNKNOWN EVENT] (NULL):");
+            out.resize(out.len() + 15, b' ');
+            out.extend_from_slice(b"[UNKNOWN EVENT]\n");
+            self.unsupported
+                .entry(format!("event id {id}"))
+                .or_insert_with(|| (0, "no format in the trace".to_string()))
+                .0 += 1;
+            return;
+        }
+        let pid = endian.uint(payload, 4, 4).unwrap_or(0) as u32 as i32;
+        let comm = self.comm(pid);
+        let pad = 16usize.saturating_sub(comm.len());
+        out.resize(out.len() + pad, b' ');
+        out.extend_from_slice(comm.as_bytes());
+        out.push(b'-');
+        let pid_start = out.len();
+        if pid < 0 {
+            out.push(b'-');
+        }
+        cfmt::write_dec(pid.unsigned_abs() as u64, out);
+        let n = out.len() - pid_start;
+        out.resize(out.len() + 5usize.saturating_sub(n), b' ');
+        out.extend_from_slice(b" [");
+        cfmt::write_dec_padded(cpu as u64, 3, true, out);
+        out.push(b']');
+        self.write_time(ts, out);
+        let name = self.trace.events.get(id).map_or("", |f| f.name.as_str());
+        out.push(b' ');
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.resize(out.len() + 20usize.saturating_sub(name.len()), b' ');
+        let info_start = out.len();
+        if !self.write_message(out, cpu, id, payload, endian) {
+            out.truncate(info_start);
+            self.write_raw(out, id, payload, endian);
+        }
+        if out.len() > start && out.last() == Some(&b'\n') {
+            out.pop();
+        }
+        out.push(b'\n');
+    }
+
+    fn write_time(&self, ts: u64, out: &mut Vec<u8>) {
+        match self.time {
+            TimeFormat::Micros => {
+                let t = ts.saturating_add(500) / 1000;
+                out.push(b' ');
+                cfmt::write_dec_padded(t / 1_000_000, 5, false, out);
+                out.push(b'.');
+                cfmt::write_dec_padded(t % 1_000_000, 6, true, out);
+            }
+            TimeFormat::Nanos => {
+                out.push(b' ');
+                cfmt::write_dec_padded(ts / 1_000_000_000, 5, false, out);
+                out.push(b'.');
+                cfmt::write_dec_padded(ts % 1_000_000_000, 9, true, out);
+            }
+            TimeFormat::Raw => cfmt::write_dec_padded(ts, 12, false, out),
+        }
+        out.push(b':');
+    }
+
+    /// The event's raw fields, ` name=value` each, as trace-cmd's raw view prints them.
+    fn write_raw(&mut self, out: &mut Vec<u8>, id: u32, payload: &[u8], endian: Endian) {
+        let Some(fmt) = self.trace.events.get(id) else {
+            return;
+        };
+        let specs = self
+            .raw_specs
+            .entry(id)
+            .or_insert_with(|| fmt.print_specs());
+        for (i, f) in fmt.fields.iter().enumerate() {
+            if i > 0 {
+                out.push(b' ');
+            }
+            f.write_raw_text(
+                payload,
+                endian,
+                self.trace.long_size,
+                specs.get(i).and_then(Option::as_ref),
+                out,
+            );
+        }
+    }
+
+    /// Appends the event's message (what follows `name:` in trace-cmd's line). False when
+    /// the event's format uses something not evaluated; the caller then shows raw fields
+    /// (and the event is counted in [`TextFormatter::unsupported`]).
+    pub fn write_message(
+        &mut self,
+        out: &mut Vec<u8>,
+        cpu: u32,
+        id: u32,
+        payload: &[u8],
+        endian: Endian,
+    ) -> bool {
+        let trace = self.trace;
+        let Some(fmt) = trace.events.get(id) else {
+            return false;
+        };
+        let idx = id as usize;
+        if idx >= self.slots.len() {
+            self.slots.resize_with(idx + 1, || Slot::Unseen);
+        }
+        if matches!(self.slots[idx], Slot::Unseen) {
+            self.slots[idx] = self.compile(fmt);
+        }
+        let start = out.len();
+        let plugin = match &self.slots[idx] {
+            Slot::Plugin(p, _) => Some(*p),
+            _ => None,
+        };
+        let mut ok = true;
+        if let Some(p) = plugin {
+            ok = self.run_plugin(p, fmt, cpu, payload, endian, out);
+        }
+        ok &= match &self.slots[idx] {
+            Slot::Program { pieces, args } | Slot::Plugin(_, Some((pieces, args))) => {
+                let ev = self.eval(payload, endian);
+                let args: Vec<Arg> = args.iter().map(Arg::Expr).collect();
+                ev.print(pieces, &args, out);
+                !ev.unsupported.get()
+            }
+            Slot::Plugin(_, None) => true,
+            Slot::Bprint => self.write_bprint(fmt, payload, endian, out),
+            Slot::Unsupported(_) | Slot::Unseen => false,
+        };
+        if !ok {
+            out.truncate(start);
+            let why = match &self.slots[idx] {
+                Slot::Unsupported(why) => why.as_str(),
+                _ => "a value its format does not print faithfully",
+            };
+            self.unsupported
+                .entry(format!("{}:{}", fmt.system, fmt.name))
+                .or_insert_with(|| (0, why.to_string()))
+                .0 += 1;
+        }
+        ok
+    }
+
+    fn eval<'a>(&'a self, payload: &'a [u8], endian: Endian) -> Eval<'a> {
+        Eval {
+            payload,
+            endian,
+            long_size: self.trace.long_size,
+            syms: &self.syms,
+            unsupported: Cell::new(false),
+        }
+    }
+
+    fn compile(&self, fmt: &EventFormat) -> Slot {
+        if fmt.system == "ftrace" && fmt.name == "bprint" {
+            return Slot::Bprint;
+        }
+        let plugin = plugins::Plugin::for_event(&fmt.system, &fmt.name);
+        if let Some(p) = plugin {
+            if !p.then_print_fmt() {
+                return Slot::Plugin(p, None);
+            }
+        }
+        match self.parse(fmt) {
+            Ok((pieces, args)) => match plugin {
+                Some(p) => Slot::Plugin(p, Some((pieces, args))),
+                None => Slot::Program { pieces, args },
+            },
+            Err(e) => Slot::Unsupported(e),
+        }
+    }
+
+    fn parse(&self, fmt: &EventFormat) -> Result<(Vec<Piece>, Vec<Expr>), String> {
+        let funcs = &self.syms;
+        let mut symbol = |name: &[u8]| funcs.funcs().address_of(name);
+        let mut ctx = Ctx {
+            long_size: self.trace.long_size,
+            symbol: &mut symbol,
+        };
+        let pf = parse::parse_print_fmt(fmt, &mut ctx)?;
+        let pieces = parse::parse_pieces(&pf.format, pf.args.len())?;
+        Ok((pieces, pf.args))
+    }
+
+    /// `bprint`: the format is the printk format the record's `fmt` address names, and the
+    /// arguments are packed in its `buf` as the kernel's `vbin_printf` stores them.
+    fn write_bprint(
+        &mut self,
+        fmt: &EventFormat,
+        payload: &[u8],
+        endian: Endian,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let (Some(fmt_field), Some(ip_field), Some(buf_field)) =
+            (fmt.field("fmt"), fmt.field("ip"), fmt.field("buf"))
+        else {
+            return false;
+        };
+        let long_size = self.trace.long_size;
+        let read = |f: &crate::event_format::Field| {
+            if matches!(f.size, 1 | 2 | 4 | 8) {
+                endian.uint(payload, f.offset, f.size)
+            } else {
+                Some(0)
+            }
+        };
+        let (Some(addr), Some(ip)) = (read(fmt_field), read(ip_field)) else {
+            return false;
+        };
+        if !self.bprint_formats.contains_key(&addr) {
+            let mut text = b"%ps: ".to_vec();
+            match self.syms.printk().get(addr) {
+                Some(f) => text.extend_from_slice(f),
+                None => {
+                    text.extend_from_slice(b"(NO FORMAT FOUND at ");
+                    cfmt::write_hex(addr, &mut text);
+                    text.extend_from_slice(b")\\n");
+                }
+            }
+            let parsed = parse::parse_pieces(&text, usize::MAX).map(|p| (text, p));
+            self.bprint_formats.insert(addr, parsed);
+        }
+        let Some(Ok((text, pieces))) = self.bprint_formats.get(&addr) else {
+            return false;
+        };
+        let ev = self.eval(payload, endian);
+        let mut args: Vec<Arg> = vec![Arg::Num(ip)];
+        if !bprint_args(
+            text,
+            payload,
+            buf_field.offset,
+            long_size,
+            endian,
+            &mut args,
+        ) {
+            return false;
+        }
+        let needed = pieces_args(pieces);
+        if needed > args.len() {
+            return false;
+        }
+        ev.print(pieces, &args, out);
+        !ev.unsupported.get()
+    }
+}
+
+/// How many arguments the pieces use (one past the highest index).
+fn pieces_args(pieces: &[Piece]) -> usize {
+    pieces
+        .iter()
+        .filter_map(|p| match p {
+            Piece::Lit(_) => None,
+            Piece::Num { arg, star, .. }
+            | Piece::Str { arg, star, .. }
+            | Piece::Ptr { arg, star, .. } => Some((*arg).max(star.unwrap_or(0)) + 1),
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Decodes `bprint`'s binary arguments as libtraceevent's `make_bprint_args` does: walking
+/// the format after its `%ps: ` prefix, each integer conversion takes 4 bytes (`l` and `z`:
+/// the trace's long, `ll`: 8) at the next 4-byte boundary, each `%s` a NUL-terminated string.
+/// False when the buffer is shorter than the format needs.
+fn bprint_args<'a>(
+    fmt: &[u8],
+    payload: &'a [u8],
+    buf: usize,
+    long_size: usize,
+    endian: Endian,
+    args: &mut Vec<Arg<'a>>,
+) -> bool {
+    let at = |i: usize| fmt.get(i).copied().unwrap_or(0);
+    let mut p = 5;
+    let mut b = buf;
+    while b < payload.len() && p < fmt.len() {
+        if fmt[p] == b'%' {
+            let mut ls = 0usize;
+            loop {
+                p += 1;
+                let c = at(p);
+                let mut string = false;
+                match c {
+                    b'l' => {
+                        ls += 1;
+                        continue;
+                    }
+                    b'L' => {
+                        ls = 2;
+                        continue;
+                    }
+                    b'0'..=b'9' | b'.' | b'#' | b'+' => continue,
+                    b'z' | b'Z' => {
+                        ls = 1;
+                        continue;
+                    }
+                    b'p' => {
+                        ls = 1;
+                        if at(p + 1).is_ascii_alphanumeric() {
+                            p += 1;
+                            let special = match at(p) {
+                                b's' | b'S' | b'x' => true,
+                                b'f' | b'F' => at(p + 1) != b'w',
+                                _ => false,
+                            };
+                            if !special
+                                && payload.get(b).is_some_and(|&c| (0x20..0x7f).contains(&c))
+                            {
+                                string = true;
+                            }
+                        }
+                    }
+                    b'd' | b'u' | b'i' | b'x' | b'X' | b'o' | b'*' => {}
+                    b's' => string = true,
+                    _ => break,
+                }
+                if string {
+                    let rest = payload.get(b..).unwrap_or_default();
+                    let Some(n) = rest.iter().position(|&c| c == 0) else {
+                        return false;
+                    };
+                    args.push(Arg::BStr(&rest[..n]));
+                    b += n + 1;
+                    break;
+                }
+                let vsize = if c != b'*' {
+                    match ls {
+                        0 => 4,
+                        1 => long_size,
+                        2 => 8,
+                        n => n,
+                    }
+                } else {
+                    4
+                };
+                b = (b + 3) & !3;
+                let Some(end) = b.checked_add(vsize).filter(|&e| e <= payload.len()) else {
+                    return false;
+                };
+                let v = if matches!(vsize, 1 | 2 | 4 | 8) {
+                    endian.uint(payload, b, vsize).unwrap_or(0)
+                } else {
+                    0
+                };
+                b = end;
+                args.push(Arg::Num(v));
+                if c == b'*' {
+                    continue;
+                }
+                break;
+            }
+        }
+        p += 1;
+    }
+    true
+}
