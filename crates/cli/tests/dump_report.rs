@@ -104,7 +104,28 @@ fn fixtures_print_as_trace_cmd_reports_them() {
         let (ours, _) = dump(&f, &["--ns"]);
         let theirs = common::trace_cmd(&["report", "-t"], &f);
         compare(&format!("{} (-t)", f.display()), &ours, &theirs);
+        // --json's "text" is the message of trace-cmd's line.
+        let (json, _) = dump(&f, &["--json"]);
+        let messages: Vec<&str> = theirs.lines().skip(1).map(message).collect();
+        let texts: Vec<String> = json
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).expect("JSON");
+                v["text"].as_str().expect("a text").to_string()
+            })
+            .collect();
+        assert_eq!(texts.len(), messages.len());
+        for (i, (t, m)) in texts.iter().zip(&messages).enumerate() {
+            assert_eq!(t, m, "{}: --json line {} text", f.display(), i + 1);
+        }
     }
+}
+
+/// The message of a trace-cmd line: what follows `NAME: ` and the padding to 20 columns.
+fn message(line: &str) -> &str {
+    let name = event_of(line).unwrap_or_else(|| panic!("not an event line: {line}"));
+    let at = line.find(&format!(" {name}: ")).expect("name") + name.len() + 3;
+    &line[at + 20usize.saturating_sub(name.len())..]
 }
 
 /// Writes trace markers into every kstate instance, then does block I/O (O_DIRECT), loopback

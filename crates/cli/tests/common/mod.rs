@@ -159,7 +159,7 @@ pub struct JsonEvent {
 }
 
 /// Parses NDJSON: every line must be exactly
-/// `{"ts": u64, "cpu": u32, "pid": int, "event": str, "fields": {...}}`.
+/// `{"ts": u64, "cpu": u32, "pid": int, "event": str, "fields": {...}, "text": str|null}`.
 pub fn parse_ndjson(out: &str) -> Vec<JsonEvent> {
     out.lines()
         .enumerate()
@@ -172,10 +172,13 @@ pub fn parse_ndjson(out: &str) -> Vec<JsonEvent> {
             };
             let mut keys: Vec<&str> = o.keys().map(String::as_str).collect();
             keys.sort_unstable();
-            if keys != ["cpu", "event", "fields", "pid", "ts"] {
+            if keys != ["cpu", "event", "fields", "pid", "text", "ts"] {
                 fail(&format!(
-                    "keys are {keys:?}, expected cpu, event, fields, pid, ts"
+                    "keys are {keys:?}, expected cpu, event, fields, pid, text, ts"
                 ));
+            }
+            if !(o["text"].is_string() || o["text"].is_null()) {
+                fail("text is neither a string nor null");
             }
             let ts = o["ts"]
                 .as_u64()
