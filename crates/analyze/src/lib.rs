@@ -6,6 +6,7 @@ pub mod analyzers;
 pub mod cachegrind;
 pub mod classify;
 pub mod filter;
+pub mod findings;
 pub mod fxmap;
 pub mod hist;
 pub mod ksyms;
@@ -13,6 +14,8 @@ pub mod merge;
 pub mod pair;
 pub mod profile;
 pub mod stats;
+pub mod survey;
+pub mod timeline;
 pub mod workload;
 
 pub use analyzer::{Analyzer, Config, Info, LogRow, LogSink, Mode, Outcome};

@@ -9,7 +9,10 @@ use std::fmt::Write as _;
 use kstate_analyze::analyzer::Cell;
 use kstate_analyze::filter::fmt_secs;
 
-use crate::report::{self, Report};
+use kstate_analyze::findings::Finding;
+use kstate_analyze::survey::{Analysis, Survey};
+
+use crate::charts;
 use crate::svg::{self, esc, Size};
 
 /// What `kstate run` adds to a report: the command's own figures.
@@ -69,7 +72,7 @@ a{color:#1f5fa8}
 "#;
 
 /// The whole report as one HTML document.
-pub fn render(r: &Report, run: Option<&RunInfo>) -> String {
+pub fn render(r: &Survey, run: Option<&RunInfo>) -> String {
     let mut h = String::with_capacity(1 << 20);
     let what = run
         .map(|x| x.command.join(" "))
@@ -94,7 +97,7 @@ pub fn render(r: &Report, run: Option<&RunInfo>) -> String {
         esc(&what)
     );
     summary(&mut h, r, run);
-    let bands = report::bands(r, 3);
+    let bands = charts::bands(r, 3);
     let size = svg::DEFAULT_SIZE;
     for a in &r.analyses {
         section(&mut h, r, a, &bands, size);
@@ -106,7 +109,7 @@ pub fn render(r: &Report, run: Option<&RunInfo>) -> String {
              recorded every {} ms.</p><figure>{}</figure></section>",
             r.recording.as_ref().map_or(0, |x| x.sysinfo_interval_ms),
             svg::time_chart(
-                &report::memory_chart(&r.snapshots, &r.axis, bands.clone()),
+                &charts::memory_chart(&r.snapshots, &r.axis, bands.clone()),
                 size
             )
         );
@@ -133,7 +136,7 @@ pub fn render(r: &Report, run: Option<&RunInfo>) -> String {
     h
 }
 
-fn summary(h: &mut String, r: &Report, run: Option<&RunInfo>) {
+fn summary(h: &mut String, r: &Survey, run: Option<&RunInfo>) {
     h.push_str("<section id=\"summary\"><h2>summary</h2><table class=\"kv\">");
     let mut kv = |k: &str, v: String| {
         let _ = write!(h, "<tr><td>{}</td><td>{v}</td></tr>", esc(k));
@@ -293,13 +296,7 @@ fn utc(ns: i128) -> Option<String> {
     })
 }
 
-fn section(
-    h: &mut String,
-    r: &Report,
-    a: &report::Analysis,
-    bands: &[(f64, f64, String)],
-    size: Size,
-) {
+fn section(h: &mut String, r: &Survey, a: &Analysis, bands: &[(f64, f64, String)], size: Size) {
     let o = &a.stat;
     let info = a.info;
     let _ = write!(
@@ -320,7 +317,7 @@ fn section(
         c.open_at_end,
         lost_html(&o.lost)
     );
-    let mine: Vec<&report::Finding> = r
+    let mine: Vec<&Finding> = r
         .findings
         .iter()
         .filter(|f| f.analyzer == info.name)
@@ -335,11 +332,11 @@ fn section(
     }
     let has_dur = !o.rows.is_empty();
     if has_dur {
-        let chart = report::log_chart(a, None, &r.axis, &[], CHART_KEYS, bands.to_vec());
+        let chart = charts::log_chart(a, None, &r.axis, &[], CHART_KEYS, bands.to_vec());
         let _ = write!(h, "<figure>{}</figure>", svg::time_chart(&chart, size));
     }
-    if report::has_levels(a) {
-        let chart = report::level_chart(a, &r.axis, CHART_KEYS, bands.to_vec());
+    if charts::has_levels(a) {
+        let chart = charts::level_chart(a, &r.axis, CHART_KEYS, bands.to_vec());
         let _ = write!(h, "<figure>{}</figure>", svg::time_chart(&chart, size));
     }
     if has_dur {
@@ -384,8 +381,8 @@ fn section(
         let _ = write!(
             h,
             "<div class=\"pair\"><figure>{}</figure><figure>{}</figure></div>",
-            svg::stat_chart(&report::stat_chart(a, 12), small),
-            svg::dist_chart(&report::dist_chart(a, 3), small)
+            svg::stat_chart(&charts::stat_chart(a, 12), small),
+            svg::dist_chart(&charts::dist_chart(a, 3), small)
         );
     }
     for t in &o.tables {

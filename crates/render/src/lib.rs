@@ -1,6 +1,7 @@
 //! Rendering of analyses: aligned text for people, CSV and JSON for programs; SVG (and,
 //! with the `png` feature, PNG) charts (`svg`, `png`), and the self-contained HTML report
-//! (`report` gathers what it shows, `html` writes it).
+//! (`charts` draws what a [`kstate_analyze::survey::Survey`] holds, `html` lays it out,
+//! `rundir` writes a run's directory). Nothing here runs an analyzer.
 //!
 //! JSON and CSV are complete (every row, every column, integer nanoseconds) and stable:
 //! members are only ever added. Text rounds durations for reading (`12.345us`).
@@ -21,10 +22,11 @@
 //!   "lost_events", "pairs", "notes", "errors"}`; rows in completion order, or with
 //!   `--sort` the first N rows in that order ([`sorted::SortedLog`]).
 
+pub mod charts;
 pub mod html;
 #[cfg(feature = "png")]
 pub mod png;
-pub mod report;
+pub mod rundir;
 pub mod scale;
 pub mod svg;
 

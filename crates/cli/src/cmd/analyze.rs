@@ -2,13 +2,12 @@
 //! distributions or a log of pairs.
 
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use kstate_analyze::analyzer::{sort_rows, Buckets, Config, Mode, NoLog};
 use kstate_analyze::analyzers;
 use kstate_analyze::filter::{parse_dur, parse_dur_or_secs, parse_window, Filters, WindowSpec};
-use kstate_analyze::fxmap::FxMap;
 use kstate_format::{Error, ErrorKind, Trace};
 use kstate_render::sorted::{LogOrder, SortedLog};
 use kstate_render::{Format, LogWriter, Meta};
@@ -123,32 +122,6 @@ fn list() {
     }
 }
 
-/// tid -> tgid where `file` is a raw capture with saved_tgids; empty otherwise.
-pub fn saved_tgids_of(file: &Path) -> FxMap<i32, i32> {
-    if file.is_dir() {
-        saved_tgids(file)
-    } else {
-        FxMap::default()
-    }
-}
-
-/// tid -> tgid from a raw capture's saved_tgids ("TID TGID" lines), if present.
-fn saved_tgids(path: &Path) -> FxMap<i32, i32> {
-    let mut m = FxMap::default();
-    if let Ok(text) = std::fs::read_to_string(path.join("saved_tgids")) {
-        for line in text.lines() {
-            let mut w = line.split_whitespace();
-            if let (Some(Ok(t)), Some(Ok(g))) = (w.next().map(str::parse), w.next().map(str::parse))
-            {
-                if g != 0 {
-                    m.insert(t, g);
-                }
-            }
-        }
-    }
-    m
-}
-
 pub fn run(args: Args) -> Result<ExitCode, Error> {
     if args.list {
         list();
@@ -212,7 +185,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let trace: Trace = super::open(file)?;
     if file.is_dir() {
         // A Parquet directory's trace path is its host directory, where convert put them.
-        cfg.tgids = saved_tgids(&trace.path);
+        cfg.tgids = super::saved_tgids(&trace.path);
     }
     let meta = Meta {
         file: file.display().to_string(),

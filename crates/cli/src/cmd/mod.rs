@@ -23,10 +23,37 @@ pub mod split;
 pub mod top_locks;
 pub mod workload;
 
+use kstate_analyze::fxmap::FxMap;
 use kstate_format::{Error, Trace};
 use std::path::Path;
 
 /// Opens a trace for a command; the error already names the file and offset.
 pub fn open(path: &Path) -> Result<Trace, Error> {
     Trace::open(path)
+}
+
+/// tid -> tgid where `file` is a raw capture with saved_tgids; empty otherwise.
+pub fn saved_tgids_of(file: &Path) -> FxMap<i32, i32> {
+    if file.is_dir() {
+        saved_tgids(file)
+    } else {
+        FxMap::default()
+    }
+}
+
+/// tid -> tgid from a raw capture's saved_tgids ("TID TGID" lines), if present.
+pub fn saved_tgids(path: &Path) -> FxMap<i32, i32> {
+    let mut m = FxMap::default();
+    if let Ok(text) = std::fs::read_to_string(path.join("saved_tgids")) {
+        for line in text.lines() {
+            let mut w = line.split_whitespace();
+            if let (Some(Ok(t)), Some(Ok(g))) = (w.next().map(str::parse), w.next().map(str::parse))
+            {
+                if g != 0 {
+                    m.insert(t, g);
+                }
+            }
+        }
+    }
+    m
 }

@@ -1,11 +1,14 @@
 //! `kstate plot`: LKST's four chart kinds as SVG or PNG (by the output's extension).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use kstate_analyze::analyzers;
+use kstate_analyze::survey;
+use kstate_analyze::timeline::TimeAxis;
 use kstate_format::{Error, ErrorKind};
-use kstate_render::report;
+use kstate_render::charts;
+use kstate_render::rundir::write_chart;
 use kstate_render::svg::{self, Size};
 
 const AFTER_HELP: &str = "\
@@ -81,43 +84,12 @@ fn find(name: &str) -> Result<&'static kstate_analyze::Info, Error> {
     })
 }
 
-/// Writes `svg` to `path` as SVG or PNG, by the extension.
-pub fn write_chart(svg: &str, path: &Path) -> Result<(), Error> {
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase);
-    let bytes = match ext.as_deref() {
-        Some("svg") => svg.as_bytes().to_vec(),
-        Some("png") => png(svg)?,
-        _ => {
-            return Err(bad(format!(
-                "{}: the output must end in .svg or .png",
-                path.display()
-            )))
-        }
-    };
-    kstate_format::output::write(path, bytes).map_err(|e| Error::io(path, e))
-}
-
-#[cfg(feature = "png")]
-pub fn png(svg: &str) -> Result<Vec<u8>, Error> {
-    kstate_render::png::svg_to_png(svg).map_err(|e| Error::new(ErrorKind::Io, None, e))
-}
-
-#[cfg(not(feature = "png"))]
-pub fn png(_svg: &str) -> Result<Vec<u8>, Error> {
-    Err(bad(
-        "this kstate was built without PNG support (cargo feature `png`); write .svg".into(),
-    ))
-}
-
 pub fn run(args: Args) -> Result<ExitCode, Error> {
     let trace = super::open(&args.file)?;
-    let rec = report::recording(&trace);
-    let tgids = super::analyze::saved_tgids_of(&args.file);
+    let rec = survey::recording(&trace);
+    let tgids = super::saved_tgids_of(&args.file);
     if args.analyzer == "sysinfo" {
-        let snaps = report::snapshots(&trace);
+        let snaps = survey::snapshots(&trace);
         if snaps.is_empty() {
             return Err(bad(format!(
                 "{}: no memory snapshots in this file (kstate record stores them every --sysinfo-interval ms)",
@@ -126,17 +98,17 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         }
         let stats: Vec<_> = analyzers::ALL
             .iter()
-            .filter_map(|i| report::stat_pass(&trace, i, None, &tgids).ok())
+            .filter_map(|i| survey::stat_pass(&trace, i, None, &tgids).ok())
             .take(1)
             .collect();
-        let mut axis = report::axis_of(rec.as_ref(), &stats.iter().collect::<Vec<_>>());
+        let mut axis = survey::axis_of(rec.as_ref(), &stats.iter().collect::<Vec<_>>());
         if rec.is_none() && stats.is_empty() {
-            axis = report::Axis0 {
+            axis = TimeAxis {
                 t0: snaps[0].ts,
                 t1: snaps[snaps.len() - 1].ts.max(snaps[0].ts + 1),
             };
         }
-        let chart = report::memory_chart(&snaps, &axis, Vec::new());
+        let chart = charts::memory_chart(&snaps, &axis, Vec::new());
         write_chart(&svg::time_chart(&chart, args.size), &args.output)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -147,34 +119,34 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             "--with draws twin axes over time: use it with --log".into()
         ));
     }
-    let stat = report::stat_pass(&trace, info, args.by.as_deref(), &tgids)?;
+    let stat = survey::stat_pass(&trace, info, args.by.as_deref(), &tgids)?;
     let stat2 = match with {
-        Some(w) => Some(report::stat_pass(&trace, w, None, &tgids)?),
+        Some(w) => Some(survey::stat_pass(&trace, w, None, &tgids)?),
         None => None,
     };
     let mut outs = vec![&stat];
     outs.extend(stat2.as_ref());
-    let axis = report::axis_of(rec.as_ref(), &outs);
-    let wl = report::workload_of(&trace, rec.as_ref());
-    let a = report::complete(&trace, info, stat, &tgids, axis, wl.clone());
+    let axis = survey::axis_of(rec.as_ref(), &outs);
+    let wl = survey::workload_of(&trace, rec.as_ref());
+    let a = survey::complete(&trace, info, stat, &tgids, axis, wl.clone());
     let svg = if args.stat {
         let mut a = a;
         if !args.key.is_empty() {
             a.stat.rows.retain(|r| args.key.contains(&r.key));
         }
-        svg::stat_chart(&report::stat_chart(&a, args.top), args.size)
+        svg::stat_chart(&charts::stat_chart(&a, args.top), args.size)
     } else if args.dist {
         let mut a = a;
         if !args.key.is_empty() {
             a.dist.rows.retain(|r| args.key.contains(&r.key));
         }
-        svg::dist_chart(&report::dist_chart(&a, args.top), args.size)
+        svg::dist_chart(&charts::dist_chart(&a, args.top), args.size)
     } else {
         let b = match (with, stat2) {
-            (Some(w), Some(s)) => Some(report::complete(&trace, w, s, &tgids, axis, wl)),
+            (Some(w), Some(s)) => Some(survey::complete(&trace, w, s, &tgids, axis, wl)),
             _ => None,
         };
-        let chart = report::log_chart(&a, b.as_ref(), &axis, &args.key, args.top, Vec::new());
+        let chart = charts::log_chart(&a, b.as_ref(), &axis, &args.key, args.top, Vec::new());
         svg::time_chart(&chart, args.size)
     };
     write_chart(&svg, &args.output)?;

@@ -5,39 +5,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use kstate_analyze::survey;
 use kstate_format::{Error, ErrorKind};
 use kstate_record::Options;
 use kstate_render::html::{CpuSplit, RunInfo};
-use kstate_render::report;
-
-/// How findings are ranked; `kstate run --help` and `kstate report --help` end with it.
-macro_rules! ranking_help {
-    () => {
-        "\
-Findings and how they are ranked:
-  Each finding names a set of intervals (system calls, waits, block requests, ...) or the
-  time a level (run-queue length, requests in flight) stayed high. Its share is the part
-  of the recording's wall time during which at least one of those intervals was in
-  progress (or the level was high), measured on 1000 equal time bins: a bin counts
-  min(bin width, time the intervals cover in it). When the recording names the command
-  (kstate run, kstate record -- CMD), an analyzer that saw any of the command's threads
-  (its process and every thread and child it forked) counts only theirs. Findings are
-  listed by share, largest first. The rules, the same for every analyzer:
-    top keys    each analyzer's three keys with the largest total time (not proc: a
-                lifetime is not time spent);
-    clusters    a key's slow samples (>= 10 x its median and >= 1 ms), when there are two or
-                more and all fall within half the recording: \"N samples >= X, all
-                between A s and B s\" (the window is shaded in every time chart); the
-                three largest shares per analyzer;
-    saturation  a level whose peak is 2 or more: the time it stayed >= max(2, L), L the
-                level it held for the median of the time it was not empty.
-  The same waits seen by several analyzers (a futex call, offcpu S, microstate LCK) count
-  once: a top-key finding covering nearly the same bins as a higher one of another
-  analyzer (within 10 %) is folded into it and named at its end.
-  Times in findings are seconds from the start of the recording, as on the charts' x axis."
-    };
-}
-pub(crate) use ranking_help;
+use kstate_render::rundir;
 
 #[derive(clap::Args)]
 #[command(after_help = concat!("\
@@ -62,7 +34,7 @@ Examples:
 
 ", super::exit_status::exit_status_help!(), "
 
-", ranking_help!()))]
+", kstate_analyze::ranking_help!()))]
 pub struct Args {
     /// Events: presets or SYSTEM[:EVENT] as for kstate record; repeat or separate with
     /// commas [default: perf]
@@ -234,7 +206,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
 
     let trace = super::open(&dat)?;
     let label = dat.display().to_string();
-    let r = report::build(&trace, &label, &Default::default());
+    let r = survey::survey(&trace, &label, &Default::default());
     let exit = summary.workload_status.map(|s| s.to_string());
     let shown: Vec<String> = if demo {
         vec!["kstate workload demo".into()]
@@ -247,8 +219,8 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         cpu,
         exit: exit.clone(),
     };
-    let files = super::report::write_outputs(&r, &dir, &label)?;
-    super::report::write_html(&r, Some(&info), &dir.join("report.html"))?;
+    let files = rundir::write_outputs(&r, &dir, &label)?;
+    rundir::write_html(&r, Some(&info), &dir.join("report.html"))?;
 
     println!("kstate run: {}", shown.join(" "));
     println!(
@@ -292,7 +264,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             )
         }
     );
-    super::report::print_findings(&r, 5);
+    rundir::print_findings(&r, 5);
     println!(
         "  report      {} ({} other files in {})",
         dir.join("report.html").display(),

@@ -189,7 +189,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         let plot = kstate_render::scale::plot(&report);
         output::write(&svg, &plot).map_err(|e| Error::io(&svg, e))?;
         // Without the png feature the SVG is enough.
-        if let Ok(bytes) = super::plot::png(&plot) {
+        if let Ok(bytes) = kstate_render::rundir::png(&plot) {
             let png = o.join("scalability.png");
             output::write(&png, bytes).map_err(|e| Error::io(&png, e))?;
         }
