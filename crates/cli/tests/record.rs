@@ -465,10 +465,14 @@ fn kernel_filters_apply_and_bad_ones_are_explained() {
     ]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
+    // The kernel's own reason, from the instance's error_log, with its caret.
     assert!(
-        err.contains("--filter") && err.contains("no_such_field"),
+        err.contains("--filter") && err.contains("the kernel refused it"),
         "{err}"
     );
+    assert!(err.contains("Field not found"), "{err}");
+    assert!(err.contains("Command: no_such_field == 1"), "{err}");
+    assert!(err.lines().any(|l| l.trim() == "^"), "{err}");
     assert!(!dir.path().join("bad.dat").exists());
 }
 
@@ -817,4 +821,113 @@ fn the_commands_exit_status_comes_back() {
     assert_eq!(r.status.code(), Some(7), "{err}");
     assert!(err.contains("the command exited with status 7"), "{err}");
     assert!(rundir.join("report.html").exists());
+}
+
+/// Arguments that can only fail at the end are refused before anything is recorded, with
+/// exit status 2 (bad arguments).
+#[test]
+fn bad_arguments_are_refused_before_recording() {
+    let dir = tmp();
+    let out = dir.path().join("x.dat");
+    let o = out.to_str().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let missing = dir.path().join("no/such/dir/x.dat");
+    let me = std::process::id().to_string();
+    let cases: [(&[&str], String); 6] = [
+        (&["-o", d, "--", "true"], format!("-o {d}: is a directory")),
+        (
+            &["-o", missing.to_str().unwrap(), "--", "true"],
+            "does not exist".into(),
+        ),
+        (&["-o", o, "-p", "999999"], "no process 999999".into()),
+        (
+            &["-o", o, "-p", &me, "--", "true"],
+            "-p and a command".into(),
+        ),
+        (
+            &["-o", o, "--subbuf", "3", "--", "true"],
+            "--subbuf 3: the sub-buffer size must be a power of two".into(),
+        ),
+        (
+            &["-o", "/proc/kstate-test.dat", "--", "true"],
+            "cannot create files in /proc".into(),
+        ),
+    ];
+    for (args, expect) in cases {
+        let mut all = vec!["record", "-e", "sched"];
+        all.extend_from_slice(args);
+        let r = run(&all);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{all:?}: {err}");
+        assert!(
+            err.contains(&expect),
+            "{all:?}: expected '{expect}' in: {err}"
+        );
+        assert!(
+            !err.contains("kstate: record"),
+            "{all:?} started recording: {err}"
+        );
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+/// `-p PID` ends when the process does (like `perf record -p`), and says so.
+#[test]
+fn recording_a_pid_ends_when_it_exits() {
+    let dir = tmp();
+    let out = dir.path().join("p.dat");
+    let mut sleeper = Command::new("sleep").arg("0.5").spawn().unwrap();
+    let pid = sleeper.id().to_string();
+    // The sleeper is our child: reap it as soon as it exits, as its parent would.
+    let reaper = std::thread::spawn(move || sleeper.wait());
+    let s = record(&[
+        "-e",
+        "sched",
+        "-p",
+        &pid,
+        "-d",
+        "600",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    reaper.join().unwrap().unwrap();
+    assert_eq!(
+        s["stopped_by"], "stopped: every traced process has exited",
+        "{s}"
+    );
+    // The sleeper's own switches are in the file.
+    let switches = dump(&out, "sched_switch")
+        .iter()
+        .filter(|(_, p, _)| p.to_string() == pid)
+        .count();
+    assert!(switches > 0, "no sched_switch of {pid}");
+}
+
+/// A disk too full to hold even the metadata: refused before any event is enabled.
+#[test]
+fn a_nearly_full_disk_is_refused_at_the_start() {
+    let disk = SmallDisk::new(4);
+    let out = disk.dir.path().join("tiny.dat");
+    let r = run(&[
+        "record",
+        "-e",
+        "sched",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success());
+    let mount = disk.dir.path().canonicalize().unwrap();
+    assert!(
+        err.contains(&format!("MB free on {}", mount.display())),
+        "{err}"
+    );
+    assert!(
+        err.contains("only 3 MB free") || err.contains("only 4 MB free"),
+        "{err}"
+    );
+    assert!(!err.contains("kstate: record"), "started recording: {err}");
+    assert_eq!(std::fs::read_dir(disk.dir.path()).unwrap().count(), 0);
 }

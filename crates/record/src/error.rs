@@ -36,6 +36,12 @@ impl Error {
         }
     }
 
+    /// Marks the error as caused by OS error `errno`.
+    pub fn with_os(mut self, errno: i32) -> Error {
+        self.os = Some(errno);
+        self
+    }
+
     pub fn is_disk_full(&self) -> bool {
         matches!(self.os, Some(libc::ENOSPC) | Some(libc::EDQUOT))
     }

@@ -7,6 +7,7 @@
 //! files into the trace.dat, counted) — driven by `session`.
 
 pub mod assemble;
+pub mod check;
 pub mod error;
 pub mod events;
 pub mod instance;

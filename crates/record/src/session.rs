@@ -12,6 +12,7 @@ use kstate_format::writer::{Compression, TraceWriter, WriterConfig};
 use kstate_format::{Endian, PageLayout};
 
 use crate::assemble::{self, CpuCount};
+use crate::check;
 use crate::error::{Error, Result};
 use crate::events::{self, Selection};
 use crate::instance::{self, Instance};
@@ -178,6 +179,7 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
             return Err(Error::new("empty command"));
         }
     }
+    check::arguments(opts)?;
     // From here on, Ctrl-C/SIGTERM end the recording through the normal path, so the
     // instance is always removed (a signal during setup gives a near-empty recording).
     signals::install();
@@ -225,6 +227,13 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
         }
     }
     let fell_back_from = (!fell_back.is_empty()).then(|| fell_back.join(", "));
+    let kallsyms = tracefs::read(Path::new("/proc/kallsyms")).unwrap_or_default();
+    // Room for the metadata if the disk fills while recording.
+    let reserve_bytes = kallsyms.len() as u64 + (8 << 20);
+    // Before any event is enabled: a disk too full to hold even the metadata and a first
+    // page per CPU would lose the whole recording.
+    let first_pages = system::possible_cpus().len() as u64 * (1 << 20);
+    check::free_space(&opts.output, reserve_bytes + first_pages)?;
     let inst = Instance::create(&tfs)?;
     setup_instance(&inst, opts, &sel, &clock)?;
     // The instance's header_page describes its sub-buffer ("page") size.
@@ -237,7 +246,6 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
     };
     let layout = PageLayout::parse(&header_page, endian, None)?;
     let long_size = std::mem::size_of::<libc::c_long>();
-    let kallsyms = tracefs::read(Path::new("/proc/kallsyms")).unwrap_or_default();
 
     // The output first: an unwritable path fails before anything is traced.
     let mut cfg = WriterConfig::new(layout.page_size);
@@ -248,8 +256,6 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
     cfg.version = Some(opts.tool.clone());
     let mut writer = TraceWriter::create(&opts.output, cfg)?;
     let scratch = Scratch::create(&opts.output)?;
-    // Room for the metadata if the disk fills while recording.
-    let reserve_bytes = kallsyms.len() as u64 + (8 << 20);
     let reserve = assemble::reserve(&scratch.path("reserve"), reserve_bytes);
 
     let cpus: Vec<u32> = system::possible_cpus()
@@ -412,7 +418,7 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
     }
 
     // Wait for the end: the command exits, the duration passes, a signal, or a failure.
-    let waiter = EndWaiter::new(child.as_ref());
+    let mut waiter = EndWaiter::new(child.as_ref(), &opts.pids);
     loop {
         if let Some(c) = child.as_mut() {
             if let Ok(Some(st)) = c.try_wait() {
@@ -430,6 +436,12 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
             break;
         }
         if ctl.has_failed() {
+            break;
+        }
+        if waiter.traced_gone() {
+            let why = "every traced process has exited";
+            notify(&format!("{why}; stopping"));
+            stopped_by = Some(format!("stopped: {why}"));
             break;
         }
         let left = match opts.duration {
@@ -703,15 +715,32 @@ fn apply_filter(inst: &Instance, sel: &Selection, spec: &str) -> Result<()> {
     }
     for (file, expr) in targets {
         if let Err(e) = inst.write(&file, expr.trim()) {
-            // The kernel explains a rejected filter in the filter file itself.
-            let why = inst
-                .read(&file)
-                .map(|t| String::from_utf8_lossy(&t).trim().replace('\n', " "))
-                .unwrap_or_default();
-            return Err(Error::new(format!("--filter '{spec}': {e} {why}")));
+            let why = kernel_error(inst, &file).unwrap_or_else(|| e.to_string());
+            return Err(Error::new(format!(
+                "--filter '{spec}': the kernel refused it: {why}"
+            )));
         }
     }
     Ok(())
+}
+
+/// The kernel's explanation of a refused write: the last entry of the instance's
+/// `error_log` (the message, the command and a caret under the problem), or what older
+/// kernels leave in the filter file itself.
+fn kernel_error(inst: &Instance, file: &str) -> Option<String> {
+    let from_log = inst.read("error_log").ok().and_then(|t| {
+        let t = String::from_utf8_lossy(&t).into_owned();
+        // Each entry starts with "[timestamp] "; keep the last one without it.
+        let start = t.rfind("\n[").map_or(0, |i| i + 1);
+        let entry = t[start..].trim_end();
+        let (_, rest) = entry.split_once("] ")?;
+        Some(rest.replacen("error: error: ", "error: ", 1))
+    });
+    from_log.or_else(|| {
+        let t = inst.read(file).ok()?;
+        let t = String::from_utf8_lossy(&t).trim().to_string();
+        (!t.is_empty() && t != "none").then_some(t)
+    })
 }
 
 /// cmdlines for trace-cmd: the process table at start plus the kernel's saved_cmdlines
@@ -740,33 +769,95 @@ fn wait_briefly(c: &mut Child) -> Option<ExitStatus> {
 }
 
 /// Sleeps until something may have ended the recording: the command's exit (its pidfd),
-/// a reader's failure or a stop, a signal, or the longest sleep.
+/// the exit of the last `-p` process, a reader's failure or a stop, a signal, or the
+/// longest sleep.
 struct EndWaiter {
     pidfd: Option<OwnedFd>,
+    /// The `-p` processes still running, with their pidfd where the kernel gives one.
+    traced: Vec<(i32, Option<OwnedFd>)>,
+    /// Whether there were `-p` processes to wait for.
+    tracing_pids: bool,
     /// A signal delivered to another of the recorder's threads does not interrupt this
-    /// one's sleep; without a pidfd (kernels before 5.3) the command's exit is only seen
-    /// by looking often.
+    /// one's sleep; without a pidfd (kernels before 5.3) an exit is only seen by looking
+    /// often.
     longest: Duration,
 }
 
+fn pidfd_open(pid: i32) -> std::io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags; the result is checked.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Whether a `-p` process has ended: its pidfd is readable, or (without one) /proc no
+/// longer shows it running.
+fn has_exited(pid: i32, fd: Option<&OwnedFd>) -> bool {
+    match fd {
+        Some(fd) => {
+            let mut p = libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, no wait.
+            let ready = unsafe { libc::poll(&mut p, 1, 0) };
+            ready != 0
+        }
+        None => match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(st) => st
+                .rfind(')')
+                .and_then(|i| st[i + 1..].split_whitespace().next())
+                .is_some_and(|state| state == "Z" || state == "X"),
+            Err(_) => true,
+        },
+    }
+}
+
 impl EndWaiter {
-    fn new(child: Option<&Child>) -> EndWaiter {
-        let pidfd = child.and_then(|c| {
-            // SAFETY: pidfd_open on our own, unreaped child; checked below.
-            let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, c.id() as libc::pid_t, 0) };
-            // SAFETY: a fresh descriptor we own.
-            (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
-        });
-        let longest = match child.is_some() && pidfd.is_none() {
+    fn new(child: Option<&Child>, pids: &[i32]) -> EndWaiter {
+        let pidfd = child.and_then(|c| pidfd_open(c.id() as i32).ok());
+        let mut traced = Vec::new();
+        for &pid in pids {
+            match pidfd_open(pid) {
+                Ok(fd) => traced.push((pid, Some(fd))),
+                // Gone already: nothing to wait for.
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                // Not a thread group leader (a thread's id), or an old kernel.
+                Err(_) => traced.push((pid, None)),
+            }
+        }
+        let polled = (child.is_some() && pidfd.is_none()) || traced.iter().any(|t| t.1.is_none());
+        let longest = match polled {
             true => Duration::from_millis(10),
             false => Duration::from_millis(200),
         };
-        EndWaiter { pidfd, longest }
+        EndWaiter {
+            pidfd,
+            traced,
+            tracing_pids: !pids.is_empty(),
+            longest,
+        }
     }
 
     fn wait(&self, ctl: &Control, left: Duration) {
-        let fds: Vec<RawFd> = self.pidfd.iter().map(|p| p.as_raw_fd()).collect();
+        let fds: Vec<RawFd> = self
+            .pidfd
+            .iter()
+            .chain(self.traced.iter().filter_map(|t| t.1.as_ref()))
+            .map(|p| p.as_raw_fd())
+            .collect();
         ctl.wait(&fds, left.min(self.longest));
+    }
+
+    /// True once every `-p` process has exited (never without `-p`).
+    fn traced_gone(&mut self) -> bool {
+        self.traced
+            .retain(|(pid, fd)| !has_exited(*pid, fd.as_ref()));
+        self.tracing_pids && self.traced.is_empty()
     }
 }
 

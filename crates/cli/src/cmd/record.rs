@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use kstate_format::writer::Compression;
-use kstate_format::Error;
+use kstate_format::{Error, ErrorKind};
 use kstate_record::events::PRESETS;
 use kstate_record::{Options, Summary, DEFAULT_BUFFER_KIB};
 
@@ -31,7 +31,8 @@ pub struct Args {
     /// separate with commas [default: perf]
     #[arg(short, long = "event", value_name = "SPEC")]
     events: Vec<String>,
-    /// Record only these processes (all their threads, and children they start)
+    /// Record only these processes (all their threads, and children they start); the
+    /// recording ends within a second of the last one's exit
     #[arg(short, long = "pid", value_name = "PID")]
     pids: Vec<i32>,
     /// With a command: record the whole system, not only the command and its children
@@ -129,6 +130,9 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     opts.sample = args.sample;
     opts.sample_fallback = args.sample_fallback;
     opts.stacks = args.stacks;
+    // Mistakes in the arguments are found before anything is recorded (exit status 2).
+    kstate_record::check::arguments(&opts)
+        .map_err(|e| Error::new(ErrorKind::Unsupported, None, e.to_string()))?;
     let mut notify = |m: &str| eprintln!("kstate: {m}");
     match kstate_record::record(&opts, &mut notify) {
         Ok(s) => {
