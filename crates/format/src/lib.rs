@@ -13,7 +13,6 @@ mod mapped;
 pub mod output;
 pub mod page;
 pub mod page_builder;
-pub mod parquet_dir;
 pub mod perfdata;
 pub mod print_fmt;
 pub mod rawdir;

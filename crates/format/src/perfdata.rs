@@ -318,16 +318,16 @@ fn tracing_data(b: &[u8]) -> Result<Meta> {
 }
 
 /// One CPU's synthesized pages going to a scratch file.
-pub(crate) struct CpuStream {
+pub struct CpuStream {
     path: PathBuf,
     out: BufWriter<File>,
-    pub(crate) builder: PageBuilder,
+    pub builder: PageBuilder,
     bytes: u64,
     failed: Option<std::io::Error>,
 }
 
 impl CpuStream {
-    pub(crate) fn create(dir: &Path, cpu: u32, layout: PageLayout) -> Result<CpuStream> {
+    pub fn create(dir: &Path, cpu: u32, layout: PageLayout) -> Result<CpuStream> {
         let path = dir.join(format!("cpu{cpu}"));
         let f = crate::output::create_new(&path).map_err(|e| Error::io(&path, e))?;
         Ok(CpuStream {
@@ -339,7 +339,7 @@ impl CpuStream {
         })
     }
 
-    pub(crate) fn push(&mut self, ts: u64, payload: &[u8]) -> Result<()> {
+    pub fn push(&mut self, ts: u64, payload: &[u8]) -> Result<()> {
         let (out, bytes, failed) = (&mut self.out, &mut self.bytes, &mut self.failed);
         let mut done = |p: &[u8]| {
             if failed.is_none() {
@@ -357,7 +357,7 @@ impl CpuStream {
         }
     }
 
-    pub(crate) fn finish(mut self) -> Result<(PathBuf, u64)> {
+    pub fn finish(mut self) -> Result<(PathBuf, u64)> {
         let (out, bytes, failed) = (&mut self.out, &mut self.bytes, &mut self.failed);
         self.builder.finish(&mut |p: &[u8]| {
             if failed.is_none() {

@@ -25,7 +25,7 @@ pub enum Container {
     RawDir,
     /// perf's `perf.data` with tracepoint samples (see `perfdata`).
     PerfData,
-    /// kstate's own Parquet tables (`kstate convert --to parquet`, see `parquet_dir`).
+    /// kstate's own Parquet tables (`kstate convert --to parquet`, read by `kstate-export`).
     Parquet,
 }
 
@@ -179,14 +179,11 @@ pub struct Trace {
 }
 
 impl Trace {
-    /// Opens a trace.dat file, a perf.data file, a raw capture directory or a directory
-    /// of kstate's Parquet tables.
+    /// Opens a trace.dat file, a perf.data file or a raw capture directory (kstate's
+    /// Parquet directories are opened by `kstate_export::open`).
     pub fn open(path: &Path) -> Result<Trace> {
         let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
         if meta.is_dir() {
-            if let Some(host_dir) = crate::parquet_dir::locate(path)? {
-                return crate::parquet_dir::open(&host_dir);
-            }
             return crate::rawdir::open(path);
         }
         let mut magic = [0u8; 8];

@@ -2,16 +2,10 @@
 //! KernelShark open (`--to dat`, the default), or any trace kstate reads into a format
 //! other tools open: Chrome trace-event JSON, Perfetto's protobuf trace, Parquet tables.
 
-mod chrome;
-mod common;
-#[cfg(feature = "parquet")]
-mod parquet;
-mod pb;
-mod perfetto;
-
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use kstate_export::{chrome, perfetto};
 use kstate_format::writer::{write_from_capture, Compression, WriterConfig};
 use kstate_format::{Container, Error, ErrorKind};
 
@@ -75,7 +69,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         }
         #[cfg(feature = "parquet")]
         Target::Parquet => {
-            let s = parquet::write(&trace, &args.output, &args.analyzers)?;
+            let s = kstate_export::parquet::write(&trace, &args.output, &args.analyzers)?;
             let t: Vec<String> = s.tables.iter().map(|(n, r)| format!("{n} {r}")).collect();
             eprintln!(
                 "kstate: {}: {} events; tables (rows): {}",

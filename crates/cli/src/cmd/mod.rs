@@ -27,9 +27,10 @@ use kstate_analyze::fxmap::FxMap;
 use kstate_format::{Error, Trace};
 use std::path::Path;
 
-/// Opens a trace for a command; the error already names the file and offset.
+/// Opens a trace for a command (any kstate reads, Parquet directories included); the
+/// error already names the file and offset.
 pub fn open(path: &Path) -> Result<Trace, Error> {
-    Trace::open(path)
+    kstate_export::open(path)
 }
 
 /// tid -> tgid where `file` is a raw capture with saved_tgids; empty otherwise.

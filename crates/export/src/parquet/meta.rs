@@ -32,11 +32,10 @@ use parquet::file::writer::SerializedFileWriter;
 use parquet::record::RowAccessor;
 use parquet::schema::parser::parse_message_type;
 
-use crate::bytes::Endian;
-use crate::error::{Error, ErrorKind, Result};
-use crate::event_format::EventFormat;
-use crate::layout::PageLayout;
-use crate::trace::{ClockMap, Container, CpuData, DataLoc, EventTable, Trace};
+use kstate_format::{
+    ClockMap, Container, CpuData, DataLoc, Endian, Error, ErrorKind, EventFormat, EventTable,
+    PageLayout, Result, Trace,
+};
 
 use super::rebuild::{Rebuild, TableFile};
 use super::META_FILE;
@@ -296,7 +295,7 @@ pub fn open(dir: &Path) -> Result<Trace> {
                     .map_err(|_| corrupt("an option id over 65535"))?;
                 extra_options.push((id, data.unwrap_or_default()));
             }
-            "lost" => losses.push(super::Loss {
+            "lost" => losses.push(Loss {
                 cpu: need(a, "cpu")?,
                 seq: b.map(|s| s as u64),
                 count: c.map(|n| n as u64),
@@ -364,7 +363,7 @@ pub fn open(dir: &Path) -> Result<Trace> {
             format: fmt.clone(),
         });
     }
-    losses.sort_by_key(|l: &super::Loss| (l.cpu, l.seq.unwrap_or(u64::MAX)));
+    losses.sort_by_key(|l: &Loss| (l.cpu, l.seq.unwrap_or(u64::MAX)));
     cpus.sort_unstable();
     cpus.dedup();
     let build = Arc::new(Rebuild::new(

@@ -19,7 +19,7 @@
 //!   (null where the kernel flagged a loss without a count), the CPU's first and last
 //!   event, the trace's first and last event, the source file and the tool.
 //! * `_kstate.parquet`: what makes the directory a trace kstate reads back
-//!   (`kstate_format::parquet_dir`), written last and only when the whole trace was read.
+//!   (`super::open`), written last and only when the whole trace was read.
 //!
 //! Rows are buffered per table and written as row groups of up to 256 Ki rows (and at
 //! most 2 Mi rows buffered over all tables), so memory stays bounded whatever the trace
@@ -30,21 +30,22 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parquet::basic::{Compression, Encoding, LogicalType, Repetition, Type as Physical};
+use parquet::basic::{Compression, Encoding, Repetition};
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, Int32Type, Int64Type};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::{ColumnPath, Type};
 
+use super::meta::{write_meta, Conversion, Loss};
+use super::{column_kind, field_columns, field_type, ColType, ColumnKind, COMMON_COLUMNS};
 use kstate_analyze::analyzer::{Info, Kind, LogRow, LogSink, Unit};
 use kstate_analyze::fxmap::FxMap;
 use kstate_analyze::merge::{IdFilter, Merger};
 use kstate_format::extras::{ids, Recording};
 use kstate_format::output::NewFile;
-use kstate_format::parquet_dir::{column_kind, field_columns, ColumnKind, Conversion, Loss};
 use kstate_format::{Error, ErrorKind, EventFormat, FieldRef, Lost, Trace};
 
-use super::common::{self, comm_str, SwitchFields};
+use crate::common::{self, comm_str, SwitchFields};
 
 const GROUP_ROWS: usize = 256 * 1024;
 const BUFFERED_ROWS: usize = 2 * 1024 * 1024;
@@ -121,32 +122,13 @@ impl Col {
     }
 }
 
-#[derive(Clone, Copy)]
-enum ColType {
-    Int { bits: u8, signed: bool },
-    Str,
-    Bytes,
-    Bool,
-}
-
 fn column(name: &str, t: ColType, optional: bool) -> Arc<Type> {
     let rep = if optional {
         Repetition::OPTIONAL
     } else {
         Repetition::REQUIRED
     };
-    let (phys, logical) = match t {
-        ColType::Int { bits: 64, signed } => {
-            (Physical::INT64, Some(LogicalType::integer(64, signed)))
-        }
-        ColType::Int { bits, signed } => (
-            Physical::INT32,
-            Some(LogicalType::integer(bits as i8, signed)),
-        ),
-        ColType::Str => (Physical::BYTE_ARRAY, Some(LogicalType::String)),
-        ColType::Bytes => (Physical::BYTE_ARRAY, None),
-        ColType::Bool => (Physical::BOOLEAN, None),
-    };
+    let (phys, logical) = t.parquet_type();
     Arc::new(
         Type::primitive_type_builder(name, phys)
             .with_repetition(rep)
@@ -293,64 +275,18 @@ struct EventTable {
 }
 
 fn event_table(dir: &Path, file_name: &str, fmt: &EventFormat) -> Result<EventTable, Error> {
-    let mut cols: Vec<(String, ColType, bool)> = vec![
-        (
-            "ts".into(),
-            ColType::Int {
-                bits: 64,
-                signed: false,
-            },
-            false,
-        ),
-        (
-            "cpu".into(),
-            ColType::Int {
-                bits: 32,
-                signed: false,
-            },
-            false,
-        ),
-        (
-            "tid".into(),
-            ColType::Int {
-                bits: 32,
-                signed: true,
-            },
-            false,
-        ),
-        (
-            "pid".into(),
-            ColType::Int {
-                bits: 32,
-                signed: true,
-            },
-            true,
-        ),
-        ("comm".into(), ColType::Str, true),
-    ];
-    cols.push((
-        "seq".into(),
-        ColType::Int {
-            bits: 64,
-            signed: false,
-        },
-        false,
-    ));
+    let mut cols: Vec<(String, ColType, bool)> = COMMON_COLUMNS
+        .iter()
+        .map(|&(name, t, optional)| (name.to_string(), t, optional))
+        .collect();
     let mut getters = Vec::new();
     for (f, name) in fmt.fields.iter().zip(field_columns(fmt)) {
-        let (t, g) = match column_kind(f) {
-            ColumnKind::Int => (
-                ColType::Int {
-                    bits: (f.size * 8) as u8,
-                    signed: f.signed,
-                },
-                Getter::Int(FieldRef::from(f)),
-            ),
-            ColumnKind::Text => (ColType::Str, Getter::Str(f.clone())),
-            ColumnKind::Bytes => (ColType::Bytes, Getter::Bytes(f.clone())),
-        };
-        cols.push((name, t, true));
-        getters.push(g);
+        getters.push(match column_kind(f) {
+            ColumnKind::Int => Getter::Int(FieldRef::from(f)),
+            ColumnKind::Text => Getter::Str(f.clone()),
+            ColumnKind::Bytes => Getter::Bytes(f.clone()),
+        });
+        cols.push((name, field_type(f), true));
     }
     let table = Table::create(dir.join(format!("{file_name}.parquet")), &cols)?;
     Ok(EventTable { table, getters })
@@ -619,7 +555,7 @@ fn event_tables(trace: &Trace, dir: &Path) -> Result<(u64, Vec<(String, u64)>), 
         first_ts,
         events: total,
     };
-    kstate_format::parquet_dir::write_meta(trace, dir, &conv)?;
+    write_meta(trace, dir, &conv)?;
     Ok((total, out))
 }
 

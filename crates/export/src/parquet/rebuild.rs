@@ -18,13 +18,15 @@ use parquet::column::reader::ColumnReader;
 use parquet::data_type::ByteArray;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::event_format::{EventFormat, Field, FieldKind};
-use crate::layout::PageLayout;
-use crate::perfdata::CpuStream;
-use crate::trace::{BuildPages, PageSource, PlainPages, ScratchDir};
+use kstate_format::perfdata::CpuStream;
+use kstate_format::trace::{PlainPages, ScratchDir};
+use kstate_format::{
+    BuildPages, Endian, Error, ErrorKind, EventFormat, Field, FieldKind, PageLayout, PageSource,
+    Result,
+};
 
-use super::{column_kind, field_columns, ColumnKind, Loss};
+use super::meta::Loss;
+use super::{column_kind, common_type, field_columns, field_type, ColumnKind};
 
 /// Rows decoded per column at a time.
 const BATCH: usize = 4096;
@@ -321,20 +323,19 @@ impl Cursor {
                 next: 0,
             })
         };
+        let common = |name: &str| {
+            let t = common_type(name).expect("one of the common columns");
+            col(name, t.parquet_type().0)
+        };
         let mut cols = vec![
-            col("seq", P::INT64)?,
-            col("ts", P::INT64)?,
-            col("cpu", P::INT32)?,
-            col("tid", P::INT32)?,
+            common("seq")?,
+            common("ts")?,
+            common("cpu")?,
+            common("tid")?,
         ];
         let fmt = &t.format;
         for (f, name) in fmt.fields.iter().zip(field_columns(fmt)) {
-            let want = match column_kind(f) {
-                ColumnKind::Int if f.size == 8 => P::INT64,
-                ColumnKind::Int => P::INT32,
-                ColumnKind::Text | ColumnKind::Bytes => P::BYTE_ARRAY,
-            };
-            cols.push(col(&name, want)?);
+            cols.push(col(&name, field_type(f).parquet_type().0)?);
         }
         let fixed = fmt
             .common
@@ -483,7 +484,7 @@ impl Cursor {
 }
 
 /// Writes an array or string field's data where the record layout puts it.
-fn put_bytes(f: &Field, b: &[u8], text: bool, e: crate::bytes::Endian, out: &mut Vec<u8>) {
+fn put_bytes(f: &Field, b: &[u8], text: bool, e: Endian, out: &mut Vec<u8>) {
     match f.kind {
         FieldKind::Dynamic { relative, .. } => {
             let start = out.len();

@@ -21,7 +21,7 @@ use kstate_format::output::NewFile;
 use kstate_format::value::write_json_str;
 use kstate_format::{Error, Trace};
 
-use super::common::{self, comm_str, io_err, CpuRuns, Lanes, Run, SwitchFields};
+use crate::common::{self, comm_str, io_err, CpuRuns, Lanes, Run, SwitchFields};
 
 /// Synthetic process and thread ids, above any kernel pid (pid_max <= 2^22).
 const CPU_PID: u64 = 2_000_000_000;

@@ -17,6 +17,8 @@
 //! come. Trace processor sorts packets by time when it loads the file, so analyzer
 //! packets may come in completion order.
 
+mod pb;
+
 use std::collections::HashMap;
 use std::fmt;
 use std::io::{BufWriter, Write};
@@ -27,8 +29,7 @@ use kstate_analyze::merge::{IdFilter, Merger};
 use kstate_format::output::NewFile;
 use kstate_format::{Error, Lost, Trace};
 
-use super::common::{self, comm_of, comm_str, io_err, Comm, Lanes, SwitchFields, WakeFields};
-use super::pb;
+use crate::common::{self, comm_of, comm_str, io_err, Comm, Lanes, SwitchFields, WakeFields};
 
 // TracePacket
 const PKT_FTRACE_EVENTS: u32 = 1;

@@ -1,5 +1,8 @@
-//! kstate's Parquet directory (`kstate convert --to parquet -o DIR`) read back as a trace:
-//! the LKST authors' intermediate file. Convert a large trace once; every later
+//! kstate's Parquet directory: written by [`write`] (`kstate convert --to parquet -o DIR`,
+//! the tables are described in `write`), and read back as a trace by [`open`]: the LKST
+//! authors' intermediate file. The column rules both sides use are defined once, here
+//! ([`COMMON_COLUMNS`], [`field_columns`], [`field_type`]); the meta table's rows are
+//! written and read in `meta`. Convert a large trace once; every later
 //! `kstate analyze` on the directory reads only the tables of the events it needs.
 //!
 //! Besides the tables people query, the conversion writes [`META_FILE`]: what a `Trace`
@@ -12,14 +15,12 @@
 //! event's position in the original merge), so every CPU gets its records back in their
 //! original order and the merge of the rebuilt trace is the merge of the original.
 //!
-//! The reading needs the `parquet` feature; without it a directory holding
+//! Writing and reading need the `parquet` feature; without it a directory holding
 //! [`META_FILE`] is still recognised, and opening it says what is missing.
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::event_format::{EventFormat, Field, FieldKind};
-use crate::trace::Trace;
+use kstate_format::{Error, ErrorKind, EventFormat, Field, FieldKind, Result, Trace};
 
 #[cfg(feature = "parquet")]
 mod meta;
@@ -27,14 +28,74 @@ mod meta;
 mod rebuild;
 
 #[cfg(feature = "parquet")]
-pub use meta::{write_meta, Conversion, Loss};
+mod write;
+
+#[cfg(feature = "parquet")]
+pub use write::{write, Summary};
 
 /// The file that makes a directory of Parquet tables a trace kstate can read.
 pub const META_FILE: &str = "_kstate.parquet";
 
-/// The columns every event table starts with: time, CPU, thread, thread group, task
-/// name, and the event's position in the whole trace.
-pub const COMMON_COLUMNS: [&str; 6] = ["ts", "cpu", "tid", "pid", "comm", "seq"];
+/// How a column is stored; the one definition the writer declares columns by and the
+/// reader checks them against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColType {
+    /// An integer of `bits` bits: INT32 up to 32 bits (a UINT32 as its INT32 bits), else
+    /// INT64, annotated with its width and signedness.
+    Int { bits: u8, signed: bool },
+    /// A UTF-8 string (BYTE_ARRAY, logical type STRING).
+    Str,
+    /// Raw bytes (BYTE_ARRAY).
+    Bytes,
+    /// A flag (BOOLEAN).
+    Bool,
+}
+
+const fn int(bits: u8, signed: bool) -> ColType {
+    ColType::Int { bits, signed }
+}
+
+/// The columns every event table starts with, as (name, type, nullable): time, CPU,
+/// thread, thread group (null where the trace does not record it), task name (null where
+/// unknown), and the event's position in the whole trace.
+pub const COMMON_COLUMNS: [(&str, ColType, bool); 6] = [
+    ("ts", int(64, false), false),
+    ("cpu", int(32, false), false),
+    ("tid", int(32, true), false),
+    ("pid", int(32, true), true),
+    ("comm", ColType::Str, true),
+    ("seq", int(64, false), false),
+];
+
+#[cfg(feature = "parquet")]
+impl ColType {
+    /// The Parquet physical type and its logical annotation.
+    pub(crate) fn parquet_type(
+        self,
+    ) -> (
+        ::parquet::basic::Type,
+        Option<::parquet::basic::LogicalType>,
+    ) {
+        use ::parquet::basic::{LogicalType, Type as Physical};
+        match self {
+            ColType::Int { bits: 64, signed } => {
+                (Physical::INT64, Some(LogicalType::integer(64, signed)))
+            }
+            ColType::Int { bits, signed } => (
+                Physical::INT32,
+                Some(LogicalType::integer(bits as i8, signed)),
+            ),
+            ColType::Str => (Physical::BYTE_ARRAY, Some(LogicalType::String)),
+            ColType::Bytes => (Physical::BYTE_ARRAY, None),
+            ColType::Bool => (Physical::BOOLEAN, None),
+        }
+    }
+}
+
+/// The type of the common column `name` (one of [`COMMON_COLUMNS`]).
+pub fn common_type(name: &str) -> Option<ColType> {
+    COMMON_COLUMNS.iter().find(|c| c.0 == name).map(|c| c.1)
+}
 
 /// The column names of `fmt`'s own fields, in format order: the field's name, prefixed
 /// with `ev_` while it clashes with a common column or an earlier field's column.
@@ -42,7 +103,7 @@ pub fn field_columns(fmt: &EventFormat) -> Vec<String> {
     let mut out: Vec<String> = Vec::with_capacity(fmt.fields.len());
     for f in &fmt.fields {
         let mut name = f.name.clone();
-        while COMMON_COLUMNS.contains(&name.as_str()) || out.contains(&name) {
+        while common_type(&name).is_some() || out.contains(&name) {
             name = format!("ev_{name}");
         }
         out.push(name);
@@ -59,6 +120,16 @@ pub enum ColumnKind {
     Text,
     /// Raw bytes: other arrays, dynamic or fixed.
     Bytes,
+}
+
+/// The column type of `f`, by its [`column_kind`]: integers keep the field's size and
+/// signedness.
+pub fn field_type(f: &Field) -> ColType {
+    match column_kind(f) {
+        ColumnKind::Int => int((f.size * 8) as u8, f.signed),
+        ColumnKind::Text => ColType::Str,
+        ColumnKind::Bytes => ColType::Bytes,
+    }
 }
 
 /// How `f` is stored in its event's table.
