@@ -209,7 +209,7 @@ fn write_rows(path: &Path, r: Rows) -> Result<()> {
             .set_created_by(format!("kstate {}", env!("CARGO_PKG_VERSION")))
             .build(),
     );
-    let f = crate::output::NewFile::create(path).map_err(|e| Error::io(path, e))?;
+    let f = kstate_format::output::NewFile::create(path).map_err(|e| Error::io(path, e))?;
     let mut w = SerializedFileWriter::new(f, schema, props).map_err(perr)?;
     let mut rg = w.next_row_group().map_err(perr)?;
     let mut col = 0;
