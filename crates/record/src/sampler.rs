@@ -82,6 +82,13 @@ pub fn event_names() -> Vec<&'static str> {
     EVENTS.iter().map(|e| e.0).collect()
 }
 
+/// The highest `--sample` frequency taken: the kernel's default limit
+/// (`kernel.perf_event_max_sample_rate`).
+pub const MAX_HZ: u64 = 100_000;
+/// The largest `--sample EVENT:PERIOD` (perf_event_attr takes a u64; the kernel refuses
+/// periods with the top bit set).
+pub const MAX_PERIOD: u64 = 1 << 62;
+
 pub fn parse_spec(s: &str) -> std::result::Result<SampleSpec, String> {
     let s = s.trim();
     if s.is_empty() {
@@ -94,13 +101,28 @@ pub fn parse_spec(s: &str) -> std::result::Result<SampleSpec, String> {
             .ok_or_else(|| format!("--sample {s}: {what} {t:?} is not a positive integer"))
     };
     if s.bytes().all(|b| b.is_ascii_digit()) {
+        let hz = positive(s, "frequency")?;
+        if hz > MAX_HZ {
+            return Err(format!(
+                "--sample {s}: a frequency from 1 to {MAX_HZ} Hz (the kernel's default \
+                 perf_event_max_sample_rate)"
+            ));
+        }
         return Ok(SampleSpec {
-            hz: Some(positive(s, "frequency")?),
+            hz: Some(hz),
             ..SampleSpec::default()
         });
     }
     let (name, period) = match s.split_once(':') {
-        Some((n, p)) => (n, Some(positive(p, "period")?)),
+        Some((n, p)) => {
+            let period = positive(p, "period")?;
+            if period > MAX_PERIOD {
+                return Err(format!(
+                    "--sample {s}: a period from 1 to {MAX_PERIOD} events"
+                ));
+            }
+            (n, Some(period))
+        }
         None => (s, None),
     };
     let Some(e) = EVENTS.iter().find(|e| e.0.eq_ignore_ascii_case(name)) else {

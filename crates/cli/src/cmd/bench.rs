@@ -10,6 +10,11 @@ use kstate_analyze::merge::{IdFilter, Merger};
 use kstate_format::value::FieldRef;
 use kstate_format::{Error, ErrorKind, Trace};
 
+/// How many runs a benchmark takes.
+pub const RUNS: std::ops::RangeInclusive<u64> = 1..=1000;
+/// CPUs a workload can be pinned to (the size of a cpu_set_t).
+pub const CPU: std::ops::RangeInclusive<u64> = 0..=1023;
+
 #[derive(clap::Subcommand)]
 pub enum Bench {
     /// Read speed: events decoded per second on one core (common fields plus two fields of
@@ -18,7 +23,7 @@ pub enum Bench {
         /// trace.dat or capture directory (use a large one: 10 million events or more)
         file: PathBuf,
         /// Passes of each tool; the fastest is reported
-        #[arg(long, default_value_t = 3)]
+        #[arg(long, default_value_t = 3, value_parser = super::numbers::int::<u32>(RUNS))]
         runs: u32,
         /// Skip the trace-cmd comparison
         #[arg(long)]
@@ -54,7 +59,7 @@ pub enum Bench {
         /// scripts/make-bench-trace)
         file: PathBuf,
         /// Passes of kstate; the fastest is reported (the peer runs once: it is slow)
-        #[arg(long, default_value_t = 3)]
+        #[arg(long, default_value_t = 3, value_parser = super::numbers::int::<u32>(RUNS))]
         runs: u32,
         /// Skip the trace-cmd comparison
         #[arg(long)]

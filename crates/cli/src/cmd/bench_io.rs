@@ -45,7 +45,7 @@ pub const PATTERNS: [(u32, bool, u32); 11] = [
 )]
 pub struct Args {
     /// Patterns to run (comma-separated, 1-11) [default: all]
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = super::numbers::int::<u32>(1..=11))]
     pattern: Vec<u32>,
     /// Total bytes written per run (K, M, G suffixes)
     #[arg(long, default_value = "1G", value_parser = parse_size)]
@@ -54,7 +54,7 @@ pub struct Args {
     #[arg(long, default_value = "4K", value_parser = parse_size)]
     record: u64,
     /// CPU counts to run at (the workload pinned to CPUs 0..N-1) [default: all CPUs]
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = super::numbers::int::<usize>(1..=1024))]
     cpus: Vec<usize>,
     /// Where the files go (removed afterwards)
     #[arg(long, default_value = ".")]
@@ -73,6 +73,9 @@ pub struct Args {
     json: bool,
 }
 
+/// The largest size `parse_size` takes (1 TiB).
+const MAX_SIZE: u64 = 1 << 40;
+
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let s = s.trim();
     let (num, mul) = match s.chars().last() {
@@ -82,10 +85,10 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         _ => (s, 1),
     };
     let n: u64 = num.parse().map_err(|_| format!("'{s}' is not a size"))?;
-    if n == 0 {
-        return Err("size must be positive".into());
+    match n.checked_mul(mul) {
+        Some(b) if (1..=MAX_SIZE).contains(&b) => Ok(b),
+        _ => Err(format!("'{s}': a size from 1 byte to 1T")),
     }
-    Ok(n * mul)
 }
 
 fn err(msg: impl Into<String>) -> Error {

@@ -39,16 +39,16 @@ pub struct Harness {
     #[arg(short = 'r', long)]
     random: bool,
     /// Allocations per loop (each is freed before the next loop)
-    #[arg(short = 'n', long, default_value_t = 5000)]
+    #[arg(short = 'n', long, default_value_t = 5000, value_parser = super::numbers::int::<usize>(1..=100_000_000))]
     per_loop: usize,
     /// Samples per measurement
-    #[arg(short = 'c', long, default_value_t = 3)]
+    #[arg(short = 'c', long, default_value_t = 3, value_parser = super::numbers::int::<u32>(1..=1000))]
     samples: u32,
     /// Seconds per sample
-    #[arg(short = 'i', long, default_value_t = 1.0)]
+    #[arg(short = 'i', long, default_value_t = 1.0, value_parser = super::numbers::float(0.001..=3600.0))]
     interval: f64,
     /// Run this many loops per thread instead of timed samples; the time is measured
-    #[arg(short = 'f', long, value_name = "LOOPS")]
+    #[arg(short = 'f', long, value_name = "LOOPS", value_parser = super::numbers::int::<u64>(1..=1_000_000_000_000))]
     fixed: Option<u64>,
 }
 
@@ -59,7 +59,8 @@ pub struct Args {
         short = 't',
         long = "threads",
         value_delimiter = ',',
-        default_value = "1"
+        default_value = "1",
+        value_parser = super::numbers::int::<usize>(1..=4096)
     )]
     threads: Vec<usize>,
     /// Allocation size in bytes (the maximum with -r); a list sweeps (256,1024,4096)
@@ -68,7 +69,8 @@ pub struct Args {
         long = "sizes",
         visible_alias = "max",
         value_delimiter = ',',
-        default_value = "1024"
+        default_value = "1024",
+        value_parser = super::numbers::int::<usize>(1..=1 << 30)
     )]
     sizes: Vec<usize>,
     /// Allocators to compare, each run under LD_PRELOAD: glibc, jemalloc, tcmalloc,
@@ -85,9 +87,9 @@ pub struct Args {
 /// One child measurement (hidden subcommand `bench malloc-pass`).
 #[derive(clap::Args, Debug)]
 pub struct PassArgs {
-    #[arg(short = 't', long, default_value_t = 1)]
+    #[arg(short = 't', long, default_value_t = 1, value_parser = super::numbers::int::<usize>(1..=4096))]
     threads: usize,
-    #[arg(short = 'm', long, default_value_t = 1024)]
+    #[arg(short = 'm', long, default_value_t = 1024, value_parser = super::numbers::int::<usize>(1..=1 << 30))]
     max: usize,
     #[command(flatten)]
     harness: Harness,

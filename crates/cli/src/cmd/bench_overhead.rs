@@ -31,10 +31,10 @@ use serde_json::{json, Value};
     write, close and unlink, no fsync (LKST: lmbench's 10K file create + delete).")]
 pub struct Args {
     /// Scale the default operation counts (0.01 for a quick check, 10 for steadier figures)
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = super::numbers::float(0.0001..=1000.0))]
     iters: f64,
     /// Runs of each configuration, interleaved; the median is reported
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = super::numbers::int::<usize>(super::bench::RUNS))]
     runs: usize,
     /// Only these benchmarks (comma-separated: null,stat,openclose,pipe,unix,fork,ctxsw,
     /// chat,fs)

@@ -28,10 +28,10 @@ use serde_json::{json, Value};
 )]
 pub struct Args {
     /// Scale the default amount of work (0.01 for a quick check)
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = super::numbers::float(0.0001..=1000.0))]
     iters: f64,
     /// Runs of each configuration, interleaved; the median is reported
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = super::numbers::int::<usize>(super::bench::RUNS))]
     runs: usize,
     /// Where recordings go while measuring (removed afterwards)
     #[arg(long, default_value = "/tmp")]

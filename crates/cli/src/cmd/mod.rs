@@ -12,6 +12,7 @@ pub mod convert;
 pub mod dump;
 pub mod exit_status;
 pub mod info;
+pub mod numbers;
 pub mod plot;
 pub mod profile;
 pub mod record;

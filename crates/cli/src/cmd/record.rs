@@ -11,7 +11,7 @@ use kstate_format::{Error, ErrorKind};
 use kstate_record::events::PRESETS;
 use kstate_record::{Options, Summary, DEFAULT_BUFFER_KIB};
 
-use super::exit_status;
+use super::{exit_status, numbers};
 use crate::timefmt;
 
 #[derive(clap::Args)]
@@ -33,22 +33,24 @@ pub struct Args {
     events: Vec<String>,
     /// Record only these processes (all their threads, and children they start); the
     /// recording ends within a second of the last one's exit
-    #[arg(short, long = "pid", value_name = "PID")]
+    #[arg(short, long = "pid", value_name = "PID", value_parser = numbers::int::<i32>(1..=PID_MAX))]
     pids: Vec<i32>,
     /// With a command: record the whole system, not only the command and its children
     #[arg(short, long)]
     all: bool,
-    /// Stop after this many seconds
-    #[arg(short, long, value_name = "SECONDS", value_parser = parse_duration)]
+    /// Stop after this long: seconds (1.5) or a duration with a unit (250ms, 2s); at most
+    /// a year
+    #[arg(short, long, value_name = "SECONDS", value_parser = numbers::duration)]
     duration: Option<Duration>,
     /// Ring-buffer size per CPU, in KiB
     #[arg(short = 'b', long = "buffer", value_name = "KIB", default_value_t = DEFAULT_BUFFER_KIB,
-          value_parser = clap::value_parser!(u64).range(64..=16 * 1024 * 1024))]
+          value_parser = numbers::int::<u64>(BUFFER_KIB))]
     buffer_kib: u64,
     /// Ring-buffer sub-buffer size in KiB, a power of two up to 512 (Linux 6.8+; larger
     /// pages cost less per byte to move) [default: the largest that leaves 16 per buffer,
     /// at most 512, where the kernel allows it]
-    #[arg(long = "subbuf", value_name = "KIB")]
+    #[arg(long = "subbuf", value_name = "KIB",
+          value_parser = numbers::int::<u64>(1..=kstate_record::check::MAX_SUBBUF_KIB))]
     subbuf_kib: Option<u64>,
     /// Trace clock [default: mono, which lines up with CLOCK_MONOTONIC and maps to wall time]
     #[arg(long)]
@@ -58,7 +60,8 @@ pub struct Args {
     #[arg(long = "filter", value_name = "EVENT:EXPR")]
     filters: Vec<String>,
     /// Snapshot /proc/meminfo and /proc/vmstat every MS milliseconds into the file (0: off)
-    #[arg(long = "sysinfo-interval", value_name = "MS", default_value_t = 1000)]
+    #[arg(long = "sysinfo-interval", value_name = "MS", default_value_t = 1000,
+          value_parser = numbers::int::<u64>(SYSINFO_MS))]
     sysinfo_interval: u64,
     /// Compress the file (trace-cmd reads it)
     #[arg(long, value_name = "ALGO", value_parser = ["zstd", "none"])]
@@ -94,15 +97,12 @@ pub struct Args {
     command: Vec<String>,
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s
-        .parse()
-        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
-    if !(secs > 0.0 && secs.is_finite()) {
-        return Err(format!("duration must be positive, got {s}"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
+/// Ring-buffer sizes `-b` takes, in KiB (64 KiB to 16 GiB per CPU).
+pub const BUFFER_KIB: std::ops::RangeInclusive<u64> = 64..=16 * 1024 * 1024;
+/// Memory snapshot intervals, in ms (0: off; at most an hour).
+pub const SYSINFO_MS: std::ops::RangeInclusive<u64> = 0..=3_600_000;
+/// The largest process id Linux gives (PID_MAX_LIMIT on 64-bit).
+const PID_MAX: u64 = 4 * 1024 * 1024;
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
     if args.list_presets {

@@ -28,7 +28,7 @@ use serde_json::{json, Value};
 )]
 pub struct Args {
     /// CPU counts (comma-separated)
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(long, value_delimiter = ',', required = true, value_parser = super::numbers::int::<usize>(1..=1024))]
     cpus: Vec<usize>,
     /// Keep the recordings in DIR as cpuN.dat
     #[arg(long, value_name = "DIR")]

@@ -47,7 +47,7 @@ pub enum Workload {
     Getppid {
         n: u64,
         /// Pin to this CPU first
-        #[arg(long)]
+        #[arg(long, value_parser = super::numbers::int::<usize>(super::bench::CPU))]
         cpu: Option<usize>,
         /// Print {"calls","ns_per_call","cpu_ns"} as JSON
         #[arg(long)]
@@ -78,7 +78,7 @@ pub enum Workload {
         n: u64,
         ms: u64,
         /// Pin to this CPU first
-        #[arg(long)]
+        #[arg(long, value_parser = super::numbers::int::<usize>(super::bench::CPU))]
         cpu: Option<usize>,
     },
     /// THREADS threads each mapping and unmapping an anonymous page N times and touching
@@ -112,7 +112,7 @@ pub enum Workload {
         #[arg(long, default_value_t = 1000)]
         ms: u64,
         /// Pin to this CPU first
-        #[arg(long)]
+        #[arg(long, value_parser = super::numbers::int::<usize>(super::bench::CPU))]
         cpu: Option<usize>,
     },
     /// The chat benchmark (`kstate bench chat`): rooms of users exchanging 100-byte
@@ -146,7 +146,7 @@ pub enum Workload {
         #[arg(long, default_value_t = 20_000_000)]
         hot: u64,
         /// Pin to this CPU first
-        #[arg(long)]
+        #[arg(long, value_parser = super::numbers::int::<usize>(super::bench::CPU))]
         cpu: Option<usize>,
     },
 }
