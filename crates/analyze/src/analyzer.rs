@@ -37,7 +37,36 @@ pub struct Info {
     /// What the value is measured in: names the value columns (`total_ns`, `avg_bytes`,
     /// `max_pages`) and how text output prints it.
     pub unit: Unit,
+    /// What callers need to know about its results beyond their unit.
+    pub traits: Traits,
     pub run: RunFn,
+}
+
+/// Facts about an analyzer's results that front ends and findings act on, declared by the
+/// analyzer so that no caller matches analyzer names.
+#[derive(Debug, Clone, Copy)]
+pub struct Traits {
+    /// Its durations are time spent on something (a call, a wait). False for lifetimes
+    /// (`proc`): a process being alive explains no time, so findings skip them.
+    pub time_spent: bool,
+    /// What its level series (`Kind::Level` rows) measure, as findings name it.
+    pub level: &'static str,
+    /// It can report per time interval (`Config::interval`, `--interval`).
+    pub per_interval: bool,
+    /// Its values come from the recording's memory snapshots, not from events; charts draw
+    /// them as memory over time.
+    pub snapshots: bool,
+}
+
+impl Traits {
+    /// Durations are time spent, levels are named "level", one result for the whole
+    /// selected time, values from events.
+    pub const DEFAULT: Traits = Traits {
+        time_spent: true,
+        level: "level",
+        per_interval: false,
+        snapshots: false,
+    };
 }
 
 /// The unit of an analyzer's values.

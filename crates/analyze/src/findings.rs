@@ -88,7 +88,7 @@ pub fn rank(r: &Survey) -> Vec<Finding> {
             ""
         };
         // Lifetimes are not time spent on anything.
-        if unit == Unit::Ns && info.name != "proc" {
+        if unit == Unit::Ns && info.traits.time_spent {
             // The three largest totals: of the command's threads where restricted.
             let mut top: Vec<(&KeyTrack, u64, u64, u64, &Vec<f32>)> = if restricted {
                 a.track
@@ -207,11 +207,7 @@ pub fn rank(r: &Survey) -> Vec<Finding> {
                     "{} {}: {} >= {} (peak {}) for {:.3} s, {} of the time{when}",
                     info.name,
                     k.key,
-                    if info.name == "runq" {
-                        "run-queue length"
-                    } else {
-                        "level"
-                    },
+                    info.traits.level,
                     thr,
                     k.peak,
                     t as f64 / 1e9,

@@ -28,7 +28,7 @@ use kstate_format::Trace;
 
 use super::block::{DevNames, Role, RqEvents};
 use super::sched::bytes;
-use crate::analyzer::{Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Unit};
+use crate::analyzer::{Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
 use crate::merge::{Event, LossMark};
 use crate::pair::Pairs;
 
@@ -65,6 +65,7 @@ impl Analyzer for BioTime {
         flag_column: Some("errors"),
         value: "request time",
         unit: Unit::Ns,
+        traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<BioTime>,
     };
 

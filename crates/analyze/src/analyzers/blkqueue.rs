@@ -34,7 +34,9 @@
 use kstate_format::Trace;
 
 use super::block::{DevNames, Role, Rq, RqEvents};
-use crate::analyzer::{Analyzer, Cell, Info, Kind, Missing, Out, Sample, Table, Tasks, Unit};
+use crate::analyzer::{
+    Analyzer, Cell, Info, Kind, Missing, Out, Sample, Table, Tasks, Traits, Unit,
+};
 use crate::fxmap::FxMap;
 use crate::merge::Event;
 
@@ -151,6 +153,7 @@ impl Analyzer for BlkQueue {
         flag_column: None,
         value: "queue length (--stat/--dist: on each request's arrival, itself included)",
         unit: Unit::Count("len"),
+        traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<BlkQueue>,
     };
 

@@ -28,7 +28,7 @@
 
 use kstate_format::{FieldRef, Trace};
 
-use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Unit};
+use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
 use crate::fxmap::FxMap;
 use crate::merge::Event;
 use crate::pair::Pairs;
@@ -103,6 +103,7 @@ impl Analyzer for Futex {
         flag_column: Some("errors"),
         value: "time in futex()",
         unit: Unit::Ns,
+        traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<Futex>,
     };
 

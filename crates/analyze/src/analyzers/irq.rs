@@ -13,7 +13,7 @@
 use kstate_format::{Field, FieldRef, Trace};
 
 use super::softirq::NO_FIELD;
-use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Unit};
+use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
 use crate::fxmap::FxMap;
 use crate::merge::Event;
 use crate::pair::Pairs;
@@ -63,6 +63,7 @@ impl Analyzer for Irq {
         flag_column: Some("unhandled"),
         value: "duration",
         unit: Unit::Ns,
+        traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<Irq>,
     };
 

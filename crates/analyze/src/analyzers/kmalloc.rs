@@ -12,7 +12,9 @@
 
 use kstate_format::{Field, FieldRef, Trace};
 
-use crate::analyzer::{need, Analyzer, Cell, Info, Kind, Missing, Out, Sample, Table, Tasks, Unit};
+use crate::analyzer::{
+    need, Analyzer, Cell, Info, Kind, Missing, Out, Sample, Table, Tasks, Traits, Unit,
+};
 use crate::fxmap::FxMap;
 use crate::ksyms::Ksyms;
 use crate::merge::Event;
@@ -77,6 +79,7 @@ impl Analyzer for Kmalloc {
         flag_column: None,
         value: "bytes requested",
         unit: Unit::Bytes,
+        traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<Kmalloc>,
     };
 

@@ -35,7 +35,7 @@
 use kstate_format::{FieldRef, Trace};
 
 use super::softirq::NO_FIELD;
-use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Unit};
+use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
 use crate::fxmap::FxMap;
 use crate::ksyms::LazyKsyms;
 use crate::merge::Event;
@@ -137,6 +137,7 @@ impl Analyzer for LockWait {
         flag_column: Some("failed"),
         value: "wait",
         unit: Unit::Ns,
+        traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<LockWait>,
     };
 

@@ -46,7 +46,9 @@ use kstate_format::{FieldRef, Trace};
 
 use super::futex::{family, Family};
 use super::sched::{self, Switch, Wakeup};
-use crate::analyzer::{Analyzer, Cell, Info, Kind, Missing, Out, Sample, Table, Tasks, Unit};
+use crate::analyzer::{
+    Analyzer, Cell, Info, Kind, Missing, Out, Sample, Table, Tasks, Traits, Unit,
+};
 use crate::fxmap::FxMap;
 use crate::merge::{Event, LossMark};
 
@@ -471,6 +473,10 @@ impl Analyzer for Microstate {
         flag_column: None,
         value: "time in state",
         unit: Unit::Ns,
+        traits: Traits {
+            per_interval: true,
+            ..Traits::DEFAULT
+        },
         run: crate::analyzer::drive::<Microstate>,
     };
 

@@ -19,7 +19,7 @@
 use kstate_format::{Field, FieldRef, Trace};
 
 use super::softirq::NO_FIELD;
-use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Unit};
+use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
 use crate::fxmap::FxMap;
 use crate::merge::Event;
 use crate::pair::Pairs;
@@ -98,6 +98,7 @@ impl Analyzer for Net {
         flag_column: Some("failed"),
         value: "transmit time",
         unit: Unit::Ns,
+        traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<Net>,
     };
 
@@ -182,6 +183,7 @@ impl Analyzer for NetSize {
         flag_column: Some("failed"),
         value: "packet size",
         unit: Unit::Bytes,
+        traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<NetSize>,
     };
 

@@ -14,7 +14,7 @@
 use kstate_format::Trace;
 
 use super::sched::{self, Switch, Wakeup};
-use crate::analyzer::{Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Unit};
+use crate::analyzer::{Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
 use crate::fxmap::FxMap;
 use crate::merge::Event;
 use crate::pair::Pairs;
@@ -84,6 +84,7 @@ impl Analyzer for OffCpu {
         flag_column: None,
         value: "off-CPU time",
         unit: Unit::Ns,
+        traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<OffCpu>,
     };
 

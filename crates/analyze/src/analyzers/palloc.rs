@@ -16,7 +16,7 @@
 
 use kstate_format::{FieldRef, Trace};
 
-use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Unit};
+use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
 use crate::fxmap::FxMap;
 use crate::merge::Event;
 
@@ -57,6 +57,7 @@ impl Analyzer for Palloc {
         flag_column: None,
         value: "pages",
         unit: Unit::Count("pages"),
+        traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<Palloc>,
     };
 

@@ -16,7 +16,9 @@
 use kstate_format::{Field, FieldRef, Trace};
 
 use super::sched;
-use crate::analyzer::{need, Analyzer, Cell, Info, Kind, Missing, Out, Sample, Table, Tasks, Unit};
+use crate::analyzer::{
+    need, Analyzer, Cell, Info, Kind, Missing, Out, Sample, Table, Tasks, Traits, Unit,
+};
 use crate::fxmap::FxMap;
 use crate::merge::Event;
 use crate::pair::Pairs;
@@ -120,6 +122,10 @@ impl Analyzer for Proc {
         flag_column: None,
         value: "lifetime",
         unit: Unit::Ns,
+        traits: Traits {
+            time_spent: false,
+            ..Traits::DEFAULT
+        },
         run: crate::analyzer::drive::<Proc>,
     };
 

@@ -31,7 +31,9 @@
 use kstate_format::{FieldRef, Trace};
 
 use super::sched::{self, Switch, Wakeup};
-use crate::analyzer::{Analyzer, Cell, Info, Kind, Missing, Out, Sample, Table, Tasks, Unit};
+use crate::analyzer::{
+    Analyzer, Cell, Info, Kind, Missing, Out, Sample, Table, Tasks, Traits, Unit,
+};
 use crate::fxmap::FxMap;
 use crate::merge::Event;
 use crate::pair::Pairs;
@@ -163,6 +165,10 @@ impl Analyzer for Runq {
         flag_column: None,
         value: "latency",
         unit: Unit::Ns,
+        traits: Traits {
+            level: "run-queue length",
+            ..Traits::DEFAULT
+        },
         run: crate::analyzer::drive::<Runq>,
     };
 

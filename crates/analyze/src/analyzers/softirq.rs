@@ -17,7 +17,7 @@
 
 use kstate_format::{EventFormat, FieldRef, Trace};
 
-use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Unit};
+use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
 use crate::merge::Event;
 use crate::pair::Pairs;
 
@@ -116,6 +116,7 @@ impl Analyzer for Softirq {
         flag_column: None,
         value: "duration",
         unit: Unit::Ns,
+        traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<Softirq>,
     };
 

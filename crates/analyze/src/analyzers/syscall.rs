@@ -8,7 +8,7 @@
 
 use kstate_format::{FieldRef, Trace};
 
-use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Unit};
+use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
 use crate::fxmap::FxMap;
 use crate::merge::Event;
 use crate::pair::Pairs;
@@ -67,6 +67,7 @@ impl Analyzer for Syscall {
         flag_column: Some("errors"),
         value: "duration",
         unit: Unit::Ns,
+        traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<Syscall>,
     };
 

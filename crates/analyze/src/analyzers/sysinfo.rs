@@ -17,7 +17,7 @@ use kstate_format::extras::{ids, sysinfo_snapshots};
 use kstate_format::{Error, ErrorKind, Trace};
 
 use crate::analyzer::{
-    Buckets, Config, Counts, Info, Kind, LogRow, LogSink, Mode, Outcome, Row, Unit,
+    Buckets, Config, Counts, Info, Kind, LogRow, LogSink, Mode, Outcome, Row, Traits, Unit,
 };
 use crate::filter::TimeSel;
 use crate::merge::{IdFilter, Merger};
@@ -32,6 +32,10 @@ pub const INFO: Info = Info {
     flag_column: None,
     value: "value",
     unit: Unit::Bytes,
+    traits: Traits {
+        snapshots: true,
+        ..Traits::DEFAULT
+    },
     run,
 };
 

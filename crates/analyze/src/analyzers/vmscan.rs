@@ -17,7 +17,9 @@
 
 use kstate_format::{FieldRef, Trace};
 
-use crate::analyzer::{Analyzer, Cell, Info, Kind, Missing, Out, Sample, Table, Tasks, Unit};
+use crate::analyzer::{
+    Analyzer, Cell, Info, Kind, Missing, Out, Sample, Table, Tasks, Traits, Unit,
+};
 use crate::fxmap::FxMap;
 use crate::merge::Event;
 use crate::pair::Pairs;
@@ -120,6 +122,7 @@ impl Analyzer for Vmscan {
         flag_column: Some("empty"),
         value: "reclaim time",
         unit: Unit::Ns,
+        traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<Vmscan>,
     };
 

@@ -5,10 +5,11 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kstate_analyze::analyzer::{sort_rows, Buckets, Config, Mode, NoLog};
+use kstate_analyze::analyzer::{Buckets, Mode};
 use kstate_analyze::analyzers;
 use kstate_analyze::filter::{parse_dur, parse_dur_or_secs, parse_window, Filters, WindowSpec};
-use kstate_format::{Error, ErrorKind, Trace};
+use kstate_analyze::Query;
+use kstate_format::{Error, ErrorKind};
 use kstate_render::sorted::{LogOrder, SortedLog};
 use kstate_render::{Format, LogWriter, Meta};
 
@@ -132,17 +133,12 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             "name an analyzer (kstate analyze --list shows them) and a trace file".into(),
         ));
     };
-    let Some(info) = analyzers::find(name) else {
-        let names: Vec<&str> = analyzers::ALL.iter().map(|a| a.name).collect();
-        return Err(bad_args(format!(
-            "no analyzer {name:?}; there are: {}",
-            names.join(", ")
-        )));
-    };
+    let mut query = Query::new(name).map_err(super::engine_err)?;
+    let info = query.analyzer;
     let Some(file) = args.file.as_deref() else {
         return Err(bad_args("name the trace file to analyze".into()));
     };
-    let mode = if args.dist {
+    query.mode = if args.dist {
         Mode::Dist(if args.buckets == "log10" {
             Buckets::Log10
         } else {
@@ -153,25 +149,15 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     } else {
         Mode::Stat
     };
+    let mode = query.mode;
     let format = match args.format.as_str() {
         "csv" => Format::Csv,
         "json" => Format::Json,
         _ => Format::Text,
     };
-    if let (Some(a), Some(b)) = (args.min, args.max) {
-        if a > b {
-            return Err(bad_args("--min is larger than --max".into()));
-        }
-    }
-    let mut cfg = Config::new(mode);
-    cfg.by = args.by.clone();
-    if args.interval.is_some() && info.name != "microstate" {
-        return Err(bad_args(format!(
-            "--interval applies to microstate, not {name}"
-        )));
-    }
-    cfg.interval = args.interval;
-    cfg.filters = Filters {
+    query.by = args.by.clone();
+    query.interval = args.interval;
+    query.filters = Filters {
         window: args.window,
         not_window: args.not_window,
         pids: args.pid.clone(),
@@ -182,14 +168,11 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         min: args.min,
         max: args.max,
     };
-    let trace: Trace = super::open(file)?;
-    if file.is_dir() {
-        // A Parquet directory's trace path is its host directory, where convert put them.
-        cfg.tgids = super::saved_tgids(&trace.path);
-    }
+    query.check().map_err(super::engine_err)?;
+    let source = super::source(file)?;
     let meta = Meta {
         file: file.display().to_string(),
-        filters: cfg.filters.describe(),
+        filters: query.filters.describe(),
     };
     let stdout = std::io::stdout();
     let out = BufWriter::with_capacity(1 << 16, stdout.lock());
@@ -218,11 +201,11 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         _ => None,
     };
     let outcome = if let Some((order, top)) = log_order {
-        let by = cfg.by.clone().unwrap_or_else(|| info.by[0].0.to_string());
+        let by = query.by().to_string();
         let io_err =
             |e: std::io::Error| Error::new(ErrorKind::Io, None, format!("writing output: {e}"));
         let mut sorted = SortedLog::new(order, top);
-        let o = (info.run)(&trace, &cfg, &mut sorted)?;
+        let o = source.run(&query, &mut sorted).map_err(super::engine_err)?;
         let mut w = LogWriter::start_ordered(out, format, info, &by, &meta, &order.describe(top))
             .map_err(io_err)?;
         if let Err(e) = sorted.drain_into(&mut w) {
@@ -234,20 +217,20 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         done(w.finish(&o, &meta))?;
         o
     } else if mode == Mode::Log {
-        let by = cfg.by.clone().unwrap_or_else(|| info.by[0].0.to_string());
+        let by = query.by().to_string();
         let mut w = LogWriter::start(out, format, info, &by, &meta)
             .map_err(|e| Error::new(ErrorKind::Io, None, format!("writing output: {e}")))?;
-        let o = match (info.run)(&trace, &cfg, &mut w) {
+        let o = match source.run(&query, &mut w) {
             Ok(o) => o,
             Err(_) if w.broken_pipe => return Ok(ExitCode::SUCCESS),
-            Err(e) => return Err(e),
+            Err(e) => return Err(super::engine_err(e)),
         };
         done(w.finish(&o, &meta))?;
         o
     } else {
-        let mut o = (info.run)(&trace, &cfg, &mut NoLog)?;
-        let sort = args.sort.as_deref().unwrap_or("total");
-        sort_rows(&mut o.rows, sort, info.flag_column, args.top).map_err(bad_args)?;
+        query.sort = args.sort.clone();
+        query.top = args.top;
+        let o = source.aggregate(&query).map_err(super::engine_err)?;
         let mut out = out;
         let r = match mode {
             Mode::Dist(b) => kstate_render::dist(&o, &meta, b, format, &mut out),

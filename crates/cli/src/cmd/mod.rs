@@ -24,9 +24,16 @@ pub mod split;
 pub mod top_locks;
 pub mod workload;
 
-use kstate_analyze::fxmap::FxMap;
 use kstate_format::{Error, Trace};
 use std::path::Path;
+
+/// An engine error as the commands report it: a query the engine refuses is bad input.
+pub fn engine_err(e: kstate_analyze::Error) -> Error {
+    match e {
+        kstate_analyze::Error::Trace(e) => e,
+        e => Error::new(kstate_format::ErrorKind::Unsupported, None, e.to_string()),
+    }
+}
 
 /// Opens a trace for a command (any kstate reads, Parquet directories included); the
 /// error already names the file and offset.
@@ -34,28 +41,10 @@ pub fn open(path: &Path) -> Result<Trace, Error> {
     kstate_export::open(path)
 }
 
-/// tid -> tgid where `file` is a raw capture with saved_tgids; empty otherwise.
-pub fn saved_tgids_of(file: &Path) -> FxMap<i32, i32> {
-    if file.is_dir() {
-        saved_tgids(file)
-    } else {
-        FxMap::default()
-    }
-}
-
-/// tid -> tgid from a raw capture's saved_tgids ("TID TGID" lines), if present.
-pub fn saved_tgids(path: &Path) -> FxMap<i32, i32> {
-    let mut m = FxMap::default();
-    if let Ok(text) = std::fs::read_to_string(path.join("saved_tgids")) {
-        for line in text.lines() {
-            let mut w = line.split_whitespace();
-            if let (Some(Ok(t)), Some(Ok(g))) = (w.next().map(str::parse), w.next().map(str::parse))
-            {
-                if g != 0 {
-                    m.insert(t, g);
-                }
-            }
-        }
-    }
-    m
+/// Opens a recording for the engine, under the name the user gave it.
+pub fn source(path: &Path) -> Result<kstate_analyze::Source, Error> {
+    Ok(kstate_analyze::Source::new(
+        open(path)?,
+        path.display().to_string(),
+    ))
 }

@@ -85,11 +85,12 @@ fn find(name: &str) -> Result<&'static kstate_analyze::Info, Error> {
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
-    let trace = super::open(&args.file)?;
-    let rec = survey::recording(&trace);
-    let tgids = super::saved_tgids_of(&args.file);
-    if args.analyzer == "sysinfo" {
-        let snaps = survey::snapshots(&trace);
+    let source = super::source(&args.file)?;
+    let (trace, tgids) = (source.trace(), source.tgids());
+    let rec = survey::recording(trace);
+    let info = find(&args.analyzer)?;
+    if info.traits.snapshots {
+        let snaps = survey::snapshots(trace);
         if snaps.is_empty() {
             return Err(bad(format!(
                 "{}: no memory snapshots in this file (kstate record stores them every --sysinfo-interval ms)",
@@ -98,7 +99,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         }
         let stats: Vec<_> = analyzers::ALL
             .iter()
-            .filter_map(|i| survey::stat_pass(&trace, i, None, &tgids).ok())
+            .filter_map(|i| survey::stat_pass(trace, i, None, tgids).ok())
             .take(1)
             .collect();
         let mut axis = survey::axis_of(rec.as_ref(), &stats.iter().collect::<Vec<_>>());
@@ -112,23 +113,22 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         write_chart(&svg::time_chart(&chart, args.size), &args.output)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let info = find(&args.analyzer)?;
     let with = args.with.as_deref().map(find).transpose()?;
     if with.is_some() && (args.stat || args.dist) {
         return Err(bad(
             "--with draws twin axes over time: use it with --log".into()
         ));
     }
-    let stat = survey::stat_pass(&trace, info, args.by.as_deref(), &tgids)?;
+    let stat = survey::stat_pass(trace, info, args.by.as_deref(), tgids)?;
     let stat2 = match with {
-        Some(w) => Some(survey::stat_pass(&trace, w, None, &tgids)?),
+        Some(w) => Some(survey::stat_pass(trace, w, None, tgids)?),
         None => None,
     };
     let mut outs = vec![&stat];
     outs.extend(stat2.as_ref());
     let axis = survey::axis_of(rec.as_ref(), &outs);
-    let wl = survey::workload_of(&trace, rec.as_ref());
-    let a = survey::complete(&trace, info, stat, &tgids, axis, wl.clone());
+    let wl = survey::workload_of(trace, rec.as_ref());
+    let a = survey::complete(trace, info, stat, tgids, axis, wl.clone());
     let svg = if args.stat {
         let mut a = a;
         if !args.key.is_empty() {
@@ -143,7 +143,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         svg::dist_chart(&charts::dist_chart(&a, args.top), args.size)
     } else {
         let b = match (with, stat2) {
-            (Some(w), Some(s)) => Some(survey::complete(&trace, w, s, &tgids, axis, wl)),
+            (Some(w), Some(s)) => Some(survey::complete(trace, w, s, tgids, axis, wl)),
             _ => None,
         };
         let chart = charts::log_chart(&a, b.as_ref(), &axis, &args.key, args.top, Vec::new());

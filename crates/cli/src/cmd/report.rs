@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kstate_analyze::survey;
 use kstate_format::{output, Error};
 use kstate_render::html;
 use kstate_render::rundir::{print_findings, write_outputs};
@@ -24,10 +23,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
-    let trace = super::open(&args.file)?;
-    let tgids = super::saved_tgids_of(&args.file);
-    let file = args.file.display().to_string();
-    let r = survey::survey(&trace, &file, &tgids);
+    let source = super::source(&args.file)?;
+    let file = source.label().to_string();
+    let r = source.survey();
     if let Some(dir) = &args.dir {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         write_outputs(&r, dir, &file)?;

@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use kstate_analyze::survey;
 use kstate_format::{Error, ErrorKind};
 use kstate_record::Options;
 use kstate_render::html::{CpuSplit, RunInfo};
@@ -206,9 +205,9 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let after = proc_stat();
     let cpu = before.zip(after).and_then(|(a, b)| cpu_split(&a, &b));
 
-    let trace = super::open(&dat)?;
-    let label = dat.display().to_string();
-    let r = survey::survey(&trace, &label, &Default::default());
+    let source = super::source(&dat)?;
+    let label = source.label().to_string();
+    let r = source.survey();
     let exit = summary.workload_status.map(|s| s.to_string());
     let shown: Vec<String> = if demo {
         vec!["kstate workload demo".into()]

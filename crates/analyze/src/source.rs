@@ -1,0 +1,173 @@
+//! The engine's front door: a [`Source`] (a recording opened for analysis) answers a
+//! [`Query`] (one analyzer, its keying, mode, filters, sort and top) with an [`Outcome`],
+//! or surveys itself with every analyzer that applies ([`Source::survey`]). The CLI, the
+//! browser UI and the fleet summarizer all ask through here, so that the same question
+//! gives the same numbers whichever front end asks it.
+
+use std::path::Path;
+
+use kstate_format::Trace;
+
+use crate::analyzer::{sort_rows, Config, LogSink, Mode, NoLog, Outcome};
+use crate::error::Error;
+use crate::filter::Filters;
+use crate::fxmap::FxMap;
+use crate::survey::Survey;
+use crate::{analyzers, Info};
+
+/// A recording opened for analysis: the trace, and what analyses need beside it (the
+/// thread-group ids a raw capture saved next to its pages).
+pub struct Source {
+    trace: Trace,
+    label: String,
+    tgids: FxMap<i32, i32>,
+}
+
+impl Source {
+    /// Opens a trace.dat (v6/v7), a perf.data or a raw tracefs capture directory. Errors
+    /// name the file, the offset and the problem. (Parquet directories are read by
+    /// `kstate_export::open`; hand its trace to [`Source::new`].)
+    pub fn open(path: &Path) -> Result<Source, Error> {
+        let trace = Trace::open(path)?;
+        Ok(Source::new(trace, path.display().to_string()))
+    }
+
+    /// A trace opened elsewhere; `label` names it in results (usually its path).
+    pub fn new(trace: Trace, label: String) -> Source {
+        // A Parquet directory's trace path is its host directory, where convert put them.
+        let tgids = if trace.path.is_dir() {
+            saved_tgids(&trace.path)
+        } else {
+            FxMap::default()
+        };
+        Source {
+            trace,
+            label,
+            tgids,
+        }
+    }
+
+    pub fn trace(&self) -> &Trace {
+        &self.trace
+    }
+
+    /// The name results carry (the path as the user gave it).
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// Thread id -> thread-group id where the capture saved them (empty otherwise).
+    pub fn tgids(&self) -> &FxMap<i32, i32> {
+        &self.tgids
+    }
+
+    /// Runs one analyzer. `--stat` and `--dist` rows come back sorted and cut to
+    /// `query.top`; `--log` rows go to `log` as pairs complete (and the outcome holds the
+    /// counts, losses and notes of the pass).
+    pub fn run(&self, query: &Query, log: &mut dyn LogSink) -> Result<Outcome, Error> {
+        query.check()?;
+        let cfg = query.config(&self.tgids);
+        let mut o = (query.analyzer.run)(&self.trace, &cfg, log)?;
+        if query.mode != Mode::Log {
+            let sort = query.sort.as_deref().unwrap_or("total");
+            sort_rows(&mut o.rows, sort, query.analyzer.flag_column, query.top)
+                .map_err(Error::Query)?;
+        }
+        Ok(o)
+    }
+
+    /// [`Source::run`] for a statistics or distribution query, which streams no rows.
+    pub fn aggregate(&self, query: &Query) -> Result<Outcome, Error> {
+        self.run(query, &mut NoLog)
+    }
+
+    /// Every analyzer whose events the file has, with the findings ranked.
+    pub fn survey(&self) -> Survey {
+        crate::survey::survey(&self.trace, &self.label, &self.tgids)
+    }
+}
+
+/// One question to one analyzer.
+#[derive(Debug, Clone)]
+pub struct Query {
+    pub analyzer: &'static Info,
+    /// One of the analyzer's `by` names; `None` for its default.
+    pub by: Option<String>,
+    pub mode: Mode,
+    pub filters: Filters,
+    /// Per-interval results in ns, for analyzers whose `traits.per_interval` is set.
+    pub interval: Option<u64>,
+    /// Column to sort statistics rows by (default: total).
+    pub sort: Option<String>,
+    /// Only the first N rows.
+    pub top: Option<usize>,
+}
+
+impl Query {
+    /// A statistics query to the analyzer called `name`.
+    pub fn new(name: &str) -> Result<Query, Error> {
+        let analyzer = analyzers::find(name).ok_or_else(|| {
+            let names: Vec<&str> = analyzers::ALL.iter().map(|a| a.name).collect();
+            Error::Query(format!(
+                "no analyzer {name:?}; there are: {}",
+                names.join(", ")
+            ))
+        })?;
+        Ok(Query {
+            analyzer,
+            by: None,
+            mode: Mode::Stat,
+            filters: Filters::default(),
+            interval: None,
+            sort: None,
+            top: None,
+        })
+    }
+
+    /// The combinations no analyzer can answer, refused before any event is read.
+    pub fn check(&self) -> Result<(), Error> {
+        if let (Some(a), Some(b)) = (self.filters.min, self.filters.max) {
+            if a > b {
+                return Err(Error::Query("--min is larger than --max".into()));
+            }
+        }
+        if self.interval.is_some() && !self.analyzer.traits.per_interval {
+            return Err(Error::Query(format!(
+                "--interval applies to microstate, not {}",
+                self.analyzer.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// The keying in effect: `by`, or the analyzer's default.
+    pub fn by(&self) -> &str {
+        self.by.as_deref().unwrap_or(self.analyzer.by[0].0)
+    }
+
+    fn config(&self, tgids: &FxMap<i32, i32>) -> Config {
+        let mut cfg = Config::new(self.mode);
+        cfg.by = self.by.clone();
+        cfg.filters = self.filters.clone();
+        cfg.interval = self.interval;
+        cfg.tgids = tgids.clone();
+        cfg
+    }
+}
+
+/// tid -> tgid from a raw capture's saved_tgids ("TID TGID" lines), if present.
+fn saved_tgids(dir: &Path) -> FxMap<i32, i32> {
+    let mut m = FxMap::default();
+    if let Ok(text) = std::fs::read_to_string(dir.join("saved_tgids")) {
+        for line in text.lines() {
+            let mut w = line.split_whitespace();
+            if let (Some(Ok(t)), Some(Ok(g))) = (w.next().map(str::parse), w.next().map(str::parse))
+            {
+                if g != 0 {
+                    m.insert(t, g);
+                }
+            }
+        }
+    }
+    m
+}
