@@ -42,6 +42,7 @@ pub mod analyzer;
 pub mod analyzers;
 pub mod cachegrind;
 pub mod classify;
+pub mod compare;
 mod error;
 pub mod filter;
 pub mod findings;

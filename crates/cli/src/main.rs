@@ -25,6 +25,9 @@ enum Command {
     /// (system-call time, wake-up latency, off-CPU time, ...)
     #[command(visible_alias = "la")]
     Analyze(Box<cmd::analyze::Args>),
+    /// Compare two recordings: per analyzer and key, count, total, avg and p99 of each, ratio
+    /// and difference, what changed most; --threshold fails on a regression (exit 3)
+    Compare(cmd::compare::Args),
     /// CPU profile of a recording made with --sample: per-symbol shares, callers, callees
     Profile(cmd::profile::Args),
     /// Compare two profiles (recordings made with --sample): per-symbol change in share
@@ -76,6 +79,7 @@ fn main() -> ExitCode {
         Command::Report(a) => cmd::report::run(a),
         Command::Convert(a) => cmd::convert::run(a),
         Command::Split(a) => cmd::split::run(a),
+        Command::Compare(a) => cmd::compare::run(a),
         Command::Profile(a) => cmd::profile::run(a),
         Command::Diff(a) => cmd::profile::diff(a),
         Command::TopLocks(a) => cmd::top_locks::run(a),

@@ -8,6 +8,7 @@ pub mod bench_record;
 pub mod bench_sample;
 pub mod cachesim;
 pub mod classify;
+pub mod compare;
 pub mod convert;
 pub mod dump;
 pub mod exit_status;
