@@ -829,6 +829,9 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
             .cmp(&a.period)
             .then(b.samples.cmp(&a.samples))
             .then(a.sym.name.cmp(&b.sym.name))
+            // `[unknown]` stands in many images: order them too, so output is stable.
+            .then(a.sym.image.cmp(&b.sym.image))
+            .then(a.sym.path.cmp(&b.sym.path))
     });
     p.rows = rows;
     let view = |name: Option<String>, m: HashMap<u32, u64>, n: u64, own: u64| {
@@ -837,7 +840,12 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
                 .into_iter()
                 .map(|(i, c)| (sy.syms[i as usize].clone(), c))
                 .collect();
-            rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.name.cmp(&b.0.name)));
+            rows.sort_by(|a, b| {
+                b.1.cmp(&a.1)
+                    .then(a.0.name.cmp(&b.0.name))
+                    .then(a.0.image.cmp(&b.0.image))
+                    .then(a.0.path.cmp(&b.0.path))
+            });
             CallView {
                 symbol,
                 samples: n,
@@ -851,6 +859,7 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
         b.samples
             .cmp(&a.samples)
             .then(a.sym.image.cmp(&b.sym.image))
+            .then(a.sym.name.cmp(&b.sym.name))
     });
     p.details = details;
     p.callers = view(callers_of, callers, in_callers, self_callers);
