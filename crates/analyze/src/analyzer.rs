@@ -388,9 +388,28 @@ pub struct Out {
     pending: Vec<Sample>,
     interval: Option<u64>,
     pub counts: Counts,
+    /// One past the largest CPU number of the trace (see [`Out::cpu_field`]).
+    cpu_limit: u32,
+    /// What is wrong with the event being handled, reported with its place in the file.
+    damaged: Option<String>,
 }
 
+/// Damaged records reported one by one; beyond this many, only counted.
+const DAMAGED_REPORTED: u64 = 10;
+
 impl Out {
+    /// A CPU number read from an event's fields, if the trace has that CPU. Per-CPU tables
+    /// grow by these numbers, so a damaged one is refused: the event is reported as damaged
+    /// (with its place in the file) and the analyzer skips it.
+    pub fn cpu_field(&mut self, field: &str, v: u64) -> Option<u32> {
+        if v < u64::from(self.cpu_limit) {
+            return Some(v as u32);
+        }
+        let limit = self.cpu_limit;
+        self.damaged
+            .get_or_insert_with(|| format!("{field} {v} is beyond the trace's {limit} CPUs"));
+        None
+    }
     /// The loss mark of the event being handled; store it with a pair's start.
     #[inline]
     pub fn mark(&self) -> LossMark {
@@ -706,7 +725,10 @@ pub fn drive<A: Analyzer>(
         pending: Vec::new(),
         interval: cfg.interval.filter(|&i| i > 0),
         counts: Counts::default(),
+        cpu_limit: trace.cpu_limit(),
+        damaged: None,
     };
+    let mut damaged_records = 0u64;
     let mut lost: BTreeMap<u32, Option<u64>> =
         trace.cpu_data.iter().map(|c| (c.cpu, Some(0))).collect();
     let mut prev_ts: Vec<u64> = Vec::new();
@@ -751,9 +773,28 @@ pub fn drive<A: Analyzer>(
             *n += 1;
         }
         a.event(&ev, &mut out);
+        if let Some(msg) = out.damaged.take() {
+            damaged_records += 1;
+            if damaged_records <= DAMAGED_REPORTED {
+                errors.push(merger.record_error(&msg));
+            }
+        }
         if !out.pending.is_empty() {
             flush_log(&a, &mut out, log, &mut key_filter)?;
         }
+    }
+    if damaged_records > DAMAGED_REPORTED {
+        errors.push(
+            Error::new(
+                ErrorKind::Corrupt,
+                None,
+                format!(
+                    "{} more damaged records skipped",
+                    damaged_records - DAMAGED_REPORTED
+                ),
+            )
+            .in_file(&trace.path),
+        );
     }
     if out.counts.events == 0 && errors.is_empty() {
         return Err(Error::new(

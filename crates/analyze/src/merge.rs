@@ -233,6 +233,22 @@ impl Merger {
         }))
     }
 
+    /// An error about the event `next` returned last, naming its CPU, file and page offset.
+    pub fn record_error(&self, problem: &str) -> Error {
+        let Some(s) = self.delivered.and_then(|i| self.streams.get(i)) else {
+            return Error::corrupt(0, problem.to_string());
+        };
+        let at = s.head.map_or(0, |(_, start, _)| start);
+        Error::corrupt(
+            s.src.page_offset(),
+            format!(
+                "CPU {}: the record at byte {at} of this page: {problem}",
+                s.cpu
+            ),
+        )
+        .in_file(s.src.path())
+    }
+
     /// Finds the stream with the earliest head and the head it may run up to.
     fn pick(&mut self) {
         let mut best = (u64::MAX, usize::MAX);

@@ -193,3 +193,122 @@ fn perf_data_with_zero_attribute_size() {
         assert_bad(&kstate(cmd, &f), &f, "attribute size 0 is implausible");
     }
 }
+
+/// Runs kstate with its address space limited to 1 GiB, so that a table sized by a damaged
+/// number aborts instead of taking the machine's memory.
+fn kstate_bounded(args: &[&str], file: &Path) -> Output {
+    Command::new("prlimit")
+        .arg(format!("--as={}", 1u64 << 30))
+        .arg(env!("CARGO_BIN_EXE_kstate"))
+        .args(args)
+        .arg(file)
+        .output()
+        .expect("prlimit (util-linux) runs")
+}
+
+/// A perf.data sample whose CPU number is damaged must not size per-CPU tables (a table
+/// of a billion CPUs took the machine's memory): the record is named as the problem.
+#[test]
+fn perf_data_sample_with_impossible_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("sys.data");
+    let o = Command::new("perf")
+        .args(["record", "-q", "-o"])
+        .arg(&f)
+        .args([
+            "-e",
+            "raw_syscalls:sys_enter,raw_syscalls:sys_exit",
+            "--",
+            "true",
+        ])
+        .output()
+        .expect("perf must be installed (apt-get install linux-perf)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut d = std::fs::read(&f).unwrap();
+    let u64_at = |d: &[u8], at: usize| u64::from_le_bytes(d[at..at + 8].try_into().unwrap());
+    let sample_type = u64_at(&d, u64_at(&d, 24) as usize + 24);
+    assert!(
+        sample_type & (1 << 7) != 0,
+        "perf records the CPU of tracepoint samples"
+    );
+    let (mut at, end) = (
+        u64_at(&d, 40) as usize,
+        (u64_at(&d, 40) + u64_at(&d, 48)) as usize,
+    );
+    let mut damaged = false;
+    while at < end {
+        let kind = u32::from_le_bytes(d[at..at + 4].try_into().unwrap());
+        let size = u16::from_le_bytes(d[at + 6..at + 8].try_into().unwrap()) as usize;
+        if kind == 9 {
+            // IDENTIFIER, IP, TID, TIME, ADDR, ID, STREAM_ID come before CPU, 8 bytes each.
+            let before = [16, 0, 1, 2, 3, 6, 9]
+                .iter()
+                .filter(|&&b| sample_type & (1 << b) != 0)
+                .count();
+            let cpu_at = at + 8 + 8 * before;
+            d[cpu_at..cpu_at + 4].copy_from_slice(&989_855_745u32.to_le_bytes());
+            damaged = true;
+            break;
+        }
+        at += size;
+    }
+    assert!(damaged, "no sample in the recording");
+    std::fs::write(&f, &d).unwrap();
+    for cmd in [&["analyze", "syscall", "--stat"][..], &["info"][..]] {
+        let o = kstate_bounded(cmd, &f);
+        assert_bad(&o, &f, "CPU 989855745");
+    }
+}
+
+/// A capture directory holding `records` (event id, payload after the common fields) on
+/// CPU 0, with sched_switch (id 1) and sched_wakeup (id 2) formats as the kernel writes them.
+fn sched_capture(records: &[(u16, Vec<u8>)]) -> tempfile::TempDir {
+    let common = "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n";
+    let switch = format!("name: sched_switch\nID: 1\nformat:\n{common}\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n\tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;\n\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;\n\tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;\n\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;\n\tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;\n\nprint fmt: \"x\"\n");
+    let wakeup = format!("name: sched_wakeup\nID: 2\nformat:\n{common}\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n\tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;\n\tfield:int target_cpu;\toffset:32;\tsize:4;\tsigned:1;\n\nprint fmt: \"x\"\n");
+    let mut p = vec![0u8; 4096];
+    p[..8].copy_from_slice(&1000u64.to_le_bytes());
+    let mut at = 16;
+    for (id, body) in records {
+        let len = 8 + body.len();
+        assert!(len % 4 == 0 && len / 4 <= 28);
+        p[at..at + 4].copy_from_slice(&((len as u32 / 4) | (10 << 5)).to_le_bytes());
+        p[at + 4..at + 6].copy_from_slice(&id.to_le_bytes());
+        p[at + 8..at + 12].copy_from_slice(&4242i32.to_le_bytes());
+        p[at + 12..at + 4 + len].copy_from_slice(body);
+        at += 4 + len;
+    }
+    p[8..16].copy_from_slice(&((at - 16) as u64).to_le_bytes());
+    let dir = capture_with_page(&p, None);
+    for (name, text) in [("sched_switch", switch), ("sched_wakeup", wakeup)] {
+        let ev = dir.path().join("events/sched").join(name);
+        std::fs::create_dir_all(&ev).unwrap();
+        std::fs::write(ev.join("format"), text).unwrap();
+    }
+    dir
+}
+
+/// A sched_wakeup whose target_cpu is damaged is reported with its place in the file, and
+/// the run-queue table does not grow to that CPU number.
+#[test]
+fn wakeup_onto_an_impossible_cpu() {
+    let mut switch = vec![0u8; 56];
+    switch[16..20].copy_from_slice(&1i32.to_le_bytes()); // prev_pid
+    switch[48..52].copy_from_slice(&2i32.to_le_bytes()); // next_pid
+    let mut wakeup = vec![0u8; 28];
+    wakeup[16..20].copy_from_slice(&3i32.to_le_bytes()); // pid
+    wakeup[24..28].copy_from_slice(&0x7fff_fff0i32.to_le_bytes()); // target_cpu
+    let dir = sched_capture(&[(1, switch), (2, wakeup)]);
+    let f = dir.path().join("per_cpu/cpu0/trace_pipe_raw");
+    let o = kstate_bounded(&["analyze", "runq", "--stat"], dir.path());
+    let err = stderr(&o);
+    assert!(
+        !err.contains("panicked") && o.status.code().is_some(),
+        "{err}"
+    );
+    assert!(
+        err.contains(&f.display().to_string()) && err.contains("offset 0 "),
+        "names the page: {err}"
+    );
+    assert!(err.contains("target_cpu 2147483632"), "{err}");
+}

@@ -29,7 +29,7 @@ use kstate_format::{Result, Trace};
 /// whatever [`Trace::open`] reads (trace.dat, perf.data, a raw capture directory).
 pub fn open(path: &Path) -> Result<Trace> {
     if let Some(dir) = parquet::locate(path)? {
-        return parquet::open(&dir);
+        return parquet::open(&dir)?.checked();
     }
     Trace::open(path)
 }

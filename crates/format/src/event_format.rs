@@ -2,6 +2,7 @@
 //! layout. Parsed once per event type; after that a field is read by offset and size.
 
 use crate::error::{Error, Result};
+use crate::trace::MAX_EVENT_ID;
 
 /// How a field's bytes are laid out in the record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,9 +70,18 @@ impl EventFormat {
                 name = Some(v.trim().to_string());
             } else if let Some(v) = line.strip_prefix("ID:") {
                 let v = v.trim();
-                id = Some(v.parse::<u32>().map_err(|_| {
-                    Error::corrupt(line_at, format!("event format: ID {v:?} is not a number"))
-                })?);
+                // The ring buffer stores ids in 16 bits; a larger one would size id tables.
+                id = Some(
+                    v.parse::<u32>()
+                        .ok()
+                        .filter(|&id| id <= MAX_EVENT_ID)
+                        .ok_or_else(|| {
+                            Error::corrupt(
+                                line_at,
+                                format!("event format: ID {v:?} is not a 16-bit event id"),
+                            )
+                        })?,
+                );
             } else if let Some(v) = line.strip_prefix("field:") {
                 let f = parse_field(v, long_size).map_err(|msg| {
                     Error::corrupt(line_at, format!("event format: {msg} in {line:?}"))

@@ -200,7 +200,19 @@ fn read(path: &Path) -> Result<Trace> {
     let mut comms: HashMap<i32, String> = HashMap::new();
     let mut samples_without_raw = 0u64;
 
+    // CPU numbers size per-CPU tables downstream: bound them by the file's own CPU count.
+    let cpu_limit = nr_cpus.unwrap_or(crate::trace::MAX_CPUS);
+    let mut index = 0u64;
+    let check_cpu = |cpu: u32, index: u64, what: &str| -> Result<u32> {
+        if cpu < cpu_limit {
+            return Ok(cpu);
+        }
+        Err(Error::new(ErrorKind::Corrupt, None, format!(
+            "perf.data: {what} record #{index} names CPU {cpu}, but the file records {cpu_limit} CPUs"
+        )))
+    };
     while let Some(rec) = record_iter.next_record(&mut perf_file).map_err(perf_err)? {
+        index += 1;
         let PerfFileRecord::EventRecord { record, .. } = rec else {
             continue;
         };
@@ -216,7 +228,7 @@ fn read(path: &Path) -> Result<Trace> {
                     samples_without_raw += 1;
                     continue;
                 };
-                let cpu = s.cpu.unwrap_or(0);
+                let cpu = check_cpu(s.cpu.unwrap_or(0), index, "sample")?;
                 let payload = raw.as_slice();
                 let stream = match cpus.get_mut(&cpu) {
                     Some(s) => s,
@@ -231,7 +243,7 @@ fn read(path: &Path) -> Result<Trace> {
             // id. (LOST_SAMPLES records repeat the same losses per event at the end of the
             // recording, without a place in time; counting both would count twice.)
             RecordType::LOST => {
-                let cpu = cpu_of(&record);
+                let cpu = check_cpu(cpu_of(&record), index, "lost-events")?;
                 let n = match record.parse().map_err(perf_err)? {
                     EventRecord::Lost(l) => l.count,
                     _ => 0,

@@ -17,7 +17,7 @@ use crate::bytes::Endian;
 use crate::error::{Error, Result};
 use crate::event_format::EventFormat;
 use crate::layout::PageLayout;
-use crate::trace::{ClockMap, Container, CpuData, DataLoc, EventTable, Trace};
+use crate::trace::{ClockMap, Container, CpuData, DataLoc, EventTable, Trace, MAX_CPUS};
 
 const NATIVE: Endian = if cfg!(target_endian = "big") {
     Endian::Big
@@ -148,6 +148,8 @@ fn cpu_files(dir: &Path) -> Vec<(u32, PathBuf)> {
             .strip_prefix("cpu")?
             .parse::<u32>()
             .ok()
+            // A name past any real CPU is not a CPU's file (and must not size tables).
+            .filter(|&n| n < MAX_CPUS)
     };
     if let Ok(rd) = std::fs::read_dir(dir.join("per_cpu")) {
         for p in sorted(rd) {

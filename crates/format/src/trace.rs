@@ -14,6 +14,14 @@ use crate::layout::{whole_pages, PageLayout};
 use crate::mapped::Window;
 use crate::tracedat;
 
+/// The most CPUs a trace may name. Per-CPU tables are sized by CPU number, so a damaged
+/// number must not size one: Linux builds for at most 8192 (`CONFIG_NR_CPUS`), and this
+/// bound leaves room for growth while keeping such a table a few MB at worst.
+pub const MAX_CPUS: u32 = 1 << 16;
+
+/// Event ids are the ring buffer's 16-bit `common_type`; tables indexed by id stay this small.
+pub const MAX_EVENT_ID: u32 = u16::MAX as u32;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Container {
     /// trace-cmd's file; `compression` is the algorithm name in v7 files ("zstd", "zlib").
@@ -184,16 +192,44 @@ impl Trace {
     pub fn open(path: &Path) -> Result<Trace> {
         let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
         if meta.is_dir() {
-            return crate::rawdir::open(path);
+            return crate::rawdir::open(path)?.checked();
         }
         let mut magic = [0u8; 8];
         let n = std::fs::File::open(path)
             .and_then(|mut f| std::io::Read::read(&mut f, &mut magic))
             .map_err(|e| Error::io(path, e))?;
         if n == 8 && &magic == crate::perfdata::MAGIC {
-            return crate::perfdata::open(path);
+            return crate::perfdata::open(path)?.checked();
         }
-        tracedat::open(path)
+        tracedat::open(path)?.checked()
+    }
+
+    /// The bound every per-CPU table may rely on: one past the largest CPU number the
+    /// trace holds data for or declares.
+    pub fn cpu_limit(&self) -> u32 {
+        let data = self.cpu_data.iter().map(|c| c.cpu + 1).max().unwrap_or(0);
+        self.cpu_count.max(data)
+    }
+
+    /// Refuses CPU numbers that would size per-CPU tables beyond [`MAX_CPUS`] (each reader
+    /// checks where it reads them, naming the offset; this holds for every container).
+    /// Readers outside this crate (kstate's Parquet tables) call it too.
+    pub fn checked(self) -> Result<Trace> {
+        let worst = self
+            .cpu_data
+            .iter()
+            .map(|c| c.cpu)
+            .chain([self.cpu_count.saturating_sub(1)])
+            .max();
+        match worst {
+            Some(cpu) if cpu >= MAX_CPUS => Err(Error::new(
+                ErrorKind::Corrupt,
+                None,
+                format!("CPU number {cpu} is implausible (Linux builds for at most 8192 CPUs)"),
+            )
+            .in_file(&self.path)),
+            _ => Ok(self),
+        }
     }
 
     /// The payload of the first option `id` this reader kept uninterpreted, e.g. one of

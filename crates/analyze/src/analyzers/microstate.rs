@@ -637,10 +637,9 @@ impl Analyzer for Microstate {
                 let pid = w.pid.get_i64(p, e).unwrap_or(0) as i32;
                 out.tasks.set_comm(pid, sched::bytes(p, w.comm));
                 self.seen.wakeups += 1;
-                let target = w
-                    .target_cpu
-                    .and_then(|f| f.get_u64(p, e))
-                    .map_or(ev.cpu, |c| c as u32);
+                let Some(target) = w.target(ev, out) else {
+                    return;
+                };
                 self.idle.wakeup(target, pid, ev.ts);
                 self.wakeup(pid, ev.cpu, out);
             }

@@ -281,10 +281,9 @@ impl Analyzer for Runq {
                 return;
             }
             out.tasks.set_comm(pid, sched::bytes(p, w.comm));
-            let target = w
-                .target_cpu
-                .and_then(|f| f.get_u64(p, e))
-                .map_or(ev.cpu, |c| c as u32);
+            let Some(target) = w.target(ev, out) else {
+                return;
+            };
             self.idle.wakeup(target, pid, ev.ts);
             // Rule 1.
             let ahead = self.rq(target).len;
@@ -295,7 +294,10 @@ impl Analyzer for Runq {
         if let Some(m) = &self.migrate {
             if ev.id == m.id {
                 let pid = m.pid.get_i64(p, e).unwrap_or(0) as i32;
-                let dest = m.dest.get_u64(p, e).unwrap_or(0) as u32;
+                let dest = m.dest.get_u64(p, e).unwrap_or(0);
+                let Some(dest) = out.cpu_field("sched_migrate_task dest_cpu", dest) else {
+                    return;
+                };
                 if self.queued.contains_key(&pid) {
                     self.dequeue(pid, out);
                     self.queued.insert(pid, dest);

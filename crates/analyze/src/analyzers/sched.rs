@@ -3,8 +3,9 @@
 
 use kstate_format::{EventFormat, FieldRef, Trace};
 
-use crate::analyzer::need;
+use crate::analyzer::{need, Out};
 use crate::fxmap::FxMap;
+use crate::merge::Event;
 
 /// sched_switch, resolved.
 #[derive(Debug, Clone, Copy)]
@@ -25,6 +26,20 @@ pub struct Wakeup {
     /// Missing in some old kernels; then the wakee goes to the waking CPU.
     pub target_cpu: Option<FieldRef>,
     pub comm: (usize, usize),
+}
+
+impl Wakeup {
+    /// The CPU the wakee is queued on: `target_cpu`, or the waking CPU where the kernel has
+    /// no such field. None for a damaged event (reported through `out`).
+    pub fn target(&self, ev: &Event<'_>, out: &mut Out) -> Option<u32> {
+        match self
+            .target_cpu
+            .and_then(|f| f.get_u64(ev.payload, ev.endian))
+        {
+            None => Some(ev.cpu),
+            Some(c) => out.cpu_field("sched_wakeup target_cpu", c),
+        }
+    }
 }
 
 fn comm_field(ev: &EventFormat, name: &str) -> Option<(usize, usize)> {

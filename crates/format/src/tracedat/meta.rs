@@ -9,7 +9,7 @@ use crate::bytes::Endian;
 use crate::error::{Error, Result};
 use crate::event_format::EventFormat;
 use crate::layout::PageLayout;
-use crate::trace::{ClockMap, Container, CpuData, EventTable, Trace};
+use crate::trace::{ClockMap, Container, CpuData, EventTable, Trace, MAX_CPUS};
 
 use super::input::Input;
 
@@ -182,10 +182,16 @@ impl Meta {
             opt::UNAME => self.uname = Some(text(&payload)),
             opt::VERSION => self.tool_version = Some(text(&payload)),
             opt::CPUCOUNT if payload.len() >= 4 => {
-                self.cpu_count = Some(
-                    self.endian
-                        .u32([payload[0], payload[1], payload[2], payload[3]]),
-                );
+                let n = self
+                    .endian
+                    .u32([payload[0], payload[1], payload[2], payload[3]]);
+                if n > MAX_CPUS {
+                    return Err(Error::corrupt(
+                        at,
+                        format!("CPUCOUNT option: {n} CPUs is implausible"),
+                    ));
+                }
+                self.cpu_count = Some(n);
             }
             opt::TSC2NSEC if payload.len() >= 16 => {
                 let e = self.endian;

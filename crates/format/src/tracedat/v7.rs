@@ -13,7 +13,7 @@ use std::path::Path;
 
 use crate::bytes::{Endian, Reader};
 use crate::error::{Error, Result};
-use crate::trace::{CpuData, DataLoc};
+use crate::trace::{CpuData, DataLoc, MAX_CPUS};
 
 use super::compress::{decompress_section, Codec, CompressedData};
 use super::input::{FileInput, Input};
@@ -319,7 +319,14 @@ fn read_options(
                     let _page_size = p.u32("buffer option: page size")?;
                     let count = p.u32("buffer option: CPU count")?;
                     for _ in 0..count {
+                        let cpu_at = p.offset();
                         let cpu = p.u32("buffer option: CPU id")?;
+                        if cpu >= MAX_CPUS {
+                            return Err(Error::corrupt(
+                                cpu_at,
+                                format!("buffer option: CPU id {cpu} is implausible"),
+                            ));
+                        }
                         let offset = p.u64("buffer option: CPU data offset")?;
                         let size = p.u64("buffer option: CPU data size")?;
                         cpus.push((cpu, offset, size));

@@ -1,0 +1,20 @@
+//! Any bytes as a trace file (trace.dat, perf.data: the reader is chosen by magic, as the
+//! CLI does): open it, then run what `kstate report` runs on it — every analyzer's
+//! statistics, distribution and log passes, the findings and the HTML — so that a damaged
+//! number anywhere (a CPU, a count, a length, an id) is caught where it would size memory.
+//! Run with `-rss_limit_mb=2048`: growing past that is a finding.
+#![no_main]
+use kstate_analyze::fxmap::FxMap;
+use kstate_format::Trace;
+use kstate_render::{html, report};
+use libfuzzer_sys::fuzz_target;
+use std::io::Write;
+
+fuzz_target!(|data: &[u8]| {
+    let path = std::env::temp_dir().join(format!("kstate-fuzz-analyze-{}", std::process::id()));
+    std::fs::File::create(&path).unwrap().write_all(data).unwrap();
+    if let Ok(trace) = Trace::open(&path) {
+        let r = report::build(&trace, "fuzz", &FxMap::default());
+        let _ = html::render(&r, None);
+    }
+});
