@@ -21,6 +21,8 @@ enum Command {
     Dump(cmd::dump::Args),
     /// Record kernel events into a trace.dat while a command runs (or until Ctrl-C)
     Record(cmd::record::Args),
+    /// Make a trace.dat of what a killed recorder (SIGKILL, OOM) left beside its output
+    Recover(cmd::recover::Args),
     /// Analyze a trace: per-key statistics, distributions or a log of paired events
     /// (system-call time, wake-up latency, off-CPU time, ...)
     #[command(visible_alias = "la")]
@@ -73,6 +75,7 @@ fn main() -> ExitCode {
         Command::Info(a) => cmd::info::run(a),
         Command::Dump(a) => cmd::dump::run(a),
         Command::Record(a) => cmd::record::run(a),
+        Command::Recover(a) => cmd::recover::run(a),
         Command::Analyze(a) => cmd::analyze::run(*a),
         Command::Run(a) => cmd::run::run(*a),
         Command::Plot(a) => cmd::plot::run(*a),

@@ -399,32 +399,181 @@ fn sigint_and_sigterm_finish_the_file_and_remove_the_instance() {
     }
 }
 
+/// getppid pairs of `pid` in `file`, by `kstate analyze syscall`.
+fn getppid_pairs(file: &Path, pid: u32) -> u64 {
+    let out = ok(&[
+        "analyze",
+        "syscall",
+        "--stat",
+        "--format",
+        "json",
+        "--pid",
+        &pid.to_string(),
+        file.to_str().unwrap(),
+    ]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == "getppid")
+        .map_or(0, |r| r["count"].as_u64().unwrap())
+}
+
+/// A recorder killed with SIGKILL loses nothing it had read (issue 22 §4): its tracing
+/// stops with it, the next recording reports what it left instead of deleting it, and
+/// `kstate recover` makes a trace.dat of it with every event of a workload that had
+/// ended a second before the kill.
 #[test]
-fn a_killed_recorders_instance_is_removed_by_the_next_recording() {
+fn a_killed_recorder_loses_nothing_it_had_read() {
     let dir = tmp();
     let out = dir.path().join("killed.dat");
-    let mut child = start_background(&out, &[]);
-    let pid = child.id();
-    child.kill().unwrap(); // SIGKILL: no cleanup possible
-    child.wait().unwrap();
+    let n = 1_000_000;
+    // The workload waits on a FIFO, so its pid can go into the recorder's filter and only
+    // its events fill the buffer.
+    let fifo = dir.path().join("go");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let w = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "read x < '{}'; exec {KSTATE} workload getppid {n}",
+            fifo.display()
+        ))
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let wpid = w.id();
+    let mut recorder = Command::new(KSTATE)
+        // A buffer that holds the whole storm: the point is what happens after the kill,
+        // not whether a loaded machine keeps up.
+        .args(["record", "-e", "syscall", "-b", "131072"])
+        .args(["-o", out.to_str().unwrap()])
+        .arg("--filter")
+        .arg(format!("raw_syscalls:common_pid == {wpid}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = recorder.id();
+    let instance = || Path::new(INSTANCES).join(&instances_of(pid)[0]);
+    let tracing = |i: &Path| std::fs::read_to_string(i.join("tracing_on")).unwrap_or_default();
+    // A new instance starts with tracing on for a moment; the scratch directory's
+    // recorder file is written after that is turned off, before it is turned on again.
+    let scratch_ready = || {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .any(|e| e.path().join("kstate-recorder").exists())
+    };
+    wait_for("the recorder traces", || {
+        scratch_ready() && tracing(&instance()).trim() == "1"
+    });
+    std::fs::write(&fifo, "go\n").unwrap();
+    assert!(w.wait_with_output().unwrap().status.success());
+    std::thread::sleep(Duration::from_secs(1));
+    // On a loaded machine the recorder may need longer than the second to have read the
+    // last events: what this test proves is that nothing it read is lost.
+    let unread = |i: &Path| -> u64 {
+        std::fs::read_dir(i.join("per_cpu"))
+            .unwrap()
+            .flatten()
+            .filter_map(|c| std::fs::read_to_string(c.path().join("stats")).ok())
+            .filter_map(|t| {
+                t.lines()
+                    .find_map(|l| l.strip_prefix("entries:"))
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            })
+            .sum()
+    };
+    wait_for("the recorder reads the last events", || {
+        unread(&instance()) == 0
+    });
+    recorder.kill().unwrap(); // SIGKILL: no cleanup possible
+    recorder.wait().unwrap();
+    // The kernel closed the recorder's free_buffer as it died: tracing is off.
     let left = instances_of(pid);
-    assert_eq!(left.len(), 1, "SIGKILL leaves the instance: {left:?}");
+    assert_eq!(left.len(), 1, "{left:?}");
+    let on = std::fs::read_to_string(Path::new(INSTANCES).join(&left[0]).join("tracing_on"));
+    assert_eq!(
+        on.unwrap().trim(),
+        "0",
+        "the dead recorder's instance still traces"
+    );
     assert!(!out.exists(), "no finished file after SIGKILL");
 
-    // The next recording (same output path) removes the instance and the scratch files.
-    let s = record(&["-e", "sched", "-d", "0.2", "-o", out.to_str().unwrap()]);
-    assert!(instances_of(pid).is_empty(), "stale instance still there");
-    let _ = s;
-    let names: Vec<_> = std::fs::read_dir(dir.path())
+    // The scratch directory reads as a capture as it is.
+    let scratch: Vec<PathBuf> = std::fs::read_dir(dir.path())
         .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".scratch"))
         .collect();
+    assert_eq!(scratch.len(), 1, "{scratch:?}");
+    assert_eq!(getppid_pairs(&scratch[0], wpid), n);
+
+    // The next recording says what it found and leaves it alone.
+    let stderr_of_recording = |o: &Path| {
+        let r = run(&[
+            "record",
+            "-e",
+            "sched",
+            "-o",
+            o.to_str().unwrap(),
+            "--",
+            "true",
+        ]);
+        assert!(r.status.success());
+        String::from_utf8_lossy(&r.stderr).into_owned()
+    };
+    let err = stderr_of_recording(&dir.path().join("other.dat"));
+    assert!(!err.contains("kstate recover"), "another output's: {err}");
+    let err = stderr_of_recording(&out);
     assert!(
-        names.iter().all(|n| !n.contains(&format!("kstate-{pid}"))),
-        "stale scratch left: {names:?}"
+        err.contains(&format!("recorder {pid} was killed")) && err.contains("kstate recover"),
+        "{err}"
     );
-    assert!(info(&out)["events"].as_u64().unwrap() > 0);
+    assert!(instances_of(pid).is_empty(), "stale instance still there");
+    assert!(scratch[0].is_dir(), "the leftovers were deleted");
+
+    // Recovered beside the new recording: every getppid pair is there.
+    let rec = dir.path().join("recovered.dat");
+    ok(&[
+        "recover",
+        out.to_str().unwrap(),
+        "--to",
+        rec.to_str().unwrap(),
+    ]);
+    assert_eq!(getppid_pairs(&rec, wpid), n);
+    let i = info(&rec);
+    assert!(
+        i["recovered"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("recorder {pid}")),
+        "{i}"
+    );
+    let (okay, _, err) = trace_cmd_report(&rec);
+    assert!(okay, "{err}");
+    let mut names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["go", "killed.dat", "other.dat", "recovered.dat"],
+        "leftovers"
+    );
+    let r = run(&[
+        "recover",
+        out.to_str().unwrap(),
+        "--to",
+        rec.to_str().unwrap(),
+    ]);
+    assert_eq!(r.status.code(), Some(2), "nothing left to recover");
 }
 
 #[test]

@@ -40,6 +40,9 @@ pub mod ids {
     /// futex() entry), in the SAMPLES layout ([`crate::samples`]), its header naming the
     /// tracepoint. Joined to the trace's own events by thread and time.
     pub const STACKS: u16 = 0x6b05;
+    /// Set by `kstate recover`: UTF-8 text saying where the recording came from and what
+    /// it may lack.
+    pub const RECOVERED: u16 = 0x6b06;
 }
 
 /// A human name for one of [`ids`], for messages.
@@ -51,6 +54,7 @@ pub fn section_name(id: u16) -> Option<&'static str> {
         ids::RING_STATS => Some("ring stats"),
         ids::SAMPLES => Some("samples"),
         ids::STACKS => Some("stacks"),
+        ids::RECOVERED => Some("recovered"),
         _ => None,
     }
 }

@@ -354,6 +354,11 @@ pub struct TraceWriter {
 }
 
 impl TraceWriter {
+    /// The temporary file the trace is written to until [`TraceWriter::finish`].
+    pub fn tmp_path(&self) -> &Path {
+        self.out.file.get_ref().tmp_path()
+    }
+
     /// Starts the temporary file for `PATH` and writes the initial header.
     pub fn create(path: &Path, cfg: WriterConfig) -> Result<TraceWriter> {
         if !cfg.page_size.is_power_of_two() || cfg.page_size < 64 || cfg.page_size > 1 << 26 {

@@ -49,6 +49,17 @@ impl Instance {
         Ok(inst)
     }
 
+    /// Opens `free_buffer` with `options/disable_on_free` set, to be held open while
+    /// recording: its close, when the recorder exits however it exits, stops tracing.
+    /// None where the kernel lacks them.
+    pub fn hold_free_buffer(&self) -> Option<std::fs::File> {
+        self.write("options/disable_on_free", "1").ok()?;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.path("free_buffer"))
+            .ok()
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }

@@ -11,6 +11,7 @@ pub mod check;
 pub mod error;
 pub mod events;
 pub mod instance;
+pub mod leftovers;
 pub mod reader;
 pub mod sampler;
 pub mod scratch_file;

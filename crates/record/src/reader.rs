@@ -8,6 +8,12 @@
 //! When the recording stops it drains the rest, and finally reads the last, partly
 //! filled pages with `read` (splice only moves whole pages).
 //!
+//! A CPU whose buffer has been quiet for a moment has its partly filled page read too, so
+//! that what was traced reaches the disk within a second even when no page fills: a
+//! recorder killed with SIGKILL then loses only the last moment (`kstate recover` reads
+//! the rest). Each such read adds a whole page to the file, so a CPU where the reads keep
+//! finding little waits twice as long before the next one, up to [`FLUSH_MAX`].
+//!
 //! Kernels or files where splice is refused fall back to page-sized `read`/`write`.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -16,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::scratch_file::ScratchFile;
@@ -200,24 +206,47 @@ const PIPE_SIZE: usize = 1 << 20;
 /// small page would cost more than the zeroing saved.
 const ONE_PAGE_AT_A_TIME: usize = 256 << 10;
 
+/// How long a CPU's buffer stays quiet (no full page) before its partly filled page is
+/// read; doubled after each read that found less than an eighth of a page.
+const FLUSH_FIRST: Duration = Duration::from_millis(200);
+/// The longest wait between reads of a partly filled page.
+pub const FLUSH_MAX: Duration = Duration::from_secs(16);
+
 impl Mover {
     fn run(&mut self, ctl: &Control) -> Result<()> {
         self.pipe = make_pipe();
         if self.pipe.is_none() {
             self.splice_ok = false;
         }
+        let mut quiet_since = Instant::now();
+        let mut flush_after = FLUSH_FIRST;
         loop {
+            let before = self.dst.written();
             self.drain_full_pages()?;
+            if self.dst.written() > before {
+                quiet_since = Instant::now();
+                flush_after = FLUSH_FIRST;
+            } else if quiet_since.elapsed() >= flush_after {
+                let data = self.read_pages()?;
+                quiet_since = Instant::now();
+                if data < self.page_size / 8 {
+                    flush_after = (flush_after * 2).min(FLUSH_MAX);
+                }
+            }
             if ctl.stopping() {
                 break;
             }
-            // Until the kernel signals data past the watermark or the recording stops; the
-            // timeout bounds the sleep in case a wake-up is missed.
-            ctl.wait(&[self.src.as_raw_fd()], Duration::from_millis(500));
+            // Until the kernel signals data past the watermark, the recording stops or the
+            // next read of a partly filled page is due.
+            let due = flush_after.saturating_sub(quiet_since.elapsed());
+            ctl.wait(
+                &[self.src.as_raw_fd()],
+                due.clamp(Duration::from_millis(10), Duration::from_millis(500)),
+            );
         }
         // Tracing is off: take the full pages left, then the partly filled last ones.
         self.drain_full_pages()?;
-        self.read_pages()
+        self.read_pages().map(drop)
     }
 
     fn drain_full_pages(&mut self) -> Result<()> {
@@ -235,7 +264,7 @@ impl Mover {
                 Err(e) => return Err(e),
             }
         }
-        self.read_pages()
+        self.read_pages().map(drop)
     }
 
     fn splice_pages(&mut self) -> Result<Spliced> {
@@ -274,7 +303,9 @@ impl Mover {
 
     /// Page-sized reads until the buffer is empty. `read` also hands out partly filled
     /// pages (splice does not), so the fallback writes smaller pages while tracing.
-    fn read_pages(&mut self) -> Result<()> {
+    /// Returns the bytes of event data the pages held.
+    fn read_pages(&mut self) -> Result<usize> {
+        let mut data = 0;
         loop {
             let page = self.dst.page_buf();
             // SAFETY: page is a valid writable buffer of page_size bytes.
@@ -287,18 +318,34 @@ impl Mover {
             };
             let n = match from_kernel(n, || format!("reading CPU {} pages", self.cpu))? {
                 Got::Bytes(n) => n,
-                Got::Nothing => return Ok(()),
+                Got::Nothing => return Ok(data),
                 Got::Interrupted => continue,
             };
             // The kernel returns whole pages; anything else would break the page stream.
             if n != self.page_size {
                 self.dst.page_buf()[n..].fill(0);
             }
+            data += page_data_bytes(self.dst.page_buf());
             self.dst
                 .write_page()
                 .map_err(|e| e.context(format_args!("CPU {}", self.cpu)))?;
         }
     }
+}
+
+/// The bytes of events in a ring-buffer page: its header's `commit` (after the u64
+/// timestamp, a `long`, whose top bits flag missed events).
+fn page_data_bytes(page: &[u8]) -> usize {
+    const FLAGS: u64 = 3 << 30;
+    let commit = match std::mem::size_of::<libc::c_long>() {
+        8 => page
+            .get(8..16)
+            .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or_default())),
+        _ => page
+            .get(8..12)
+            .map(|b| u32::from_ne_bytes(b.try_into().unwrap_or_default()) as u64),
+    };
+    (commit.unwrap_or(0) & !FLAGS).min(page.len() as u64) as usize
 }
 
 /// How far a round of splicing got.

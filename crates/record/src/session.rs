@@ -190,7 +190,17 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
             "removed tracefs instance {s} left by a recorder that no longer runs"
         ));
     }
-    remove_stale_scratch(&opts.output);
+    // A killed recorder's pages are kept for `kstate recover`, never silently deleted.
+    for l in crate::leftovers::find(&opts.output) {
+        notify(&format!(
+            "recorder {} was killed before it finished {}: what it recorded is in {}; \
+             `kstate recover {}` makes a trace.dat of it (or remove the directory)",
+            l.pid,
+            opts.output.display(),
+            l.dir.display(),
+            opts.output.display()
+        ));
+    }
 
     let sel = events::resolve(&tfs.path("events"), &opts.events)?;
     if !sel.missing.is_empty() {
@@ -236,6 +246,11 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
     check::free_space(&opts.output, reserve_bytes + first_pages)?;
     let inst = Instance::create(&tfs)?;
     setup_instance(&inst, opts, &sel, &clock)?;
+    // Held open for the recording's life: when the recorder dies, however it dies, the
+    // kernel closes it, which stops the instance's tracing (disable_on_free) and frees its
+    // buffer, so a killed recorder costs the machine nothing until the next one removes
+    // the instance. Older kernels without it keep tracing until then.
+    let free_buffer = inst.hold_free_buffer();
     // The instance's header_page describes its sub-buffer ("page") size.
     let header_page = inst.read("events/header_page")?;
     let header_event = tracefs::read(&tfs.path("events/header_event"))?;
@@ -257,6 +272,19 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
     let mut writer = TraceWriter::create(&opts.output, cfg)?;
     let scratch = Scratch::create(&opts.output)?;
     let reserve = assemble::reserve(&scratch.path("reserve"), reserve_bytes);
+    let formats = event_formats(&tfs, &inst, &sel)?;
+    let printk = tracefs::read(&tfs.path("printk_formats")).unwrap_or_default();
+    // The scratch directory is a capture `kstate info/dump/recover` read as it is, from
+    // the start: if the recorder is killed, the pages it moved stay readable.
+    scratch.write_capture(&Capture {
+        output: &opts.output,
+        output_tmp: writer.tmp_path(),
+        header_page: &header_page,
+        formats: &formats,
+        clock: &clock,
+        kallsyms: &kallsyms,
+        printk: &printk,
+    })?;
 
     let cpus: Vec<u32> = system::possible_cpus()
         .into_iter()
@@ -274,13 +302,15 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
         readers.readers.push(CpuReader::start(
             cpu,
             &inst.path(&format!("per_cpu/cpu{cpu}/trace_pipe_raw")),
-            &scratch.path(&format!("cpu{cpu}")),
+            &scratch.path(&format!("{}{cpu}", Scratch::CPU_PREFIX)),
             layout.page_size,
             Arc::clone(&ctl),
         )?);
     }
 
     let processes = system::processes();
+    let saved_at_start = tracefs::read(&tfs.path("saved_cmdlines")).unwrap_or_default();
+    scratch.write("saved_cmdlines", &cmdlines(&processes, &saved_at_start))?;
     let user_clock = system::user_clock(&clock);
     let wall_offset = user_clock.map(system::wall_offset);
     let sampler = (opts.sysinfo_interval_ms > 0)
@@ -484,22 +514,9 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
         })
         .collect();
     let saved_cmdlines = tracefs::read(&tfs.path("saved_cmdlines")).unwrap_or_default();
-    let formats: Vec<(String, Vec<u8>)> = sel
-        .events
-        .iter()
-        .map(|(s, e)| {
-            tracefs::read(&inst.path(&format!("events/{s}/{e}/format"))).map(|t| (s.clone(), t))
-        })
-        .collect::<Result<_>>()?;
-    // ftrace's own events are always on: trace markers (`print`), trace_printk (`bprint`,
-    // `bputs`). Without their formats a reader cannot name or print them.
-    let mut formats = formats;
-    for e in ["print", "bprint", "bputs"] {
-        if let Ok(t) = tracefs::read(&tfs.path(&format!("events/ftrace/{e}/format"))) {
-            formats.push(("ftrace".to_string(), t));
-        }
-    }
-    let printk = tracefs::read(&tfs.path("printk_formats")).unwrap_or_default();
+    // Every page is read: the kernel may now free the buffer (closing it also stops
+    // tracing, which is off already).
+    drop(free_buffer);
     inst.remove()?;
     if let Some(c) = child.as_mut() {
         if workload_status.is_none() {
@@ -519,7 +536,7 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
 
     writer.header_page(&header_page)?;
     writer.header_event(&header_event);
-    for (s, t) in &formats {
+    for (s, _, t) in &formats {
         writer.event_format(s, t);
     }
     writer.kallsyms(&kallsyms);
@@ -633,6 +650,29 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
         stacks,
     })
 }
+
+/// Each recorded event's format as (system, event, text), and ftrace's own events, which
+/// are always on: trace markers (`print`), trace_printk (`bprint`, `bputs`); without their
+/// formats a reader cannot name or print them.
+fn event_formats(tfs: &Tracefs, inst: &Instance, sel: &Selection) -> Result<Vec<EventText>> {
+    let mut formats: Vec<EventText> = sel
+        .events
+        .iter()
+        .map(|(s, e)| {
+            tracefs::read(&inst.path(&format!("events/{s}/{e}/format")))
+                .map(|t| (s.clone(), e.clone(), t))
+        })
+        .collect::<Result<_>>()?;
+    for e in ["print", "bprint", "bputs"] {
+        if let Ok(t) = tracefs::read(&tfs.path(&format!("events/ftrace/{e}/format"))) {
+            formats.push(("ftrace".to_string(), e.to_string(), t));
+        }
+    }
+    Ok(formats)
+}
+
+/// An event's (system, name, format text).
+type EventText = (String, String, Vec<u8>);
 
 /// The requested trace clock, or `mono` when the kernel has it (it maps to wall time and
 /// to CLOCK_MONOTONIC in user space), else the kernel's current one.
@@ -884,40 +924,64 @@ impl Scratch {
     fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
+
+    /// Where CPU N's pages go: `traces/cpuN`, a capture directory's spelling.
+    const CPU_PREFIX: &'static str = "traces/cpu";
+
+    fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        let path = self.path(name);
+        if let Some(dir) = Path::new(name)
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+        {
+            std::fs::create_dir_all(self.path(&dir.to_string_lossy()))
+                .map_err(|e| Error::io("creating", &self.path(&dir.to_string_lossy()), e))?;
+        }
+        let mut f = kstate_format::output::create_new(&path)
+            .map_err(|e| Error::io("creating", &path, e))?;
+        std::io::Write::write_all(&mut f, bytes).map_err(|e| Error::io("writing", &path, e))
+    }
+
+    /// Everything beside the pages that makes the directory a capture (see
+    /// `kstate_format::rawdir`), and what `kstate recover` needs to finish the recording.
+    fn write_capture(&self, c: &Capture) -> Result<()> {
+        self.write("header_page", c.header_page)?;
+        for (s, e, t) in c.formats {
+            self.write(&format!("events/{s}/{e}/format"), t)?;
+        }
+        self.write("trace_clock", format!("[{}]\n", c.clock).as_bytes())?;
+        self.write("kallsyms", c.kallsyms)?;
+        self.write("printk_formats", c.printk)?;
+        std::fs::create_dir_all(self.path("traces"))
+            .map_err(|e| Error::io("creating", &self.path("traces"), e))?;
+        let owner = format!(
+            "{}\n{}\n{}\n",
+            std::process::id(),
+            c.output.display(),
+            c.output_tmp.display()
+        );
+        self.write(RECORDER_FILE, owner.as_bytes())
+    }
+}
+
+/// In a scratch directory: the recorder's pid, the output and its temporary file, one a
+/// line (for `kstate recover`).
+pub const RECORDER_FILE: &str = "kstate-recorder";
+
+/// What a scratch directory holds besides the pages.
+struct Capture<'a> {
+    output: &'a Path,
+    output_tmp: &'a Path,
+    header_page: &'a [u8],
+    formats: &'a [EventText],
+    clock: &'a str,
+    kallsyms: &'a [u8],
+    printk: &'a [u8],
 }
 
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Scratch directories for the same output left by recorders that were killed.
-fn remove_stale_scratch(output: &Path) {
-    let dir = match output.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let Some(base) = output.file_name().and_then(|n| n.to_str()) else {
-        return;
-    };
-    let Ok(rd) = std::fs::read_dir(&dir) else {
-        return;
-    };
-    for ent in rd.flatten() {
-        let name = ent.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix(base)
-            .and_then(|r| r.strip_prefix(".kstate-"))
-            .filter(|r| r.ends_with(".scratch"))
-            .and_then(|r| r.split('.').next())
-            .and_then(|p| p.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_dir_all(ent.path());
-        }
     }
 }
 

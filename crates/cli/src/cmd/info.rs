@@ -48,6 +48,8 @@ struct Sections {
     ring_stats: Option<Option<Vec<RingStats>>>,
     /// CPU samples (`record --sample`): how they were taken and the totals.
     samples: Option<Option<SamplesInfo>>,
+    /// Set when `kstate recover` made the file: where from and what may be missing.
+    recovered: Option<String>,
 }
 
 impl Sections {
@@ -57,6 +59,7 @@ impl Sections {
             || self.sysinfo_snapshots.is_some()
             || self.ring_stats.is_some()
             || self.samples.is_some()
+            || self.recovered.is_some()
     }
 }
 
@@ -160,6 +163,9 @@ fn read_sections(trace: &Trace, errors: &mut Vec<Error>) -> Sections {
         }),
         ring_stats: decode(trace, ids::RING_STATS, errors, extras::decode_ring_stats),
         samples: decode(trace, ids::SAMPLES, errors, SamplesInfo::decode),
+        recovered: trace
+            .extra(ids::RECOVERED)
+            .map(|t| String::from_utf8_lossy(t).into_owned()),
     }
 }
 
@@ -378,6 +384,9 @@ impl Report<'_> {
             });
             o.insert("recording".into(), json!(v));
         }
+        if let Some(t) = &sec.recovered {
+            o.insert("recovered".into(), json!(t));
+        }
         if let Some(n) = &sec.processes {
             o.insert("processes".into(), json!(n));
         }
@@ -414,6 +423,9 @@ impl Report<'_> {
         }
         const DAMAGED: &str = "(damaged, see the error)";
         let _ = writeln!(s, "\nrecording:");
+        if let Some(t) = &sec.recovered {
+            let _ = writeln!(s, "  recovered:   {}", printable(t));
+        }
         match &sec.recording {
             None => {}
             Some(None) => {

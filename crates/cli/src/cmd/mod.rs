@@ -17,6 +17,7 @@ pub mod numbers;
 pub mod plot;
 pub mod profile;
 pub mod record;
+pub mod recover;
 pub mod report;
 pub mod run;
 pub mod scale;

@@ -20,8 +20,9 @@ use crate::timefmt;
     kstate record -e sched,proc -a --duration 5\n  \
     kstate record -e bio --filter 'block:block_rq_issue:bytes > 4096' -- ./writer\n\n\
     Run as root. Events go into a private tracefs instance that is removed on exit\n\
-    (also after Ctrl-C or SIGTERM; a recorder killed with SIGKILL leaves one that the next\n\
-    `kstate record` removes). The output is a trace-cmd trace.dat (v7).\n\n",
+    (also after Ctrl-C or SIGTERM). A recorder killed with SIGKILL stops tracing as it dies\n\
+    and leaves what it had recorded beside the output: `kstate recover OUTPUT` makes a\n\
+    trace.dat of it. The output is a trace-cmd trace.dat (v7).\n\n",
     super::exit_status::exit_status_help!()))]
 pub struct Args {
     /// Output file

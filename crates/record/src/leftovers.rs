@@ -1,0 +1,78 @@
+//! What a recorder that was killed (SIGKILL, the OOM killer, a lost machine) left beside
+//! its output: the scratch directory, a readable capture of every page it had moved (see
+//! `session::Scratch`), and its unfinished temporary output. `kstate record` reports them
+//! and leaves them alone; `kstate recover` turns them into a trace.dat and removes them.
+
+use std::path::{Path, PathBuf};
+
+use crate::session::RECORDER_FILE;
+
+/// One dead recorder's leftovers for an output.
+#[derive(Debug, Clone)]
+pub struct Leftover {
+    /// The scratch directory (a capture `kstate info` reads).
+    pub dir: PathBuf,
+    pub pid: i32,
+    /// The trace.dat it was writing, unfinished.
+    pub output_tmp: Option<PathBuf>,
+    pub modified: std::time::SystemTime,
+}
+
+/// Whether `pid` is a running kstate (a recycled pid running something else is not).
+fn recorder_alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "kstate")
+}
+
+/// The leftovers of dead recorders for `output` (`OUTPUT.kstate-PID.XXXXXX.scratch`),
+/// oldest first.
+pub fn find(output: &Path) -> Vec<Leftover> {
+    let dir = kstate_format::output::parent_dir(output);
+    let Some(base) = output.file_name().and_then(|n| n.to_str()) else {
+        return Vec::new();
+    };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for ent in rd.flatten() {
+        let name = ent.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(base)
+            .and_then(|r| r.strip_prefix(".kstate-"))
+            .filter(|r| r.ends_with(".scratch"))
+            .and_then(|r| r.split('.').next())
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // Only real directories: a link planted at such a name is not followed.
+        let Ok(meta) = std::fs::symlink_metadata(ent.path()) else {
+            continue;
+        };
+        if !meta.is_dir() || recorder_alive(pid) {
+            continue;
+        }
+        let output_tmp = std::fs::read_to_string(ent.path().join(RECORDER_FILE))
+            .ok()
+            .and_then(|t| t.lines().nth(2).map(PathBuf::from))
+            .filter(|t| t.parent() == output.parent());
+        found.push(Leftover {
+            dir: ent.path(),
+            pid,
+            output_tmp,
+            modified: meta.modified().unwrap_or(std::time::UNIX_EPOCH),
+        });
+    }
+    found.sort_by_key(|l| l.modified);
+    found
+}
+
+impl Leftover {
+    /// Removes the scratch directory and the unfinished output.
+    pub fn remove(&self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+        if let Some(t) = &self.output_tmp {
+            let _ = std::fs::remove_file(t);
+        }
+    }
+}
