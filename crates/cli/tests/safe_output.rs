@@ -129,8 +129,8 @@ fn run_replaces_links_planted_at_every_name_it_writes() {
             .collect();
         run_in(&dir, &format!("{} && {workload}", plants.join(" && ")));
         assert_eq!(std::fs::read(&victim).unwrap(), PRECIOUS, "{link:?}");
-        // Analyzers apply where the (system-wide) recording has their events, so a name
-        // of the clean run may not be written this time: its planted link stays as it is.
+        // Analyzers and charts apply where the (system-wide) recording has their events, so
+        // a name of the clean run may not be written this time: its planted link stays.
         let mut untouched = Vec::new();
         for n in &names {
             let at = dir.join(n);
@@ -148,7 +148,8 @@ fn run_replaces_links_planted_at_every_name_it_writes() {
         for always in ["kstate.dat", "report.html", "findings.txt", "syscall.csv"] {
             assert!(!untouched.contains(&always.into()), "{always}: {link:?}");
         }
-        assert!(untouched.len() <= 3, "not written this time: {untouched:?}");
+        // Most names are written again (which ones depends on what the system did).
+        assert!(untouched.len() * 2 < names.len(), "{untouched:?}");
         let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
         assert!(html.contains("<html"), "report.html is kstate's report");
     }
