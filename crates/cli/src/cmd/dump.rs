@@ -67,7 +67,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         .collect();
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
-    let mut line = Vec::with_capacity(512);
+    let mut line = Vec::with_capacity(1 << 17);
     let mut text = TextFormatter::new(&trace, args.ns);
     if !args.json && !args.raw {
         if let Err(e) = out.write_all(report_header(&trace).as_bytes()) {
@@ -114,7 +114,6 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             );
             break;
         };
-        line.clear();
         if args.json {
             json_line(&mut line, &ev, pid, fmt, &mut text);
         } else if args.raw {
@@ -130,9 +129,16 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
                 ev.lost_before,
             );
         }
-        if let Err(e) = out.write_all(&line) {
-            return stdout_closed(e);
+        // Lines collect in one buffer written 64 KiB at a time (no second copy per line).
+        if line.len() >= 1 << 16 {
+            if let Err(e) = out.write_all(&line) {
+                return stdout_closed(e);
+            }
+            line.clear();
         }
+    }
+    if let Err(e) = out.write_all(&line) {
+        return stdout_closed(e);
     }
     if let Err(e) = out.flush() {
         return stdout_closed(e);

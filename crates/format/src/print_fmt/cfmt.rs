@@ -123,7 +123,16 @@ impl Conv {
         }
     }
 
+    /// Whether the conversion has no flags, width or precision (the common `%d`, `%lx`).
+    #[inline]
+    fn is_plain(&self) -> bool {
+        !(self.left || self.zero || self.plus || self.space || self.alt)
+            && self.width == Count::None
+            && self.precision == Count::None
+    }
+
     /// Prints `val` (already the argument's bits; only the low `bits()` are used) as C would.
+    #[inline]
     pub fn write_int(&self, val: u64, star: Option<i64>, out: &mut Vec<u8>) {
         let bits = self.bits();
         let mask = if bits == 64 {
@@ -132,6 +141,26 @@ impl Conv {
             (1u64 << bits) - 1
         };
         let val = val & mask;
+        if self.is_plain() {
+            match self.conv {
+                b'x' => return write_hex(val, out),
+                b'u' => return write_dec(val, out),
+                b'd' | b'i' => {
+                    let shift = 64 - bits;
+                    let v = ((val << shift) as i64) >> shift;
+                    if v < 0 {
+                        out.push(b'-');
+                    }
+                    return write_dec(v.unsigned_abs(), out);
+                }
+                _ => {}
+            }
+        }
+        self.write_int_full(val, star, out)
+    }
+
+    fn write_int_full(&self, val: u64, star: Option<i64>, out: &mut Vec<u8>) {
+        let bits = self.bits();
         let (width, left) = self.resolve_width(star);
         if self.conv == b'c' {
             pad_around(out, &[val as u8], width, left);
@@ -256,50 +285,74 @@ fn count(b: &mut &[u8]) -> Option<Count> {
 /// Appends `v` in lower-case hex, no prefix.
 #[inline]
 pub fn write_hex(v: u64, out: &mut Vec<u8>) {
-    let mut buf = [0u8; 16];
-    let mut i = buf.len();
-    let mut m = v;
-    loop {
-        i -= 1;
-        buf[i] = b"0123456789abcdef"[(m & 15) as usize];
-        m >>= 4;
-        if m == 0 {
-            break;
-        }
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    // Digit by digit from the most significant: cheaper than a copy call for a few bytes.
+    let n = (64 - (v | 1).leading_zeros()).div_ceil(4);
+    for i in (0..n).rev() {
+        out.push(HEX[((v >> (4 * i)) & 15) as usize]);
     }
-    out.extend_from_slice(&buf[i..]);
+}
+
+/// Appends a short byte string; a loop of pushes beats a copy call at these lengths.
+#[inline]
+pub fn push_short(out: &mut Vec<u8>, s: &[u8]) {
+    if s.len() > 32 {
+        out.extend_from_slice(s);
+        return;
+    }
+    out.reserve(s.len());
+    for &b in s {
+        out.push(b);
+    }
+}
+
+/// Pairs of decimal digits, for writing two digits per division.
+const PAIRS: &[u8; 200] = b"\
+0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// The decimal digits of `v` at the end of `buf`; returns where they start.
+#[inline]
+fn dec_digits(mut v: u64, buf: &mut [u8; 20]) -> usize {
+    let mut i = buf.len();
+    while v >= 100 {
+        let r = (v % 100) as usize;
+        v /= 100;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&PAIRS[2 * r..2 * r + 2]);
+    }
+    if v >= 10 {
+        i -= 2;
+        let r = v as usize;
+        buf[i..i + 2].copy_from_slice(&PAIRS[2 * r..2 * r + 2]);
+    } else {
+        i -= 1;
+        buf[i] = b'0' + v as u8;
+    }
+    i
 }
 
 /// Appends `v` in decimal.
 #[inline]
 pub fn write_dec(v: u64, out: &mut Vec<u8>) {
     let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    let mut m = v;
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (m % 10) as u8;
-        m /= 10;
-        if m == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&buf[i..]);
+    let i = dec_digits(v, &mut buf);
+    push_short(out, &buf[i..]);
 }
 
 /// Appends `v` in decimal, right-aligned in `width` columns, zero-padded when `zero`.
 #[inline]
 pub fn write_dec_padded(v: u64, width: usize, zero: bool, out: &mut Vec<u8>) {
-    let start = out.len();
-    write_dec(v, out);
-    let n = out.len() - start;
+    let mut buf = [0u8; 20];
+    let i = dec_digits(v, &mut buf);
+    let n = buf.len() - i;
     if n < width {
-        let fill = width - n;
-        out.splice(
-            start..start,
-            std::iter::repeat_n(if zero { b'0' } else { b' ' }, fill),
-        );
+        out.resize(out.len() + width - n, if zero { b'0' } else { b' ' });
     }
+    push_short(out, &buf[i..]);
 }
 
 #[cfg(test)]
@@ -351,6 +404,17 @@ mod tests {
         assert_eq!(int("%*d", 5, Some(4)), "   5");
         assert_eq!(int("%*d", 5, Some(-4)), "5   ");
         assert_eq!(s("%s", "abc\0def", None), "abc");
+        for v in [0u64, 5, 9, 10, 99, 100, 101, 12345, u64::MAX] {
+            let mut out = Vec::new();
+            write_dec(v, &mut out);
+            assert_eq!(out, v.to_string().as_bytes());
+            out.clear();
+            write_dec_padded(v, 6, true, &mut out);
+            assert_eq!(out, format!("{v:06}").as_bytes());
+            out.clear();
+            write_hex(v, &mut out);
+            assert_eq!(out, format!("{v:x}").as_bytes());
+        }
         assert_eq!(s("%-6.2s", "abc", None), "ab    ");
         assert_eq!(s("%.*s", "abcdef", Some(3)), "abc");
         assert_eq!(s("%.*s", "abcdef", Some(-1)), "abcdef");

@@ -24,6 +24,26 @@ pub enum Arg<'a> {
     BStr(&'a [u8]),
 }
 
+/// Where a piece's arguments come from: a print fmt's expressions or decoded `bprint`
+/// arguments (no per-record list is built for the former).
+pub trait Args {
+    fn arg(&self, i: usize) -> Arg<'_>;
+}
+
+impl Args for [Expr] {
+    #[inline]
+    fn arg(&self, i: usize) -> Arg<'_> {
+        Arg::Expr(&self[i])
+    }
+}
+
+impl Args for [Arg<'_>] {
+    #[inline]
+    fn arg(&self, i: usize) -> Arg<'_> {
+        self[i]
+    }
+}
+
 pub struct Eval<'a> {
     pub payload: &'a [u8],
     pub endian: Endian,
@@ -56,6 +76,7 @@ impl<'a> Eval<'a> {
         0
     }
 
+    #[inline]
     fn read(&self, off: usize, size: usize) -> u64 {
         match off.checked_add(size) {
             Some(end) if end <= self.payload.len() => {
@@ -150,6 +171,13 @@ impl<'a> Eval<'a> {
             }
             Expr::Cast(ty, inner) => self.num(inner) & cast_mask(ty),
             Expr::Index(base, idx) => self.index(base, idx),
+            Expr::Load { offset, size } => {
+                if matches!(size, 1 | 2 | 4 | 8) {
+                    self.read(*offset, *size)
+                } else {
+                    0
+                }
+            }
             Expr::DynArrayLen(f) => self.dyn_loc(f).1 as u64,
             // These print; as numbers libtraceevent gives 0 (or a host address: refused).
             Expr::Flags { .. }
@@ -212,18 +240,18 @@ impl<'a> Eval<'a> {
     }
 
     /// Prints the pieces of a format with their arguments.
-    pub fn print(&self, pieces: &[Piece], args: &[Arg<'_>], out: &mut Vec<u8>) {
+    pub fn print<A: Args + ?Sized>(&self, pieces: &[Piece], args: &A, out: &mut Vec<u8>) {
         for p in pieces {
             match p {
-                Piece::Lit(s) => out.extend_from_slice(s),
+                Piece::Lit(s) => cfmt::push_short(out, s),
                 Piece::Num { conv, arg, star } => {
-                    let star = star.map(|s| self.arg_num(args[s]) as i32 as i64);
-                    let v = self.arg_num(args[*arg]);
+                    let star = star.map(|s| self.arg_num(args.arg(s)) as i32 as i64);
+                    let v = self.arg_num(args.arg(*arg));
                     conv.write_int(v, star, out);
                 }
                 Piece::Str { conv, arg, star } => {
-                    let star = star.map(|s| self.arg_num(args[s]) as i32 as i64);
-                    match args[*arg] {
+                    let star = star.map(|s| self.arg_num(args.arg(s)) as i32 as i64);
+                    match args.arg(*arg) {
                         Arg::Expr(e) => self.print_str(e, conv, star, out),
                         Arg::BStr(s) => conv.write_str(s, star, out),
                         Arg::Num(v) => {
@@ -234,8 +262,8 @@ impl<'a> Eval<'a> {
                     }
                 }
                 Piece::Ptr { kind, arg, star } => {
-                    let plen = star.map_or(1, |s| self.arg_num(args[s]) as i32 as i64);
-                    self.print_ptr(*kind, args[*arg], plen, out);
+                    let plen = star.map_or(1, |s| self.arg_num(args.arg(s)) as i32 as i64);
+                    self.print_ptr(*kind, args.arg(*arg), plen, out);
                 }
             }
         }
@@ -247,7 +275,7 @@ impl<'a> Eval<'a> {
             Expr::Atom { text, .. } => conv.write_str(text.as_bytes(), star, out),
             Expr::Str(s) => conv.write_str(s.as_bytes(), star, out),
             Expr::Num(_) | Expr::Unary(..) | Expr::Binary(..) | Expr::Cast(..) => {}
-            Expr::Index(..) | Expr::DynArrayLen(_) => {}
+            Expr::Index(..) | Expr::Load { .. } | Expr::DynArrayLen(_) => {}
             Expr::Field(f) => {
                 let is_array = !matches!(f.kind, FieldKind::Int);
                 if !is_array && f.size == self.long_size {

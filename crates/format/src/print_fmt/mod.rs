@@ -100,6 +100,10 @@ pub struct TextFormatter<'t> {
     /// Per CPU, the function plugin's call stack of names (for its indentation).
     fstack: Vec<Vec<Option<Box<[u8]>>>>,
     time: TimeFormat,
+    /// The last pid's `COMM-PID` column, ready to copy (most events repeat the last pid).
+    pid_column: Option<(i32, Vec<u8>)>,
+    /// Per event id, ` NAME: ` and its padding.
+    name_columns: Vec<Option<Box<[u8]>>>,
     unsupported: BTreeMap<String, (u64, String)>,
 }
 
@@ -127,6 +131,8 @@ impl<'t> TextFormatter<'t> {
                 TimeFormat::Micros
             },
             unsupported: BTreeMap::new(),
+            pid_column: None,
+            name_columns: Vec::new(),
         }
     }
 
@@ -188,27 +194,42 @@ impl<'t> TextFormatter<'t> {
             return;
         }
         let pid = endian.uint(payload, 4, 4).unwrap_or(0) as u32 as i32;
-        let comm = self.comm(pid);
-        let pad = 16usize.saturating_sub(comm.len());
-        out.resize(out.len() + pad, b' ');
-        out.extend_from_slice(comm.as_bytes());
-        out.push(b'-');
-        let pid_start = out.len();
-        if pid < 0 {
-            out.push(b'-');
+        if self.pid_column.as_ref().is_none_or(|(p, _)| *p != pid) {
+            let mut col = Vec::with_capacity(24);
+            let comm = self.comm(pid);
+            col.resize(16usize.saturating_sub(comm.len()), b' ');
+            col.extend_from_slice(comm.as_bytes());
+            col.push(b'-');
+            let pid_start = col.len();
+            if pid < 0 {
+                col.push(b'-');
+            }
+            cfmt::write_dec(pid.unsigned_abs() as u64, &mut col);
+            let n = col.len() - pid_start;
+            col.resize(col.len() + 5usize.saturating_sub(n), b' ');
+            self.pid_column = Some((pid, col));
         }
-        cfmt::write_dec(pid.unsigned_abs() as u64, out);
-        let n = out.len() - pid_start;
-        out.resize(out.len() + 5usize.saturating_sub(n), b' ');
+        if let Some((_, col)) = &self.pid_column {
+            cfmt::push_short(out, col);
+        }
         out.extend_from_slice(b" [");
         cfmt::write_dec_padded(cpu as u64, 3, true, out);
         out.push(b']');
         self.write_time(ts, out);
-        let name = self.trace.events.get(id).map_or("", |f| f.name.as_str());
-        out.push(b' ');
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(b": ");
-        out.resize(out.len() + 20usize.saturating_sub(name.len()), b' ');
+        let idx = id as usize;
+        if idx >= self.name_columns.len() {
+            self.name_columns.resize(idx + 1, None);
+        }
+        let name_col = self.name_columns[idx].get_or_insert_with(|| {
+            let name = self.trace.events.get(id).map_or("", |f| f.name.as_str());
+            let mut col = Vec::with_capacity(24);
+            col.push(b' ');
+            col.extend_from_slice(name.as_bytes());
+            col.extend_from_slice(b": ");
+            col.resize(col.len() + 20usize.saturating_sub(name.len()), b' ');
+            col.into()
+        });
+        cfmt::push_short(out, name_col);
         let info_start = out.len();
         if !self.write_message(out, cpu, id, payload, endian) {
             out.truncate(info_start);
@@ -297,8 +318,7 @@ impl<'t> TextFormatter<'t> {
         ok &= match &self.slots[idx] {
             Slot::Program { pieces, args } | Slot::Plugin(_, Some((pieces, args))) => {
                 let ev = self.eval(payload, endian);
-                let args: Vec<Arg> = args.iter().map(Arg::Expr).collect();
-                ev.print(pieces, &args, out);
+                ev.print(pieces, args.as_slice(), out);
                 !ev.unsupported.get()
             }
             Slot::Plugin(_, None) => true,
@@ -417,9 +437,71 @@ impl<'t> TextFormatter<'t> {
         if needed > args.len() {
             return false;
         }
-        ev.print(pieces, &args, out);
+        ev.print(pieces, args.as_slice(), out);
         !ev.unsupported.get()
     }
+}
+
+/// One record's message from its event format alone, parsing the print fmt each call (for
+/// tests and fuzzing; [`TextFormatter`] parses once per event type). `Ok(false)`: the
+/// evaluation met something it does not print faithfully.
+pub fn format_once(
+    ev: &EventFormat,
+    syms: &Symbols,
+    long_size: usize,
+    payload: &[u8],
+    endian: Endian,
+    out: &mut Vec<u8>,
+) -> Result<bool, String> {
+    let mut symbol = |name: &[u8]| syms.funcs().address_of(name);
+    let mut ctx = Ctx {
+        long_size,
+        symbol: &mut symbol,
+    };
+    let pf = parse::parse_print_fmt(ev, &mut ctx)?;
+    let pieces = parse::parse_pieces(&pf.format, pf.args.len())?;
+    let ev = Eval {
+        payload,
+        endian,
+        long_size,
+        syms,
+        unsupported: Cell::new(false),
+    };
+    ev.print(&pieces, pf.args.as_slice(), out);
+    Ok(!ev.unsupported.get())
+}
+
+/// A `bprint` message from its printk format text (without the `%ps: ` prefix), the
+/// record, and where its argument buffer starts (for tests and fuzzing).
+#[allow(clippy::too_many_arguments)]
+pub fn format_bprint_once(
+    printk: &[u8],
+    ip: u64,
+    syms: &Symbols,
+    long_size: usize,
+    payload: &[u8],
+    buf: usize,
+    endian: Endian,
+    out: &mut Vec<u8>,
+) -> Result<bool, String> {
+    let mut text = b"%ps: ".to_vec();
+    text.extend_from_slice(printk);
+    let pieces = parse::parse_pieces(&text, usize::MAX)?;
+    let ev = Eval {
+        payload,
+        endian,
+        long_size,
+        syms,
+        unsupported: Cell::new(false),
+    };
+    let mut args: Vec<Arg> = vec![Arg::Num(ip)];
+    if !bprint_args(&text, payload, buf, long_size, endian, &mut args)
+        || pieces_args(&pieces) > args.len()
+    {
+        return Ok(false);
+    }
+    ev.print(&pieces, args.as_slice(), out);
+    Ok(!ev.unsupported.get())
 }
 
 /// How many arguments the pieces use (one past the highest index).

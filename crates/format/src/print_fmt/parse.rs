@@ -30,6 +30,12 @@ pub enum Expr {
     /// `(type)expr`, with the type as libtraceevent spells it (`struct page *`).
     Cast(Box<str>, Box<Expr>),
     Index(Box<Expr>, Box<Expr>),
+    /// An element of an array field at a constant index (`REC->args[2]`), resolved while
+    /// parsing to where it is: the common case of `Index`, read without evaluating.
+    Load {
+        offset: usize,
+        size: usize,
+    },
     Flags {
         val: Box<Expr>,
         delim: Box<str>,
@@ -322,7 +328,26 @@ impl Parser<'_, '_, '_> {
             self.advance()?;
             let idx = self.expr()?;
             self.expect_op("]")?;
-            e = Expr::Index(Box::new(e), Box::new(idx));
+            e = match (&e, &idx) {
+                (Expr::Field(f), Expr::Atom { value, .. }) => {
+                    let es = match f.kind {
+                        FieldKind::Array { elem, .. } | FieldKind::Dynamic { elem, .. } => elem,
+                        FieldKind::Int => f.size,
+                    };
+                    match (*value as usize)
+                        .checked_mul(es)
+                        .and_then(|o| o.checked_add(f.offset))
+                    {
+                        Some(offset)
+                            if matches!(f.kind, FieldKind::Array { .. } | FieldKind::Int) =>
+                        {
+                            Expr::Load { offset, size: es }
+                        }
+                        _ => Expr::Index(Box::new(e), Box::new(idx)),
+                    }
+                }
+                _ => Expr::Index(Box::new(e), Box::new(idx)),
+            };
         }
         Ok(e)
     }

@@ -114,10 +114,12 @@ impl TextFormatter<'_> {
         let comm = cfmt::until_nul(bytes);
         out.extend_from_slice(comm);
         let pid = pid as i32;
-        if pid != 0 && !self.trace.comms.contains_key(&pid) {
+        if pid != 0 && !self.trace.comms.contains_key(&pid) && !self.learnt_comms.contains_key(&pid)
+        {
             self.learnt_comms
-                .entry(pid)
-                .or_insert_with(|| String::from_utf8_lossy(comm).into());
+                .insert(pid, String::from_utf8_lossy(comm).into());
+            // The cached COMM-PID column may show this pid as "<...>".
+            self.pid_column = None;
         }
     }
 
