@@ -40,6 +40,9 @@ pub struct Info {
     /// What callers need to know about its results beyond their unit.
     pub traits: Traits,
     pub run: RunFn,
+    /// Runs it on a recording in progress ([`crate::live`]); `None` for analyzers that
+    /// read no events.
+    pub live: Option<LiveFn>,
 }
 
 /// Facts about an analyzer's results that front ends and findings act on, declared by the
@@ -127,6 +130,14 @@ pub trait Analyzer: Sized {
     /// Facts about this run for the report's notes (e.g. events it did without).
     fn notes(&self) -> Vec<String> {
         Vec::new()
+    }
+
+    /// Live analysis: the tables of the interval that ends at `end` (no event after it
+    /// has been seen), after which what they accumulate starts again from empty, so that
+    /// each interval's tables cover only it. Analyzers whose tables hold only
+    /// per-interval facts need not override it.
+    fn interval_tables(&mut self, out: &Out, _end: u64) -> Vec<Table> {
+        self.tables(out)
     }
 }
 
@@ -656,147 +667,23 @@ pub fn drive<A: Analyzer>(
     cfg: &Config,
     log: &mut dyn LogSink,
 ) -> Result<Outcome, Error> {
-    let info = A::INFO;
-    let by = match &cfg.by {
-        None => info.by[0].0,
-        Some(b) => match info.by.iter().find(|(n, _)| n == b) {
-            Some((n, _)) => *n,
-            None => {
-                let names: Vec<&str> = info.by.iter().map(|b| b.0).collect();
-                return Err(Error::new(
-                    ErrorKind::Unsupported,
-                    None,
-                    format!(
-                        "analyzer {} cannot key by {b:?}: choose one of {}",
-                        info.name,
-                        names.join(", ")
-                    ),
-                ));
-            }
-        },
-    };
-    let (mut a, ids) = A::bind(trace, by).map_err(|Missing(ev)| {
-        Error::new(
-            ErrorKind::Unsupported,
-            None,
-            format!(
-                "analyzer {} needs {} but this trace has no {}; record them with `kstate record -e {} ...`",
-                info.name,
-                info.needs,
-                ev.join(", "),
-                info.preset
-            ),
-        )
-        .in_file(&trace.path)
-    })?;
-    let start = trace_start(trace)?;
-    let f = &cfg.filters;
-    let t0 = start.unwrap_or(0);
-    let sel = TimeSel {
-        include: f.window.map_or((0, u64::MAX), |w| w.resolve(t0)),
-        exclude: f.not_window.map(|w| w.resolve(t0)),
-    };
-    let mut notes = Vec::new();
-    let tasks = Tasks::new(trace, &cfg.tgids);
-    if !f.pids.is_empty() && !tasks.knows_tgids() {
-        notes.push("this trace records no thread-group ids: --pid matches thread ids".to_string());
-    }
-    let mut out = Out {
-        tasks,
-        mark: LossMark { gen: 0, open: 0 },
-        now: 0,
-        sel,
-        pids: f.pids.clone(),
-        tids: f.tids.clone(),
-        comms: f.comms.clone(),
-        cpus: f.cpus.clone(),
-        min: f.min.unwrap_or(0),
-        max: f.max.unwrap_or(u64::MAX),
-        task_or_cpu_filter: !(f.pids.is_empty()
-            && f.tids.is_empty()
-            && f.comms.is_empty()
-            && f.cpus.is_empty()),
-        log: cfg.mode == Mode::Log,
-        decades: cfg.mode == Mode::Dist(Buckets::Log10),
-        index: FxMap::default(),
-        small: vec![u32::MAX; SMALL_KEYS as usize],
-        aggs: Vec::new(),
-        last: None,
-        pending: Vec::new(),
-        interval: cfg.interval.filter(|&i| i > 0),
-        counts: Counts::default(),
-        cpu_limit: trace.cpu_limit(),
-        damaged: None,
-    };
-    let mut damaged_records = 0u64;
-    let mut lost: BTreeMap<u32, Option<u64>> =
-        trace.cpu_data.iter().map(|c| (c.cpu, Some(0))).collect();
-    let mut prev_ts: Vec<u64> = Vec::new();
-    let mut errors: Vec<Error> = trace.truncated.iter().cloned().collect();
-    let mut per_id = vec![0u64; trace.events.id_limit()];
+    let (mut pass, ids) = Pass::<A>::new(trace, cfg, || trace_start(trace))?;
     let mut merger = Merger::new(trace, None, IdFilter::only(ids.iter().copied()))?;
-    let (mut first, mut last) = (None, 0u64);
-    // Once a CPU's stream is damaged, its later events are unknown: a gap that never closes.
-    let mut damaged = 0u32;
-    let mut key_filter = KeyFilter::new(&f.keys);
     loop {
         let ev = match merger.next() {
             Ok(Some(ev)) => ev,
             Ok(None) => break,
             Err(e) => {
-                damaged = 1;
-                errors.push(e);
+                pass.damaged(e);
                 continue;
             }
         };
-        let cpu = ev.cpu as usize;
-        if cpu >= prev_ts.len() {
-            prev_ts.resize(cpu + 1, 0);
-        }
-        if ev.lost_before.is_some() && sel.overlaps(prev_ts[cpu], ev.ts) {
-            let e = lost.entry(ev.cpu).or_insert(Some(0));
-            *e = match (*e, ev.lost_before) {
-                (Some(n), Lost::Count(k)) => Some(n + k),
-                _ => None,
-            };
-        }
-        prev_ts[cpu] = ev.ts;
-        first.get_or_insert(ev.ts);
-        last = ev.ts;
-        out.mark = LossMark {
-            gen: ev.loss.gen,
-            open: ev.loss.open + damaged,
-        };
-        out.now = ev.ts;
-        out.counts.events += 1;
-        if let Some(n) = per_id.get_mut(ev.id as usize) {
-            *n += 1;
-        }
-        a.event(&ev, &mut out);
-        if let Some(msg) = out.damaged.take() {
-            damaged_records += 1;
-            if damaged_records <= DAMAGED_REPORTED {
-                errors.push(merger.record_error(&msg));
-            }
-        }
-        if !out.pending.is_empty() {
-            flush_log(&a, &mut out, log, &mut key_filter)?;
+        if let Some(msg) = pass.event(&ev, log)? {
+            pass.damaged_record(merger.record_error(&msg));
         }
     }
-    if damaged_records > DAMAGED_REPORTED {
-        errors.push(
-            Error::new(
-                ErrorKind::Corrupt,
-                None,
-                format!(
-                    "{} more damaged records skipped",
-                    damaged_records - DAMAGED_REPORTED
-                ),
-            )
-            .in_file(&trace.path),
-        );
-    }
-    if out.counts.events == 0 && errors.is_empty() {
+    if pass.out.counts.events == 0 && pass.errors.is_empty() {
+        let info = A::INFO;
         return Err(Error::new(
             ErrorKind::Unsupported,
             None,
@@ -807,55 +694,333 @@ pub fn drive<A: Analyzer>(
         )
         .in_file(&trace.path));
     }
-    if ids.len() <= 4 {
-        for id in &ids {
-            if per_id.get(*id as usize) == Some(&0) {
-                if let Some(ev) = trace.events.get(*id) {
-                    notes.push(format!(
-                        "no {}:{} events in this trace (record them with `kstate record -e {}`)",
-                        ev.system, ev.name, info.preset
+    pass.finish(trace, log)
+}
+
+/// One analyzer's pass over a time-ordered stream of events: what [`drive`] runs over a
+/// file, and what [`crate::live::Live`] runs over a recording in progress, taking the
+/// aggregates every interval while the pairing state carries on.
+pub(crate) struct Pass<A: Analyzer> {
+    a: A,
+    by: &'static str,
+    ids: Vec<u32>,
+    out: Out,
+    sel: TimeSel,
+    start: Option<u64>,
+    lost: BTreeMap<u32, Option<u64>>,
+    prev_ts: Vec<u64>,
+    errors: Vec<Error>,
+    per_id: Vec<u64>,
+    first: Option<u64>,
+    last: u64,
+    /// Once a CPU's stream is damaged, its later events are unknown: a gap that never closes.
+    damaged: u32,
+    /// Records an analyzer found damaged (see [`Out::cpu_field`]).
+    damaged_records: u64,
+    key_filter: KeyFilter,
+    notes: Vec<String>,
+}
+
+impl<A: Analyzer> Pass<A> {
+    /// Binds `A` to `trace`'s events; `start` finds the trace's first event (relative
+    /// windows count from it). Returns the pass and the event ids to deliver to it.
+    pub(crate) fn new(
+        trace: &Trace,
+        cfg: &Config,
+        start: impl FnOnce() -> Result<Option<u64>, Error>,
+    ) -> Result<(Pass<A>, Vec<u32>), Error> {
+        let info = A::INFO;
+        let by = match &cfg.by {
+            None => info.by[0].0,
+            Some(b) => match info.by.iter().find(|(n, _)| n == b) {
+                Some((n, _)) => *n,
+                None => {
+                    let names: Vec<&str> = info.by.iter().map(|b| b.0).collect();
+                    return Err(Error::new(
+                        ErrorKind::Unsupported,
+                        None,
+                        format!(
+                            "analyzer {} cannot key by {b:?}: choose one of {}",
+                            info.name,
+                            names.join(", ")
+                        ),
                     ));
+                }
+            },
+        };
+        let (a, ids) = A::bind(trace, by).map_err(|Missing(ev)| {
+            Error::new(
+                ErrorKind::Unsupported,
+                None,
+                format!(
+                    "analyzer {} needs {} but this trace has no {}; record them with `kstate record -e {} ...`",
+                    info.name,
+                    info.needs,
+                    ev.join(", "),
+                    info.preset
+                ),
+            )
+            .in_file(&trace.path)
+        })?;
+        let start = start()?;
+        let f = &cfg.filters;
+        let t0 = start.unwrap_or(0);
+        let sel = TimeSel {
+            include: f.window.map_or((0, u64::MAX), |w| w.resolve(t0)),
+            exclude: f.not_window.map(|w| w.resolve(t0)),
+        };
+        let mut notes = Vec::new();
+        let tasks = Tasks::new(trace, &cfg.tgids);
+        if !f.pids.is_empty() && !tasks.knows_tgids() {
+            notes.push(
+                "this trace records no thread-group ids: --pid matches thread ids".to_string(),
+            );
+        }
+        let out = Out {
+            tasks,
+            mark: LossMark { gen: 0, open: 0 },
+            now: 0,
+            sel,
+            pids: f.pids.clone(),
+            tids: f.tids.clone(),
+            comms: f.comms.clone(),
+            cpus: f.cpus.clone(),
+            min: f.min.unwrap_or(0),
+            max: f.max.unwrap_or(u64::MAX),
+            task_or_cpu_filter: !(f.pids.is_empty()
+                && f.tids.is_empty()
+                && f.comms.is_empty()
+                && f.cpus.is_empty()),
+            log: cfg.mode == Mode::Log,
+            decades: cfg.mode == Mode::Dist(Buckets::Log10),
+            index: FxMap::default(),
+            small: vec![u32::MAX; SMALL_KEYS as usize],
+            aggs: Vec::new(),
+            last: None,
+            pending: Vec::new(),
+            interval: cfg.interval.filter(|&i| i > 0),
+            counts: Counts::default(),
+            cpu_limit: trace.cpu_limit(),
+            damaged: None,
+        };
+        let pass = Pass {
+            a,
+            by,
+            ids: ids.clone(),
+            out,
+            sel,
+            start,
+            lost: trace.cpu_data.iter().map(|c| (c.cpu, Some(0))).collect(),
+            prev_ts: Vec::new(),
+            errors: trace.truncated.iter().cloned().collect(),
+            per_id: vec![0u64; trace.events.id_limit()],
+            first: None,
+            last: 0,
+            damaged: 0,
+            damaged_records: 0,
+            key_filter: KeyFilter::new(&f.keys),
+            notes,
+        };
+        Ok((pass, ids))
+    }
+
+    /// Hands one event (one of the ids `new` returned) to the analyzer; returns what is
+    /// wrong with the record if the analyzer found it damaged (the caller names its place
+    /// in the file: [`Merger::record_error`], then [`Pass::damaged_record`]).
+    #[inline]
+    pub(crate) fn event(
+        &mut self,
+        ev: &Event<'_>,
+        log: &mut dyn LogSink,
+    ) -> Result<Option<String>, Error> {
+        let cpu = ev.cpu as usize;
+        if cpu >= self.prev_ts.len() {
+            self.prev_ts.resize(cpu + 1, 0);
+        }
+        if ev.lost_before.is_some() && self.sel.overlaps(self.prev_ts[cpu], ev.ts) {
+            let e = self.lost.entry(ev.cpu).or_insert(Some(0));
+            *e = match (*e, ev.lost_before) {
+                (Some(n), Lost::Count(k)) => Some(n + k),
+                _ => None,
+            };
+        }
+        self.prev_ts[cpu] = ev.ts;
+        self.first.get_or_insert(ev.ts);
+        self.last = ev.ts;
+        let out = &mut self.out;
+        out.mark = LossMark {
+            gen: ev.loss.gen,
+            open: ev.loss.open + self.damaged,
+        };
+        out.now = ev.ts;
+        out.counts.events += 1;
+        if let Some(n) = self.per_id.get_mut(ev.id as usize) {
+            *n += 1;
+        }
+        self.a.event(ev, out);
+        let damaged = out.damaged.take();
+        if !out.pending.is_empty() {
+            flush_log(&self.a, out, log, &mut self.key_filter)?;
+        }
+        Ok(damaged)
+    }
+
+    /// A record the analyzer found damaged, with its place in the file.
+    pub(crate) fn damaged_record(&mut self, e: Error) {
+        self.damaged_records += 1;
+        if self.damaged_records <= DAMAGED_REPORTED {
+            self.errors.push(e);
+        }
+    }
+
+    /// A CPU's stream failed: the figures cover what was read.
+    pub(crate) fn damaged(&mut self, e: Error) {
+        self.damaged = 1;
+        self.errors.push(e);
+    }
+
+    /// The rows aggregated so far, named; the aggregates start again from empty.
+    fn take_rows(&mut self) -> Vec<Row> {
+        let out = &mut self.out;
+        let mut rows = Vec::with_capacity(out.aggs.len());
+        for (k, agg) in std::mem::take(&mut out.aggs) {
+            if k < SMALL_KEYS {
+                out.small[k as usize] = u32::MAX;
+            }
+            let key = self.a.key_name(k, &out.tasks);
+            if self.key_filter.accepts(&key) {
+                rows.push(Row { key, agg });
+            } else {
+                out.counts.selected -= agg.count;
+                out.counts.filtered += agg.count;
+            }
+        }
+        out.index.clear();
+        out.last = None;
+        rows
+    }
+
+    /// The outcome of the whole pass, after the last event.
+    pub(crate) fn finish(mut self, trace: &Trace, log: &mut dyn LogSink) -> Result<Outcome, Error> {
+        let info = A::INFO;
+        if self.damaged_records > DAMAGED_REPORTED {
+            self.errors.push(
+                Error::new(
+                    ErrorKind::Corrupt,
+                    None,
+                    format!(
+                        "{} more damaged records skipped",
+                        self.damaged_records - DAMAGED_REPORTED
+                    ),
+                )
+                .in_file(&trace.path),
+            );
+        }
+        if self.ids.len() <= 4 {
+            for id in &self.ids {
+                if self.per_id.get(*id as usize) == Some(&0) {
+                    if let Some(ev) = trace.events.get(*id) {
+                        self.notes.push(format!(
+                            "no {}:{} events in this trace (record them with `kstate record -e {}`)",
+                            ev.system, ev.name, info.preset
+                        ));
+                    }
                 }
             }
         }
+        self.out.counts.open_at_end = self.a.finish(&mut self.out);
+        flush_log(&self.a, &mut self.out, log, &mut self.key_filter)?;
+        let tables = self.a.tables(&self.out);
+        let mut notes = std::mem::take(&mut self.notes);
+        notes.extend(self.a.notes());
+        if self.out.counts.inferred > 0 {
+            notes.push(format!(
+                "{} switch-ins inferred at the wake-up: this kernel did not trace some CPUs leaving idle (the tasks were first seen running there without a sched_switch putting them on)",
+                self.out.counts.inferred
+            ));
+        }
+        let rows = self.take_rows();
+        let (sel, start, last) = (self.sel, self.start, self.last);
+        let span = self.first.and_then(|f| {
+            let lo = f.max(sel.include.0).max(start.unwrap_or(0));
+            let hi = last.min(sel.include.1);
+            (lo <= hi).then_some((lo, hi))
+        });
+        Ok(Outcome {
+            info,
+            by: self.by,
+            rows,
+            trace_start: start,
+            span,
+            lost: self.lost,
+            counts: self.out.counts,
+            tables,
+            notes,
+            errors: self.errors,
+        })
     }
-    out.counts.open_at_end = a.finish(&mut out);
-    flush_log(&a, &mut out, log, &mut key_filter)?;
-    let tables = a.tables(&out);
-    notes.extend(a.notes());
-    if out.counts.inferred > 0 {
-        notes.push(format!(
-            "{} switch-ins inferred at the wake-up: this kernel did not trace some CPUs leaving idle (the tasks were first seen running there without a sched_switch putting them on)",
-            out.counts.inferred
-        ));
-    }
-    let mut rows = Vec::with_capacity(out.aggs.len());
-    for (k, agg) in std::mem::take(&mut out.aggs) {
-        let key = a.key_name(k, &out.tasks);
-        if key_filter.accepts(&key) {
-            rows.push(Row { key, agg });
-        } else {
-            out.counts.selected -= agg.count;
-            out.counts.filtered += agg.count;
+
+    /// The outcome of `span` (whose events have all been handed over): the aggregates,
+    /// counts, losses and tables since the last interval, which start again from empty;
+    /// pairs still open carry on into the next interval.
+    pub(crate) fn interval(&mut self, span: (u64, u64)) -> Outcome {
+        let tables = self.a.interval_tables(&self.out, span.1);
+        let rows = self.take_rows();
+        let lost = self.lost.keys().map(|&c| (c, Some(0))).collect();
+        Outcome {
+            info: A::INFO,
+            by: self.by,
+            rows,
+            trace_start: self.start.or(self.first),
+            span: Some(span),
+            lost: std::mem::replace(&mut self.lost, lost),
+            counts: std::mem::take(&mut self.out.counts),
+            tables,
+            notes: Vec::new(),
+            errors: std::mem::take(&mut self.errors),
         }
     }
-    let span = first.and_then(|f| {
-        let lo = f.max(sel.include.0).max(start.unwrap_or(0));
-        let hi = last.min(sel.include.1);
-        (lo <= hi).then_some((lo, hi))
-    });
-    Ok(Outcome {
-        info,
-        by,
-        rows,
-        trace_start: start,
-        span,
-        lost,
-        counts: out.counts,
-        tables,
-        notes,
-        errors,
-    })
+}
+
+/// One analyzer's pass, whatever the analyzer, for drivers that run several at once
+/// ([`crate::live::Live`]).
+pub trait AnyPass {
+    /// See [`Pass::event`].
+    fn event(&mut self, ev: &Event<'_>) -> Result<Option<String>, Error>;
+    fn damaged_record(&mut self, e: Error);
+    fn damaged(&mut self, e: Error);
+    fn interval(&mut self, span: (u64, u64)) -> Outcome;
+    fn finish(self: Box<Self>, trace: &Trace) -> Result<Outcome, Error>;
+}
+
+impl<A: Analyzer> AnyPass for Pass<A> {
+    fn event(&mut self, ev: &Event<'_>) -> Result<Option<String>, Error> {
+        Pass::event(self, ev, &mut NoLog)
+    }
+    fn damaged_record(&mut self, e: Error) {
+        Pass::damaged_record(self, e)
+    }
+    fn damaged(&mut self, e: Error) {
+        Pass::damaged(self, e)
+    }
+    fn interval(&mut self, span: (u64, u64)) -> Outcome {
+        Pass::interval(self, span)
+    }
+    fn finish(self: Box<Self>, trace: &Trace) -> Result<Outcome, Error> {
+        Pass::finish(*self, trace, &mut NoLog)
+    }
+}
+
+/// Starts a live pass of analyzer `A` ([`Info::live`]): the pass and its event ids.
+pub type LiveFn = fn(&Trace, &Config) -> Result<(Box<dyn AnyPass>, Vec<u32>), Error>;
+
+/// [`LiveFn`] for every analyzer that implements [`Analyzer`].
+pub fn live<A: Analyzer + 'static>(
+    trace: &Trace,
+    cfg: &Config,
+) -> Result<(Box<dyn AnyPass>, Vec<u32>), Error> {
+    let (pass, ids) = Pass::<A>::new(trace, cfg, || Ok(None))?;
+    Ok((Box::new(pass), ids))
 }
 
 struct KeyFilter {

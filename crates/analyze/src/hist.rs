@@ -65,6 +65,14 @@ impl LogHist {
             self.counts.push(1);
             return;
         }
+        *self.slot(b) += 1;
+    }
+
+    /// The count of bucket `b`, the table grown to hold it.
+    fn slot(&mut self, b: u32) -> &mut u64 {
+        if self.counts.is_empty() {
+            self.base = b;
+        }
         if b < self.base {
             let grow = (self.base - b) as usize;
             self.counts.splice(0..0, std::iter::repeat_n(0, grow));
@@ -74,7 +82,17 @@ impl LogHist {
         if at >= self.counts.len() {
             self.counts.resize(at + 1, 0);
         }
-        self.counts[at] += 1;
+        &mut self.counts[at]
+    }
+
+    /// Adds another histogram's counts.
+    pub fn merge(&mut self, other: &LogHist) {
+        for (i, &n) in other.counts.iter().enumerate() {
+            if n > 0 {
+                *self.slot(other.base + i as u32) += n;
+                self.total += n;
+            }
+        }
     }
 
     pub fn count(&self) -> u64 {
@@ -175,6 +193,22 @@ impl Decades {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn merged_histograms_equal_one_of_all_values() {
+        let (mut a, mut b, mut all) = (LogHist::default(), LogHist::default(), LogHist::default());
+        for v in (0..5000u64).map(|i| i * i % 100_003) {
+            let h = if v % 3 == 0 { &mut a } else { &mut b };
+            h.record(v);
+            all.record(v);
+        }
+        let mut m = LogHist::default();
+        m.merge(&b);
+        m.merge(&a);
+        assert_eq!(m.base, all.base);
+        assert_eq!(m.counts, all.counts);
+        assert_eq!(m.total, all.total);
+    }
 
     #[test]
     fn buckets_tile_the_range() {

@@ -113,6 +113,10 @@ pub struct Merger {
     loss_gen: u64,
     /// CPUs currently inside a loss gap.
     gaps_open: u32,
+    /// Live streams ([`Merger::live`]): a stream out of pages may get more later.
+    live: bool,
+    /// Raw time past which nothing is delivered yet ([`Merger::set_horizon`]).
+    horizon: u64,
 }
 
 /// Where the merge stands with respect to lost events, for pairing: a pair whose start
@@ -129,22 +133,50 @@ impl Merger {
     /// Merges the CPUs of `trace` (all of them, or those in `cpus`), delivering events
     /// accepted by `filter`.
     pub fn new(trace: &Trace, cpus: Option<&[u32]>, filter: IdFilter) -> Result<Merger> {
-        let mut streams = Vec::new();
+        let mut sources = Vec::new();
         for (i, cd) in trace.cpu_data.iter().enumerate() {
             if cpus.is_some_and(|c| !c.contains(&cd.cpu)) {
                 continue;
             }
-            streams.push(CpuStream {
-                cpu: cd.cpu,
-                // Containers that build pages on demand build only the wanted events.
-                src: trace.pages_for(i, filter.wanted.as_deref())?,
+            // Containers that build pages on demand build only the wanted events.
+            sources.push((cd.cpu, trace.pages_for(i, filter.wanted.as_deref())?));
+        }
+        Ok(Merger::build(trace, sources, filter, false))
+    }
+
+    /// Merges per-CPU page streams that are still growing (a recording in progress): a
+    /// stream that runs out of pages waits for more ([`Merger::refill`]) instead of
+    /// ending, and nothing later than the horizon is delivered ([`Merger::set_horizon`]),
+    /// so that an event is only handed out once every CPU has delivered all its earlier
+    /// ones. `trace` gives the page layout and clock.
+    pub fn live(
+        trace: &Trace,
+        sources: Vec<(u32, Box<dyn PageSource>)>,
+        filter: IdFilter,
+    ) -> Merger {
+        let mut m = Merger::build(trace, sources, filter, true);
+        m.horizon = 0;
+        m
+    }
+
+    fn build(
+        trace: &Trace,
+        sources: Vec<(u32, Box<dyn PageSource>)>,
+        filter: IdFilter,
+        live: bool,
+    ) -> Merger {
+        let streams = sources
+            .into_iter()
+            .map(|(cpu, src)| CpuStream {
+                cpu,
+                src,
                 cursor: PageCursor::default(),
                 head: None,
                 pending_lost: Lost::None,
                 head_lost: Lost::None,
                 totals: CpuTotals::default(),
-            });
-        }
+            })
+            .collect();
         let mut m = Merger {
             streams,
             layout: trace.layout,
@@ -156,6 +188,8 @@ impl Merger {
             deferred: None,
             loss_gen: 0,
             gaps_open: 0,
+            live,
+            horizon: u64::MAX,
         };
         // Prime every stream; a stream that fails here reports its error on the first `next`.
         let mut first_err = None;
@@ -166,7 +200,40 @@ impl Merger {
         }
         m.pick();
         m.deferred = first_err;
-        Ok(m)
+        m
+    }
+
+    /// Live streams: every CPU has delivered all its events up to raw time `ts`, so the
+    /// merge may hand out events up to it.
+    pub fn set_horizon(&mut self, ts: u64) {
+        self.horizon = self.horizon.max(ts);
+    }
+
+    /// Live streams: looks again for pages in the streams that had run out.
+    pub fn refill(&mut self) -> Result<()> {
+        let mut first_err = None;
+        if let Some(i) = self.delivered.take() {
+            if let Err(e) = self.advance(i) {
+                first_err.get_or_insert(e);
+            }
+        }
+        for i in 0..self.streams.len() {
+            if self.streams[i].head.is_none() {
+                if let Err(e) = self.advance(i) {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        self.pick();
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Live streams: no more pages will come; what is left is delivered whatever the
+    /// horizon, and a loss flagged after a stream's last record becomes a gap to the end.
+    pub fn end_live(&mut self) -> Result<()> {
+        self.live = false;
+        self.horizon = u64::MAX;
+        self.refill()
     }
 
     /// Lost-event gaps around the event just delivered.
@@ -216,6 +283,9 @@ impl Merger {
         let Some((ts, start, len)) = s.head else {
             return Ok(None);
         };
+        if ts > self.horizon {
+            return Ok(None);
+        }
         self.delivered = Some(i);
         let payload = &s.src.page()[start..start + len];
         let endian = self.layout.endian;
@@ -279,6 +349,7 @@ impl Merger {
             // The record that closed this CPU's gap has been delivered.
             self.gaps_open -= 1;
         }
+        let live = self.live;
         let (loss_gen, gaps_open, filter) = (&mut self.loss_gen, &mut self.gaps_open, &self.filter);
         let s = &mut self.streams[i];
         s.head = None;
@@ -306,6 +377,8 @@ impl Merger {
                 None => {
                     match s.src.advance() {
                         Ok(true) => {}
+                        // More pages may come: a loss flagged so far waits for them.
+                        Ok(false) if live => return Ok(()),
                         Ok(false) => {
                             if s.pending_lost.is_some() {
                                 // Lost events after the last record: a gap to the end.

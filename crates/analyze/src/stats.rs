@@ -43,6 +43,18 @@ impl Agg {
             self.decades.record(v);
         }
     }
+    /// Adds the samples `other` aggregated (its distribution too).
+    pub fn merge(&mut self, other: &Agg) {
+        if other.count == 0 {
+            return;
+        }
+        self.count += other.count;
+        self.total = self.total.saturating_add(other.total);
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        self.flagged += other.flagged;
+        self.hist.merge(&other.hist);
+    }
     /// Mean, rounded down to a whole nanosecond.
     pub fn avg(&self) -> u64 {
         self.total.checked_div(self.count).unwrap_or(0)

@@ -67,6 +67,7 @@ impl Analyzer for BioTime {
         unit: Unit::Ns,
         traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<BioTime>,
+        live: Some(crate::analyzer::live::<BioTime>),
     };
 
     fn bind(trace: &Trace, by: &str) -> Result<(Self, Vec<u32>), Missing> {

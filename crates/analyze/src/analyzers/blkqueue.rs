@@ -155,6 +155,7 @@ impl Analyzer for BlkQueue {
         unit: Unit::Count("len"),
         traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<BlkQueue>,
+        live: Some(crate::analyzer::live::<BlkQueue>),
     };
 
     fn bind(trace: &Trace, by: &str) -> Result<(Self, Vec<u32>), Missing> {

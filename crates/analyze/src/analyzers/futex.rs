@@ -105,6 +105,7 @@ impl Analyzer for Futex {
         unit: Unit::Ns,
         traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<Futex>,
+        live: Some(crate::analyzer::live::<Futex>),
     };
 
     fn bind(trace: &Trace, by: &str) -> Result<(Self, Vec<u32>), Missing> {

@@ -65,6 +65,7 @@ impl Analyzer for Irq {
         unit: Unit::Ns,
         traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<Irq>,
+        live: Some(crate::analyzer::live::<Irq>),
     };
 
     fn bind(trace: &Trace, by: &str) -> Result<(Self, Vec<u32>), Missing> {

@@ -81,6 +81,7 @@ impl Analyzer for Kmalloc {
         unit: Unit::Bytes,
         traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<Kmalloc>,
+        live: Some(crate::analyzer::live::<Kmalloc>),
     };
 
     fn bind(trace: &Trace, by: &str) -> Result<(Self, Vec<u32>), Missing> {

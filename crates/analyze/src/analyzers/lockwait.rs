@@ -139,6 +139,7 @@ impl Analyzer for LockWait {
         unit: Unit::Ns,
         traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<LockWait>,
+        live: Some(crate::analyzer::live::<LockWait>),
     };
 
     fn bind(trace: &Trace, by: &str) -> Result<(Self, Vec<u32>), Missing> {

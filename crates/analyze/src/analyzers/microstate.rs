@@ -478,6 +478,7 @@ impl Analyzer for Microstate {
             ..Traits::DEFAULT
         },
         run: crate::analyzer::drive::<Microstate>,
+        live: Some(crate::analyzer::live::<Microstate>),
     };
 
     fn bind(trace: &Trace, _by: &str) -> Result<(Self, Vec<u32>), Missing> {

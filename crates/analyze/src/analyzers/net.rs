@@ -100,6 +100,7 @@ impl Analyzer for Net {
         unit: Unit::Ns,
         traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<Net>,
+        live: Some(crate::analyzer::live::<Net>),
     };
 
     fn bind(trace: &Trace, _by: &str) -> Result<(Self, Vec<u32>), Missing> {
@@ -185,6 +186,7 @@ impl Analyzer for NetSize {
         unit: Unit::Bytes,
         traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<NetSize>,
+        live: Some(crate::analyzer::live::<NetSize>),
     };
 
     fn bind(trace: &Trace, _by: &str) -> Result<(Self, Vec<u32>), Missing> {

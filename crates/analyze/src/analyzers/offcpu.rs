@@ -86,6 +86,7 @@ impl Analyzer for OffCpu {
         unit: Unit::Ns,
         traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<OffCpu>,
+        live: Some(crate::analyzer::live::<OffCpu>),
     };
 
     fn bind(trace: &Trace, by: &str) -> Result<(Self, Vec<u32>), Missing> {

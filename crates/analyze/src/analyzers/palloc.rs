@@ -59,6 +59,7 @@ impl Analyzer for Palloc {
         unit: Unit::Count("pages"),
         traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<Palloc>,
+        live: Some(crate::analyzer::live::<Palloc>),
     };
 
     fn bind(trace: &Trace, by: &str) -> Result<(Self, Vec<u32>), Missing> {

@@ -127,6 +127,7 @@ impl Analyzer for Proc {
             ..Traits::DEFAULT
         },
         run: crate::analyzer::drive::<Proc>,
+        live: Some(crate::analyzer::live::<Proc>),
     };
 
     fn bind(trace: &Trace, by: &str) -> Result<(Self, Vec<u32>), Missing> {

@@ -170,6 +170,7 @@ impl Analyzer for Runq {
             ..Traits::DEFAULT
         },
         run: crate::analyzer::drive::<Runq>,
+        live: Some(crate::analyzer::live::<Runq>),
     };
 
     fn bind(trace: &Trace, by: &str) -> Result<(Self, Vec<u32>), Missing> {
@@ -334,6 +335,32 @@ impl Analyzer for Runq {
 
     fn tables(&mut self, out: &Out) -> Vec<Table> {
         let span = self.first.map_or(0, |f| out.sel().overlap_ns(f, out.now()));
+        self.table(span)
+    }
+
+    fn interval_tables(&mut self, out: &Out, end: u64) -> Vec<Table> {
+        let sel = out.sel();
+        for r in &mut self.rq {
+            if r.seen && r.since < end {
+                r.area += r.len as u128 * sel.overlap_ns(r.since, end) as u128;
+                r.since = end;
+            }
+        }
+        let span = self.first.map_or(0, |f| sel.overlap_ns(f, end));
+        let tables = self.table(span);
+        for r in &mut self.rq {
+            r.area = 0;
+            r.switches = 0;
+            r.max = r.len;
+        }
+        self.first = Some(end);
+        tables
+    }
+}
+
+impl Runq {
+    /// The run-queue table over `span` ns.
+    fn table(&self, span: u64) -> Vec<Table> {
         let rows = self
             .rq
             .iter()

@@ -118,6 +118,7 @@ impl Analyzer for Softirq {
         unit: Unit::Ns,
         traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<Softirq>,
+        live: Some(crate::analyzer::live::<Softirq>),
     };
 
     fn bind(trace: &Trace, by: &str) -> Result<(Self, Vec<u32>), Missing> {

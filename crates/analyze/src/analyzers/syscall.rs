@@ -69,6 +69,7 @@ impl Analyzer for Syscall {
         unit: Unit::Ns,
         traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<Syscall>,
+        live: Some(crate::analyzer::live::<Syscall>),
     };
 
     fn bind(trace: &Trace, by: &str) -> Result<(Self, Vec<u32>), Missing> {

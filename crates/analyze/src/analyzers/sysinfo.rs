@@ -37,6 +37,7 @@ pub const INFO: Info = Info {
         ..Traits::DEFAULT
     },
     run,
+    live: None,
 };
 
 /// Fields shown without --key.

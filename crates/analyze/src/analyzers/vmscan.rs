@@ -124,6 +124,7 @@ impl Analyzer for Vmscan {
         unit: Unit::Ns,
         traits: Traits::DEFAULT,
         run: crate::analyzer::drive::<Vmscan>,
+        live: Some(crate::analyzer::live::<Vmscan>),
     };
 
     fn bind(trace: &Trace, by: &str) -> Result<(Self, Vec<u32>), Missing> {

@@ -13,7 +13,8 @@ use kstate_render::Format;
 /// Exit status when a key regressed beyond --threshold.
 pub const EXIT_REGRESSED: u8 = 3;
 
-const AFTER_HELP: &str = "Exit status: 0 when compared (and, with --threshold, nothing regressed); 3 when \
+const AFTER_HELP: &str =
+    "Exit status: 0 when compared (and, with --threshold, nothing regressed); 3 when \
 --threshold is given and a key regressed beyond it; 2 for bad input (a file that does not \
 parse, no analyzer both recordings support, bad arguments).\n\n";
 

@@ -1,0 +1,350 @@
+//! Live analysis: the analyzers run over a recording while it is being made, and report
+//! per interval.
+//!
+//! A live source looks to the analyzers like a file: a time-ordered stream of pages. The
+//! difference is in the merge ([`Merger::live`]): each CPU's pages arrive when its reader
+//! moves them, so a CPU that has delivered nothing lately may still deliver events older
+//! than another CPU's newest. The recorder therefore says how far every CPU is complete
+//! (the *horizon*: every event up to it has been moved, on every CPU, as trace-cmd's and
+//! perf's readers track with their watermarks), and the merge hands out nothing later.
+//!
+//! Each analyzer is the same [`crate::analyzer::Pass`] that [`crate::analyzer::drive`]
+//! runs over a file; every interval its aggregates are taken and start again from empty
+//! while its pairing state (calls in progress, tasks waiting) carries on. A sample belongs
+//! to the interval in which it completes (a system call to the interval of its exit).
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use kstate_format::{Lost, PageSource, Trace};
+
+use crate::analyzer::{AnyPass, Config, Info, Outcome};
+use crate::error::Error;
+use crate::merge::{IdFilter, Merger};
+
+/// Pages of one CPU in a file that grows while it is read: whole pages up to the length
+/// the writer has published in `limit` (bytes after `base`).
+pub struct GrowingPages {
+    file: File,
+    path: PathBuf,
+    page_size: usize,
+    base: u64,
+    limit: Arc<AtomicU64>,
+    /// A window of whole pages read ahead; `buf[at..at + page_size]` is the current page.
+    buf: Vec<u8>,
+    at: usize,
+    filled: usize,
+    /// Offset (after `base`) of `buf[0]`.
+    buf_off: u64,
+    started: bool,
+}
+
+/// Read-ahead: enough pages per read that a storm costs few system calls.
+const WINDOW: usize = 1 << 20;
+
+impl GrowingPages {
+    /// Pages of `path` from byte `base`, as far as `limit` says they are written.
+    pub fn open(
+        path: &Path,
+        base: u64,
+        page_size: usize,
+        limit: Arc<AtomicU64>,
+    ) -> Result<GrowingPages, Error> {
+        let file = File::open(path).map_err(|e| kstate_format::Error::io(path, e))?;
+        Ok(GrowingPages {
+            file,
+            path: path.to_path_buf(),
+            page_size,
+            base,
+            limit,
+            buf: Vec::new(),
+            at: 0,
+            filled: 0,
+            buf_off: 0,
+            started: false,
+        })
+    }
+}
+
+impl PageSource for GrowingPages {
+    fn advance(&mut self) -> kstate_format::Result<bool> {
+        let next = if self.started {
+            self.at + self.page_size
+        } else {
+            0
+        };
+        if next + self.page_size <= self.filled {
+            self.at = next;
+            self.started = true;
+            return Ok(true);
+        }
+        // Read the next window of whole pages, as far as they are written.
+        let from = self.buf_off + next as u64;
+        let written = self.limit.load(Ordering::Acquire);
+        let pages = (written.saturating_sub(from) as usize / self.page_size)
+            .min((WINDOW / self.page_size).max(1));
+        if pages == 0 {
+            return Ok(false);
+        }
+        let len = pages * self.page_size;
+        self.buf.resize(len, 0);
+        self.file
+            .read_exact_at(&mut self.buf[..len], self.base + from)
+            .map_err(|e| kstate_format::Error::io(&self.path, e))?;
+        self.buf_off = from;
+        self.filled = len;
+        self.at = 0;
+        self.started = true;
+        Ok(true)
+    }
+    fn page(&self) -> &[u8] {
+        match self.started {
+            true => &self.buf[self.at..self.at + self.page_size],
+            false => &[],
+        }
+    }
+    fn page_offset(&self) -> u64 {
+        self.base + self.buf_off + self.at as u64
+    }
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// What one CPU delivered in an interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuActivity {
+    pub cpu: u32,
+    /// Events of every kind, analysed or not.
+    pub events: u64,
+    /// Ring-buffer bytes those events took (records with their headers).
+    pub bytes: u64,
+    /// Events the kernel dropped on this CPU; `None` where it did not count them.
+    pub lost: Option<u64>,
+}
+
+/// One interval's results.
+#[derive(Debug, Clone)]
+pub struct Interval {
+    /// [start, end) in ns on the trace clock.
+    pub start: u64,
+    pub end: u64,
+    /// One per analyzer, in the order they were asked for.
+    pub outcomes: Vec<Outcome>,
+    pub cpus: Vec<CpuActivity>,
+}
+
+/// Analyzers running over growing per-CPU page streams, reporting per interval.
+pub struct Live {
+    trace: Trace,
+    merger: Merger,
+    /// Event id -> the passes that take it.
+    route: Vec<Vec<u16>>,
+    iv: Intervals,
+}
+
+/// The passes and what they are filling: kept apart from the merge, whose events borrow it.
+struct Intervals {
+    passes: Vec<Box<dyn AnyPass>>,
+    interval: u64,
+    /// Start of the interval being filled.
+    start: u64,
+    cpus: BTreeMap<u32, CpuActivity>,
+    /// Intervals ended, not yet returned.
+    closed: Vec<Interval>,
+}
+
+/// Bytes a record takes in the ring buffer besides its payload (the 4-byte header).
+const RECORD_HEADER: u64 = 4;
+
+impl Live {
+    /// Runs `analyzers` (each with its configuration) over `sources`, one growing page
+    /// stream per CPU of a recording whose metadata (event formats, page layout, clock)
+    /// `trace` holds, in intervals of `interval` ns from `start`. Analyzers whose events
+    /// `trace` lacks are refused with the reason.
+    pub fn new(
+        trace: Trace,
+        sources: Vec<(u32, Box<dyn PageSource>)>,
+        analyzers: &[(&'static Info, Config)],
+        start: u64,
+        interval: u64,
+    ) -> Result<Live, Error> {
+        let mut passes = Vec::new();
+        let mut route: Vec<Vec<u16>> = vec![Vec::new(); trace.events.id_limit()];
+        for (i, (info, cfg)) in analyzers.iter().enumerate() {
+            let Some(live) = info.live else {
+                return Err(Error::Query(format!(
+                    "analyzer {} reads no events and cannot run live",
+                    info.name
+                )));
+            };
+            let (pass, ids) = live(&trace, cfg)?;
+            for id in ids {
+                if let Some(r) = route.get_mut(id as usize) {
+                    r.push(i as u16);
+                }
+            }
+            passes.push(pass);
+        }
+        let cpus = sources.iter().map(|(cpu, _)| (*cpu, idle(*cpu))).collect();
+        // Every event, not only the analyzers': the per-CPU rates count them all.
+        let merger = Merger::live(&trace, sources, IdFilter::all());
+        Ok(Live {
+            trace,
+            merger,
+            route,
+            iv: Intervals {
+                passes,
+                interval: interval.max(1),
+                start,
+                cpus,
+                closed: Vec::new(),
+            },
+        })
+    }
+
+    /// The recording's metadata.
+    pub fn trace(&self) -> &Trace {
+        &self.trace
+    }
+
+    /// Every CPU has delivered its events up to `horizon` (raw trace clock): analyses
+    /// them, and returns the intervals that ended by then.
+    pub fn advance(&mut self, horizon: u64) -> Result<Vec<Interval>, Error> {
+        self.merger.set_horizon(horizon);
+        if let Err(e) = self.merger.refill() {
+            self.iv.damaged(e);
+        }
+        while self.next_event()?.is_some() {}
+        let now = self.trace.clock_map.to_ns(horizon);
+        while self.iv.end() <= now {
+            self.iv.close();
+        }
+        Ok(std::mem::take(&mut self.iv.closed))
+    }
+
+    /// The recording has ended and every page is in: analyses the rest and returns the
+    /// intervals left, the last one cut short where the events end.
+    pub fn finish(mut self) -> Result<Vec<Interval>, Error> {
+        if let Err(e) = self.merger.end_live() {
+            self.iv.damaged(e);
+        }
+        let mut last = None;
+        while let Some(ts) = self.next_event()? {
+            last = Some(ts);
+        }
+        let iv = &mut self.iv;
+        let end = match last {
+            Some(ts) => ts.saturating_add(1).max(iv.start),
+            None => iv.start,
+        };
+        let span = (iv.start, end);
+        let cpus = iv.take_cpus();
+        let mut done = std::mem::take(&mut iv.closed);
+        let outcomes = std::mem::take(&mut iv.passes)
+            .into_iter()
+            .map(|p| {
+                p.finish(&self.trace).map(|mut o| {
+                    o.span = Some(span);
+                    o
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        done.push(Interval {
+            start: span.0,
+            end: span.1,
+            outcomes,
+            cpus,
+        });
+        Ok(done)
+    }
+
+    /// Hands the next event up to the horizon to the analyzers that take it, after
+    /// closing the intervals it lies past; its time, or None when none is ready.
+    fn next_event(&mut self) -> Result<Option<u64>, Error> {
+        let iv = &mut self.iv;
+        loop {
+            let ev = match self.merger.next() {
+                Ok(Some(ev)) => ev,
+                Ok(None) => return Ok(None),
+                Err(e) => {
+                    iv.damaged(e);
+                    continue;
+                }
+            };
+            // Events from before the first interval (in the buffer as tracing began)
+            // count in it.
+            while ev.ts >= iv.end() {
+                iv.close();
+            }
+            let c = iv.cpus.entry(ev.cpu).or_insert_with(|| idle(ev.cpu));
+            c.events += 1;
+            c.bytes += ev.payload.len() as u64 + RECORD_HEADER;
+            if ev.lost_before.is_some() {
+                c.lost = match (c.lost, ev.lost_before) {
+                    (Some(n), Lost::Count(k)) => Some(n + k),
+                    _ => None,
+                };
+            }
+            let ts = ev.ts;
+            let mut damaged = Vec::new();
+            if let Some(r) = self.route.get(ev.id as usize) {
+                for &i in r {
+                    if let Some(msg) = iv.passes[i as usize].event(&ev)? {
+                        damaged.push((i, msg));
+                    }
+                }
+            }
+            for (i, msg) in damaged {
+                let e = self.merger.record_error(&msg);
+                iv.passes[i as usize].damaged_record(e);
+            }
+            return Ok(Some(ts));
+        }
+    }
+}
+
+fn idle(cpu: u32) -> CpuActivity {
+    CpuActivity {
+        cpu,
+        lost: Some(0),
+        ..CpuActivity::default()
+    }
+}
+
+impl Intervals {
+    fn end(&self) -> u64 {
+        self.start.saturating_add(self.interval)
+    }
+
+    fn damaged(&mut self, e: kstate_format::Error) {
+        for p in &mut self.passes {
+            p.damaged(e.clone());
+        }
+    }
+
+    fn take_cpus(&mut self) -> Vec<CpuActivity> {
+        self.cpus
+            .values_mut()
+            .map(|c| std::mem::replace(c, idle(c.cpu)))
+            .collect()
+    }
+
+    /// Ends the interval being filled.
+    fn close(&mut self) {
+        let span = (self.start, self.end());
+        let outcomes = self.passes.iter_mut().map(|p| p.interval(span)).collect();
+        let cpus = self.take_cpus();
+        self.closed.push(Interval {
+            start: span.0,
+            end: span.1,
+            outcomes,
+            cpus,
+        });
+        self.start = span.1;
+    }
+}
