@@ -37,7 +37,12 @@ enum End {
 }
 
 fn kstate(args: &[String]) -> End {
+    // Benchmarks write scratch files in the current directory, and one stopped midway
+    // may leave them: run where nothing is kept.
+    static CWD: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    let cwd = CWD.get_or_init(|| tempfile::tempdir().unwrap());
     let mut child = Command::new(KSTATE)
+        .current_dir(cwd.path())
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
