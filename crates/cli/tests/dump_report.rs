@@ -199,4 +199,68 @@ fn recording_prints_as_trace_cmd_reports_it() {
     let (ours, _) = dump(&f, &["--ns"]);
     let theirs = support::trace_cmd_report(&f, &["-t"]);
     compare("recording (-t)", &ours, &theirs);
+
+    // The Chrome/Perfetto JSON shows the markers as instant events named by their message,
+    // at the times trace-cmd gives them.
+    let json = dir.path().join("rec.json");
+    support::kstate(&[
+        "convert".as_ref(),
+        f.as_os_str(),
+        "--to".as_ref(),
+        "chrome-json".as_ref(),
+        "-o".as_ref(),
+        json.as_os_str(),
+    ]);
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("read json")).expect("JSON");
+    let marks: Vec<(String, String)> = v["traceEvents"]
+        .as_array()
+        .expect("traceEvents")
+        .iter()
+        .filter(|e| e["ph"] == "i" && e["cat"] == "marker")
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap_or_default().to_string(),
+                e["ts"].to_string(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, String)> = theirs
+        .lines()
+        .filter(|l| event_of(l) == Some("print"))
+        .map(|l| {
+            let msg = message(l);
+            let msg = msg.strip_prefix("tracing_mark_write: ").unwrap_or(msg);
+            // trace-cmd -t prints SECONDS.NANOSECONDS; Chrome JSON has microseconds.
+            let t = l[..l.find(": ").expect("time")].rsplit(' ').next().unwrap();
+            let (s, ns) = t.split_once('.').unwrap();
+            let ns: u64 = s.parse::<u64>().unwrap() * 1_000_000_000 + ns.parse::<u64>().unwrap();
+            (msg.to_string(), format!("{}.{:03}", ns / 1000, ns % 1000))
+        })
+        .collect();
+    assert!(!want.is_empty(), "no print events in trace-cmd's report");
+    assert_eq!(marks, want);
+
+    // Perfetto: the same messages as instants (their names are in the protobuf as written).
+    let pf = dir.path().join("rec.perfetto");
+    let out = Command::new(support::KSTATE)
+        .arg("convert")
+        .arg(&f)
+        .args(["--to", "perfetto", "-o"])
+        .arg(&pf)
+        .output()
+        .expect("run kstate convert");
+    let note = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{note}");
+    assert!(
+        note.contains(&format!(", {} trace markers", want.len())),
+        "{note}"
+    );
+    let bytes = std::fs::read(&pf).expect("read perfetto");
+    for (msg, _) in &want {
+        assert!(
+            bytes.windows(msg.len()).any(|w| w == msg.as_bytes()),
+            "{msg:?} not in the Perfetto trace"
+        );
+    }
 }

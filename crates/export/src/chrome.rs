@@ -9,6 +9,9 @@
 //!   "ANALYZER CPU N #2" where rows overlap (a track must nest). Rows whose value is not a
 //!   duration are instant events with the value in args; levels are counters.
 //!
+//! * Trace markers (ftrace `print`, `bprint`, `bputs`) are instant events on their CPU's
+//!   track, named by their message as `kstate dump` prints it.
+//!
 //! Times are microseconds with three decimals (the trace's nanoseconds, exactly). Written
 //! as it is read: memory does not grow with the trace.
 
@@ -18,6 +21,7 @@ use std::path::Path;
 use kstate_analyze::analyzer::{Info, Kind, LogRow, LogSink, Unit};
 use kstate_analyze::merge::{IdFilter, Merger};
 use kstate_format::output::NewFile;
+use kstate_format::print_fmt::{marker_ids, TextFormatter};
 use kstate_format::value::write_json_str;
 use kstate_format::{Error, Trace};
 
@@ -74,6 +78,8 @@ fn us(b: &mut Vec<u8>, ns: u64) {
 pub struct Summary {
     pub runs: u64,
     pub cpus: u32,
+    /// Trace markers written as instant events.
+    pub markers: u64,
     /// (analyzer, slices, tracks)
     pub analyzers: Vec<(&'static str, u64, usize)>,
     pub skipped: Vec<&'static str>,
@@ -91,6 +97,7 @@ pub fn write(trace: &Trace, out: &Path, names: &[String]) -> Result<Summary, Err
         .map_err(io_err)?;
     let mut sum = Summary::default();
     sched(trace, &mut j, &mut sum)?;
+    markers(trace, &mut j, &mut sum)?;
     let mut next_tid = LANE_TID;
     for (a, info) in selected.iter().enumerate() {
         let pid = ANALYZER_PID + a as u64;
@@ -183,6 +190,44 @@ fn sched<W: Write>(trace: &Trace, j: &mut Json<W>, sum: &mut Summary) -> Result<
     }
     for r in runs.finish(last) {
         emit(j, r, sum).map_err(io_err)?;
+    }
+    Ok(())
+}
+
+/// Trace markers as instant events on their CPU's track, named by their message.
+fn markers<W: Write>(trace: &Trace, j: &mut Json<W>, sum: &mut Summary) -> Result<(), Error> {
+    let ids = marker_ids(trace);
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let mut text = TextFormatter::new(trace, false);
+    let mut m = Merger::new(trace, None, IdFilter::only(ids))?;
+    let mut msg = Vec::new();
+    loop {
+        let ev = match m.next() {
+            Ok(Some(ev)) => ev,
+            Ok(None) => break,
+            Err(e) => {
+                eprintln!("kstate: {e}");
+                continue;
+            }
+        };
+        msg.clear();
+        if !text.write_marker(&mut msg, ev.cpu, ev.id, ev.payload, ev.endian) {
+            continue;
+        }
+        sum.markers += 1;
+        let b = j.begin();
+        b.extend_from_slice(b"{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"marker\",\"name\":");
+        write_json_str(&String::from_utf8_lossy(&msg), b);
+        let _ = write!(
+            b,
+            ",\"pid\":{CPU_PID},\"tid\":{},\"ts\":",
+            CPU_PID + ev.cpu as u64
+        );
+        us(b, ev.ts);
+        b.push(b'}');
+        j.end().map_err(io_err)?;
     }
     Ok(())
 }

@@ -52,8 +52,13 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
                 .iter()
                 .map(|(n, rows, tracks)| format!("{n}: {rows} rows on {tracks} tracks"))
                 .collect();
+            let markers = if s.markers > 0 {
+                format!(", {} trace markers", s.markers)
+            } else {
+                String::new()
+            };
             eprintln!(
-                "kstate: {}: {} task runs on {} CPUs{}{}",
+                "kstate: {}: {} task runs on {} CPUs{markers}{}{}",
                 args.output.display(),
                 s.runs,
                 s.cpus,

@@ -4,6 +4,8 @@
 //! * Scheduling as Perfetto's own Linux recorder writes it: `FtraceEventBundle` packets per
 //!   CPU holding `sched_switch` and `sched_waking`/`sched_wakeup` events with their fields,
 //!   so the UI builds its native CPU tracks (what ran on each CPU) and thread states.
+//! * Trace markers (ftrace `print`, `bprint`, `bputs`): instants on a "Trace markers"
+//!   track, named by their message as `kstate dump` prints it.
 //! * Thread names and thread groups: a `ProcessTree` packet, from the names the trace's
 //!   events and saved comms give and the thread groups kstate's process table or a raw
 //!   capture's saved_tgids give; a `SystemInfo` packet with the kernel release.
@@ -145,6 +147,8 @@ pub struct Summary {
     pub switches: u64,
     pub wakeups: u64,
     pub threads: usize,
+    /// Trace markers written as instants on the "Trace markers" track.
+    pub markers: u64,
     /// (analyzer, rows, tracks)
     pub analyzers: Vec<(&'static str, u64, usize)>,
     pub skipped: Vec<&'static str>,
@@ -157,6 +161,9 @@ impl fmt::Display for Summary {
             "{} sched_switch and {} wakeup events on {} CPUs, {} thread names",
             self.switches, self.wakeups, self.cpus, self.threads
         )?;
+        if self.markers > 0 {
+            write!(f, ", {} trace markers", self.markers)?;
+        }
         for (n, rows, tracks) in &self.analyzers {
             write!(f, "; {n}: {rows} rows on {tracks} tracks")?;
         }
@@ -176,6 +183,7 @@ pub fn write(trace: &Trace, path: &Path, names: &[String]) -> Result<Summary, Er
     let mut sum = Summary::default();
     system_info(trace, &mut o).map_err(io_err)?;
     sched(trace, &mut o, &mut sum)?;
+    markers(trace, &mut o, &mut sum)?;
     for info in selected {
         let parent = o.uuid();
         let mut sink = Slices {
@@ -199,6 +207,54 @@ pub fn write(trace: &Trace, path: &Path, names: &[String]) -> Result<Summary, Er
     o.w.flush().map_err(io_err)?;
     o.w.get_mut().persist().map_err(|e| Error::io(path, e))?;
     Ok(sum)
+}
+
+/// Trace markers (ftrace `print`, `bprint`, `bputs`) as instants on one "Trace markers"
+/// track, named by their message as `kstate dump` prints it.
+fn markers<W: Write>(trace: &Trace, o: &mut Out<W>, sum: &mut Summary) -> Result<(), Error> {
+    let ids = kstate_format::print_fmt::marker_ids(trace);
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let mut text = kstate_format::print_fmt::TextFormatter::new(trace, false);
+    let mut m = Merger::new(trace, None, IdFilter::only(ids))?;
+    let mut msg = Vec::new();
+    let mut uuid = None;
+    loop {
+        let ev = match m.next() {
+            Ok(Some(ev)) => ev,
+            Ok(None) => break,
+            Err(e) => {
+                eprintln!("kstate: {e}");
+                continue;
+            }
+        };
+        msg.clear();
+        if !text.write_marker(&mut msg, ev.cpu, ev.id, ev.payload, ev.endian) {
+            continue;
+        }
+        let u = match uuid {
+            Some(u) => u,
+            None => {
+                let u = o.uuid();
+                o.track(u, None, "Trace markers", false).map_err(io_err)?;
+                uuid = Some(u);
+                u
+            }
+        };
+        o.track_packet();
+        let p = &mut o.pkt;
+        pb::uint(p, PKT_TIMESTAMP, ev.ts);
+        let t = pb::begin(p, PKT_TRACK_EVENT);
+        pb::uint(p, TE_TYPE, TYPE_INSTANT);
+        pb::uint(p, TE_TRACK_UUID, u);
+        pb::string(p, TE_CATEGORIES, "marker");
+        pb::string(p, TE_NAME, &String::from_utf8_lossy(&msg));
+        pb::end(p, t);
+        o.flush_packet().map_err(io_err)?;
+        sum.markers += 1;
+    }
+    Ok(())
 }
 
 fn system_info<W: Write>(trace: &Trace, o: &mut Out<W>) -> std::io::Result<()> {

@@ -107,6 +107,15 @@ pub struct TextFormatter<'t> {
     unsupported: BTreeMap<String, (u64, String)>,
 }
 
+/// The ids of the trace's marker events: ftrace's `print` (trace_marker writes), `bprint`
+/// and `bputs` (trace_printk), whose messages are what an application or the kernel wrote.
+pub fn marker_ids(trace: &Trace) -> Vec<u32> {
+    ["print", "bprint", "bputs"]
+        .iter()
+        .filter_map(|n| trace.events.find(&format!("ftrace:{n}")).map(|e| e.id))
+        .collect()
+}
+
 /// The line `trace-cmd report` prints before the events.
 pub fn report_header(trace: &Trace) -> String {
     format!("cpus={}\n", trace.cpu_count)
@@ -337,6 +346,38 @@ impl<'t> TextFormatter<'t> {
                 .0 += 1;
         }
         ok
+    }
+
+    /// A trace marker's text for timelines: the message without trace-cmd's line break, and
+    /// for `print` (trace_marker writes) without the `tracing_mark_write: ` the kernel's
+    /// format puts first; `bprint`/`bputs` keep the kernel function that wrote them. False
+    /// when the event cannot be printed faithfully.
+    pub fn write_marker(
+        &mut self,
+        out: &mut Vec<u8>,
+        cpu: u32,
+        id: u32,
+        payload: &[u8],
+        endian: Endian,
+    ) -> bool {
+        let start = out.len();
+        if !self.write_message(out, cpu, id, payload, endian) {
+            return false;
+        }
+        if out.last() == Some(&b'\n') {
+            out.pop();
+        }
+        let is_print = self
+            .trace
+            .events
+            .get(id)
+            .is_some_and(|f| f.system == "ftrace" && f.name == "print");
+        if is_print {
+            if let Some(p) = out[start..].windows(2).position(|w| w == b": ") {
+                out.drain(start..start + p + 2);
+            }
+        }
+        true
     }
 
     fn eval<'a>(&'a self, payload: &'a [u8], endian: Endian) -> Eval<'a> {
