@@ -8,15 +8,27 @@
 //! counter per bucket between the smallest and largest value seen (at most 7,424 buckets
 //! for the whole u64 range; about 1,700 for 100 ns..100 ms), whatever the number of values.
 //!
+//! Each bucket also keeps the sum of its values, so that a bucket carries (index, count,
+//! sum): what kstate's fleet summaries store, and what [`LogHist::merge`] adds exactly.
+//! The scheme is documented for other engines in docs/bucket-scheme.md; its name is
+//! [`SCHEME`].
+//!
 //! Octaves are whole runs of buckets, so power-of-two buckets (`--buckets log2`) are
 //! exact sums of buckets. Decimal decades (`--buckets log10`) do not line up with the
 //! buckets and are counted separately by [`Decades`].
+
+/// Index of the bucket holding u64::MAX.
+pub const LAST_BUCKET: u32 = 7423;
 
 /// Values below this are counted one bucket per value.
 const EXACT: u64 = 256;
 /// log2 of the buckets per octave above `EXACT`.
 const SUB_BITS: u32 = 7;
 const SUB: u64 = 1 << SUB_BITS;
+
+/// The name of this bucket scheme, stored with every summary so that a reader refuses
+/// buckets of another one (docs/bucket-scheme.md).
+pub const SCHEME: &str = "kstate-loglinear-256-128";
 
 /// Relative error bound of [`LogHist::percentile`], as documented in `--help`.
 pub const PERCENTILE_REL_ERROR: f64 = 1.0 / 256.0;
@@ -26,6 +38,8 @@ pub struct LogHist {
     /// Index of `counts[0]`.
     base: u32,
     counts: Vec<u64>,
+    /// Sum of the values in each bucket (saturating), parallel to `counts`.
+    sums: Vec<u64>,
     total: u64,
 }
 
@@ -58,41 +72,84 @@ pub fn bucket_range(i: u32) -> (u64, u64) {
 impl LogHist {
     #[inline]
     pub fn record(&mut self, v: u64) {
-        let b = bucket_of(v);
+        let at = self.slot(bucket_of(v));
+        self.counts[at] += 1;
+        self.sums[at] = self.sums[at].saturating_add(v);
         self.total += 1;
-        if self.counts.is_empty() {
-            self.base = b;
-            self.counts.push(1);
-            return;
-        }
-        *self.slot(b) += 1;
     }
 
-    /// The count of bucket `b`, the table grown to hold it.
-    fn slot(&mut self, b: u32) -> &mut u64 {
+    /// Position of bucket `b` in `counts`, growing the range to hold it.
+    #[inline]
+    fn slot(&mut self, b: u32) -> usize {
         if self.counts.is_empty() {
             self.base = b;
         }
         if b < self.base {
             let grow = (self.base - b) as usize;
             self.counts.splice(0..0, std::iter::repeat_n(0, grow));
+            self.sums.splice(0..0, std::iter::repeat_n(0, grow));
             self.base = b;
         }
         let at = (b - self.base) as usize;
         if at >= self.counts.len() {
             self.counts.resize(at + 1, 0);
+            self.sums.resize(at + 1, 0);
         }
-        &mut self.counts[at]
+        at
     }
 
-    /// Adds another histogram's counts.
+    /// Adds `count` values summing to `sum` to bucket `index` (a bucket read back from a
+    /// summary). Indexes past the scheme's last bucket are refused.
+    pub fn add_bucket(&mut self, index: u32, count: u64, sum: u64) -> Result<(), String> {
+        if index > LAST_BUCKET {
+            return Err(format!(
+                "bucket {index} is past the scheme's last ({LAST_BUCKET})"
+            ));
+        }
+        if count == 0 {
+            return Ok(());
+        }
+        let at = self.slot(index);
+        self.counts[at] += count;
+        self.sums[at] = self.sums[at].saturating_add(sum);
+        self.total += count;
+        Ok(())
+    }
+
+    /// Adds every value of `other`: the merged histogram is the one of all values at once.
     pub fn merge(&mut self, other: &LogHist) {
-        for (i, &n) in other.counts.iter().enumerate() {
-            if n > 0 {
-                *self.slot(other.base + i as u32) += n;
-                self.total += n;
+        for (i, c, s) in other.indexed() {
+            let at = self.slot(i);
+            self.counts[at] += c;
+            self.sums[at] = self.sums[at].saturating_add(s);
+        }
+        self.total += other.total;
+    }
+
+    /// Non-empty buckets as (index, count, sum of values), in increasing order.
+    pub fn indexed(&self) -> impl Iterator<Item = (u32, u64, u64)> + '_ {
+        self.counts
+            .iter()
+            .zip(&self.sums)
+            .enumerate()
+            .filter(|(_, (&c, _))| c > 0)
+            .map(|(i, (&c, &s))| (self.base + i as u32, c, s))
+    }
+
+    /// The bucket holding the nearest-rank quantile `permille`/1000 (500: median, 990:
+    /// p99, 999: p99.9): the first bucket whose running count c satisfies
+    /// c * 1000 >= permille * n, in integers, so that SQL over summed buckets finds the
+    /// same one (sql/fleet_quantiles.sql).
+    pub fn quantile_bucket(&self, permille: u64) -> Option<u32> {
+        let need = permille as u128 * self.total as u128;
+        let mut seen = 0u128;
+        for (i, c, _) in self.indexed() {
+            seen += c as u128;
+            if seen * 1000 >= need {
+                return Some(i);
             }
         }
+        None
     }
 
     pub fn count(&self) -> u64 {
@@ -258,6 +315,33 @@ mod tests {
         }
         let log2_total: u64 = h.log2().iter().map(|x| x.1).sum();
         assert_eq!(log2_total, 100_000);
+    }
+
+    #[test]
+    fn merge_is_the_histogram_of_all_values() {
+        let (mut a, mut b, mut all) = (LogHist::default(), LogHist::default(), LogHist::default());
+        for v in [5u64, 300, 70_000, 1 << 33] {
+            a.record(v);
+            all.record(v);
+        }
+        for v in [2u64, 301, 1 << 40, 70_001] {
+            b.record(v);
+            all.record(v);
+        }
+        a.merge(&b);
+        let got: Vec<_> = a.indexed().collect();
+        assert_eq!(got, all.indexed().collect::<Vec<_>>());
+        assert_eq!(a.count(), 8);
+        let s: u64 = got.iter().map(|x| x.2).sum();
+        assert_eq!(
+            s,
+            5 + 300 + 70_000 + (1 << 33) + 2 + 301 + (1 << 40) + 70_001
+        );
+        // 8 values: the median is the 4th (300 and 301 share bucket 300's), p99 the 8th.
+        assert_eq!(a.quantile_bucket(500), Some(bucket_of(300)));
+        assert_eq!(a.quantile_bucket(990), Some(bucket_of(1 << 40)));
+        assert_eq!(bucket_of(u64::MAX), LAST_BUCKET);
+        assert!(a.add_bucket(LAST_BUCKET + 1, 1, 1).is_err());
     }
 
     #[test]

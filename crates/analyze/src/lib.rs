@@ -52,6 +52,7 @@ pub mod compare;
 mod error;
 pub mod filter;
 pub mod findings;
+pub mod fleet;
 pub mod fxmap;
 pub mod hist;
 pub mod ksyms;

@@ -48,6 +48,12 @@ enum Command {
     /// Convert a trace: a raw tracefs capture to trace.dat v7, or any trace to Chrome JSON,
     /// Perfetto or Parquet (--to)
     Convert(cmd::convert::Args),
+    /// Summarize recordings for a fleet: per analyzer and key the statistics and the
+    /// mergeable histogram, one small Parquet file per recording (needs the parquet feature)
+    Summarize(cmd::summarize::Args),
+    /// Merge a fleet's summaries: per group (host, kernel, command) merged count, total and
+    /// p50/p99/p99.9 to the bucket, and the outlier groups
+    Fleet(cmd::fleet::Args),
     /// Sort a recording into CPU-busy, I/O-bound, lock-contention or other, with the
     /// figures that decided it (the rules: kstate classify --help)
     Classify(cmd::classify::Args),
@@ -88,6 +94,8 @@ fn main() -> ExitCode {
         Command::TopLocks(a) => cmd::top_locks::run(a),
         Command::Bench(b) => cmd::bench::run(b),
         Command::Classify(a) => cmd::classify::run(a),
+        Command::Summarize(a) => cmd::summarize::run(a),
+        Command::Fleet(a) => cmd::fleet::run(a),
         Command::Scale(a) => cmd::scale::run(a),
         Command::Workload(w) => cmd::workload::run(w),
         Command::Cachesim(a) => cmd::cachesim::run(a),

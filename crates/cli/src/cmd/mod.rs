@@ -12,6 +12,7 @@ pub mod compare;
 pub mod convert;
 pub mod dump;
 pub mod exit_status;
+pub mod fleet;
 pub mod info;
 pub mod numbers;
 pub mod plot;
@@ -23,6 +24,7 @@ pub mod run;
 pub mod scale;
 pub mod scale_report;
 pub mod split;
+pub mod summarize;
 pub mod top_locks;
 pub mod workload;
 

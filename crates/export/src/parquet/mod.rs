@@ -28,7 +28,15 @@ mod meta;
 mod rebuild;
 
 #[cfg(feature = "parquet")]
+mod summary;
+#[cfg(feature = "parquet")]
 mod write;
+
+#[cfg(feature = "parquet")]
+pub use summary::{
+    read_summary, summary_files, write_summary, COLUMNS as SUMMARY_COLUMNS,
+    SUFFIX as SUMMARY_SUFFIX,
+};
 
 #[cfg(feature = "parquet")]
 pub use write::{write, Summary};

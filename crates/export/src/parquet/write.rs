@@ -50,7 +50,7 @@ use crate::common::{self, comm_str, SwitchFields};
 const GROUP_ROWS: usize = 256 * 1024;
 const BUFFERED_ROWS: usize = 2 * 1024 * 1024;
 
-fn perr(path: &Path, e: parquet::errors::ParquetError) -> Error {
+pub(super) fn perr(path: &Path, e: parquet::errors::ParquetError) -> Error {
     Error::new(ErrorKind::Io, None, format!("writing Parquet: {e}")).in_file(path)
 }
 
@@ -62,7 +62,7 @@ enum Data {
     Bool(Vec<bool>),
 }
 
-struct Col {
+pub(super) struct Col {
     data: Data,
     /// Definition levels of an optional column (1 = value, 0 = null).
     def: Option<Vec<i16>>,
@@ -88,7 +88,7 @@ impl Col {
         }
     }
     #[inline]
-    fn null(&mut self) {
+    pub(super) fn null(&mut self) {
         self.def
             .as_mut()
             .expect("null in a required column")
@@ -96,7 +96,7 @@ impl Col {
     }
     /// An integer (its low bits for narrower columns: a UINT32 is stored as its INT32 bits).
     #[inline]
-    fn int(&mut self, v: i64) {
+    pub(super) fn int(&mut self, v: i64) {
         self.present();
         match &mut self.data {
             Data::I32(x) => x.push(v as i32),
@@ -105,7 +105,7 @@ impl Col {
         }
     }
     #[inline]
-    fn bytes(&mut self, v: ByteArray) {
+    pub(super) fn bytes(&mut self, v: ByteArray) {
         self.present();
         match &mut self.data {
             Data::Bytes(x) => x.push(v),
@@ -139,10 +139,10 @@ fn column(name: &str, t: ColType, optional: bool) -> Arc<Type> {
 }
 
 /// A Parquet file being written: its columns' buffers and the writer.
-struct Table {
+pub(super) struct Table {
     path: PathBuf,
     writer: SerializedFileWriter<BufWriter<NewFile>>,
-    cols: Vec<Col>,
+    pub(super) cols: Vec<Col>,
     rows: usize,
     total: u64,
 }
@@ -172,7 +172,7 @@ fn props(cols: &[(String, ColType, bool)]) -> Arc<WriterProperties> {
 }
 
 impl Table {
-    fn create(path: PathBuf, cols: &[(String, ColType, bool)]) -> Result<Table, Error> {
+    pub(super) fn create(path: PathBuf, cols: &[(String, ColType, bool)]) -> Result<Table, Error> {
         let fields = cols.iter().map(|(n, t, o)| column(n, *t, *o)).collect();
         let schema = Arc::new(
             Type::group_type_builder("schema")
@@ -242,7 +242,7 @@ impl Table {
 
     /// Ends a row; writes a row group when it is full.
     #[inline]
-    fn row_done(&mut self) -> Result<(), Error> {
+    pub(super) fn row_done(&mut self) -> Result<(), Error> {
         self.rows += 1;
         if self.rows >= GROUP_ROWS {
             self.flush()?;
@@ -250,7 +250,7 @@ impl Table {
         Ok(())
     }
 
-    fn close(mut self) -> Result<u64, Error> {
+    pub(super) fn close(mut self) -> Result<u64, Error> {
         self.flush()?;
         let path = self.path.clone();
         let w = self.writer.into_inner().map_err(|e| perr(&path, e))?;

@@ -1,0 +1,402 @@
+//! A fleet's recordings reduced to small summaries, and summaries merged exactly.
+//!
+//! [`summarize`] runs every analyzer that applies to one recording (each a streaming pass
+//! with bounded memory) and keeps, per analyzer and key, the statistics and the log-linear
+//! histogram ([`crate::hist`]), with the recording's facts ([`Meta`]). `kstate summarize`
+//! writes that as one Parquet file per recording (kstate-export), so a fleet's summaries
+//! are appended, never rewritten.
+//!
+//! [`Fleet`] merges summaries: counts, totals and histograms add, minima and maxima
+//! combine, so a merged quantile is the one of all the recordings' values at once, to the
+//! bucket. [`reduce`] reads and merges many summaries on all cores; the file reader is
+//! passed in, so this crate knows nothing of Parquet.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use kstate_format::extras::Recording;
+use kstate_format::ErrorKind;
+
+use crate::error::Error;
+use crate::stats::Agg;
+use crate::survey::{axis_of, recording, stat_pass, trace_events};
+use crate::{Info, Source};
+
+/// Version of the summary layout (the columns and what the rows mean); a summary of
+/// another version is refused, as is one of another bucket scheme ([`crate::hist::SCHEME`]).
+pub const SUMMARY_VERSION: u32 = 1;
+
+/// What a summary says about the recording it was made from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Meta {
+    /// The recording's identity in the fleet: host, start and file name, hashed.
+    pub recording: String,
+    /// The path summarized, as given.
+    pub file: String,
+    pub host: String,
+    /// Kernel release (`uname -r`), where the file says.
+    pub kernel: Option<String>,
+    /// The traced command's argv joined by spaces; empty for a system-wide recording;
+    /// `None` where the file does not say (not recorded by kstate).
+    pub command: Option<String>,
+    pub cpus: u32,
+    /// Wall-clock start, ns since the Unix epoch, where the file says.
+    pub start_wall_ns: Option<i64>,
+    pub duration_ns: u64,
+    pub events: u64,
+    /// Events lost per CPU (`None`: the kernel did not count).
+    pub lost: BTreeMap<u32, Option<u64>>,
+    /// The kstate that wrote the summary.
+    pub tool: String,
+}
+
+/// One analyzer's statistics for one key.
+#[derive(Debug, Clone)]
+pub struct KeyStat {
+    pub analyzer: String,
+    /// The keying (e.g. "syscall", "task").
+    pub by: String,
+    /// The value's unit suffix (ns, bytes, ...).
+    pub unit: String,
+    pub key: String,
+    pub agg: Agg,
+}
+
+/// One recording's summary.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    pub meta: Meta,
+    pub stats: Vec<KeyStat>,
+    /// Analyzers that did not apply, and why.
+    pub skipped: Vec<(String, String)>,
+}
+
+/// Summarizes a recording with `analyzers` (every one whose events the file has when
+/// empty). A damaged recording is an error, not a summary of the part that could be read.
+pub fn summarize(source: &Source, analyzers: &[&'static Info]) -> Result<Summary, Error> {
+    let trace = source.trace();
+    if let Some(e) = &trace.truncated {
+        return Err(e.clone().into());
+    }
+    let explicit = !analyzers.is_empty();
+    let all: Vec<&'static Info> = if explicit {
+        analyzers.to_vec()
+    } else {
+        crate::analyzers::ALL.iter().collect()
+    };
+    let mut out = Summary::default();
+    let mut outcomes = Vec::new();
+    for info in all {
+        let o = match stat_pass(trace, info, None, source.tgids()) {
+            Ok(o) => o,
+            Err(e) if e.kind == ErrorKind::Unsupported && !explicit => {
+                out.skipped.push((info.name.to_string(), e.msg));
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(e) = o.errors.first() {
+            return Err(e.clone().into());
+        }
+        for row in &o.rows {
+            out.stats.push(KeyStat {
+                analyzer: info.name.to_string(),
+                by: o.by.to_string(),
+                unit: info.unit.suffix().to_string(),
+                key: row.key.clone(),
+                agg: row.agg.clone(),
+            });
+        }
+        outcomes.push(o);
+    }
+    let rec = recording(trace);
+    let axis = axis_of(rec.as_ref(), &outcomes.iter().collect::<Vec<_>>());
+    let (events, lost) = trace_events(trace);
+    out.meta = meta(source, rec.as_ref(), axis.t1 - axis.t0, events, lost);
+    Ok(out)
+}
+
+fn meta(
+    source: &Source,
+    rec: Option<&Recording>,
+    duration_ns: u64,
+    events: u64,
+    lost: BTreeMap<u32, Option<u64>>,
+) -> Meta {
+    let trace = source.trace();
+    // "sysname nodename release version machine", as trace-cmd stores it.
+    let uname: Vec<&str> = trace.uname.as_deref().unwrap_or("").split(' ').collect();
+    let host = rec
+        .map(|r| r.hostname.clone())
+        .filter(|h| !h.is_empty())
+        .or_else(|| uname.get(1).map(|s| s.to_string()))
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown".into());
+    let start_wall_ns = rec.and_then(|r| r.wall_offset_ns.map(|o| o + r.start_ts as i64));
+    let file = source.label().to_string();
+    let name = Path::new(&file)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let id = format!(
+        "{host}\0{start_wall_ns:?}\0{name}\0{events}\0{duration_ns}\0{:?}",
+        rec.map(|r| r.start_ts)
+    );
+    Meta {
+        recording: format!("{name}-{:016x}", fnv1a(id.as_bytes())),
+        file,
+        host,
+        kernel: uname
+            .get(2)
+            .filter(|s| !s.is_empty())
+            .map(|s| s.to_string()),
+        command: rec.map(|r| r.workload.join(" ")),
+        cpus: trace.cpu_count,
+        start_wall_ns,
+        duration_ns,
+        events,
+        lost,
+        tool: format!("kstate {}", env!("CARGO_PKG_VERSION")),
+    }
+}
+
+/// FNV-1a, 64 bits: a stable name for a recording whoever summarizes it.
+fn fnv1a(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf29ce484222325, |h, &x| {
+        (h ^ x as u64).wrapping_mul(0x100000001b3)
+    })
+}
+
+/// What recordings are grouped by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupBy {
+    Host,
+    Kernel,
+    Command,
+    Recording,
+}
+
+impl GroupBy {
+    pub const NAMES: [&'static str; 4] = ["host", "kernel", "command", "recording"];
+
+    pub fn parse(s: &str) -> Option<GroupBy> {
+        Some(match s {
+            "host" => GroupBy::Host,
+            "kernel" => GroupBy::Kernel,
+            "command" => GroupBy::Command,
+            "recording" => GroupBy::Recording,
+            _ => return None,
+        })
+    }
+
+    fn of(self, m: &Meta) -> String {
+        match self {
+            GroupBy::Host => m.host.clone(),
+            GroupBy::Kernel => m.kernel.clone().unwrap_or_else(|| "(unknown)".into()),
+            GroupBy::Command => match &m.command {
+                None => "(unknown)".into(),
+                Some(c) if c.is_empty() => "(system-wide)".into(),
+                Some(c) => c.clone(),
+            },
+            GroupBy::Recording => m.recording.clone(),
+        }
+    }
+}
+
+/// Merged statistics of some recordings for one analyzer and key.
+#[derive(Debug, Clone, Default)]
+pub struct Merged {
+    pub recordings: u64,
+    pub agg: Agg,
+}
+
+impl Merged {
+    fn add(&mut self, recordings: u64, a: &Agg) {
+        self.recordings += recordings;
+        self.agg.merge(a);
+    }
+
+    /// The nearest-rank quantile `permille`/1000 (see [`crate::hist::LogHist::quantile_bucket`]).
+    pub fn quantile(&self, permille: u64) -> Quantile {
+        let Some(bucket) = self.agg.hist.quantile_bucket(permille) else {
+            return Quantile::default();
+        };
+        let (lo, hi) = crate::hist::bucket_range(bucket);
+        Quantile {
+            bucket,
+            lo,
+            hi,
+            // As `kstate analyze` reports it: the bucket's midpoint within [min, max].
+            value: (lo + (hi - lo) / 2).clamp(self.agg.min(), self.agg.max),
+        }
+    }
+}
+
+/// A quantile to the bucket: the bucket's index and bounds, and the value reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Quantile {
+    pub bucket: u32,
+    pub lo: u64,
+    pub hi: u64,
+    pub value: u64,
+}
+
+/// Per analyzer and key: the whole fleet, and each group.
+#[derive(Debug, Clone, Default)]
+pub struct Entry {
+    pub by: String,
+    pub unit: String,
+    pub fleet: Merged,
+    pub groups: BTreeMap<String, Merged>,
+}
+
+/// Merged summaries.
+#[derive(Debug, Clone)]
+pub struct Fleet {
+    pub group_by: GroupBy,
+    /// Only this analyzer, and only this key, when set.
+    pub analyzer: Option<String>,
+    pub key: Option<String>,
+    /// (analyzer, key) -> merged statistics.
+    pub entries: BTreeMap<(String, String), Entry>,
+    /// Recordings merged, per group.
+    pub recordings: BTreeMap<String, u64>,
+}
+
+/// A group whose p99 is more than k times the median of the groups' p99s.
+#[derive(Debug, Clone)]
+pub struct Outlier {
+    pub analyzer: String,
+    pub key: String,
+    pub group: String,
+    pub p99: u64,
+    /// The median of the groups' p99s (the lower middle one for an even count).
+    pub median_p99: u64,
+}
+
+impl Fleet {
+    pub fn new(group_by: GroupBy, analyzer: Option<String>, key: Option<String>) -> Fleet {
+        Fleet {
+            group_by,
+            analyzer,
+            key,
+            entries: BTreeMap::new(),
+            recordings: BTreeMap::new(),
+        }
+    }
+
+    /// Adds one recording's summary.
+    pub fn add(&mut self, s: &Summary) {
+        let group = self.group_by.of(&s.meta);
+        *self.recordings.entry(group.clone()).or_default() += 1;
+        for k in &s.stats {
+            if self.analyzer.as_ref().is_some_and(|a| *a != k.analyzer)
+                || self.key.as_ref().is_some_and(|x| *x != k.key)
+            {
+                continue;
+            }
+            let e = self
+                .entries
+                .entry((k.analyzer.clone(), k.key.clone()))
+                .or_insert_with(|| Entry {
+                    by: k.by.clone(),
+                    unit: k.unit.clone(),
+                    ..Entry::default()
+                });
+            e.fleet.add(1, &k.agg);
+            e.groups.entry(group.clone()).or_default().add(1, &k.agg);
+        }
+    }
+
+    /// Adds another fleet's merged statistics (same grouping and selection).
+    pub fn merge(&mut self, other: Fleet) {
+        for (g, n) in other.recordings {
+            *self.recordings.entry(g).or_default() += n;
+        }
+        for (k, o) in other.entries {
+            let e = self.entries.entry(k).or_insert_with(|| Entry {
+                by: o.by.clone(),
+                unit: o.unit.clone(),
+                ..Entry::default()
+            });
+            e.fleet.add(o.fleet.recordings, &o.fleet.agg);
+            for (g, m) in o.groups {
+                e.groups.entry(g).or_default().add(m.recordings, &m.agg);
+            }
+        }
+    }
+
+    /// Groups whose p99 exceeds `k` times the median of the groups' p99s, per analyzer
+    /// and key (only where there are at least two groups).
+    pub fn outliers(&self, k: f64) -> Vec<Outlier> {
+        let mut out = Vec::new();
+        for ((analyzer, key), e) in &self.entries {
+            if e.groups.len() < 2 {
+                continue;
+            }
+            let mut p99s: Vec<u64> = e.groups.values().map(|m| m.quantile(990).value).collect();
+            p99s.sort_unstable();
+            let median = p99s[(p99s.len() - 1) / 2];
+            for (g, m) in &e.groups {
+                let p99 = m.quantile(990).value;
+                if p99 as f64 > k * median as f64 {
+                    out.push(Outlier {
+                        analyzer: analyzer.clone(),
+                        key: key.clone(),
+                        group: g.clone(),
+                        p99,
+                        median_p99: median,
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A summary that could not be read: its path and why.
+pub type Failure = (PathBuf, String);
+
+/// Reads `paths` with `read` on all cores and merges them; the summaries that could not
+/// be read are returned beside the merge, in path order.
+pub fn reduce<F>(paths: &[PathBuf], read: F, template: &Fleet) -> (Fleet, Vec<Failure>)
+where
+    F: Fn(&Path) -> Result<Summary, String> + Sync,
+{
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(paths.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let parts: Vec<(Fleet, Vec<Failure>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut f = template.clone();
+                    let mut failed = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(p) = paths.get(i) else { break };
+                        match read(p) {
+                            Ok(sum) => f.add(&sum),
+                            Err(e) => failed.push((p.clone(), e)),
+                        }
+                    }
+                    (f, failed)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a reducer thread panicked"))
+            .collect()
+    });
+    let mut fleet = template.clone();
+    let mut failed = Vec::new();
+    for (f, e) in parts {
+        fleet.merge(f);
+        failed.extend(e);
+    }
+    failed.sort();
+    (fleet, failed)
+}

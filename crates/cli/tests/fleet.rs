@@ -1,0 +1,321 @@
+//! `kstate summarize` and `kstate fleet` on recordings of this machine made here from
+//! workloads with different mixes. The merged figures are checked against every paired
+//! value of every file (`kstate analyze NAME FILE --log --format json`), pooled and sorted
+//! in this test: count, total, min, max exactly, and p50/p99/p99.9 to the bucket, with
+//! the bucket computed here from the scheme's definition (docs/bucket-scheme.md). The
+//! shipped SQL (sql/fleet_quantiles.sql) gives the same buckets in DuckDB and Spark.
+//! Bad input (a summary of another scheme, a truncated summary, a recording that does not
+//! parse) is reported per file and the rest still merged.
+#![cfg(feature = "parquet")]
+
+mod support;
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use support::{kstate, kstate_json, record_workload, KSTATE};
+
+/// The workloads, as (name, kstate workload args): different mixes of system calls and
+/// scheduling. `getppid` twice, so that one command group merges two recordings.
+const WORKLOADS: [(&str, &[&str]); 7] = [
+    ("getppid", &["getppid", "3000"]),
+    ("getppid2", &["getppid", "5000"]),
+    ("sleep", &["sleep", "20", "1"]),
+    ("fork", &["fork", "4", "--ms", "2"]),
+    ("udp", &["udp", "300", "64"]),
+    ("mmap", &["mmap", "2", "300"]),
+    ("pages", &["touch-pages", "2000"]),
+];
+
+const ANALYZERS: [&str; 2] = ["syscall", "runq"];
+
+struct Fleet {
+    _dir: tempfile::TempDir,
+    recordings: Vec<PathBuf>,
+    summaries: PathBuf,
+}
+
+/// The recordings and their summaries, made once per test binary.
+fn fleet() -> &'static Fleet {
+    static F: OnceLock<Fleet> = OnceLock::new();
+    F.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut recordings = Vec::new();
+        for (name, args) in WORKLOADS {
+            let f = dir.path().join(format!("{name}.dat"));
+            record_workload("sched,syscall", args, false, &f);
+            recordings.push(f);
+        }
+        let summaries = dir.path().join("summaries");
+        let mut args: Vec<&Path> = vec!["summarize".as_ref(), "-o".as_ref(), &summaries];
+        args.extend(recordings.iter().map(PathBuf::as_path));
+        kstate(&args);
+        Fleet {
+            _dir: dir,
+            recordings,
+            summaries,
+        }
+    })
+}
+
+/// The scheme's bucket of `v`, from its definition: values below 256 have their own
+/// bucket; above, octave [2^e, 2^(e+1)) is cut into 128 equal parts.
+fn bucket_of(v: u64) -> u64 {
+    if v < 256 {
+        return v;
+    }
+    let e = 63 - v.leading_zeros() as u64;
+    256 + (e - 8) * 128 + ((v >> (e - 7)) - 128)
+}
+
+/// What the test expects of one (analyzer, key) over some files.
+#[derive(Debug, PartialEq)]
+struct Expect {
+    count: u64,
+    total: u64,
+    min: u64,
+    max: u64,
+    /// Buckets of the nearest-rank p50, p99, p99.9.
+    buckets: [u64; 3],
+}
+
+fn expect(mut v: Vec<u64>) -> Expect {
+    v.sort_unstable();
+    let n = v.len() as u64;
+    let q = |permille: u64| {
+        let rank = (permille * n).div_ceil(1000).max(1);
+        bucket_of(v[rank as usize - 1])
+    };
+    Expect {
+        count: n,
+        total: v.iter().sum(),
+        min: v[0],
+        max: v[v.len() - 1],
+        buckets: [q(500), q(990), q(999)],
+    }
+}
+
+/// Every paired value of `analyzer` in `file`, per key (`kstate analyze --log`).
+fn values(analyzer: &str, file: &Path) -> BTreeMap<String, Vec<u64>> {
+    let v = kstate_json(&[
+        "analyze".as_ref(),
+        analyzer.as_ref(),
+        file.as_os_str(),
+        "--log".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ]);
+    let mut out: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for r in v["rows"].as_array().unwrap() {
+        // Run-queue length samples ("level") are a series, not paired values.
+        if r.get("level").is_some() {
+            continue;
+        }
+        let val = r
+            .as_object()
+            .unwrap()
+            .iter()
+            .find(|(k, _)| k.starts_with("dur_") || *k == "value" || k.ends_with("_ns"))
+            .and_then(|(_, x)| x.as_u64())
+            .unwrap_or_else(|| panic!("no value in {r}"));
+        out.entry(r["key"].as_str().unwrap().to_string())
+            .or_default()
+            .push(val);
+    }
+    out
+}
+
+fn got(row: &Value) -> Expect {
+    let b = |n: &str| row[format!("{n}_bucket")]["index"].as_u64().unwrap();
+    Expect {
+        count: row["count"].as_u64().unwrap(),
+        total: row["total"].as_u64().unwrap(),
+        min: row["min"].as_u64().unwrap(),
+        max: row["max"].as_u64().unwrap(),
+        buckets: [b("p50"), b("p99"), b("p999")],
+    }
+}
+
+/// `kstate fleet` merges to the figures of all the values at once: the whole fleet, and
+/// each command (one group holds two recordings).
+#[test]
+fn fleet_is_exact_to_the_bucket() {
+    let f = fleet();
+    for analyzer in ANALYZERS {
+        // Per command group, and for the whole fleet, every value of every key.
+        let mut fleet_vals: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        let mut group_vals: BTreeMap<(String, String), Vec<u64>> = BTreeMap::new();
+        for ((_, args), file) in WORKLOADS.iter().zip(&f.recordings) {
+            let command = format!("{KSTATE} workload {}", args.join(" "));
+            for (key, v) in values(analyzer, file) {
+                fleet_vals.entry(key.clone()).or_default().extend(&v);
+                group_vals
+                    .entry((command.clone(), key))
+                    .or_default()
+                    .extend(v);
+            }
+        }
+        assert!(
+            fleet_vals.len() >= 5,
+            "{analyzer}: only keys {:?}",
+            fleet_vals.keys()
+        );
+        let out = kstate_json(&[
+            "fleet".as_ref(),
+            f.summaries.as_os_str(),
+            "--by".as_ref(),
+            "command".as_ref(),
+            "--analyzer".as_ref(),
+            analyzer.as_ref(),
+            "--format".as_ref(),
+            "json".as_ref(),
+        ]);
+        let rows = out["rows"].as_array().unwrap();
+        let mut seen = 0;
+        for row in rows {
+            let key = row["key"].as_str().unwrap().to_string();
+            let want = match row["group"].as_str() {
+                None => expect(fleet_vals.remove(&key).unwrap_or_else(|| {
+                    panic!("{analyzer} {key}: in the fleet, in no file's --log")
+                })),
+                Some(g) => expect(
+                    group_vals
+                        .remove(&(g.to_string(), key.clone()))
+                        .unwrap_or_else(|| panic!("{analyzer} {key} {g}: no such group")),
+                ),
+            };
+            assert_eq!(got(row), want, "{analyzer} {key} {}", row["group"]);
+            seen += 1;
+        }
+        assert!(
+            fleet_vals.is_empty(),
+            "{analyzer}: keys missing {fleet_vals:?}"
+        );
+        assert!(group_vals.is_empty(), "{analyzer}: groups missing");
+        assert!(seen > 10);
+        let getppid = rows
+            .iter()
+            .find(|r| r["key"] == "getppid" && r["group"].is_null());
+        if analyzer == "syscall" {
+            // The two getppid workloads' calls, and a few of the others'.
+            let n = getppid.unwrap()["count"].as_u64().unwrap();
+            assert!((8000..8100).contains(&n), "getppid count {n}");
+            assert_eq!(getppid.unwrap()["recordings"], 2);
+        }
+    }
+}
+
+/// The recording's facts come from the file (`kstate info --json`).
+#[test]
+fn summary_keeps_the_recordings_facts() {
+    let f = fleet();
+    let out = kstate_json(&[
+        "fleet".as_ref(),
+        f.summaries.as_os_str(),
+        "--by".as_ref(),
+        "recording".as_ref(),
+        "--analyzer".as_ref(),
+        "syscall".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ]);
+    assert_eq!(out["groups"].as_object().unwrap().len(), WORKLOADS.len());
+    let host = kstate_json(&[
+        "info".as_ref(),
+        "--json".as_ref(),
+        f.recordings[0].as_os_str(),
+    ])["recording"]["hostname"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let by_host = kstate_json(&[
+        "fleet".as_ref(),
+        f.summaries.as_os_str(),
+        "--by".as_ref(),
+        "host".as_ref(),
+        "--key".as_ref(),
+        "getppid".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ]);
+    assert_eq!(by_host["groups"][&host], WORKLOADS.len());
+    // Summarizing again appends nothing and rewrites nothing.
+    let before: Vec<_> = std::fs::read_dir(&f.summaries)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().modified().unwrap())
+        .collect();
+    let again = kstate(&[
+        "summarize".as_ref(),
+        "-o".as_ref(),
+        f.summaries.as_os_str(),
+        f.recordings[0].as_os_str(),
+    ]);
+    assert!(again.contains("already summarized"), "{again}");
+    let after: Vec<_> = std::fs::read_dir(&f.summaries)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().modified().unwrap())
+        .collect();
+    assert_eq!(before, after);
+}
+
+/// A truncated summary and a recording that does not parse are reported with their
+/// paths; the others are still summarized and merged, and the exit status says so.
+#[test]
+fn bad_files_are_listed_and_the_rest_merged() {
+    let f = fleet();
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("broken.dat");
+    let bytes = std::fs::read(&f.recordings[0]).unwrap();
+    std::fs::write(&broken, &bytes[..bytes.len() / 3]).unwrap();
+    let garbage = dir.path().join("garbage.dat");
+    std::fs::write(&garbage, b"not a trace at all").unwrap();
+    let out_dir = dir.path().join("s");
+    let o = Command::new(KSTATE)
+        .args(["summarize", "-o"])
+        .arg(&out_dir)
+        .arg(&garbage)
+        .arg(&f.recordings[2])
+        .arg(&broken)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains(&garbage.display().to_string()), "{err}");
+    assert!(err.contains(&broken.display().to_string()), "{err}");
+    assert!(err.contains("2 of 3 recordings not summarized"), "{err}");
+    let written: Vec<_> = std::fs::read_dir(&out_dir).unwrap().collect();
+    assert_eq!(written.len(), 1, "only the good recording's summary");
+
+    // A truncated summary among good ones.
+    for e in std::fs::read_dir(&f.summaries).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::copy(&p, out_dir.join(p.file_name().unwrap())).unwrap();
+    }
+    let good = std::fs::read_dir(&f.summaries).unwrap().next().unwrap();
+    let data = std::fs::read(good.unwrap().path()).unwrap();
+    let cut = out_dir.join("cut.summary.parquet");
+    std::fs::write(&cut, &data[..data.len() - 100]).unwrap();
+    let o = Command::new(KSTATE)
+        .arg("fleet")
+        .arg(&out_dir)
+        .args(["--key", "getppid", "--format", "json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains(&cut.display().to_string()), "{err}");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["failed"].as_array().unwrap().len(), 1);
+    let n: u64 = v["groups"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|x| x.as_u64().unwrap())
+        .sum();
+    // Every summary of the fleet and the one written above (of the same recording as one
+    // of them, so it is the same file name and was overwritten by the copy).
+    assert_eq!(n, WORKLOADS.len() as u64);
+}
