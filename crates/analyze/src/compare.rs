@@ -105,6 +105,10 @@ pub struct Rules {
     pub threshold: f64,
     /// Samples needed on each side.
     pub min_count: u64,
+    /// The metrics "what changed most" ranks by: all four for two recordings; only avg
+    /// and p99 when one side is a shorter stretch of time than the other (inside a window
+    /// against outside it), where counts and totals differ by the stretch's length alone.
+    pub rank_by: &'static [Metric],
 }
 
 impl Default for Rules {
@@ -113,6 +117,7 @@ impl Default for Rules {
             metric: Metric::P99,
             threshold: 1.5,
             min_count: 5,
+            rank_by: &Metric::ALL,
         }
     }
 }
@@ -248,13 +253,17 @@ pub fn compare_outcomes(a: &Outcome, b: &Outcome, rules: &Rules) -> AnalyzerDiff
     }
 }
 
-/// The ranked changes of compared analyzers (see the module documentation).
-pub fn rank(analyzers: &[AnalyzerDiff]) -> Vec<Change> {
+/// The metrics independent of how long each side lasted.
+pub const RATES: [Metric; 2] = [Metric::Avg, Metric::P99];
+
+/// The ranked changes of compared analyzers (see the module documentation), by `by`.
+pub fn rank(analyzers: &[AnalyzerDiff], by: &[Metric]) -> Vec<Change> {
     let mut out = Vec::new();
     for a in analyzers {
         for k in a.keys.iter().filter(|k| k.compared) {
-            let best = Metric::ALL
-                .into_iter()
+            let best = by
+                .iter()
+                .copied()
                 .filter_map(|m| Some((m, k.ratio(m)?)))
                 .filter(|(_, r)| *r > 0.0)
                 .max_by(|x, y| x.1.log2().abs().total_cmp(&y.1.log2().abs()));
@@ -334,15 +343,34 @@ pub fn compare_sources(
                 .join("; ")
         )));
     }
-    let changes = rank(&diffs);
-    Ok(Comparison {
-        a: a.label().to_string(),
-        b: b.label().to_string(),
+    Ok(Comparison::new(
+        a.label(),
+        b.label(),
         rules,
-        analyzers: diffs,
+        diffs,
         unmatched,
-        changes,
-    })
+    ))
+}
+
+impl Comparison {
+    /// A comparison of analyzers already compared (each by [`compare_outcomes`]).
+    pub fn new(
+        a: &str,
+        b: &str,
+        rules: Rules,
+        analyzers: Vec<AnalyzerDiff>,
+        unmatched: Vec<Unmatched>,
+    ) -> Comparison {
+        let changes = rank(&analyzers, rules.rank_by);
+        Comparison {
+            a: a.to_string(),
+            b: b.to_string(),
+            rules,
+            analyzers,
+            unmatched,
+            changes,
+        }
+    }
 }
 
 fn first_line(e: &Error) -> String {
@@ -411,7 +439,7 @@ mod tests {
         // Keys of both first (by B's total), then A's only, then B's only.
         let order: Vec<&str> = d.keys.iter().map(|k| k.key.as_str()).collect();
         assert_eq!(order, ["write", "rare", "read", "gone", "new"]);
-        let ch = rank(&[d]);
+        let ch = rank(&[d], &Metric::ALL);
         assert_eq!(ch.len(), 2);
         // write's total, avg and p99 tripled (|log2 3| = 1.58; the last of equals, p99,
         // names it); read's total went 2.2x.

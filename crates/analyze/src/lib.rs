@@ -56,6 +56,7 @@ pub mod fleet;
 pub mod fxmap;
 pub mod hist;
 pub mod ksyms;
+pub mod lanes;
 pub mod live;
 pub mod merge;
 pub mod pair;

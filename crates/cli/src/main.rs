@@ -60,6 +60,9 @@ enum Command {
     /// Run a command at each CPU count (pinned), record and classify each run: seconds,
     /// speed-up, CPU split and verdict per CPU count
     Scale(cmd::scale::Args),
+    /// Explore recordings in the browser: an overview on one time axis, a panel per
+    /// analyzer, selections as filters, inside vs outside a window, A/B comparison
+    Ui(cmd::ui::Args),
     /// Small programs with known behaviour, for tests, benchmarks and demos
     #[command(subcommand, hide = true)]
     Workload(cmd::workload::Workload),
@@ -97,6 +100,7 @@ fn main() -> ExitCode {
         Command::Summarize(a) => cmd::summarize::run(a),
         Command::Fleet(a) => cmd::fleet::run(a),
         Command::Scale(a) => cmd::scale::run(a),
+        Command::Ui(a) => cmd::ui::run(a),
         Command::Workload(w) => cmd::workload::run(w),
         Command::Cachesim(a) => cmd::cachesim::run(a),
     };

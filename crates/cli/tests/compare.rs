@@ -1,45 +1,35 @@
 //! `kstate compare` on two live recordings of the O_DIRECT writers: one writer alone,
-//! then six sharing the disk. Each of the six waits behind the others' requests, so its
-//! writes take longer: `write` p99 must be flagged as regressed, and --threshold must turn
-//! that into exit status 3. Needs root and tracefs; never skips.
+//! then six sharing the disk, the same number of writes in all. Each of the six waits
+//! behind the others' requests, so a write takes longer on average: `write` must be
+//! flagged as regressed by its average, and --threshold must turn that into exit status
+//! 3. (The average, not p99: on a machine whose disk other jobs share, one writer's p99
+//! is their stray slow writes; the average is the contention the six writers make.)
+//! Needs root and tracefs; never skips.
 
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 
-const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
+mod support;
+
+use support::{record_direct_writers, KSTATE};
+
 const WRITES: u64 = 200;
 
-/// Records `threads` writers of WRITES 256 KiB blocks each, system-wide.
+/// One writer's or six writers' 6 x WRITES 256 KiB blocks in all: as many samples on each
+/// side, so that a p99 is not one stray slow write on a busy machine. Only the workload's
+/// system calls are recorded: other kstate processes on the machine stay out.
 fn record(dir: &Path, threads: u64) -> std::path::PathBuf {
-    let file = dir.join(format!("w{threads}.dat"));
-    let prefix = dir.join(format!("d{threads}"));
-    let out = Command::new(KSTATE)
-        .args([
-            "record",
-            "-a",
-            "--sysinfo-interval",
-            "0",
-            "-e",
-            "syscall,bio",
-            "-o",
-        ])
-        .arg(&file)
-        .args(["--", KSTATE, "workload", "direct-writers", "--threads"])
-        .arg(threads.to_string())
-        .args(["--count", &WRITES.to_string(), "--size", "262144"])
-        .arg(&prefix)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for i in 0..threads {
-        let _ = std::fs::remove_file(format!("{}.{i}", prefix.display()));
-    }
-    file
+    let count = 6 * WRITES / threads;
+    record_direct_writers(
+        "syscall",
+        false,
+        dir,
+        &format!("w{threads}"),
+        threads,
+        count,
+        256 << 10,
+    )
 }
 
 fn compare(a: &Path, b: &Path, extra: &[&str]) -> (Option<i32>, String) {
@@ -57,14 +47,7 @@ fn six_writers_regress_write_p99_against_one() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let one = record(dir.path(), 1);
     let six = record(dir.path(), 6);
-    let only_write = [
-        "--analyzer",
-        "syscall",
-        "--key",
-        "write",
-        "--comm",
-        "kstate",
-    ];
+    let only_write = ["--analyzer", "syscall", "--key", "write", "--metric", "avg"];
     let (code, json) = compare(
         &one,
         &six,
@@ -84,15 +67,16 @@ fn six_writers_regress_write_p99_against_one() {
         row["b"]["count"].as_u64().unwrap(),
     );
     assert!(
-        (WRITES..=WRITES + 2).contains(&na),
+        (6 * WRITES..=6 * WRITES + 2).contains(&na),
         "{na} writes by one writer"
     );
     assert!(
         (6 * WRITES..=6 * WRITES + 2).contains(&nb),
         "{nb} writes by six"
     );
-    assert_eq!(row["regressed"], true, "write p99 not flagged:\n{json}");
-    assert!(row["ratio"]["p99"].as_f64().unwrap() >= 1.5);
+    assert_eq!(v["metric"], "avg");
+    assert_eq!(row["regressed"], true, "write avg not flagged:\n{json}");
+    assert!(row["ratio"]["avg"].as_f64().unwrap() >= 1.5);
     assert_eq!(v["changes"][0]["key"], "write");
 
     // The same numbers `kstate analyze` prints for each recording.
@@ -100,7 +84,7 @@ fn six_writers_regress_write_p99_against_one() {
         let out = Command::new(KSTATE)
             .args(["analyze", "syscall"])
             .arg(file)
-            .args(["--key", "write", "--comm", "kstate", "--format", "json"])
+            .args(["--key", "write", "--format", "json"])
             .output()
             .unwrap();
         let s: Value = serde_json::from_slice(&out.stdout).unwrap();

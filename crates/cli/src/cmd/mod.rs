@@ -26,6 +26,7 @@ pub mod scale_report;
 pub mod split;
 pub mod summarize;
 pub mod top_locks;
+pub mod ui;
 pub mod workload;
 
 use kstate_format::{Error, Trace};

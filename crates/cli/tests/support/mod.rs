@@ -92,6 +92,39 @@ pub fn record_workload(events: &str, workload: &[&str], all: bool, dest: &Path) 
         .unwrap_or_else(|| panic!("no workload pid in {}", info["recording"])) as i32
 }
 
+/// Records THREADS O_DIRECT writers of COUNT blocks of SIZE bytes each with EVENTS, into
+/// DIR/NAME.dat, system-wide with `all` (block completions come from interrupts, outside
+/// the workload); the data files are removed.
+pub fn record_direct_writers(
+    events: &str,
+    all: bool,
+    dir: &Path,
+    name: &str,
+    threads: u64,
+    count: u64,
+    size: u64,
+) -> std::path::PathBuf {
+    let file = dir.join(format!("{name}.dat"));
+    let prefix = dir.join(format!("{name}-data"));
+    let (t, c, s) = (threads.to_string(), count.to_string(), size.to_string());
+    let p = prefix.to_str().expect("UTF-8 path");
+    let args = [
+        "direct-writers",
+        "--threads",
+        &t,
+        "--count",
+        &c,
+        "--size",
+        &s,
+        p,
+    ];
+    record_workload(events, &args, all, &file);
+    for i in 0..threads {
+        let _ = std::fs::remove_file(format!("{p}.{i}"));
+    }
+    file
+}
+
 /// The row of `sym` in a `--compare-events` or `cachesim` JSON table.
 pub fn comparison_row<'a>(c: &'a Value, sym: &str) -> &'a Value {
     c["symbols"]

@@ -1,0 +1,44 @@
+//! `kstate ui FILE [FILE2]`: the browser front end (crate kstate-ui); this only hands it
+//! the files and the CLI's opener.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use kstate_format::{Error, ErrorKind};
+
+#[derive(clap::Args)]
+#[command(after_help = "\
+The page: an overview of the recording on one time axis (CPU busy and run-queue length per
+CPU, block requests in flight per device, system-call durations, lost events; drag to select
+a time range, wheel to zoom, shift+drag to pan) and a panel per analyzer that applies (the
+numbers of `kstate analyze NAME --format json` for the same filters). A selected range
+becomes every panel's --window; clicking a key adds it as a filter; the filters show as
+chips and live in the URL. \"Inside vs outside\" shows each panel for the window against
+the rest of the recording; with two files every panel shows A, B and the change (the rules
+of `kstate compare`).
+
+The server listens on 127.0.0.1 only and every URL carries a random token: share the URL
+only with whom may read the recordings. It runs until interrupted (Ctrl-C).")]
+pub struct Args {
+    /// The recording (trace.dat, perf.data, raw capture or Parquet directory), and
+    /// optionally a second one to compare it with (A, then B)
+    #[arg(required = true, num_args = 1..=2)]
+    files: Vec<PathBuf>,
+    /// Port to listen on (default: a free one)
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Launch the default browser (xdg-open) on the URL
+    #[arg(long)]
+    open: bool,
+}
+
+pub fn run(args: Args) -> Result<ExitCode, Error> {
+    let opts = kstate_ui::Options {
+        files: args.files,
+        port: args.port,
+        open: args.open,
+    };
+    kstate_ui::serve(opts, |p| super::source(p).map_err(|e| e.to_string()))
+        .map_err(|e| Error::new(ErrorKind::Io, None, e))?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,261 @@
+"""The browser half of tests/ui_browser.rs: drives `kstate ui` in headless Chromium
+(Debian's, through Playwright) and checks the page's numbers against the kstate CLI's.
+
+Usage: ui_browser.py KSTATE SHOTS_DIR STALL_URL STALL_FILE AB_URL FILE_A FILE_B BAD_URL
+
+Prints one JSON object of what it measured; exits non-zero with the reason on failure.
+"""
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+from playwright.sync_api import sync_playwright
+
+KSTATE, SHOTS, STALL_URL, STALL, AB_URL, FILE_A, FILE_B, BAD_URL = sys.argv[1:9]
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run",
+        "--disable-default-apps", "--disable-extensions"]
+report = {}
+
+
+def fail(msg):
+    print(json.dumps(report, indent=1))
+    sys.exit("FAIL: " + msg)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def cli(*args):
+    out = subprocess.run([KSTATE, *args], capture_output=True, text=True)
+    return out.returncode, out.stdout, out.stderr
+
+
+def cli_json(*args):
+    code, out, err = cli(*args, "--format", "json")
+    check(code == 0, f"kstate {' '.join(args)}: {err}")
+    return json.loads(out)
+
+
+def fmt_dur(ns):
+    """The CLI's text format of a duration (kstate_analyze::filter::fmt_dur)."""
+    if ns < 1000:
+        return f"{ns}ns"
+    if ns < 1_000_000:
+        return f"{ns // 1000}.{ns % 1000:03}us"
+    if ns < 1_000_000_000:
+        return f"{ns // 1_000_000}.{ns % 1_000_000 // 1000:03}ms"
+    return f"{ns // 1_000_000_000}.{ns % 1_000_000_000 // 1000:06}s"
+
+
+def origin(url):
+    return url.split("/", 3)[:3]
+
+
+def watch(page, url, errors, requests):
+    host = "/".join(origin(url))
+    page.on("console", lambda m: m.type == "error" and errors.append(f"console: {m.text}"))
+    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+    page.on("request", lambda r: requests.append(r.url))
+    return host
+
+
+def ready(page, timeout=120_000):
+    """Waits until every panel has its answer (or its error) and the overview is drawn."""
+    page.wait_for_function(
+        """() => window.kstateUi && kstateUi.geom && document.querySelectorAll('.panel').length > 0 &&
+              [...document.querySelectorAll('.panel')].every(p => p.dataset.state === 'ready' || p.dataset.state === 'error')
+              && !document.querySelector('#changes-body .loading')""",
+        timeout=timeout)
+
+
+def brush(page, t0, t1):
+    """Drags the mouse across the overview from time t0 to t1 (seconds)."""
+    box = page.locator("#lanes").bounding_box()
+    x0 = page.evaluate(f"kstateUi.geom.X({t0})")
+    x1 = page.evaluate(f"kstateUi.geom.X({t1})")
+    y = box["y"] + 60
+    page.mouse.move(box["x"] + x0, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + (x0 + x1) / 2, y, steps=4)
+    page.mouse.move(box["x"] + x1, y, steps=4)
+    page.mouse.up()
+
+
+def state_window(page):
+    w = page.evaluate("kstateUi.st.win && kstateUi.st.win.map(x => x.toFixed(9)).join(':')")
+    check(w, "no window selected after brushing")
+    return w
+
+
+with sync_playwright() as p:
+    browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+
+    # 1. The write-stall drill-down on six O_DIRECT writers.
+    errors, requests = [], []
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    host = watch(page, STALL_URL, errors, requests)
+    page.goto(STALL_URL)
+    ready(page)
+    page.screenshot(path=f"{SHOTS}/1-overview.png", full_page=True)
+    # The syscall panel's numbers are `kstate analyze syscall --format json`'s.
+    panel = page.evaluate("document.getElementById('panel-syscall')._stat")
+    cli_syscall = cli_json("analyze", "syscall", STALL)
+    check(panel["rows"] == cli_syscall["rows"], "the syscall panel's rows differ from kstate analyze's")
+    # Find the longest write calls: click `write` (a filter), then the panel's longest.
+    page.locator("#panel-syscall tr[data-key='write'] td.key a").click()
+    ready(page)
+    check(page.locator("[data-chip='key.syscall']").count() == 1, "no chip for the write filter")
+    check(page.evaluate("location.hash").find("k.syscall=write") > 0, "the write filter is not in the URL")
+    page.locator("#panel-syscall .tools button").click()
+    page.wait_for_selector("#panel-syscall .longest table.log tbody tr")
+    rows = page.evaluate("document.querySelector('#panel-syscall .longest')._rows")
+    check(all(r["key"] == "write" for r in rows), "the longest list holds other calls than write")
+    cli_longest = cli_json("analyze", "syscall", STALL, "--key", "write", "--log", "--sort", "value", "--top", "20")
+    check([r["dur_ns"] for r in rows] == [r["dur_ns"] for r in cli_longest["rows"]],
+          "the longest writes differ from kstate analyze --log --sort value --top 20")
+    page.screenshot(path=f"{SHOTS}/2-longest-writes.png", full_page=True)
+    # Their window: the longest write and the long writes overlapping it.
+    a, b = rows[0]["t"], rows[0]["t"] + rows[0]["v"] / 1e9
+    grown = True
+    while grown:
+        grown = False
+        for r in rows:
+            s, e = r["t"], r["t"] + r["v"] / 1e9
+            if s < b and e > a and (s < a or e > b):
+                a, b, grown = min(a, s), max(b, e), True
+    brush(page, a, b)
+    ready(page)
+    win = state_window(page)
+    lo, hi = (float(x) for x in win.split(":"))
+    check(abs(lo - a) < (b - a) * 0.1 + 0.002 and abs(hi - b) < (b - a) * 0.1 + 0.002,
+          f"the brushed window {win} is not the writes' window {a:.6f}:{b:.6f}")
+    check(page.evaluate("location.hash").find("w=" + win.replace(":", "%3A")) > 0, f"the window {win} is not in the URL")
+    report["window"] = win
+    report["longest_writes_ns"] = [r["v"] for r in rows[:5]]
+    page.screenshot(path=f"{SHOTS}/3-brushed.png", full_page=True)
+    # Every panel now has the window: the blkqueue panel is `kstate analyze blkqueue --window`.
+    q_page = page.evaluate("document.getElementById('panel-blkqueue')._stat")
+    q_cli = cli_json("analyze", "blkqueue", STALL, "--window", win)
+    check(q_page["rows"] == q_cli["rows"] and q_page["queue"] == q_cli["queue"],
+          "the blkqueue panel differs from kstate analyze blkqueue --window")
+    q_all = cli_json("analyze", "blkqueue", STALL)
+    peak_in = max((q["max_len"] for q in q_cli["queue"]), default=0)
+    peak_all = max((q["max_len"] for q in q_all["queue"]), default=0)
+    report["blkqueue_peak_inside"], report["blkqueue_peak_whole"] = peak_in, peak_all
+    # The overview's block lanes, for the zoomed-out view: the peak's time.
+    lanes = page.evaluate("kstateUi.lanes[0].lanes.blk")
+    report["blk_lane_peaks"] = [(l["name"], l["peak"], l["peak_at"]) for l in lanes]
+    # Inside vs outside: biotime p99 inside the window against outside it.
+    page.locator("#modes button[data-mode='inout']").click()
+    ready(page)
+    page.screenshot(path=f"{SHOTS}/4-inside-vs-outside.png", full_page=True)
+    c = page.evaluate("document.getElementById('panel-biotime')._compare")
+    bi_in = cli_json("analyze", "biotime", STALL, "--window", win)
+    bi_out = cli_json("analyze", "biotime", STALL, "--not-window", win)
+    by_key = lambda rows: {r["key"]: r for r in rows}
+    rows_c = by_key(c["analyzers"][0]["rows"])
+    for key, r in by_key(bi_in["rows"]).items():
+        check(rows_c[key]["b"]["p99"] == r["p99_ns"], f"biotime {key} p99 inside differs from the CLI's")
+        cell = page.locator(f"#panel-biotime tr[data-key='{key}'] td[data-col='p99_b']").inner_text()
+        check(cell == fmt_dur(r["p99_ns"]), f"biotime {key}: the page shows {cell}, the CLI {fmt_dur(r['p99_ns'])}")
+    for key, r in by_key(bi_out["rows"]).items():
+        check(rows_c[key]["a"]["p99"] == r["p99_ns"], f"biotime {key} p99 outside differs from the CLI's")
+    w_key = max(bi_in["rows"], key=lambda r: r["count"])["key"] if bi_in["rows"] else None
+    if w_key:
+        inside, outside = rows_c[w_key]["b"]["p99"], (rows_c[w_key]["a"] or {}).get("p99")
+        report["biotime_p99_inside_ns"], report["biotime_p99_outside_ns"] = inside, outside
+        # The difference is marked: the ratio cell says which way it went.
+        ratio_cell = page.locator(f"#panel-biotime tr[data-key='{w_key}'] td[data-col='p99_ratio']")
+        r = rows_c[w_key]["ratio"]["p99"]
+        if r is not None and rows_c[w_key]["compared"] and r >= 1.5:
+            check("up" in ratio_cell.get_attribute("class"), "a p99 1.5 x larger inside is not marked")
+    check(page.locator("#changes-body table.changes tbody tr").count() > 0, "no 'what changed most' rows inside vs outside")
+    # The state lives in the URL: a reload restores it.
+    url = page.url
+    page.goto("about:blank")
+    page.goto(url)
+    ready(page)
+    check(state_window(page) == win, "reloading the URL lost the window")
+    check(page.evaluate("kstateUi.st.mode") == "inout", "reloading the URL lost the mode")
+    # Removing the chip removes the filter from every panel.
+    page.locator("[data-chip='key.syscall'] button").click()
+    ready(page)
+    check(page.locator("[data-chip='key.syscall']").count() == 0, "the write chip did not go")
+    check(errors == [], f"{len(errors)} console errors, the first: {errors[:3]}")
+    report["requests_stall"] = len(requests)
+    check(all(r.startswith(host + "/") or r.startswith("data:") for r in requests),
+          f"a request left {host}: {[r for r in requests if not r.startswith(host)]}")
+    page.close()
+
+    # 2. A/B: one writer against six.
+    errors, requests = [], []
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    host = watch(page, AB_URL, errors, requests)
+    page.goto(AB_URL + "#m=ab&r=avg")
+    ready(page)
+    page.screenshot(path=f"{SHOTS}/5-a-vs-b.png", full_page=True)
+    row = page.locator("#panel-syscall tr[data-key='write']")
+    check(row.count() == 1, "no write row in the A/B syscall panel")
+    check("regressed" in (row.get_attribute("class") or ""), "write is not flagged as regressed in the page")
+    changed = page.locator("#changes-body tr[data-analyzer='syscall'][data-key='write']")
+    check(changed.count() == 1 and changed.locator(".badge").count() == 1,
+          "write is not flagged in 'what changed most'")
+    c = page.evaluate("document.getElementById('panel-syscall')._compare")
+    code, out, err = cli("compare", FILE_A, FILE_B, "--analyzer", "syscall", "--metric", "avg", "--format", "json")
+    check(code == 0, err)
+    cli_c = json.loads(out)
+    check(c["analyzers"][0]["rows"] == cli_c["analyzers"][0]["rows"], "the A/B panel differs from kstate compare")
+    code, out, _ = cli("compare", FILE_A, FILE_B, "--analyzer", "syscall", "--key", "write", "--metric", "avg", "--threshold", "1.5")
+    check(code == 3, f"kstate compare --threshold 1.5 exited {code}:\n{out}")
+    wr = [r for r in c["analyzers"][0]["rows"] if r["key"] == "write"][0]
+    report["ab_write"] = {"a": wr["a"], "b": wr["b"], "ratio": wr["ratio"]}
+    # The distributions are overlaid: two series in the write panel's chart.
+    check(page.locator("#panel-syscall .dist .legend .sw").count() == 2, "the A/B distribution is not two series")
+    check(errors == [], f"{len(errors)} console errors, the first: {errors[:3]}")
+    check(all(r.startswith(host + "/") for r in requests), "a request left 127.0.0.1")
+    page.close()
+
+    # 3. Bad input: a file that does not parse, and a link whose state is malformed.
+    errors, requests = [], []
+    page = browser.new_page(viewport={"width": 1400, "height": 700})
+    watch(page, BAD_URL, errors, requests)
+    page.goto(BAD_URL)
+    page.wait_for_selector("#error:not([hidden])")
+    msg = page.locator("#error").inner_text()
+    check("bad magic" in msg or "not a trace" in msg, f"the unreadable file's message is unclear: {msg}")
+    page.screenshot(path=f"{SHOTS}/6-bad-file.png", full_page=True)
+    page.close()
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    errors = []
+    watch(page, STALL_URL, errors, requests)
+    page.goto(STALL_URL + "#w=oops&m=zz")
+    page.wait_for_selector("#error:not([hidden])")
+    msg = page.locator("#error").inner_text()
+    check("cannot be restored" in msg, f"a malformed link's message is unclear: {msg}")
+    ready(page)
+    page.screenshot(path=f"{SHOTS}/7-bad-link.png", full_page=True)
+    check(errors == [], f"{len(errors)} console errors, the first: {errors[:3]}")
+    page.close()
+    browser.close()
+
+# The server's own answers: a wrong token is refused, bad questions get a message.
+base = STALL_URL.rsplit("/", 2)[0]
+try:
+    urllib.request.urlopen(base + "/0123456789abcdef0123456789abcdef/api/meta")
+    fail("a wrong token was served")
+except urllib.error.HTTPError as e:
+    check(e.code == 403, f"a wrong token got {e.code}")
+try:
+    urllib.request.urlopen(STALL_URL + "api/panel?a=nosuch")
+    fail("an unknown analyzer was answered")
+except urllib.error.HTTPError as e:
+    body = json.loads(e.read())
+    check(e.code == 400 and "no analyzer" in body["error"], f"unknown analyzer: {e.code} {body}")
+# ... and the server still serves.
+check(json.loads(urllib.request.urlopen(STALL_URL + "api/meta").read())["files"], "the server stopped serving")
+print(json.dumps(report, indent=1))

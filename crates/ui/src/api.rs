@@ -1,0 +1,470 @@
+//! The page's questions and their answers. Every number comes from the engine: panels are
+//! `kstate_render::stat` / `dist` / the `--log` writer over [`Source::aggregate`] (byte for
+//! byte what `kstate analyze NAME --format json` prints for the same filters); comparisons
+//! are [`kstate_analyze::compare`] rendered by `kstate_render::compare` (what `kstate
+//! compare --format json` prints); lanes are [`kstate_analyze::lanes`]. Only the lanes'
+//! JSON shape is this crate's own.
+//!
+//! Endpoints (GET, below the token):
+//! - `api/meta`: the files, their time range and the analyzers that apply to each.
+//! - `api/panel?f=FILE&a=NAME&mode=stat|dist|log&FILTERS[&sort=COL][&top=N]`.
+//! - `api/compare?kind=ab|inout&a=NAME|*&FILTERS[&f=FILE]`: `ab` compares file 0 (A) with
+//!   file 1 (B); `inout` compares outside the window (A) with inside it (B) in file f.
+//! - `api/lanes?f=FILE&from=S&to=S&w=BINS&FILTERS`: the overview's lanes, S seconds from
+//!   the first event.
+
+use std::io::Write;
+
+use kstate_analyze::analyzer::{Buckets, Mode, Outcome};
+use kstate_analyze::compare::{compare_outcomes, Comparison, Rules, Unmatched};
+use kstate_analyze::filter::{parse_dur_or_secs, Filters};
+use kstate_analyze::lanes::{overview, Lane, Overview, Span, ROWS_PER_DECADE};
+use kstate_analyze::{analyzers, Info, Query, Source};
+use kstate_format::value::write_json_str;
+use kstate_render::{Format, LogWriter, Meta};
+
+use crate::cache::Cache;
+use crate::params::{filters_key, Params};
+
+/// Rows of the `--log` panel (the longest samples).
+const LOG_TOP: usize = 20;
+
+/// One recording given on the command line.
+pub struct File {
+    pub label: String,
+    source: Result<Source, String>,
+    /// Analyzers that apply (their statistics pass succeeds), filled on first use.
+    applies: Option<Vec<&'static Info>>,
+    skipped: Vec<(&'static str, String)>,
+    /// First event and last event analysed (trace clock ns).
+    range: (u64, u64),
+}
+
+impl File {
+    pub fn open(label: String, source: Result<Source, String>) -> File {
+        File {
+            label,
+            source,
+            applies: None,
+            skipped: Vec::new(),
+            range: (0, 1),
+        }
+    }
+}
+
+pub struct App {
+    pub files: Vec<File>,
+    outcomes: Cache<std::rc::Rc<Outcome>>,
+    lanes: Cache<std::rc::Rc<Vec<u8>>>,
+}
+
+/// An answer: status and JSON body.
+pub struct Answer {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    fn ok(body: Vec<u8>) -> Answer {
+        Answer { status: 200, body }
+    }
+    fn bad(msg: &str) -> Answer {
+        Answer {
+            status: 400,
+            body: format!("{{\"error\":{}}}", js(msg)).into_bytes(),
+        }
+    }
+}
+
+/// A JSON string.
+fn js(s: &str) -> String {
+    let mut v = Vec::new();
+    write_json_str(s, &mut v);
+    String::from_utf8(v).expect("JSON text is UTF-8")
+}
+
+fn stat_query(name: &str, filters: Filters) -> Result<Query, String> {
+    let mut q = Query::new(name).map_err(|e| e.to_string())?;
+    q.filters = filters;
+    Ok(q)
+}
+
+impl App {
+    pub fn new(files: Vec<File>) -> App {
+        App {
+            files,
+            outcomes: Cache::new(512, 256 << 20),
+            lanes: Cache::new(64, 64 << 20),
+        }
+    }
+
+    pub fn answer(&mut self, endpoint: &str, query: &str) -> Answer {
+        let params = match Params::parse(query) {
+            Ok(p) => p,
+            Err(e) => return Answer::bad(&e),
+        };
+        let r = match endpoint {
+            "meta" => Ok(self.meta()),
+            "panel" => self.panel(&params),
+            "compare" => self.compare(&params),
+            "lanes" => self.lanes(&params),
+            _ => Err(format!("no such request: {endpoint}")),
+        };
+        match r {
+            Ok(body) => Answer::ok(body),
+            Err(e) => Answer::bad(&e),
+        }
+    }
+
+    fn file(&mut self, params: &Params) -> Result<usize, String> {
+        let f: usize = match params.get("f") {
+            None => 0,
+            Some(s) => s
+                .parse()
+                .map_err(|_| format!("f: {s:?} is not a file number"))?,
+        };
+        let file = self
+            .files
+            .get(f)
+            .ok_or_else(|| format!("there is no file {f} (the server has {})", self.files.len()))?;
+        if let Err(e) = &file.source {
+            return Err(format!("{}: {e}", file.label));
+        }
+        self.survey(f);
+        Ok(f)
+    }
+
+    /// The outcome of one query, cached.
+    fn outcome(&mut self, f: usize, q: &Query) -> Result<std::rc::Rc<Outcome>, String> {
+        let key = format!(
+            "{f}|{}|{:?}|{}|{:?}|{:?}",
+            q.analyzer.name,
+            q.mode,
+            filters_key(&q.filters),
+            q.sort,
+            q.top
+        );
+        if let Some(o) = self.outcomes.get(&key) {
+            return Ok(o);
+        }
+        let source = self.files[f].source.as_ref().map_err(|e| e.clone())?;
+        let o = source.aggregate(q).map_err(|e| e.to_string())?;
+        let size = 4096 + o.rows.len() * 3000;
+        let o = std::rc::Rc::new(o);
+        self.outcomes.put(key, o.clone(), size);
+        Ok(o)
+    }
+
+    /// Which analyzers apply to file `f` (each one's unfiltered statistics, cached).
+    fn survey(&mut self, f: usize) {
+        if self.files[f].applies.is_some() || self.files[f].source.is_err() {
+            return;
+        }
+        let mut applies = Vec::new();
+        let mut skipped = Vec::new();
+        let (mut lo, mut hi) = (u64::MAX, 0);
+        for info in analyzers::ALL {
+            let q = stat_query(info.name, Filters::default()).expect("analyzer of ALL");
+            match self.outcome(f, &q) {
+                Ok(o) => {
+                    applies.push(info);
+                    if let Some(t) = o.trace_start {
+                        lo = lo.min(t);
+                    }
+                    if let Some((_, b)) = o.span {
+                        hi = hi.max(b);
+                    }
+                }
+                Err(e) => skipped.push((info.name, e.lines().next().unwrap_or("").to_string())),
+            }
+        }
+        let file = &mut self.files[f];
+        if lo == u64::MAX {
+            lo = 0;
+        }
+        file.range = (lo, hi.max(lo + 1));
+        file.applies = Some(applies);
+        file.skipped = skipped;
+    }
+
+    fn meta(&mut self) -> Vec<u8> {
+        for f in 0..self.files.len() {
+            self.survey(f);
+        }
+        let mut s = String::from("{\"files\":[");
+        for (i, file) in self.files.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            s.push_str(&format!("{{\"label\":{}", js(&file.label)));
+            match &file.source {
+                Err(e) => s.push_str(&format!(",\"error\":{}}}", js(e))),
+                Ok(src) => {
+                    let an: Vec<String> = file
+                        .applies
+                        .iter()
+                        .flatten()
+                        .map(|a| {
+                            format!(
+                                "{{\"name\":{},\"about\":{},\"by\":{},\"value\":{},\"unit\":{},\"level\":{}}}",
+                                js(a.name),
+                                js(a.about),
+                                js(a.by[0].0),
+                                js(a.value),
+                                js(a.unit.suffix()),
+                                js(a.traits.level)
+                            )
+                        })
+                        .collect();
+                    let sk: Vec<String> = file
+                        .skipped
+                        .iter()
+                        .map(|(n, w)| format!("{{\"analyzer\":{},\"why\":{}}}", js(n), js(w)))
+                        .collect();
+                    s.push_str(&format!(
+                        ",\"error\":null,\"start\":{},\"end\":{},\"cpus\":{},\"analyzers\":[{}],\"skipped\":[{}]}}",
+                        file.range.0,
+                        file.range.1,
+                        src.trace().cpu_count,
+                        an.join(","),
+                        sk.join(",")
+                    ));
+                }
+            }
+        }
+        s.push_str("]}");
+        s.into_bytes()
+    }
+
+    fn panel(&mut self, p: &Params) -> Result<Vec<u8>, String> {
+        let f = self.file(p)?;
+        let mut q = stat_query(p.need("a")?, p.filters()?)?;
+        q.mode = match p.get("mode").unwrap_or("stat") {
+            "stat" => Mode::Stat,
+            "dist" => Mode::Dist(Buckets::Log10),
+            "log" => Mode::Log,
+            m => return Err(format!("mode: {m:?} is not stat, dist or log")),
+        };
+        q.sort = p.get("sort").map(str::to_string);
+        q.top = match p.get("top") {
+            None => None,
+            Some(t) => Some(
+                t.parse()
+                    .map_err(|_| format!("top: {t:?} is not a number"))?,
+            ),
+        };
+        q.check().map_err(|e| e.to_string())?;
+        let meta = Meta {
+            file: self.files[f].label.clone(),
+            filters: q.filters.describe(),
+        };
+        let mut out = Vec::new();
+        match q.mode {
+            Mode::Log => {
+                // The longest samples, as `kstate analyze NAME --log --sort value --top 20`.
+                let source = self.files[f].source.as_ref().map_err(|e| e.clone())?;
+                let order = kstate_render::sorted::LogOrder::parse("value")?;
+                let mut sorted = kstate_render::sorted::SortedLog::new(order, LOG_TOP);
+                let o = source.run(&q, &mut sorted).map_err(|e| e.to_string())?;
+                let mut w = LogWriter::start_ordered(
+                    &mut out,
+                    Format::Json,
+                    q.analyzer,
+                    q.by(),
+                    &meta,
+                    &order.describe(LOG_TOP),
+                )
+                .map_err(|e| e.to_string())?;
+                sorted.drain_into(&mut w).map_err(|e| e.to_string())?;
+                w.finish(&o, &meta).map_err(|e| e.to_string())?;
+            }
+            Mode::Dist(b) => {
+                let o = self.outcome(f, &q)?;
+                kstate_render::dist(&o, &meta, b, Format::Json, &mut out)
+                    .map_err(|e| e.to_string())?;
+            }
+            Mode::Stat => {
+                let o = self.outcome(f, &q)?;
+                kstate_render::stat(&o, &meta, Format::Json, &mut out)
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(out)
+    }
+
+    fn compare(&mut self, p: &Params) -> Result<Vec<u8>, String> {
+        let filters = p.filters()?;
+        let inout = p.get("kind") == Some("inout");
+        let (sides, labels) = match p.get("kind").unwrap_or("ab") {
+            "ab" => {
+                if self.files.len() < 2 {
+                    return Err("A/B comparison needs two files: kstate ui A B".into());
+                }
+                let (a, b) = (
+                    self.file(&Params::parse("f=0")?)?,
+                    self.file(&Params::parse("f=1")?)?,
+                );
+                (
+                    [(a, filters.clone()), (b, filters)],
+                    [self.files[a].label.clone(), self.files[b].label.clone()],
+                )
+            }
+            "inout" => {
+                let f = self.file(p)?;
+                let Some(w) = filters.window else {
+                    return Err("inside vs outside needs a window: brush a time range".into());
+                };
+                let mut outside = filters.clone();
+                outside.window = None;
+                outside.not_window = Some(w);
+                (
+                    [(f, outside), (f, filters)],
+                    [format!("outside {w}"), format!("inside {w}")],
+                )
+            }
+            k => return Err(format!("kind: {k:?} is not ab or inout")),
+        };
+        let names: Vec<&'static str> = match p.need("a")? {
+            "*" => {
+                let a = self.files[sides[0].0].applies.clone().unwrap_or_default();
+                let b = self.files[sides[1].0].applies.clone().unwrap_or_default();
+                a.iter()
+                    .filter(|x| b.iter().any(|y| y.name == x.name))
+                    .map(|x| x.name)
+                    .collect()
+            }
+            n => vec![Query::new(n).map_err(|e| e.to_string())?.analyzer.name],
+        };
+        let mut rules = Rules::default();
+        if inout {
+            rules.rank_by = &kstate_analyze::compare::RATES;
+        }
+        if let Some(m) = p.get("metric") {
+            rules.metric = kstate_analyze::compare::Metric::parse(m)?;
+        }
+        let mut diffs = Vec::new();
+        let mut unmatched = Vec::new();
+        for name in names {
+            let qa = stat_query(name, sides[0].1.clone())?;
+            let qb = stat_query(name, sides[1].1.clone())?;
+            match (self.outcome(sides[0].0, &qa), self.outcome(sides[1].0, &qb)) {
+                (Ok(a), Ok(b)) => diffs.push(compare_outcomes(&a, &b, &rules)),
+                (Err(e), _) | (_, Err(e)) => unmatched.push(Unmatched {
+                    analyzer: name,
+                    why: e.lines().next().unwrap_or("").to_string(),
+                }),
+            }
+        }
+        if diffs.is_empty() {
+            return Err(format!(
+                "{} and {} have no analyzer in common{}",
+                labels[0],
+                labels[1],
+                unmatched
+                    .first()
+                    .map(|u| format!(" ({}: {})", u.analyzer, u.why))
+                    .unwrap_or_default()
+            ));
+        }
+        let c = Comparison::new(&labels[0], &labels[1], rules, diffs, unmatched);
+        let mut out = Vec::new();
+        kstate_render::compare::comparison(&c, Format::Json, &mut out)
+            .map_err(|e| e.to_string())?;
+        Ok(out)
+    }
+
+    fn lanes(&mut self, p: &Params) -> Result<Vec<u8>, String> {
+        let f = self.file(p)?;
+        let secs = |n: &str| -> Result<u64, String> {
+            parse_dur_or_secs(p.need(n)?).map_err(|e| format!("{n}: {e}"))
+        };
+        let (from, to) = (secs("from")?, secs("to")?);
+        let bins: usize = p
+            .need("w")?
+            .parse()
+            .map_err(|_| "w: expected a number of bins".to_string())?;
+        let mut filters = p.filters()?;
+        filters.window = None;
+        filters.not_window = None;
+        let key = format!("{f}|{from}|{to}|{bins}|{}", filters_key(&filters));
+        if let Some(v) = self.lanes.get(&key) {
+            return Ok((*v).clone());
+        }
+        let start = self.files[f].range.0;
+        let span = Span::new(start + from, start + to, bins).map_err(|e| e.to_string())?;
+        let source = self.files[f].source.as_ref().map_err(|e| e.clone())?;
+        let o = overview(source, span, &filters).map_err(|e| e.to_string())?;
+        let body = lanes_json(&o, start);
+        self.lanes
+            .put(key, std::rc::Rc::new(body.clone()), body.len());
+        Ok(body)
+    }
+}
+
+fn lanes_json(o: &Overview, start: u64) -> Vec<u8> {
+    let mut w = Vec::new();
+    let lanes = |w: &mut Vec<u8>, name: &str, v: &[Lane]| {
+        let _ = write!(w, ",{}:[", js(name));
+        for (i, l) in v.iter().enumerate() {
+            let vals: Vec<String> = l
+                .values
+                .iter()
+                .map(|x| format!("{}", (x * 1000.0).round() / 1000.0))
+                .collect();
+            let _ = write!(
+                w,
+                "{}{{\"name\":{},\"peak\":{:.3},\"peak_at\":{:.9},\"values\":[{}]}}",
+                if i > 0 { "," } else { "" },
+                js(&l.name),
+                l.peak.0,
+                l.peak.1.saturating_sub(start) as f64 / 1e9,
+                vals.join(",")
+            );
+        }
+        let _ = write!(w, "]");
+    };
+    let _ = write!(
+        w,
+        "{{\"from\":{:.9},\"to\":{:.9},\"bins\":{}",
+        o.span.from.saturating_sub(start) as f64 / 1e9,
+        o.span.to.saturating_sub(start) as f64 / 1e9,
+        o.span.bins
+    );
+    lanes(&mut w, "busy", &o.busy);
+    lanes(&mut w, "runq", &o.runq);
+    lanes(&mut w, "blk", &o.blk);
+    lanes(&mut w, "lost", &o.lost);
+    match &o.syscalls {
+        None => {
+            let _ = write!(w, ",\"syscalls\":null");
+        }
+        Some(s) => {
+            let cells: Vec<String> = s
+                .cells
+                .iter()
+                .map(|(b, r, n)| format!("[{b},{r},{n}]"))
+                .collect();
+            let longest: Vec<String> = s
+                .longest
+                .iter()
+                .map(|l| match l {
+                    Some((v, k)) => format!("[{v},{}]", js(k)),
+                    None => "null".into(),
+                })
+                .collect();
+            let _ = write!(
+                w,
+                ",\"syscalls\":{{\"row0\":{},\"rows\":{},\"rows_per_decade\":{},\"calls\":{},\"cells\":[{}],\"longest\":[{}]}}",
+                s.row0,
+                s.rows,
+                ROWS_PER_DECADE,
+                s.calls,
+                cells.join(","),
+                longest.join(",")
+            );
+        }
+    }
+    let missing: Vec<String> = o.missing.iter().map(|m| js(m)).collect();
+    let _ = write!(w, ",\"missing\":[{}]}}", missing.join(","));
+    w
+}
