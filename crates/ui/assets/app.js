@@ -63,11 +63,13 @@ const secs = (x) => Math.max(0, x).toFixed(9);
 
 // ---------- formatting (as the CLI's text output) ----------
 function fmtDur(ns) {
+  // Truncated as the CLI prints (kstate_analyze::filter::fmt_dur).
   ns = Math.round(ns);
+  const part = (unit, digits) => `${Math.floor(ns / unit)}.${String(Math.floor((ns % unit) / (unit / 10 ** digits))).padStart(digits, "0")}`;
   if (ns < 1e3) return ns + "ns";
-  if (ns < 1e6) return (ns / 1e3).toFixed(3) + "us";
-  if (ns < 1e9) return (ns / 1e6).toFixed(3) + "ms";
-  return (ns / 1e9).toFixed(6) + "s";
+  if (ns < 1e6) return part(1e3, 3) + "us";
+  if (ns < 1e9) return part(1e6, 3) + "ms";
+  return part(1e9, 6) + "s";
 }
 function fmtShort(ns) {
   if (ns < 1e3) return Math.round(ns) + "ns";
