@@ -209,7 +209,8 @@ function laneLayout() {
     group(lanes.busy, "busy", 16, (l) => `${l.name} busy`);
     group(lanes.runq, "level", 26, (l) => `${l.name} queued`);
     group(lanes.blk, "level", 30, (l) => `${l.name.replace(/^0000/, "")} in flight`);
-    if (lanes.syscalls) rows.push({ kind: "scatter", h: 130, sc: lanes.syscalls, label: tag + "syscalls", f, lanes });
+    const only = UI.st.keys.syscall ? ` (${UI.st.keys.syscall})` : "";
+    if (lanes.syscalls) rows.push({ kind: "scatter", h: 130, sc: lanes.syscalls, label: tag + "syscalls" + only, f, lanes });
     group(lanes.lost, "lost", 14, (l) => `${l.name} lost`);
   }
   return rows;
@@ -482,7 +483,8 @@ async function panelOne(card, a) {
   const cols = [{ label: "key", sort: "key" }, ...COLS.map((c) => ({ label: c, sort: c }))];
   if (flag) cols.push({ label: flag });
   const tbody = el("tbody");
-  for (const r of sortRows(j.rows, a, get)) {
+  const sorted = sortRows(j.rows, a, get);
+  for (const r of sorted) {
     const tr = el("tr", { "data-key": r.key }, keyCell(a, r.key));
     for (const c of COLS) tr.append(el("td", { "data-col": c }, c === "count" ? String(r.count) : fmtVal(u, get(r, c))));
     if (flag) tr.append(el("td", {}, String(r[flag])));
@@ -494,7 +496,7 @@ async function panelOne(card, a) {
   card.append(panelHead(a, tools), el("div", { class: "meta" }, describe(j)),
     el("div", { class: "tablewrap" }, el("table", { class: "stat" }, header(a, cols), tbody)));
   if (!j.rows.length) card.append(el("div", { class: "none" }, "no samples for these filters"));
-  card.append(distChart(a, [{ j: d, cls: "a", label: "" }]));
+  card.append(distChart(a, [{ j: d, cls: "a", label: "" }], sorted[0]?.key));
   const notes = [...(j.notes || []), ...(j.errors || [])];
   if (notes.length) card.append(el("div", { class: "notes" }, notes.join(" \u00b7 ")));
   // Numbers for tests and for whoever reads the page's data.
@@ -541,7 +543,8 @@ async function panelCompare(card, a, mode) {
   cols.push({ label: "" });
   const get = (r, m) => (r.b || r.a || {})[m];
   const tbody = el("tbody");
-  for (const r of sortRows(diff.rows, a, get)) {
+  const sorted = sortRows(diff.rows, a, get);
+  for (const r of sorted) {
     const tr = el("tr", { "data-key": r.key, class: r.regressed ? "regressed" : "" }, keyCell(a, r.key));
     for (const m of metrics) {
       const f = (n) => (n ? (m === "count" ? String(n[m]) : fmtVal(u, n[m])) : "-");
@@ -557,14 +560,14 @@ async function panelCompare(card, a, mode) {
   card.append(panelHead(a), el("div", { class: "meta" }, `${sides[0]}: ${c.a} \u00b7 ${sides[1]}: ${c.b}`),
     el("div", { class: "tablewrap" }, el("table", { class: "compare" }, header(a, cols, groups), tbody)));
   if (!diff.rows.length) card.append(el("div", { class: "none" }, "no samples for these filters"));
-  card.append(distChart(a, dists));
+  card.append(distChart(a, dists, sorted[0]?.key));
   card._compare = c;
 }
 
 // One key's distribution (the first row: the largest total, or the filtered key) of one or
 // two sides, as shares of their samples on the same decimal buckets.
-function distChart(a, sides) {
-  const key = (sides.find((s) => s.j.rows.length) || { j: { rows: [] } }).j.rows[0]?.key;
+function distChart(a, sides, first) {
+  const key = first ?? (sides.find((s) => s.j.rows.length) || { j: { rows: [] } }).j.rows[0]?.key;
   const box = el("div", { class: "dist" });
   if (key == null) return box;
   const series = sides.map((s) => {

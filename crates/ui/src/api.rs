@@ -83,9 +83,14 @@ fn js(s: &str) -> String {
     String::from_utf8(v).expect("JSON text is UTF-8")
 }
 
+/// The one pass that answers a panel's statistics, its distribution and comparisons: a
+/// `--dist --buckets log10` outcome holds every statistic of `--stat` as well (the same
+/// rows, aggregated the same way, plus decimal buckets), so one pass over the trace
+/// serves the three and the cache holds one outcome for them.
 fn stat_query(name: &str, filters: Filters) -> Result<Query, String> {
     let mut q = Query::new(name).map_err(|e| e.to_string())?;
     q.filters = filters;
+    q.mode = Mode::Dist(Buckets::Log10);
     Ok(q)
 }
 
@@ -239,12 +244,12 @@ impl App {
     fn panel(&mut self, p: &Params) -> Result<Vec<u8>, String> {
         let f = self.file(p)?;
         let mut q = stat_query(p.need("a")?, p.filters()?)?;
-        q.mode = match p.get("mode").unwrap_or("stat") {
-            "stat" => Mode::Stat,
-            "dist" => Mode::Dist(Buckets::Log10),
-            "log" => Mode::Log,
+        let mode = p.get("mode").unwrap_or("stat");
+        match mode {
+            "stat" | "dist" => {}
+            "log" => q.mode = Mode::Log,
             m => return Err(format!("mode: {m:?} is not stat, dist or log")),
-        };
+        }
         q.sort = p.get("sort").map(str::to_string);
         q.top = match p.get("top") {
             None => None,
@@ -259,8 +264,8 @@ impl App {
             filters: q.filters.describe(),
         };
         let mut out = Vec::new();
-        match q.mode {
-            Mode::Log => {
+        match (q.mode, mode) {
+            (Mode::Log, _) => {
                 // The longest samples, as `kstate analyze NAME --log --sort value --top 20`.
                 let source = self.files[f].source.as_ref().map_err(|e| e.clone())?;
                 let order = kstate_render::sorted::LogOrder::parse("value")?;
@@ -278,12 +283,12 @@ impl App {
                 sorted.drain_into(&mut w).map_err(|e| e.to_string())?;
                 w.finish(&o, &meta).map_err(|e| e.to_string())?;
             }
-            Mode::Dist(b) => {
+            (_, "dist") => {
                 let o = self.outcome(f, &q)?;
-                kstate_render::dist(&o, &meta, b, Format::Json, &mut out)
+                kstate_render::dist(&o, &meta, Buckets::Log10, Format::Json, &mut out)
                     .map_err(|e| e.to_string())?;
             }
-            Mode::Stat => {
+            _ => {
                 let o = self.outcome(f, &q)?;
                 kstate_render::stat(&o, &meta, Format::Json, &mut out)
                     .map_err(|e| e.to_string())?;
