@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "kstate", version, about = "Linux kernel performance tracer and analyzer", long_about = None)]
+#[command(name = "kstate", version, about = "Linux kernel performance tracer and analyzer", long_about = None, after_help = EXIT_HELP)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -77,6 +77,16 @@ enum Command {
 
 /// Exit status for bad input (unreadable, truncated or corrupt trace, bad arguments).
 pub const EXIT_BAD_INPUT: u8 = 2;
+/// Exit status for a failure of the system or of the command (writing output, recording).
+pub const EXIT_FAILED: u8 = 1;
+
+/// The exit statuses, as `kstate --help` states them.
+const EXIT_HELP: &str = "\
+Exit status:
+  0    done
+  1    the system or the command failed (writing output, recording, a command kstate ran)
+  2    bad input or arguments (a missing, unreadable, truncated or corrupt trace; bad options)
+  N    record/run -- CMD: CMD's own status when it fails (128+S when signal S killed it)";
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -108,7 +118,11 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("kstate: {e}");
-            ExitCode::from(EXIT_BAD_INPUT)
+            ExitCode::from(if e.kind.is_bad_input() {
+                EXIT_BAD_INPUT
+            } else {
+                EXIT_FAILED
+            })
         }
     }
 }

@@ -312,3 +312,25 @@ fn wakeup_onto_an_impossible_cpu() {
     );
     assert!(err.contains("target_cpu 2147483632"), "{err}");
 }
+
+/// Exit statuses by class (kstate --help): a trace that is missing is bad input (2); a
+/// good trace whose report cannot be written is a failure of the system (1).
+#[test]
+fn exit_status_says_whose_fault_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such.dat");
+    assert_bad(&kstate(&["info"], &missing), &missing, "No such file");
+
+    let good = fixture("lisa-sched_load/trace.dat");
+    let unwritable = dir.path().join("no-such-dir").join("r.html");
+    let o = Command::new(env!("CARGO_BIN_EXE_kstate"))
+        .arg("report")
+        .arg(&good)
+        .arg("-o")
+        .arg(&unwritable)
+        .output()
+        .expect("kstate runs");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "stderr: {err}");
+    assert!(err.contains(&unwritable.display().to_string()), "{err}");
+}

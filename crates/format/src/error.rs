@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 /// What went wrong, coarse enough for callers to decide what to do (e.g. `kstate info`
 /// keeps going on `Truncated` and reports what it could read).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ErrorKind {
     /// The data ends before a structure it announces.
     Truncated,
@@ -16,8 +17,21 @@ pub enum ErrorKind {
     Corrupt,
     /// Well-formed, but uses something this reader does not implement.
     Unsupported,
-    /// The operating system refused a read.
+    /// The operating system refused a read or a write, or a command kstate ran failed:
+    /// a failure of the system, not of the input.
     Io,
+    /// The input the user named cannot be opened or read (missing, not permitted): bad
+    /// input, like a corrupt file.
+    Input,
+}
+
+impl ErrorKind {
+    /// Whether the error lies in what the user gave (a file, an argument) rather than in
+    /// the system: front ends report the two classes differently (the CLI's exit status 2
+    /// against 1).
+    pub fn is_bad_input(self) -> bool {
+        self != ErrorKind::Io
+    }
 }
 
 #[derive(Debug, Clone)]
