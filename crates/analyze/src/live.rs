@@ -167,12 +167,15 @@ impl Live {
     /// `trace` holds, in intervals of `interval` ns from `start`. Analyzers whose events
     /// `trace` lacks are refused with the reason.
     pub fn new(
-        trace: Trace,
+        mut trace: Trace,
         sources: Vec<(u32, Box<dyn PageSource>)>,
         analyzers: &[(&'static Info, Config)],
         start: u64,
         interval: u64,
     ) -> Result<Live, Error> {
+        // The CPUs come from the streams: a capture's files may still be empty.
+        let cpus = sources.iter().map(|(c, _)| c + 1).max().unwrap_or(0);
+        trace.cpu_count = trace.cpu_count.max(cpus);
         let mut passes = Vec::new();
         let mut route: Vec<Vec<u16>> = vec![Vec::new(); trace.events.id_limit()];
         for (i, (info, cfg)) in analyzers.iter().enumerate() {

@@ -21,6 +21,9 @@ enum Command {
     Dump(cmd::dump::Args),
     /// Record kernel events into a trace.dat while a command runs (or until Ctrl-C)
     Record(cmd::record::Args),
+    /// Record like `record` and analyze as the pages arrive: a report every interval (JSON
+    /// lines, or a dashboard on a terminal), alarms on live statistics
+    Watch(Box<cmd::watch::Args>),
     /// Make a trace.dat of what a killed recorder (SIGKILL, OOM) left beside its output
     Recover(cmd::recover::Args),
     /// Analyze a trace: per-key statistics, distributions or a log of paired events
@@ -94,6 +97,7 @@ fn main() -> ExitCode {
         Command::Info(a) => cmd::info::run(a),
         Command::Dump(a) => cmd::dump::run(a),
         Command::Record(a) => cmd::record::run(a),
+        Command::Watch(a) => cmd::watch::run(*a),
         Command::Recover(a) => cmd::recover::run(a),
         Command::Analyze(a) => cmd::analyze::run(*a),
         Command::Run(a) => cmd::run::run(*a),

@@ -19,9 +19,11 @@ pub mod session;
 pub mod signals;
 pub mod system;
 pub mod tracefs;
+pub mod watch;
 pub mod workload;
 
 pub use error::{Error, Result};
 pub use session::{
-    default_subbuf_kib, record, CpuSummary, Options, SampleSummary, Summary, DEFAULT_BUFFER_KIB,
+    default_subbuf_kib, record, record_watched, CpuSummary, Options, SampleSummary, Summary,
+    DEFAULT_BUFFER_KIB,
 };

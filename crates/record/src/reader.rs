@@ -19,7 +19,7 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -38,18 +38,9 @@ pub struct Control {
 
 impl Control {
     pub fn new() -> Result<Arc<Control>> {
-        // SAFETY: eventfd has no memory-safety preconditions; the fd is checked below.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if fd < 0 {
-            return Err(Error::new(format!(
-                "eventfd: {}",
-                std::io::Error::last_os_error()
-            )));
-        }
         Ok(Arc::new(Control {
             stopping: AtomicBool::new(false),
-            // SAFETY: fd is a fresh descriptor we own.
-            wake: unsafe { OwnedFd::from_raw_fd(fd) },
+            wake: eventfd()?,
             failure: Mutex::new(None),
         }))
     }
@@ -57,15 +48,7 @@ impl Control {
     /// Tells every reader to drain what is left and finish.
     pub fn stop(&self) {
         self.stopping.store(true, Ordering::SeqCst);
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a valid u64 to our eventfd.
-        unsafe {
-            libc::write(
-                self.wake.as_raw_fd(),
-                (&one as *const u64).cast(),
-                std::mem::size_of::<u64>(),
-            )
-        };
+        signal(&self.wake);
     }
 
     pub fn stopping(&self) -> bool {
@@ -123,6 +106,90 @@ pub struct CpuOutcome {
 
 pub struct CpuReader {
     handle: JoinHandle<CpuOutcome>,
+    tap: Arc<Tap>,
+}
+
+/// What a watcher of the recording (`kstate watch`) sees of one reader: how far its
+/// scratch file is written, and a way to have it move everything traced so far, partly
+/// filled pages too (see [`Tap::flush`]).
+pub struct Tap {
+    /// Bytes of whole pages in the scratch file.
+    written: Arc<AtomicU64>,
+    /// Wakes the reader for a flush.
+    wake: OwnedFd,
+    requested: AtomicU64,
+    flushed: AtomicU64,
+}
+
+impl Tap {
+    fn new() -> Result<Tap> {
+        Ok(Tap {
+            written: Arc::new(AtomicU64::new(0)),
+            wake: eventfd()?,
+            requested: AtomicU64::new(0),
+            flushed: AtomicU64::new(0),
+        })
+    }
+
+    /// Bytes of whole pages in the scratch file so far.
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::Acquire)
+    }
+
+    /// The count [`Tap::written`] reads, for a reader of the growing file.
+    pub fn written_handle(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.written)
+    }
+
+    /// Asks the reader to move every event traced so far (request number `n`, growing).
+    pub fn flush(&self, n: u64) {
+        self.requested.store(n, Ordering::SeqCst);
+        signal(&self.wake);
+    }
+
+    /// Whether the reader has moved everything traced before flush request `n` was made.
+    pub fn flushed(&self, n: u64) -> bool {
+        self.flushed.load(Ordering::Acquire) >= n
+    }
+}
+
+fn eventfd() -> Result<OwnedFd> {
+    // SAFETY: eventfd has no memory-safety preconditions; the fd is checked below.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if fd < 0 {
+        return Err(Error::new(format!(
+            "eventfd: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    // SAFETY: fd is a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn signal(fd: &OwnedFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a valid u64 to an eventfd.
+    unsafe {
+        libc::write(
+            fd.as_raw_fd(),
+            (&one as *const u64).cast(),
+            std::mem::size_of::<u64>(),
+        )
+    };
+}
+
+/// Whether an eventfd was signalled since the last call (and resets it).
+fn take_signal(fd: &OwnedFd) -> bool {
+    let mut n: u64 = 0;
+    // SAFETY: reads 8 bytes into a valid u64 from a non-blocking eventfd.
+    let r = unsafe {
+        libc::read(
+            fd.as_raw_fd(),
+            (&mut n as *mut u64).cast(),
+            std::mem::size_of::<u64>(),
+        )
+    };
+    r == std::mem::size_of::<u64>() as isize && n > 0
 }
 
 impl CpuReader {
@@ -138,6 +205,8 @@ impl CpuReader {
         let src = open_nonblock(pipe_raw)?;
         let dst = ScratchFile::create(scratch, page_size)?;
         let scratch = scratch.to_path_buf();
+        let tap = Arc::new(Tap::new()?);
+        let reader_tap = Arc::clone(&tap);
         let handle = std::thread::Builder::new()
             .name(format!("kstate-cpu{cpu}"))
             .spawn(move || {
@@ -148,6 +217,7 @@ impl CpuReader {
                     page_size,
                     pipe: None,
                     splice_ok: true,
+                    tap: reader_tap,
                 };
                 if let Err(e) = r.run(&ctl) {
                     ctl.fail(e);
@@ -160,7 +230,12 @@ impl CpuReader {
                 }
             })
             .map_err(|e| Error::new(format!("starting the CPU {cpu} reader thread: {e}")))?;
-        Ok(CpuReader { handle })
+        Ok(CpuReader { handle, tap })
+    }
+
+    /// The reader's progress, for a watcher.
+    pub fn tap(&self) -> Arc<Tap> {
+        Arc::clone(&self.tap)
     }
 
     pub fn join(self) -> Result<CpuOutcome> {
@@ -192,6 +267,7 @@ struct Mover {
     page_size: usize,
     pipe: Option<Pipe>,
     splice_ok: bool,
+    tap: Arc<Tap>,
 }
 
 /// The pipe between kernel and file: 1 MiB when the system allows it, so one splice moves
@@ -221,8 +297,20 @@ impl Mover {
         let mut quiet_since = Instant::now();
         let mut flush_after = FLUSH_FIRST;
         loop {
+            // A watcher's flush: everything traced before the request, partly filled
+            // pages too, reaches the file before the request is reported done.
+            let flush =
+                take_signal(&self.tap.wake).then(|| self.tap.requested.load(Ordering::SeqCst));
             let before = self.dst.written();
             self.drain_full_pages()?;
+            if let Some(n) = flush {
+                self.read_pages()?;
+                quiet_since = Instant::now();
+                self.tap
+                    .written
+                    .store(self.dst.written(), Ordering::Release);
+                self.tap.flushed.store(n, Ordering::Release);
+            }
             if self.dst.written() > before {
                 quiet_since = Instant::now();
                 flush_after = FLUSH_FIRST;
@@ -233,20 +321,28 @@ impl Mover {
                     flush_after = (flush_after * 2).min(FLUSH_MAX);
                 }
             }
+            self.tap
+                .written
+                .store(self.dst.written(), Ordering::Release);
             if ctl.stopping() {
                 break;
             }
-            // Until the kernel signals data past the watermark, the recording stops or the
-            // next read of a partly filled page is due.
+            // Until the kernel signals data past the watermark, the recording stops, a
+            // watcher asks for a flush or the next read of a partly filled page is due.
             let due = flush_after.saturating_sub(quiet_since.elapsed());
             ctl.wait(
-                &[self.src.as_raw_fd()],
+                &[self.src.as_raw_fd(), self.tap.wake.as_raw_fd()],
                 due.clamp(Duration::from_millis(10), Duration::from_millis(500)),
             );
         }
         // Tracing is off: take the full pages left, then the partly filled last ones.
         self.drain_full_pages()?;
-        self.read_pages().map(drop)
+        self.read_pages()?;
+        self.tap
+            .written
+            .store(self.dst.written(), Ordering::Release);
+        self.tap.flushed.store(u64::MAX, Ordering::Release);
+        Ok(())
     }
 
     fn drain_full_pages(&mut self) -> Result<()> {

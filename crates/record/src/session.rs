@@ -20,6 +20,7 @@ use crate::reader::{Control, CpuReader};
 use crate::sampler::{self, SampleSpec};
 use crate::system;
 use crate::tracefs::{self, Tracefs};
+use crate::watch::{Flow, Ongoing, OngoingCpu, Unwatched, Watcher};
 use crate::{signals, workload};
 
 /// The default per-CPU buffer: room for a few hundred milliseconds of a system-call
@@ -168,6 +169,15 @@ impl Summary {
 pub type Notify<'a> = &'a mut dyn FnMut(&str);
 
 pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
+    record_watched(opts, notify, &mut Unwatched)
+}
+
+/// [`record`], with `watcher` told about the recording while it is made (`kstate watch`).
+pub fn record_watched(
+    opts: &Options,
+    notify: Notify<'_>,
+    watcher: &mut dyn Watcher,
+) -> Result<Summary> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err(Error::new(
@@ -428,6 +438,32 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
     }
     let start_ts = now();
     let started = Instant::now();
+    let capture = Ongoing {
+        dir: scratch.dir.clone(),
+        cpus: cpus
+            .iter()
+            .zip(&readers.readers)
+            .map(|(&cpu, r)| OngoingCpu {
+                cpu,
+                path: scratch.path(&format!("{}{cpu}", Scratch::CPU_PREFIX)),
+                tap: r.tap(),
+            })
+            .collect(),
+        page_size: layout.page_size,
+        start_ts,
+        clock: clock.clone(),
+        buffer_kib: opts.buffer_kib,
+        events: sel.events.iter().map(|(s, e)| format!("{s}:{e}")).collect(),
+    };
+    let tick_every = watcher.interval();
+    if tick_every.is_some() && user_clock.is_none() {
+        return Err(Error::new(format!(
+            "watching needs a trace clock user space can read (mono, boot); {clock} is not one"
+        )));
+    }
+    watcher.started(&capture)?;
+    let mut next_tick = tick_every.map(|d| started + d);
+    let mut flushes = 0u64;
     let workload_pid = gated.as_ref().map(|g| g.pid);
     let mut child: Option<Child> = None;
     let mut workload_status = None;
@@ -474,10 +510,27 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
             stopped_by = Some(format!("stopped: {why}"));
             break;
         }
+        if let (Some(at), Some(every)) = (next_tick, tick_every) {
+            if Instant::now() >= at {
+                flushes += 1;
+                let horizon = capture.flush(flushes, now(), &ctl);
+                if let Flow::Stop(why) = watcher.tick(&capture, horizon)? {
+                    stopped_by = Some(format!("stopped: {why}"));
+                    break;
+                }
+                // Ticks keep to the interval's grid; a late one does not shift the rest.
+                next_tick =
+                    Some(at + every * ((at.elapsed().as_nanos() / every.as_nanos()) as u32 + 1));
+            }
+        }
         let left = match opts.duration {
             Some(d) if started.elapsed() >= d => break,
             Some(d) => d - started.elapsed(),
             None => Duration::MAX,
+        };
+        let left = match next_tick {
+            Some(at) => left.min(at.saturating_duration_since(Instant::now())),
+            None => left,
         };
         waiter.wait(&ctl, left);
     }
@@ -490,6 +543,9 @@ pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
     ctl.stop();
 
     let outcomes = readers.join()?;
+    if let Err(e) = watcher.stopped(&capture) {
+        notify(&format!("warning: {e}"));
+    }
     for o in &outcomes {
         assemble::release_preallocation(&o.scratch);
     }

@@ -27,6 +27,8 @@ pub mod split;
 pub mod summarize;
 pub mod top_locks;
 pub mod ui;
+pub mod watch;
+pub mod watch_json;
 pub mod workload;
 
 use kstate_format::{Error, Trace};

@@ -1,0 +1,417 @@
+//! `kstate watch`: record like `kstate record` while the same analyzers run on the pages
+//! as they arrive, and report every interval: one JSON object per line (not a terminal,
+//! or --json), with alarms checked on each interval.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Child, ExitCode};
+use std::time::Duration;
+
+use kstate_analyze::alarm::{Alarms, Firing, Rule};
+use kstate_analyze::analyzer::{Config, Mode, Outcome};
+use kstate_analyze::live::{GrowingPages, Interval, Live};
+use kstate_analyze::{analyzers, Info};
+use kstate_format::{Error, ErrorKind, PageSource, Trace};
+use kstate_record::watch::{Flow, Ongoing, Watcher};
+use kstate_record::{Options, DEFAULT_BUFFER_KIB};
+
+use super::{numbers, watch_json};
+
+#[derive(clap::Args)]
+#[command(after_help = concat!("Alarm rules (--alarm, --alarm-file: one rule a line, # comments):\n  \
+    RULE    = SUBJECT OP VALUE [over TIME | for TIME]\n  \
+    SUBJECT = ANALYZER.STAT[{NAME=KEY}]  or  lost\n  \
+    STAT    = count total avg min max p50 p90 p99 p999 rate level\n  \
+    OP      = > >= < <= ==\n\
+  The statistic covers the samples that completed in the window (every key, or the keys\n\
+  NAME=KEY selects: NAME is one of the analyzer's --by keyings, or key, dev, comm; KEY\n\
+  matches a key or the comm, id or device part of it). VALUE has a time unit (ns, us, ms,\n\
+  s) for time statistics. 'over 3s': the statistic over the last 3 s; 'for 2s': the\n\
+  condition held in every interval of the last 2 s; neither: the last interval. 'rate' is\n\
+  per second, 'level' the highest value (e.g. blkqueue's requests in flight), 'lost' the\n\
+  events the kernel dropped. A rule fires when it becomes true, and again at most every\n\
+  --alarm-every while it stays true.\n\n\
+Examples:\n  \
+    kstate watch -a --json --duration 10\n  \
+    kstate watch -e syscall --alarm 'syscall.max{name=clock_nanosleep} > 200ms' -- ./server\n  \
+    kstate watch -e sched,bio -a --alarm 'runq.p99 > 5ms over 3s' --alarm 'blkqueue.level >= 32 for 2s'\n\n\
+    Run as root. Like kstate record, events go into a private tracefs instance that is\n\
+    removed on exit (Ctrl-C, SIGTERM too). With -o the recording is kept as a trace.dat.\n\n",
+    super::exit_status::exit_status_help!()))]
+pub struct Args {
+    /// Events: a preset, SYSTEM, SYSTEM:EVENT; repeat or separate with commas
+    /// [default: perf,syscall]
+    #[arg(short, long = "event", value_name = "SPEC")]
+    events: Vec<String>,
+    /// Watch only these processes (all their threads, and children they start)
+    #[arg(short, long = "pid", value_name = "PID", value_parser = numbers::int::<i32>(1..=4 * 1024 * 1024))]
+    pids: Vec<i32>,
+    /// With a command: watch the whole system, not only the command and its children
+    #[arg(short, long)]
+    all: bool,
+    /// Report every TIME: seconds (0.5) or a duration (250ms)
+    #[arg(short, long, value_name = "TIME", default_value = "1", value_parser = numbers::duration)]
+    interval: Duration,
+    /// Stop after this long
+    #[arg(short, long, value_name = "SECONDS", value_parser = numbers::duration)]
+    duration: Option<Duration>,
+    /// Keep the recording as this trace.dat
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// Ring-buffer size per CPU, in KiB
+    #[arg(short = 'b', long = "buffer", value_name = "KIB", default_value_t = DEFAULT_BUFFER_KIB,
+          value_parser = numbers::int::<u64>(super::record::BUFFER_KIB))]
+    buffer_kib: u64,
+    /// One JSON object per interval on standard output (the default when it is not a
+    /// terminal)
+    #[arg(long)]
+    json: bool,
+    /// Rows per analyzer in each interval's report
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = numbers::int::<usize>(1..=10_000))]
+    top: usize,
+    /// An alarm rule (see below); repeatable
+    #[arg(long = "alarm", value_name = "RULE")]
+    alarms: Vec<String>,
+    /// Alarm rules, one a line
+    #[arg(long, value_name = "FILE")]
+    alarm_file: Option<PathBuf>,
+    /// Also append each firing as a JSON line to FILE
+    #[arg(long, value_name = "FILE")]
+    alarm_log: Option<PathBuf>,
+    /// Run this shell command when an alarm fires, with KSTATE_ALARM_RULE, _VALUE,
+    /// _THRESHOLD, _KEY, _START, _END (ns on the trace clock) in its environment
+    #[arg(long, value_name = "CMD")]
+    on_alarm: Option<String>,
+    /// While its condition stays true, a rule fires again at most this often
+    #[arg(long, value_name = "TIME", default_value = "10s", value_parser = numbers::duration)]
+    alarm_every: Duration,
+    /// The command to run while watching
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+/// What the dashboard and the JSON stream show, where the events are recorded: analyzer
+/// and keying.
+const SHOWN: &[(&str, &str)] = &[
+    ("syscall", "name"),
+    ("runq", "pid"),
+    ("offcpu", "state"),
+    ("blkqueue", "queue"),
+    ("biotime", "issue"),
+    ("lockwait", ""),
+    ("futex", ""),
+    ("softirq", ""),
+];
+
+pub fn run(args: Args) -> Result<ExitCode, Error> {
+    let bad = |msg: String| Error::new(ErrorKind::Unsupported, None, msg);
+    let mut texts = args.alarms.clone();
+    if let Some(f) = &args.alarm_file {
+        let text =
+            std::fs::read_to_string(f).map_err(|e| bad(format!("reading {}: {e}", f.display())))?;
+        texts.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(String::from),
+        );
+    }
+    let rules = texts
+        .iter()
+        .map(|t| Rule::parse(t))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(bad)?;
+
+    // Recorded where asked, else in a private directory removed at the end.
+    let tmp = match &args.output {
+        Some(_) => None,
+        None => {
+            Some(tempfile_dir().map_err(|e| bad(format!("creating a temporary directory: {e}")))?)
+        }
+    };
+    let output = match (&args.output, &tmp) {
+        (Some(o), _) => o.clone(),
+        (None, Some(t)) => t.path.join("watch.dat"),
+        (None, None) => unreachable!(),
+    };
+    let mut opts = Options::new(output);
+    opts.events = match args.events.is_empty() {
+        true => vec!["perf,syscall".into()],
+        false => args.events.clone(),
+    };
+    opts.pids = args.pids.clone();
+    opts.all = args.all;
+    opts.command = args.command.clone();
+    opts.duration = args.duration;
+    opts.buffer_kib = args.buffer_kib;
+    opts.argv = std::env::args().collect();
+    kstate_record::check::arguments(&opts).map_err(|e| bad(e.to_string()))?;
+    check_rules_events(&rules, &opts.events)?;
+
+    let mut w = Watch {
+        interval: args.interval,
+        top: args.top,
+        rules: rules.clone(),
+        alarms: Alarms::new(rules, args.alarm_every.as_nanos() as u64),
+        alarm_log: match &args.alarm_log {
+            Some(p) => Some(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .map_err(|e| bad(format!("opening {}: {e}", p.display())))?,
+            ),
+            None => None,
+        },
+        on_alarm: args.on_alarm.clone(),
+        children: Vec::new(),
+        live: None,
+        start: 0,
+        buffer_bytes: args.buffer_kib * 1024,
+        fired: 0,
+    };
+    let mut notify = |m: &str| eprintln!("kstate: {m}");
+    let summary = kstate_record::record_watched(&opts, &mut notify, &mut w)
+        .map_err(|e| Error::new(ErrorKind::Io, None, e.to_string()))?;
+    for mut c in w.children.drain(..) {
+        let _ = c.wait();
+    }
+    drop(tmp);
+    if let Some(o) = &args.output {
+        eprintln!(
+            "kstate: {} events recorded in {}{}",
+            summary.events(),
+            o.display(),
+            match summary.lost() {
+                0 => String::new(),
+                n => format!(", {n} lost"),
+            }
+        );
+    }
+    if let Some(why) = &summary.disk_full {
+        eprintln!("kstate: recording cut short: {why}");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A rule on an analyzer whose events are not recorded is refused before recording.
+fn check_rules_events(rules: &[Rule], events: &[String]) -> Result<(), Error> {
+    let tfs = kstate_record::tracefs::Tracefs::open()
+        .map_err(|e| Error::new(ErrorKind::Io, None, e.to_string()))?;
+    let sel = kstate_record::events::resolve(&tfs.path("events"), events)
+        .map_err(|e| Error::new(ErrorKind::Unsupported, None, e.to_string()))?;
+    for r in rules {
+        let Some((info, _)) = r.query() else {
+            continue;
+        };
+        let needed: Vec<&str> = info
+            .preset
+            .split(',')
+            .filter_map(kstate_record::events::preset_events)
+            .flatten()
+            .collect();
+        let recorded = needed.iter().any(|n| {
+            n.split_once(':')
+                .is_some_and(|(s, e)| sel.events.iter().any(|(a, b)| a == s && b == e))
+        });
+        if !needed.is_empty() && !recorded {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                None,
+                format!(
+                    "alarm rule {:?}: analyzer {} needs {}, which -e {} does not record; add -e {}",
+                    r.text,
+                    info.name,
+                    info.needs,
+                    events.join(","),
+                    info.preset
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+struct TempDir {
+    path: PathBuf,
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+fn tempfile_dir() -> std::io::Result<TempDir> {
+    let base = std::env::temp_dir();
+    let prefix = format!("kstate-watch-{}.", std::process::id());
+    let path = kstate_format::output::private_dir(&base, &prefix, ".d")?;
+    Ok(TempDir { path })
+}
+
+struct Watch {
+    interval: Duration,
+    top: usize,
+    rules: Vec<Rule>,
+    alarms: Alarms,
+    alarm_log: Option<std::fs::File>,
+    on_alarm: Option<String>,
+    children: Vec<Child>,
+    live: Option<Live>,
+    /// When tracing started (intervals count from it).
+    start: u64,
+    buffer_bytes: u64,
+    fired: u64,
+}
+
+impl Watch {
+    fn report(&mut self, intervals: Vec<Interval>) -> kstate_record::Result<()> {
+        let mut out = std::io::stdout().lock();
+        for iv in intervals {
+            let firings = self.alarms.check(&iv);
+            for f in &firings {
+                self.fire(f);
+            }
+            let line = watch_json::interval(&iv, self.start, self.top, self.buffer_bytes, &firings);
+            writeln!(out, "{line}")
+                .and_then(|_| out.flush())
+                .map_err(|e| {
+                    kstate_record::Error::new(format!("writing to standard output: {e}"))
+                })?;
+        }
+        Ok(())
+    }
+
+    fn fire(&mut self, f: &Firing) {
+        self.fired += 1;
+        let rel = |t: u64| (t.saturating_sub(self.start)) as f64 / 1e9;
+        eprintln!(
+            "kstate: ALARM {}: {}{} (threshold {}), {:.3}..{:.3} s",
+            f.rule,
+            f.value_text,
+            f.key.as_ref().map_or(String::new(), |k| format!(" at {k}")),
+            f.threshold_text,
+            rel(f.start),
+            rel(f.end)
+        );
+        if let Some(log) = &mut self.alarm_log {
+            let _ = writeln!(log, "{}", watch_json::firing(f, self.start));
+        }
+        self.children
+            .retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
+        if let Some(cmd) = &self.on_alarm {
+            let spawned = std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(cmd)
+                .env("KSTATE_ALARM_RULE", &f.rule)
+                .env("KSTATE_ALARM_VALUE", f.value.to_string())
+                .env("KSTATE_ALARM_THRESHOLD", f.threshold.to_string())
+                .env("KSTATE_ALARM_KEY", f.key.clone().unwrap_or_default())
+                .env("KSTATE_ALARM_START", f.start.to_string())
+                .env("KSTATE_ALARM_END", f.end.to_string())
+                .stdin(std::process::Stdio::null())
+                .spawn();
+            match spawned {
+                Ok(c) => self.children.push(c),
+                Err(e) => eprintln!("kstate: --on-alarm: {e}"),
+            }
+        }
+    }
+}
+
+impl Watcher for Watch {
+    fn interval(&self) -> Option<Duration> {
+        Some(self.interval)
+    }
+
+    fn started(&mut self, ongoing: &Ongoing) -> kstate_record::Result<()> {
+        let err = |e: String| kstate_record::Error::new(e);
+        let trace = Trace::open(&ongoing.dir).map_err(|e| err(e.to_string()))?;
+        let mut queries: Vec<(&'static Info, Config)> = Vec::new();
+        let mut add = |info: &'static Info, by: &str| {
+            if queries
+                .iter()
+                .any(|(i, c)| i.name == info.name && c.by.as_deref().unwrap_or(info.by[0].0) == by)
+            {
+                return;
+            }
+            let mut cfg = Config::new(Mode::Stat);
+            cfg.by = Some(by.to_string());
+            queries.push((info, cfg));
+        };
+        for (name, by) in SHOWN {
+            let Some(info) = analyzers::find(name) else {
+                continue;
+            };
+            let by = if by.is_empty() { info.by[0].0 } else { by };
+            // Shown where this recording has its events.
+            if info.live.is_some_and(|l| {
+                let mut cfg = Config::new(Mode::Stat);
+                cfg.by = Some(by.to_string());
+                l(&trace, &cfg).is_ok()
+            }) {
+                add(info, by);
+            }
+        }
+        for r in &self.rules {
+            if let Some((info, by)) = r.query() {
+                add(info, by);
+            }
+        }
+        let sources = ongoing
+            .cpus
+            .iter()
+            .map(|c| {
+                GrowingPages::open(&c.path, 0, ongoing.page_size, c.tap.written_handle())
+                    .map(|p| (c.cpu, Box::new(p) as Box<dyn PageSource>))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| err(e.to_string()))?;
+        self.start = ongoing.start_ts;
+        let live = Live::new(
+            trace,
+            sources,
+            &queries,
+            ongoing.start_ts,
+            self.interval.as_nanos() as u64,
+        )
+        .map_err(|e| err(e.to_string()))?;
+        self.live = Some(live);
+        Ok(())
+    }
+
+    fn tick(&mut self, _: &Ongoing, horizon: u64) -> kstate_record::Result<Flow> {
+        let Some(live) = self.live.as_mut() else {
+            return Ok(Flow::Go);
+        };
+        let done = live
+            .advance(horizon)
+            .map_err(|e| kstate_record::Error::new(e.to_string()))?;
+        self.report(done)?;
+        Ok(Flow::Go)
+    }
+
+    fn stopped(&mut self, _: &Ongoing) -> kstate_record::Result<()> {
+        let Some(live) = self.live.take() else {
+            return Ok(());
+        };
+        let done = live
+            .finish()
+            .map_err(|e| kstate_record::Error::new(e.to_string()))?;
+        self.report(done)
+    }
+}
+
+/// Rows of `o` sorted by total time, the first `top`.
+pub fn top_rows(o: &Outcome, top: usize) -> Vec<&kstate_analyze::analyzer::Row> {
+    let mut rows: Vec<_> = o.rows.iter().collect();
+    rows.sort_by(|a, b| {
+        b.agg
+            .total
+            .cmp(&a.agg.total)
+            .then_with(|| a.key.cmp(&b.key))
+    });
+    rows.truncate(top);
+    rows
+}

@@ -1,0 +1,99 @@
+//! Watching a recording while it is made (`kstate watch`): the recorder hands a
+//! [`Watcher`] the capture directory it writes (metadata and one growing page file per
+//! CPU) and, every interval, has every reader move all it has traced so far, partly
+//! filled pages too, so that the watcher can analyse up to that moment (the *horizon*)
+//! knowing that no CPU will later deliver anything older.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::Result;
+use crate::reader::{Control, Tap};
+
+/// What a recording tells its watcher, and when.
+pub trait Watcher {
+    /// How often [`Watcher::tick`] is called; `None` for a recording nobody watches.
+    fn interval(&self) -> Option<Duration>;
+    /// Tracing is on; nothing has been moved yet.
+    fn started(&mut self, ongoing: &Ongoing) -> Result<()>;
+    /// Every CPU's events up to `horizon` (ns on the trace clock) are in its page file.
+    fn tick(&mut self, ongoing: &Ongoing, horizon: u64) -> Result<Flow>;
+    /// Tracing is off and every page is in its file.
+    fn stopped(&mut self, ongoing: &Ongoing) -> Result<()>;
+}
+
+/// Whether the recording goes on after a tick.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Flow {
+    Go,
+    /// Stop, for this reason (e.g. "quit from the dashboard").
+    Stop(String),
+}
+
+/// The recording nobody watches (`kstate record`).
+pub struct Unwatched;
+
+impl Watcher for Unwatched {
+    fn interval(&self) -> Option<Duration> {
+        None
+    }
+    fn started(&mut self, _: &Ongoing) -> Result<()> {
+        Ok(())
+    }
+    fn tick(&mut self, _: &Ongoing, _: u64) -> Result<Flow> {
+        Ok(Flow::Go)
+    }
+    fn stopped(&mut self, _: &Ongoing) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The recording as it is being made.
+pub struct Ongoing {
+    /// The capture directory (`Trace::open` reads its metadata; its CPU files grow).
+    pub dir: PathBuf,
+    pub cpus: Vec<OngoingCpu>,
+    pub page_size: usize,
+    /// When tracing was turned on, on the trace clock.
+    pub start_ts: u64,
+    pub clock: String,
+    pub buffer_kib: u64,
+    /// The events enabled, `system:event`.
+    pub events: Vec<String>,
+}
+
+/// One CPU's page file and how far it is written.
+pub struct OngoingCpu {
+    pub cpu: u32,
+    pub path: PathBuf,
+    pub tap: Arc<Tap>,
+}
+
+/// Events are time-stamped when their space is reserved and readable once committed; an
+/// event stamped just before a flush may still be being written as its reader reads.
+/// Nothing stays uncommitted this long.
+const COMMIT_MARGIN_NS: u64 = 1_000_000;
+
+/// How long a flush may take before the watcher is told what moved so far.
+const FLUSH_WAIT: Duration = Duration::from_secs(2);
+
+impl Ongoing {
+    /// Has every reader move what it has traced (flush number `n`, growing); returns the
+    /// horizon: the time up to which every CPU's events are in their files.
+    pub(crate) fn flush(&self, n: u64, now_ns: u64, ctl: &Control) -> u64 {
+        for c in &self.cpus {
+            c.tap.flush(n);
+        }
+        let asked = Instant::now();
+        while !self.cpus.iter().all(|c| c.tap.flushed(n)) {
+            if ctl.has_failed() || asked.elapsed() > FLUSH_WAIT {
+                // A reader that cannot move its pages holds the horizon back; the next
+                // flush tries again.
+                return 0;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        now_ns.saturating_sub(COMMIT_MARGIN_NS)
+    }
+}
