@@ -6,7 +6,8 @@
 #![no_main]
 use kstate_analyze::fxmap::FxMap;
 use kstate_format::Trace;
-use kstate_render::{html, report};
+use kstate_analyze::survey::survey;
+use kstate_render::html;
 use libfuzzer_sys::fuzz_target;
 use std::io::Write;
 
@@ -14,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
     let path = std::env::temp_dir().join(format!("kstate-fuzz-analyze-{}", std::process::id()));
     std::fs::File::create(&path).unwrap().write_all(data).unwrap();
     if let Ok(trace) = Trace::open(&path) {
-        let r = report::build(&trace, "fuzz", &FxMap::default());
+        let r = survey(&trace, "fuzz", &FxMap::default());
         let _ = html::render(&r, None);
     }
 });
