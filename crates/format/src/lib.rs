@@ -2,7 +2,8 @@
 //!
 //! Layers, lowest first: `bytes` (endian reads) -> `layout` (page header description) ->
 //! `page` (records inside one ring-buffer page) and `event_format` (field layouts) ->
-//! containers (`tracedat`, `rawdir`) -> `trace` (what every container yields).
+//! containers (`tracedat`, `rawdir`, `perfdata`) -> `trace` (what every container yields);
+//! `open` picks the container a path holds; `pages` reads pages whatever their container.
 
 pub mod bytes;
 pub mod error;
@@ -10,9 +11,11 @@ pub mod event_format;
 pub mod extras;
 pub mod layout;
 mod mapped;
+mod open;
 pub mod output;
 pub mod page;
 pub mod page_builder;
+pub mod pages;
 pub mod perfdata;
 pub mod print_fmt;
 pub mod rawdir;
@@ -28,5 +31,6 @@ pub use error::{Error, ErrorKind, Result};
 pub use event_format::{EventFormat, Field, FieldKind};
 pub use layout::PageLayout;
 pub use page::{Lost, PageCursor, PageHeader, Record};
-pub use trace::{BuildPages, ClockMap, Container, CpuData, DataLoc, EventTable, PageSource, Trace};
+pub use pages::PageSource;
+pub use trace::{BuildPages, ClockMap, Container, CpuData, DataLoc, EventTable, Trace};
 pub use value::{FieldRef, PrintSpec, Value};

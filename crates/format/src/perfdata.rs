@@ -23,7 +23,8 @@ use crate::bytes::{Endian, Reader};
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::PageLayout;
 use crate::page_builder::PageBuilder;
-use crate::trace::{Container, CpuData, DataLoc, ScratchDir, Trace};
+use crate::pages::ScratchDir;
+use crate::trace::{Container, CpuData, DataLoc, Trace};
 use crate::tracedat::meta::Meta;
 
 pub const MAGIC: &[u8; 8] = b"PERFILE2";

@@ -1,17 +1,16 @@
 //! An opened trace, whatever its container: the metadata every reader yields plus one
-//! page source per CPU. Readers of the containers (`tracedat`, `rawdir`) fill this in;
-//! everything downstream sees only `Trace`.
+//! page source per CPU. Readers of the containers (`tracedat`, `rawdir`, `perfdata`) fill
+//! this in; `open` picks the reader; `pages` reads the pages; everything downstream sees
+//! only `Trace`.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::bytes::Endian;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::event_format::EventFormat;
-use crate::layout::{whole_pages, PageLayout};
-use crate::mapped::Window;
+use crate::layout::PageLayout;
+use crate::pages::{PageSource, PlainPages, ScratchDir};
 use crate::tracedat;
 
 /// The most CPUs a trace may name. Per-CPU tables are sized by CPU number, so a damaged
@@ -35,28 +34,6 @@ pub enum Container {
     PerfData,
     /// kstate's own Parquet tables (`kstate convert --to parquet`, read by `kstate-export`).
     Parquet,
-}
-
-/// A scratch directory removed when the last [`Trace`] holding it is dropped (the pages
-/// kstate builds for containers that have none, such as perf.data).
-#[derive(Debug)]
-pub struct ScratchDir {
-    pub path: PathBuf,
-}
-
-impl ScratchDir {
-    pub fn create() -> Result<ScratchDir> {
-        let tmp = std::env::temp_dir();
-        let prefix = format!("kstate-{}-", std::process::id());
-        let path = crate::output::private_dir(&tmp, &prefix, "").map_err(|e| Error::io(&tmp, e))?;
-        Ok(ScratchDir { path })
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
 }
 
 /// Maps the ring buffer's raw timestamps to nanoseconds the way trace-cmd does:
@@ -187,49 +164,11 @@ pub struct Trace {
 }
 
 impl Trace {
-    /// Opens a trace.dat file, a perf.data file or a raw capture directory (kstate's
-    /// Parquet directories are opened by `kstate_export::open`).
-    pub fn open(path: &Path) -> Result<Trace> {
-        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
-        if meta.is_dir() {
-            return crate::rawdir::open(path)?.checked();
-        }
-        let mut magic = [0u8; 8];
-        let n = std::fs::File::open(path)
-            .and_then(|mut f| std::io::Read::read(&mut f, &mut magic))
-            .map_err(|e| Error::io(path, e))?;
-        if n == 8 && &magic == crate::perfdata::MAGIC {
-            return crate::perfdata::open(path)?.checked();
-        }
-        tracedat::open(path)?.checked()
-    }
-
     /// The bound every per-CPU table may rely on: one past the largest CPU number the
     /// trace holds data for or declares.
     pub fn cpu_limit(&self) -> u32 {
         let data = self.cpu_data.iter().map(|c| c.cpu + 1).max().unwrap_or(0);
         self.cpu_count.max(data)
-    }
-
-    /// Refuses CPU numbers that would size per-CPU tables beyond [`MAX_CPUS`] (each reader
-    /// checks where it reads them, naming the offset; this holds for every container).
-    /// Readers outside this crate (kstate's Parquet tables) call it too.
-    pub fn checked(self) -> Result<Trace> {
-        let worst = self
-            .cpu_data
-            .iter()
-            .map(|c| c.cpu)
-            .chain([self.cpu_count.saturating_sub(1)])
-            .max();
-        match worst {
-            Some(cpu) if cpu >= MAX_CPUS => Err(Error::new(
-                ErrorKind::Corrupt,
-                None,
-                format!("CPU number {cpu} is implausible (Linux builds for at most 8192 CPUs)"),
-            )
-            .in_file(&self.path)),
-            _ => Ok(self),
-        }
     }
 
     /// The payload of the first option `id` this reader kept uninterpreted, e.g. one of
@@ -273,176 +212,5 @@ impl Trace {
             DataLoc::Built(b) => b.first_ts(),
             _ => None,
         })
-    }
-}
-
-/// A sequence of whole pages of one CPU. Shaped as advance-then-look so a consumer can
-/// parse the current page in place, without copying it out of the reader's buffer.
-pub trait PageSource: Send {
-    /// Moves to the next page; false at the end of the data. A short final page is an
-    /// error of kind `Truncated`.
-    fn advance(&mut self) -> Result<bool>;
-    /// The current page, exactly one page size long (empty before the first `advance`).
-    fn page(&self) -> &[u8];
-    /// File offset of the current page (for compressed data: of its chunk), for messages.
-    fn page_offset(&self) -> u64;
-    /// The file the pages come from.
-    fn path(&self) -> &Path;
-}
-
-/// Reads uncompressed pages a window at a time: mapped where the file can be mapped (no
-/// copy; see `mapped`), else with large positioned reads into a reused buffer. Memory
-/// stays bounded by the window whatever the trace size.
-pub struct PlainPages {
-    file: File,
-    path: PathBuf,
-    /// The file's size when opened: windows never reach past it.
-    file_len: u64,
-    next_read: u64,
-    end: u64,
-    page_size: usize,
-    /// The current window when mapped; `buf` holds it otherwise.
-    window: Option<Window>,
-    mapping_works: bool,
-    buf: Vec<u8>,
-    buf_len: usize,
-    buf_pos: usize,
-    /// End of the current page in the window (== buf_pos when there is none).
-    cur_end: usize,
-    buf_file_offset: u64,
-    last_offset: u64,
-    /// (where the file ended, where the header said the data ends) once a read came up short.
-    short: Option<(u64, u64)>,
-}
-
-/// Bytes mapped at a time: large enough that mapping costs little per page.
-const MAP_WINDOW: usize = 4 << 20;
-/// Bytes read at a time where mapping fails: large enough to amortise the syscall, small
-/// enough to stay in L2.
-const READ_WINDOW: usize = 256 << 10;
-
-impl PlainPages {
-    pub fn open(path: &Path, offset: u64, size: u64, page_size: usize) -> Result<PlainPages> {
-        let file = File::open(path).map_err(|e| Error::io(path, e))?;
-        let file_len = file.metadata().map_err(|e| Error::io(path, e))?.len();
-        Ok(PlainPages {
-            file,
-            path: path.to_path_buf(),
-            file_len,
-            next_read: offset,
-            end: offset.saturating_add(size),
-            page_size,
-            window: None,
-            mapping_works: true,
-            buf: Vec::new(),
-            buf_len: 0,
-            buf_pos: 0,
-            cur_end: 0,
-            buf_file_offset: offset,
-            last_offset: offset,
-            short: None,
-        })
-    }
-
-    fn refill(&mut self) -> Result<()> {
-        self.window = None;
-        let left = self.end - self.next_read;
-        let mut got = 0;
-        let mut want = 0;
-        if self.mapping_works {
-            want = (left.min(whole_pages(self.page_size, MAP_WINDOW) as u64)) as usize;
-            got = (self.file_len.saturating_sub(self.next_read)).min(want as u64) as usize;
-            self.window = Window::map(&self.file, self.next_read, got);
-            self.mapping_works = self.window.is_some() || got == 0;
-        }
-        if !self.mapping_works {
-            want = (left.min(whole_pages(self.page_size, READ_WINDOW) as u64)) as usize;
-            if self.buf.len() < want {
-                self.buf.resize(want, 0);
-            }
-            got = 0;
-            while got < want {
-                match self
-                    .file
-                    .read_at(&mut self.buf[got..want], self.next_read + got as u64)
-                {
-                    Ok(0) => break,
-                    Ok(n) => got += n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(Error::io(&self.path, e)),
-                }
-            }
-        }
-        self.buf_file_offset = self.next_read;
-        self.next_read += got as u64;
-        self.buf_len = got;
-        self.buf_pos = 0;
-        self.cur_end = 0;
-        if got < want {
-            // The file is shorter than its header says: stop after the whole pages we have.
-            self.short = Some((self.next_read, self.end));
-            self.end = self.next_read;
-        }
-        Ok(())
-    }
-
-    fn data(&self) -> &[u8] {
-        match &self.window {
-            Some(w) => w.bytes(),
-            None => &self.buf[..self.buf_len],
-        }
-    }
-}
-
-impl PageSource for PlainPages {
-    fn advance(&mut self) -> Result<bool> {
-        self.buf_pos = self.cur_end;
-        if self.buf_pos >= self.buf_len {
-            if self.next_read >= self.end {
-                return match self.short.take() {
-                    None => Ok(false),
-                    Some((at, want)) => Err(Error::new(
-                        ErrorKind::Truncated,
-                        Some(at),
-                        format!(
-                            "CPU data ends here, {} bytes before the end the file header gives",
-                            want - at
-                        ),
-                    )
-                    .in_file(&self.path)),
-                };
-            }
-            self.refill()?;
-        }
-        let avail = self.buf_len - self.buf_pos;
-        if avail == 0 {
-            return Ok(false);
-        }
-        let at = self.buf_file_offset + self.buf_pos as u64;
-        if avail < self.page_size {
-            self.cur_end = self.buf_len;
-            self.short = None;
-            return Err(Error::new(
-                ErrorKind::Truncated,
-                Some(at),
-                format!(
-                    "last page is {avail} bytes, not a whole page of {}",
-                    self.page_size
-                ),
-            )
-            .in_file(&self.path));
-        }
-        self.last_offset = at;
-        self.cur_end = self.buf_pos + self.page_size;
-        Ok(true)
-    }
-    fn page(&self) -> &[u8] {
-        &self.data()[self.buf_pos..self.cur_end]
-    }
-    fn page_offset(&self) -> u64 {
-        self.last_offset
-    }
-    fn path(&self) -> &Path {
-        &self.path
     }
 }

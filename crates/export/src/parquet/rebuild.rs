@@ -18,8 +18,8 @@ use parquet::column::reader::ColumnReader;
 use parquet::data_type::ByteArray;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 
+use kstate_format::pages::{PlainPages, ScratchDir};
 use kstate_format::perfdata::CpuStream;
-use kstate_format::trace::{PlainPages, ScratchDir};
 use kstate_format::{
     BuildPages, Endian, Error, ErrorKind, EventFormat, Field, FieldKind, PageLayout, PageSource,
     Result,

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::bytes::Endian;
 use crate::error::{Error, ErrorKind, Result};
-use crate::trace::PageSource;
+use crate::pages::PageSource;
 
 use super::input::read_exact_at;
 
