@@ -8,8 +8,8 @@
 //! Levels (queue lengths) are read from the start of the trace whatever the window, so
 //! the level held when the window opens is known; a bin shows the largest level held in
 //! it. CPU busy is the share of the bin a CPU ran a task other than idle (pid 0),
-//! from sched_switch. Lost events are counted where the kernel reports them: before the
-//! next event delivered on that CPU.
+//! from sched_switch. Lost events are counted where the kernel reports them, on the next
+//! sched_switch of that CPU (a recording without sched_switch has neither lane).
 
 use std::collections::BTreeMap;
 
@@ -210,9 +210,13 @@ fn busy_and_lost(source: &Source, o: &mut Overview) -> Result<(), Error> {
     let span = o.span;
     let mut missing = Vec::new();
     let sw = crate::analyzers::sched::switch(trace, &mut missing);
-    let filter = match &sw {
-        Some(s) => IdFilter::only([s.id]),
-        None => IdFilter::all(),
+    // Losses are counted on the way through sched_switch; without it, reading every
+    // event just for them would cost a whole pass (the panels' headers still count them).
+    let Some(filter) = sw.as_ref().map(|s| IdFilter::only([s.id])) else {
+        o.missing.push(
+            "CPU busy and losses over time: no sched:sched_switch events (record -e sched)".into(),
+        );
+        return Ok(());
     };
     let cpus = trace.cpu_count.max(1) as usize;
     let mut busy = vec![vec![0.0; span.bins]; cpus];
@@ -244,10 +248,7 @@ fn busy_and_lost(source: &Source, o: &mut Overview) -> Result<(), Error> {
                 }
             }
         }
-        let Some(s) = &sw else { continue };
-        if ev.id != s.id {
-            continue;
-        }
+        let Some(s) = &sw else { break };
         if let Some(since) = running[c] {
             span.cover(&mut busy[c], since, ev.ts);
         }
@@ -263,15 +264,10 @@ fn busy_and_lost(source: &Source, o: &mut Overview) -> Result<(), Error> {
             span.cover(&mut busy[c], *since, last);
         }
     }
-    if sw.is_some() {
-        for (c, v) in busy.into_iter().enumerate() {
-            if seen[c] {
-                o.busy.push(Lane::new(format!("cpu{c}"), v, &span));
-            }
+    for (c, v) in busy.into_iter().enumerate() {
+        if seen[c] {
+            o.busy.push(Lane::new(format!("cpu{c}"), v, &span));
         }
-    } else {
-        o.missing
-            .push("CPU busy: no sched:sched_switch events (record -e sched)".into());
     }
     for (c, v) in lost.into_iter().enumerate() {
         if any_lost[c] {

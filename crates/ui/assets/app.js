@@ -180,6 +180,7 @@ async function loadLanes() {
   const { v } = viewSpan();
   UI.view = v;
   const fileIdx = UI.st.mode === "ab" ? [0, 1] : [UI.st.f];
+  if (!fileIdx.some(goodFile)) return;
   try {
     const res = [];
     for (const f of fileIdx) {
@@ -217,6 +218,7 @@ function laneLayout() {
 }
 
 function drawLanes() {
+  if (!UI.lanes) return;
   const canvas = $("#lanes");
   const width = canvas.parentElement.clientWidth;
   const rows = laneLayout();
@@ -661,7 +663,8 @@ function update(opts = {}) {
   drawChips();
   showError(null);
   const badFiles = files().filter((f) => f.error);
-  if (badFiles.length) showError(badFiles.map((f) => `${f.label}: ${f.error}`).join("\n"));
+  if (badFiles.length) showError(badFiles.map((f) => `Cannot read ${f.error.startsWith(f.label) ? f.error : f.label + ": " + f.error}`).join("\n"));
+  $("#overview").hidden = !goodFile(UI.st.mode === "ab" ? 0 : UI.st.f);
   if (opts.lanes === false) drawLanes(); else loadLanes();
   loadChanges();
   loadPanels();
