@@ -139,6 +139,14 @@ fn got(row: &Value) -> Expect {
     }
 }
 
+/// The first third of `file`, as DIR/broken.dat: a recording that does not parse.
+fn cut_short(file: &Path, dir: &Path) -> PathBuf {
+    let broken = dir.join("broken.dat");
+    let bytes = std::fs::read(file).unwrap();
+    std::fs::write(&broken, &bytes[..bytes.len() / 3]).unwrap();
+    broken
+}
+
 /// `kstate fleet` merges to the figures of all the values at once: the whole fleet, and
 /// each command (one group holds two recordings).
 #[test]
@@ -267,9 +275,7 @@ fn summary_keeps_the_recordings_facts() {
 fn bad_files_are_listed_and_the_rest_merged() {
     let f = fleet();
     let dir = tempfile::tempdir().unwrap();
-    let broken = dir.path().join("broken.dat");
-    let bytes = std::fs::read(&f.recordings[0]).unwrap();
-    std::fs::write(&broken, &bytes[..bytes.len() / 3]).unwrap();
+    let broken = cut_short(&f.recordings[0], dir.path());
     let garbage = dir.path().join("garbage.dat");
     std::fs::write(&garbage, b"not a trace at all").unwrap();
     let out_dir = dir.path().join("s");
@@ -318,4 +324,247 @@ fn bad_files_are_listed_and_the_rest_merged() {
     // Every summary of the fleet and the one written above (of the same recording as one
     // of them, so it is the same file name and was overwritten by the copy).
     assert_eq!(n, WORKLOADS.len() as u64);
+}
+
+// ---------------------------------------------------------------------------------------
+// The shipped SQL on DuckDB and Spark
+
+/// DuckDB, PySpark (with pyarrow, which the Spark job's executors use) from PyPI.
+fn python() -> &'static Path {
+    static PY: OnceLock<PathBuf> = OnceLock::new();
+    PY.get_or_init(|| {
+        support::python_venv(
+            "pyvenv-fleet",
+            &["duckdb", "pyspark", "pyarrow"],
+            "duckdb, pyspark, pyarrow",
+        )
+    })
+}
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path)
+}
+
+/// The shipped query's rows on DuckDB over the summaries in `dir`.
+fn duckdb_rows(dir: &Path) -> Vec<Value> {
+    let script = r#"
+import duckdb, json, sys
+duckdb.sql(f"CREATE VIEW summaries AS SELECT * FROM read_parquet('{sys.argv[1]}/**/*.summary.parquet')")
+cur = duckdb.sql(open(sys.argv[2]).read())
+names = cur.columns
+for row in cur.fetchall():
+    print(json.dumps(dict(zip(names, row))))
+"#;
+    let o = Command::new(python())
+        .args(["-c", script])
+        .arg(dir)
+        .arg(repo("sql/fleet_quantiles.sql"))
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "duckdb: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// `kstate fleet DIR` by host, kernel and command as the query's rows, keyed by
+/// (dimension, group, analyzer, key); the whole fleet as dimension "fleet".
+fn kstate_rows(dir: &Path) -> BTreeMap<(String, String, String, String), Value> {
+    let mut out = BTreeMap::new();
+    for by in ["host", "kernel", "command"] {
+        let v = kstate_json(&[
+            "fleet".as_ref(),
+            dir.as_os_str(),
+            "--by".as_ref(),
+            by.as_ref(),
+            "--format".as_ref(),
+            "json".as_ref(),
+        ]);
+        for r in v["rows"].as_array().unwrap() {
+            let (dim, grp) = match r["group"].as_str() {
+                Some(g) => (by, g),
+                None => ("fleet", "(fleet)"),
+            };
+            let mut row = serde_json::Map::new();
+            for f in [
+                "recordings",
+                "count",
+                "total",
+                "min",
+                "max",
+                "avg",
+                "p50",
+                "p99",
+                "p999",
+            ] {
+                row.insert(f.into(), r[f].clone());
+            }
+            for q in ["p50", "p99", "p999"] {
+                row.insert(
+                    format!("{q}_bucket"),
+                    r[format!("{q}_bucket")]["index"].clone(),
+                );
+            }
+            let key = (
+                dim.to_string(),
+                grp.to_string(),
+                r["analyzer"].as_str().unwrap().to_string(),
+                r["key"].as_str().unwrap().to_string(),
+            );
+            out.insert(key, Value::Object(row));
+        }
+    }
+    out
+}
+
+/// The query's rows equal `kstate fleet`'s, one for one.
+fn same_as_kstate(sql_rows: &[Value], dir: &Path, engine: &str) {
+    let mut want = kstate_rows(dir);
+    assert!(want.len() > 100, "{} rows", want.len());
+    for r in sql_rows {
+        let s = |f: &str| r[f].as_str().unwrap().to_string();
+        let key = (s("dim"), s("grp"), s("analyzer"), s("key"));
+        let w = want
+            .remove(&key)
+            .unwrap_or_else(|| panic!("{engine}: {key:?} not in kstate fleet"));
+        for (f, v) in w.as_object().unwrap() {
+            assert_eq!(&r[f.as_str()], v, "{engine}: {key:?} {f}");
+        }
+    }
+    assert!(want.is_empty(), "{engine} lacks {:?}", want.keys().next());
+}
+
+/// DuckDB running sql/fleet_quantiles.sql gives `kstate fleet`'s figures; a summary of
+/// another bucket scheme is refused by `kstate fleet` (named, the rest merged) and left
+/// out by the query.
+#[test]
+fn shipped_sql_on_duckdb() {
+    let f = fleet();
+    same_as_kstate(&duckdb_rows(&f.summaries), &f.summaries, "duckdb");
+
+    let dir = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(&f.summaries).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::copy(&p, dir.path().join(p.file_name().unwrap())).unwrap();
+    }
+    let one = std::fs::read_dir(&f.summaries).unwrap().next().unwrap();
+    let other = dir.path().join("other-scheme.summary.parquet");
+    let newer = dir.path().join("newer-layout.summary.parquet");
+    let script = r#"
+import duckdb, sys
+src, other, newer = sys.argv[1:]
+duckdb.sql(f"COPY (SELECT * REPLACE ('kstate-loglinear-512-256' AS scheme) FROM '{src}') TO '{other}' (FORMAT parquet)")
+duckdb.sql(f"COPY (SELECT * REPLACE (2 AS scheme_version) FROM '{src}') TO '{newer}' (FORMAT parquet)")
+"#;
+    let o = Command::new(python())
+        .args(["-c", script])
+        .arg(one.unwrap().path())
+        .args([&other, &newer])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new(KSTATE)
+        .arg("fleet")
+        .arg(dir.path())
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    for p in [&other, &newer] {
+        assert!(err.contains(&p.display().to_string()), "{err}");
+    }
+    assert!(err.contains("kstate-loglinear-512-256"), "{err}");
+    assert!(err.contains("version 2"), "{err}");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["failed"].as_array().unwrap().len(), 2);
+    // The good summaries alone, merged as before, by kstate and by the query.
+    for p in [&other, &newer] {
+        std::fs::rename(p, p.with_extension("refused")).unwrap();
+    }
+    let sql = duckdb_rows(dir.path());
+    same_as_kstate(&sql, dir.path(), "duckdb");
+    for p in [&other, &newer] {
+        std::fs::rename(p.with_extension("refused"), p).unwrap();
+    }
+    assert_eq!(
+        duckdb_rows(dir.path()),
+        sql,
+        "the query leaves other schemes out"
+    );
+}
+
+/// The PySpark job (python/kstate_spark) in local[2]: kstate summarize on the executors,
+/// one Parquet dataset partitioned by host and date, the shipped SQL in Spark SQL: the
+/// same figures as `kstate fleet`; a recording that does not parse is listed, the rest
+/// summarized.
+#[test]
+fn spark_job_local() {
+    let f = fleet();
+    let dir = tempfile::tempdir().unwrap();
+    let broken = cut_short(&f.recordings[0], dir.path());
+    let out = dir.path().join("dataset");
+    let result = dir.path().join("result.json");
+    let failures = dir.path().join("failures.json");
+    let venv_bin = python().parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        venv_bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let o = Command::new(venv_bin.join("spark-submit"))
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .env("PYSPARK_PYTHON", python())
+        .args(["--master", "local[2]"])
+        // A handful of rows: two shuffle partitions, not Spark's 200; no web UI.
+        .args(["--conf", "spark.sql.shuffle.partitions=2"])
+        .args(["--conf", "spark.ui.enabled=false"])
+        .args(["--files", KSTATE])
+        .arg(repo("python/kstate_spark/job.py"))
+        .arg("--out")
+        .arg(&out)
+        .arg("--sql")
+        .arg(repo("sql/fleet_quantiles.sql"))
+        .arg("--result")
+        .arg(&result)
+        .arg("--failures")
+        .arg(&failures)
+        .args(&f.recordings)
+        .arg(&broken)
+        .output()
+        .unwrap();
+    // spark-submit passes the Python driver's stderr on to its stdout.
+    let err = String::from_utf8_lossy(&o.stdout) + String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("kstate_spark: {}", broken.display())),
+        "{err}"
+    );
+    let failed: Value = serde_json::from_slice(&std::fs::read(&failures).unwrap()).unwrap();
+    assert_eq!(failed.as_array().unwrap().len(), 1);
+    assert_eq!(failed[0]["file"], broken.display().to_string());
+    // Partitioned by host and date.
+    let hosts: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("host="))
+        .collect();
+    assert_eq!(hosts.len(), 1, "{hosts:?}");
+    let dates = std::fs::read_dir(out.join(&hosts[0])).unwrap().count();
+    assert_eq!(dates, 1);
+    let rows: Vec<Value> = std::fs::read_to_string(&result)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    same_as_kstate(&rows, &f.summaries, "spark");
 }

@@ -8,6 +8,8 @@
 //! both must agree. Perfetto's trace processor itself is not used: its Python package
 //! downloads the native binary from outside PyPI at run time, which this machine cannot.
 
+mod support;
+
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -440,34 +442,11 @@ fn python() -> PathBuf {
             );
             return p;
         }
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("pyvenv");
-        let py = dir.join("bin/python");
-        if check(&py) {
-            return py;
-        }
-        let o = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&dir)
-            .output()
-            .expect("python3 must be installed");
-        assert!(
-            o.status.success(),
-            "python3 -m venv: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let o = Command::new(&py)
-            .args([
-                "-m", "pip", "install", "-q", "duckdb", "perfetto", "protobuf",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "pip install duckdb perfetto protobuf failed (is PyPI reachable?): {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        assert!(check(&py), "venv at {} is incomplete", dir.display());
-        py
+        support::python_venv(
+            "pyvenv",
+            &["duckdb", "perfetto", "protobuf"],
+            "duckdb, perfetto.protos.perfetto.trace.perfetto_trace_pb2",
+        )
     })
     .clone()
 }

@@ -134,3 +134,42 @@ pub fn comparison_row<'a>(c: &'a Value, sym: &str) -> &'a Value {
         .find(|r| r["symbol"] == sym)
         .unwrap_or_else(|| panic!("no row for {sym}: {c}"))
 }
+
+/// A Python with `packages` from PyPI, in a venv made once under the target directory as
+/// `name` (reused while `imports` imports). Fails (never skips) when PyPI cannot be reached.
+pub fn python_venv(name: &str, packages: &[&str], imports: &str) -> std::path::PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let py = dir.join("bin/python");
+    let check = || {
+        Command::new(&py)
+            .args(["-c", &format!("import {imports}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if check() {
+        return py;
+    }
+    let o = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&dir)
+        .output()
+        .expect("python3 must be installed");
+    assert!(
+        o.status.success(),
+        "python3 -m venv (python3-venv installed?): {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = Command::new(&py)
+        .args(["-m", "pip", "install", "-q"])
+        .args(packages)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "pip install {} failed (is PyPI reachable?): {}",
+        packages.join(" "),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(check(), "venv at {} is incomplete", dir.display());
+    py
+}
