@@ -1,6 +1,7 @@
 //! `kstate`: Linux kernel performance tracer and analyzer.
 
 mod cmd;
+mod print;
 mod timefmt;
 
 use clap::{Parser, Subcommand};
@@ -62,16 +63,16 @@ enum Command {
     Classify(cmd::classify::Args),
     /// Run a command at each CPU count (pinned), record and classify each run: seconds,
     /// speed-up, CPU split and verdict per CPU count
-    Scale(cmd::scale::Args),
+    Scale(kstate_lab::scale::Args),
     /// Explore recordings in the browser: an overview on one time axis, a panel per
     /// analyzer, selections as filters, inside vs outside a window, A/B comparison
     Ui(cmd::ui::Args),
     /// Small programs with known behaviour, for tests, benchmarks and demos
     #[command(subcommand, hide = true)]
-    Workload(cmd::workload::Workload),
+    Workload(kstate_lab::workload::Workload),
     /// Measure kstate against its peers on this machine
     #[command(subcommand)]
-    Bench(cmd::bench::Bench),
+    Bench(kstate_lab::bench::Bench),
     /// Run a command under valgrind's cachegrind: each function's share of the simulated
     /// cache misses next to its share of the data references (profile --compare-events
     /// where there is no PMU)
@@ -109,13 +110,13 @@ fn main() -> ExitCode {
         Command::Profile(a) => cmd::profile::run(a),
         Command::Diff(a) => cmd::profile::diff(a),
         Command::TopLocks(a) => cmd::top_locks::run(a),
-        Command::Bench(b) => cmd::bench::run(b),
+        Command::Bench(b) => kstate_lab::bench::run(b),
         Command::Classify(a) => cmd::classify::run(a),
         Command::Summarize(a) => cmd::summarize::run(a),
         Command::Fleet(a) => cmd::fleet::run(a),
-        Command::Scale(a) => cmd::scale::run(a),
+        Command::Scale(a) => kstate_lab::scale::run(a),
         Command::Ui(a) => cmd::ui::run(a),
-        Command::Workload(w) => cmd::workload::run(w),
+        Command::Workload(w) => kstate_lab::workload::run(w),
         Command::Cachesim(a) => cmd::cachesim::run(a),
     };
     match result {

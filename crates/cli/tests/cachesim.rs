@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use std::process::Command;
 use support::{comparison_row as row, kstate, KSTATE};
 
-const STREAM: &str = "kstate::cmd::workload::cache_pollution::stream_once";
-const HOT: &str = "kstate::cmd::workload::cache_pollution::hot_table";
+const STREAM: &str = "kstate_lab::workload::cache_pollution::stream_once";
+const HOT: &str = "kstate_lab::workload::cache_pollution::hot_table";
 
 /// `cg_annotate`'s per-function rows (`file:function`) summed per function, and its
 /// program totals; counts by event name.

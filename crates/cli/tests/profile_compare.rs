@@ -11,8 +11,8 @@ use serde_json::Value;
 use std::process::Command;
 use support::{comparison_row as row, kstate, kstate_json, KSTATE};
 
-const STREAM: &str = "kstate::cmd::workload::cache_pollution::stream_once";
-const HOT: &str = "kstate::cmd::workload::cache_pollution::hot_table";
+const STREAM: &str = "kstate_lab::workload::cache_pollution::stream_once";
+const HOT: &str = "kstate_lab::workload::cache_pollution::hot_table";
 
 #[test]
 fn page_faults_against_cpu_time() {

@@ -129,11 +129,11 @@ fn mutex_fight_names_its_static_and_the_function_taking_it() {
     let top = &v["locks"][0];
     let lock = top["lock"].as_str().unwrap();
     let (name, pid) = lock.split_once('@').unwrap();
-    assert_eq!(name, "kstate::cmd::workload::FIGHT_LOCK", "{v}");
+    assert_eq!(name, "kstate_lab::workload::FIGHT_LOCK", "{v}");
     assert!(pid.parse::<i32>().unwrap() > 0, "{lock}");
     // Oracle: the static in the binary's symbol table is the lock waited on: the futex
     // word lies inside it once the load bias (a whole number of pages) is added.
-    let (sym, size) = nm_symbol("kstate::cmd::workload::FIGHT_LOCK");
+    let (sym, size) = nm_symbol("kstate_lab::workload::FIGHT_LOCK");
     let words = waited_uaddrs(&file);
     assert_eq!(words.len(), 1, "one lock waited on: {words:x?}");
     let off = words[0] % 4096;
@@ -147,12 +147,12 @@ fn mutex_fight_names_its_static_and_the_function_taking_it() {
     assert!(waits > 0, "{top}");
     // Every wait comes from the one function that takes the lock.
     let c = callers(top);
-    assert_eq!(c[0].0, "kstate::cmd::workload::fight_take_lock", "{top}");
+    assert_eq!(c[0].0, "kstate_lab::workload::fight_take_lock", "{top}");
     assert!(c[0].1 * 100 >= waits * 95, "{top}");
     // Oracle: perf's own chains of the same program name the same caller.
     let perf = perf_wait_callers(&w);
     assert_eq!(
-        perf[0].0, "kstate::cmd::workload::fight_take_lock",
+        perf[0].0, "kstate_lab::workload::fight_take_lock",
         "{perf:?}"
     );
     // The text answer.
@@ -160,7 +160,7 @@ fn mutex_fight_names_its_static_and_the_function_taking_it() {
     assert!(
         text.starts_with("threads spent ")
             && text.contains(&format!(
-                "waiting on {lock} taken from kstate::cmd::workload::fight_take_lock ("
+                "waiting on {lock} taken from kstate_lab::workload::fight_take_lock ("
             )),
         "{text}"
     );
@@ -179,13 +179,13 @@ fn two_callers_show_in_their_ratio() {
         top["lock"]
             .as_str()
             .unwrap()
-            .starts_with("kstate::cmd::workload::FIGHT_LOCK@"),
+            .starts_with("kstate_lab::workload::FIGHT_LOCK@"),
         "{v}"
     );
     let c = callers(top);
     let get = |n: &str| {
         c.iter()
-            .find(|x| x.0 == format!("kstate::cmd::workload::{n}"))
+            .find(|x| x.0 == format!("kstate_lab::workload::{n}"))
             .map_or(0, |x| x.1)
     };
     let (often, seldom) = (get("lock_caller_often"), get("lock_caller_seldom"));
@@ -218,7 +218,7 @@ fn two_callers_show_in_their_ratio() {
     ]);
     let lock = top["lock"].as_str().unwrap();
     for (n, want) in [("lock_caller_often", often), ("lock_caller_seldom", seldom)] {
-        let key = format!("{lock} wait from kstate::cmd::workload::{n}");
+        let key = format!("{lock} wait from kstate_lab::workload::{n}");
         let row = a["rows"]
             .as_array()
             .unwrap()

@@ -10,6 +10,8 @@
 
 use std::collections::HashMap;
 
+use kstate_format::{Error, ErrorKind};
+
 /// When a symbol is flagged.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Thresholds {
@@ -18,6 +20,24 @@ pub struct Thresholds {
     /// Smallest tested share (percent) worth flagging: below it, a few samples make any
     /// ratio.
     pub min_share: f64,
+}
+
+impl Thresholds {
+    /// `ratio` and `min_share` checked: a positive ratio, a share in 0..100 (named by the
+    /// options that set them, `--ratio` and `--min-share`).
+    pub fn checked(ratio: f64, min_share: f64) -> Result<Thresholds, Error> {
+        let fine = ratio.is_finite() && ratio > 0.0 && (0.0..=100.0).contains(&min_share);
+        if !fine {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                None,
+                format!(
+                    "--ratio {ratio} must be a positive number and --min-share {min_share} a percentage (0..100)"
+                ),
+            ));
+        }
+        Ok(Thresholds { ratio, min_share })
+    }
 }
 
 impl Default for Thresholds {

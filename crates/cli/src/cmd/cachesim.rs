@@ -176,7 +176,7 @@ fn simulate(args: &Args) -> Result<(String, String, std::process::ExitStatus), E
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
-    let t = super::profile::thresholds(args.ratio, args.min_share)?;
+    let t = compare::Thresholds::checked(args.ratio, args.min_share)?;
     let (text, version, status) = match &args.input {
         Some(p) => {
             let text = std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?;
@@ -231,6 +231,6 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         "exit_status": status.and_then(|s| s.code()),
         "summary": summary,
     });
-    super::profile::print_comparison(&c, &header, "File", extra, args.json, args.top);
+    crate::print::comparison(&c, &header, "File", extra, args.json, args.top);
     Ok(ExitCode::SUCCESS)
 }

@@ -11,8 +11,9 @@ use kstate_format::{Error, ErrorKind};
 use kstate_record::events::PRESETS;
 use kstate_record::{Options, Summary, DEFAULT_BUFFER_KIB};
 
-use super::{exit_status, numbers};
+use super::exit_status;
 use crate::timefmt;
+use kstate_args as numbers;
 
 #[derive(clap::Args)]
 #[command(after_help = concat!("Examples:\n  \

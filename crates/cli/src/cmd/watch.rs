@@ -15,7 +15,8 @@ use kstate_format::{Error, ErrorKind, PageSource, Trace};
 use kstate_record::watch::{Flow, Ongoing, Watcher};
 use kstate_record::{Options, DEFAULT_BUFFER_KIB};
 
-use super::{numbers, watch_json};
+use super::watch_json;
+use kstate_args as numbers;
 
 #[derive(clap::Args)]
 #[command(after_help = concat!("Alarm rules (--alarm, --alarm-file: one rule a line, # comments):\n  \

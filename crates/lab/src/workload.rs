@@ -35,7 +35,7 @@ pub enum Workload {
     /// `kstate bench io`'s writer: COMMANDS copies of itself, each writing STREAMS files
     /// PREFIX.sI of SIZE bytes in RECORD-byte writes from forked processes (or threads);
     /// one JSON line per stream
-    Iowrite(super::bench_io::IoWriteArgs),
+    Iowrite(crate::bench::io::IoWriteArgs),
     /// Pin to CPUs 0..N-1 and run CMD in place of this process (used by `kstate scale`)
     Pin {
         #[arg(long)]
@@ -47,7 +47,7 @@ pub enum Workload {
     Getppid {
         n: u64,
         /// Pin to this CPU first
-        #[arg(long, value_parser = super::numbers::int::<usize>(super::bench::CPU))]
+        #[arg(long, value_parser = kstate_args::int::<usize>(crate::bench::CPU))]
         cpu: Option<usize>,
         /// Print {"calls","ns_per_call","cpu_ns"} as JSON
         #[arg(long)]
@@ -78,7 +78,7 @@ pub enum Workload {
         n: u64,
         ms: u64,
         /// Pin to this CPU first
-        #[arg(long, value_parser = super::numbers::int::<usize>(super::bench::CPU))]
+        #[arg(long, value_parser = kstate_args::int::<usize>(crate::bench::CPU))]
         cpu: Option<usize>,
     },
     /// THREADS threads each mapping and unmapping an anonymous page N times and touching
@@ -112,12 +112,12 @@ pub enum Workload {
         #[arg(long, default_value_t = 1000)]
         ms: u64,
         /// Pin to this CPU first
-        #[arg(long, value_parser = super::numbers::int::<usize>(super::bench::CPU))]
+        #[arg(long, value_parser = kstate_args::int::<usize>(crate::bench::CPU))]
         cpu: Option<usize>,
     },
     /// The chat benchmark (`kstate bench chat`): rooms of users exchanging 100-byte
     /// messages over loopback TCP through a relay server, 4 threads per user
-    Chat(super::bench_chat::ChatArgs),
+    Chat(crate::bench::chat::ChatArgs),
     /// As mutex-fight, the lock taken in `lock_caller_often` three times for each time in
     /// `lock_caller_seldom`
     LockCallers {
@@ -146,7 +146,7 @@ pub enum Workload {
         #[arg(long, default_value_t = 20_000_000)]
         hot: u64,
         /// Pin to this CPU first
-        #[arg(long, value_parser = super::numbers::int::<usize>(super::bench::CPU))]
+        #[arg(long, value_parser = kstate_args::int::<usize>(crate::bench::CPU))]
         cpu: Option<usize>,
     },
 }
@@ -154,10 +154,10 @@ pub enum Workload {
 pub fn run(w: Workload) -> Result<ExitCode, Error> {
     match w {
         Workload::Demo { dir } => demo(&dir)?,
-        Workload::Pin { cpus, command } => super::scale::pin_exec(cpus, &command)?,
-        Workload::Iowrite(a) => super::bench_io::iowrite(&a)?,
+        Workload::Pin { cpus, command } => crate::scale::pin_exec(cpus, &command)?,
+        Workload::Iowrite(a) => crate::bench::io::iowrite(&a)?,
         Workload::Micro { scale, bench, json } => {
-            super::bench_overhead::micro(scale, &bench, json)?
+            crate::bench::overhead::micro(scale, &bench, json)?
         }
         Workload::Getppid { n, cpu, json } => {
             if let Some(c) = cpu {
@@ -285,7 +285,7 @@ pub fn run(w: Workload) -> Result<ExitCode, Error> {
             }
         }
         Workload::MutexFight { threads, iters } => mutex_fight(threads, iters),
-        Workload::Chat(a) => super::bench_chat::workload(&a)?,
+        Workload::Chat(a) => crate::bench::chat::workload(&a)?,
         Workload::LockCallers { threads, iters } => lock_callers(threads, iters),
         Workload::MallocFight {
             threads,
@@ -423,7 +423,7 @@ fn direct_writers(
 }
 
 /// The lock of `mutex-fight` and `lock-callers`: a named static, so a recording with the
-/// mappings names it (`kstate::cmd::workload::FIGHT_LOCK`).
+/// mappings names it (`kstate_lab::workload::FIGHT_LOCK`).
 static FIGHT_LOCK: std::sync::Mutex<u64> = std::sync::Mutex::new(0);
 
 /// Takes FIGHT_LOCK and holds it a while: longer than the lock spins before it waits in

@@ -2,6 +2,13 @@
 //! run on the same file, and reported as ratios — absolute numbers from a shared VM mean
 //! little on their own.
 
+pub mod chat;
+pub mod io;
+pub mod malloc;
+pub mod overhead;
+pub mod record;
+pub mod sample;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
@@ -23,7 +30,7 @@ pub enum Bench {
         /// trace.dat or capture directory (use a large one: 10 million events or more)
         file: PathBuf,
         /// Passes of each tool; the fastest is reported
-        #[arg(long, default_value_t = 3, value_parser = super::numbers::int::<u32>(RUNS))]
+        #[arg(long, default_value_t = 3, value_parser = kstate_args::int::<u32>(RUNS))]
         runs: u32,
         /// Skip the trace-cmd comparison
         #[arg(long)]
@@ -34,22 +41,22 @@ pub enum Bench {
     },
     /// Recording cost: a null-system-call loop untraced, with the events enabled but
     /// unread, under `kstate record` and under `perf record`, side by side
-    Record(super::bench_record::Args),
+    Record(record::Args),
     /// Allocator scalability: the malloc_test harness (threads allocating and freeing in
     /// loops), loops per second per allocator (LD_PRELOAD) x threads x size, peak RSS
-    Malloc(super::bench_malloc::Args),
+    Malloc(malloc::Args),
     /// Tracer overhead (the seed's LKST table): null syscall, stat, open/close, pipe and
     /// unix-socket round trips, fork+exit and context switch, ns per operation untraced,
     /// with the recorder attached recording nothing, `perf`, `perf` without lock events
     /// and `all`, with ratios to the untraced run and LKST's 2004 ratios
-    Overhead(super::bench_overhead::Args),
+    Overhead(overhead::Args),
     /// The seeds' I/O study: iozone's initial write in 11 patterns (1-4 streams as
     /// processes, threads or separate commands) at each CPU count, throughput and CPU
     /// accounting, and with --classify the run's verdict (CPU-busy / I/O-bound / lock)
-    Io(super::bench_io::Args),
+    Io(io::Args),
     /// One malloc_test measurement in this process (used by `bench malloc`)
     #[command(hide = true)]
-    MallocPass(super::bench_malloc::PassArgs),
+    MallocPass(malloc::PassArgs),
     /// Analysis speed: `kstate analyze syscall --stat` (system-call time per call name,
     /// with percentiles) next to `trace-cmd report` piped into an awk script that pairs
     /// sys_enter/sys_exit per thread and sums per call number; wall time and peak RSS of
@@ -59,7 +66,7 @@ pub enum Bench {
         /// scripts/make-bench-trace)
         file: PathBuf,
         /// Passes of kstate; the fastest is reported (the peer runs once: it is slow)
-        #[arg(long, default_value_t = 3, value_parser = super::numbers::int::<u32>(RUNS))]
+        #[arg(long, default_value_t = 3, value_parser = kstate_args::int::<u32>(RUNS))]
         runs: u32,
         /// Skip the trace-cmd comparison
         #[arg(long)]
@@ -75,14 +82,14 @@ pub enum Bench {
     /// The seeds' chat benchmark (scheduler stress): rooms of users exchanging 100-byte
     /// messages over loopback TCP through a relay server, 4 threads per user; messages
     /// delivered per second, CPU user/sys
-    Chat(super::bench_chat::Args),
+    Chat(chat::Args),
     /// Sampling overhead: a CPU loop and a system-call loop of fixed work, untraced, under
     /// `kstate record`, and under `kstate record --sample` at the default rate; run time,
     /// ratio to untraced, samples taken and the recorder's CPU
-    Sample(super::bench_sample::Args),
+    Sample(sample::Args),
     /// One fixed-work run in this process (used by `bench sample`)
     #[command(hide = true)]
-    SamplePass(super::bench_sample::PassArgs),
+    SamplePass(sample::PassArgs),
 }
 
 pub fn run(b: Bench) -> Result<ExitCode, Error> {
@@ -92,14 +99,14 @@ pub fn run(b: Bench) -> Result<ExitCode, Error> {
             println!("{events} {checksum} {secs}");
             Ok(ExitCode::SUCCESS)
         }
-        Bench::Record(a) => super::bench_record::run(a),
-        Bench::Malloc(a) => super::bench_malloc::run(a),
-        Bench::Overhead(a) => super::bench_overhead::run(a),
-        Bench::Io(a) => super::bench_io::run(a),
-        Bench::Chat(a) => super::bench_chat::run(a),
-        Bench::Sample(a) => super::bench_sample::run(a),
-        Bench::SamplePass(a) => super::bench_sample::pass(a),
-        Bench::MallocPass(a) => super::bench_malloc::pass(a),
+        Bench::Record(a) => record::run(a),
+        Bench::Malloc(a) => malloc::run(a),
+        Bench::Overhead(a) => overhead::run(a),
+        Bench::Io(a) => io::run(a),
+        Bench::Chat(a) => chat::run(a),
+        Bench::Sample(a) => sample::run(a),
+        Bench::SamplePass(a) => sample::pass(a),
+        Bench::MallocPass(a) => malloc::pass(a),
         Bench::Read {
             file,
             runs,

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-use super::bench::run_cmd;
+use super::run_cmd;
 use kstate_format::{Error, ErrorKind};
 use serde_json::{json, Value};
 
@@ -31,10 +31,10 @@ use serde_json::{json, Value};
     write, close and unlink, no fsync (LKST: lmbench's 10K file create + delete).")]
 pub struct Args {
     /// Scale the default operation counts (0.01 for a quick check, 10 for steadier figures)
-    #[arg(long, default_value_t = 1.0, value_parser = super::numbers::float(0.0001..=1000.0))]
+    #[arg(long, default_value_t = 1.0, value_parser = kstate_args::float(0.0001..=1000.0))]
     iters: f64,
     /// Runs of each configuration, interleaved; the median is reported
-    #[arg(long, default_value_t = 3, value_parser = super::numbers::int::<usize>(super::bench::RUNS))]
+    #[arg(long, default_value_t = 3, value_parser = kstate_args::int::<usize>(crate::bench::RUNS))]
     runs: usize,
     /// Only these benchmarks (comma-separated: null,stat,openclose,pipe,unix,fork,ctxsw,
     /// chat,fs)
@@ -366,7 +366,7 @@ pub fn micro(scale: f64, only: &[String], json: bool) -> Result<(), Error> {
             }),
             "chat" => {
                 let per_msg = (CHAT_ROOMS * CHAT_USERS * (CHAT_USERS - 1)) as u64;
-                let r = super::bench_chat::chat(CHAT_ROOMS, CHAT_USERS, n.div_ceil(per_msg))?;
+                let r = super::chat::chat(CHAT_ROOMS, CHAT_USERS, n.div_ceil(per_msg))?;
                 n = r.delivered;
                 r.elapsed_s * 1e9 / n as f64
             }

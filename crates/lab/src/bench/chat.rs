@@ -35,13 +35,13 @@ last message; CPU user/sys are the process's over that time (getrusage).";
 #[command(after_help = THREADS_HELP)]
 pub struct ChatArgs {
     /// Chat rooms
-    #[arg(long, default_value_t = 4, value_parser = super::numbers::int::<usize>(1..=1000))]
+    #[arg(long, default_value_t = 4, value_parser = kstate_args::int::<usize>(1..=1000))]
     pub rooms: usize,
     /// Users per room (at least 2)
-    #[arg(long, default_value_t = 10, value_parser = super::numbers::int::<usize>(2..=1000))]
+    #[arg(long, default_value_t = 10, value_parser = kstate_args::int::<usize>(2..=1000))]
     pub users: usize,
     /// Messages each user sends to its room
-    #[arg(long, default_value_t = 300, value_parser = super::numbers::int::<u64>(1..=10_000_000))]
+    #[arg(long, default_value_t = 300, value_parser = kstate_args::int::<u64>(1..=10_000_000))]
     pub messages: u64,
     /// Print the result as one JSON line
     #[arg(long)]
@@ -59,7 +59,7 @@ pub struct Args {
     #[command(flatten)]
     chat: ChatArgs,
     /// Runs; the median is reported
-    #[arg(long, default_value_t = 3, value_parser = super::numbers::int::<usize>(super::bench::RUNS))]
+    #[arg(long, default_value_t = 3, value_parser = kstate_args::int::<usize>(crate::bench::RUNS))]
     runs: usize,
 }
 

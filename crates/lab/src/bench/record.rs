@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use super::bench::run_cmd;
+use super::run_cmd;
 use kstate_format::{Error, ErrorKind};
 use kstate_record::instance::Instance;
 use kstate_record::tracefs::Tracefs;
@@ -15,13 +15,13 @@ use serde_json::{json, Value};
 #[derive(clap::Args)]
 pub struct Args {
     /// getppid calls per run
-    #[arg(long, default_value_t = 2_000_000, value_parser = super::numbers::int::<u64>(1..=10_000_000_000))]
+    #[arg(long, default_value_t = 2_000_000, value_parser = kstate_args::int::<u64>(1..=10_000_000_000))]
     calls: u64,
     /// Runs of each row; the median is reported
-    #[arg(long, default_value_t = 3, value_parser = super::numbers::int::<usize>(super::bench::RUNS))]
+    #[arg(long, default_value_t = 3, value_parser = kstate_args::int::<usize>(crate::bench::RUNS))]
     runs: usize,
     /// CPU the workload is pinned to
-    #[arg(long, default_value_t = 0, value_parser = super::numbers::int::<usize>(super::bench::CPU))]
+    #[arg(long, default_value_t = 0, value_parser = kstate_args::int::<usize>(crate::bench::CPU))]
     cpu: usize,
     /// Skip the perf row
     #[arg(long)]

@@ -45,7 +45,7 @@ pub const PATTERNS: [(u32, bool, u32); 11] = [
 )]
 pub struct Args {
     /// Patterns to run (comma-separated, 1-11) [default: all]
-    #[arg(long, value_delimiter = ',', value_parser = super::numbers::int::<u32>(1..=11))]
+    #[arg(long, value_delimiter = ',', value_parser = kstate_args::int::<u32>(1..=11))]
     pattern: Vec<u32>,
     /// Total bytes written per run (K, M, G suffixes)
     #[arg(long, default_value = "1G", value_parser = parse_size)]
@@ -54,7 +54,7 @@ pub struct Args {
     #[arg(long, default_value = "4K", value_parser = parse_size)]
     record: u64,
     /// CPU counts to run at (the workload pinned to CPUs 0..N-1) [default: all CPUs]
-    #[arg(long, value_delimiter = ',', value_parser = super::numbers::int::<usize>(1..=1024))]
+    #[arg(long, value_delimiter = ',', value_parser = kstate_args::int::<usize>(1..=1024))]
     cpus: Vec<usize>,
     /// Where the files go (removed afterwards)
     #[arg(long, default_value = ".")]
@@ -333,7 +333,7 @@ fn one_run(exe: &Path, a: &Args, dir: &Path, p: u32, ncpu: usize) -> Result<RunR
     let sum: f64 = d.iter().sum::<f64>().max(1.0);
     let verdict = match &rec {
         Some(f) => {
-            let trace = super::open(f)?;
+            let trace = kstate_export::open(f)?;
             let scope = kstate_analyze::workload::workload_scope(&trace);
             let fig = kstate_analyze::classify::figures(&trace, scope.as_ref())?;
             let (k, e) = kstate_analyze::classify::verdict(&fig);

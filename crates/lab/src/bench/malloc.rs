@@ -39,16 +39,16 @@ pub struct Harness {
     #[arg(short = 'r', long)]
     random: bool,
     /// Allocations per loop (each is freed before the next loop)
-    #[arg(short = 'n', long, default_value_t = 5000, value_parser = super::numbers::int::<usize>(1..=100_000_000))]
+    #[arg(short = 'n', long, default_value_t = 5000, value_parser = kstate_args::int::<usize>(1..=100_000_000))]
     per_loop: usize,
     /// Samples per measurement
-    #[arg(short = 'c', long, default_value_t = 3, value_parser = super::numbers::int::<u32>(1..=1000))]
+    #[arg(short = 'c', long, default_value_t = 3, value_parser = kstate_args::int::<u32>(1..=1000))]
     samples: u32,
     /// Seconds per sample
-    #[arg(short = 'i', long, default_value_t = 1.0, value_parser = super::numbers::float(0.001..=3600.0))]
+    #[arg(short = 'i', long, default_value_t = 1.0, value_parser = kstate_args::float(0.001..=3600.0))]
     interval: f64,
     /// Run this many loops per thread instead of timed samples; the time is measured
-    #[arg(short = 'f', long, value_name = "LOOPS", value_parser = super::numbers::int::<u64>(1..=1_000_000_000_000))]
+    #[arg(short = 'f', long, value_name = "LOOPS", value_parser = kstate_args::int::<u64>(1..=1_000_000_000_000))]
     fixed: Option<u64>,
 }
 
@@ -60,7 +60,7 @@ pub struct Args {
         long = "threads",
         value_delimiter = ',',
         default_value = "1",
-        value_parser = super::numbers::int::<usize>(1..=4096)
+        value_parser = kstate_args::int::<usize>(1..=4096)
     )]
     threads: Vec<usize>,
     /// Allocation size in bytes (the maximum with -r); a list sweeps (256,1024,4096)
@@ -70,7 +70,7 @@ pub struct Args {
         visible_alias = "max",
         value_delimiter = ',',
         default_value = "1024",
-        value_parser = super::numbers::int::<usize>(1..=1 << 30)
+        value_parser = kstate_args::int::<usize>(1..=1 << 30)
     )]
     sizes: Vec<usize>,
     /// Allocators to compare, each run under LD_PRELOAD: glibc, jemalloc, tcmalloc,
@@ -87,9 +87,9 @@ pub struct Args {
 /// One child measurement (hidden subcommand `bench malloc-pass`).
 #[derive(clap::Args, Debug)]
 pub struct PassArgs {
-    #[arg(short = 't', long, default_value_t = 1, value_parser = super::numbers::int::<usize>(1..=4096))]
+    #[arg(short = 't', long, default_value_t = 1, value_parser = kstate_args::int::<usize>(1..=4096))]
     threads: usize,
-    #[arg(short = 'm', long, default_value_t = 1024, value_parser = super::numbers::int::<usize>(1..=1 << 30))]
+    #[arg(short = 'm', long, default_value_t = 1024, value_parser = kstate_args::int::<usize>(1..=1 << 30))]
     max: usize,
     #[command(flatten)]
     harness: Harness,

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-use super::bench::run_cmd;
+use super::run_cmd;
 use kstate_format::{Error, ErrorKind};
 use serde_json::{json, Value};
 
@@ -28,10 +28,10 @@ use serde_json::{json, Value};
 )]
 pub struct Args {
     /// Scale the default amount of work (0.01 for a quick check)
-    #[arg(long, default_value_t = 1.0, value_parser = super::numbers::float(0.0001..=1000.0))]
+    #[arg(long, default_value_t = 1.0, value_parser = kstate_args::float(0.0001..=1000.0))]
     iters: f64,
     /// Runs of each configuration, interleaved; the median is reported
-    #[arg(long, default_value_t = 3, value_parser = super::numbers::int::<usize>(super::bench::RUNS))]
+    #[arg(long, default_value_t = 3, value_parser = kstate_args::int::<usize>(crate::bench::RUNS))]
     runs: usize,
     /// Where recordings go while measuring (removed afterwards)
     #[arg(long, default_value = "/tmp")]

@@ -3,6 +3,8 @@
 //! speed-up, the /proc/stat split of the CPUs used, and the verdict with its evidence;
 //! with `-o DIR`, an HTML report (table, scalability plot, one section per run).
 
+pub mod report;
+
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
@@ -28,7 +30,7 @@ use serde_json::{json, Value};
 )]
 pub struct Args {
     /// CPU counts (comma-separated)
-    #[arg(long, value_delimiter = ',', required = true, value_parser = super::numbers::int::<usize>(1..=1024))]
+    #[arg(long, value_delimiter = ',', required = true, value_parser = kstate_args::int::<usize>(1..=1024))]
     cpus: Vec<usize>,
     /// Keep the recordings in DIR as cpuN.dat
     #[arg(long, value_name = "DIR")]
@@ -85,7 +87,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
             Some(k) => k.join(format!("cpu{n}.dat")),
             None => dir.join(format!(".kstate-scale-{}.dat", std::process::id())),
         };
-        let before = super::bench_io::cpu_times(n);
+        let before = crate::bench::io::cpu_times(n);
         let t = Instant::now();
         let out = Command::new(&exe)
             .args(&record)
@@ -107,7 +109,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
             .output()
             .map_err(|e| err(format!("cannot run kstate record: {e}")))?;
         let wall = t.elapsed().as_secs_f64();
-        let after = super::bench_io::cpu_times(n);
+        let after = crate::bench::io::cpu_times(n);
         if !out.status.success() {
             let _ = std::fs::remove_file(&file);
             return Err(err(format!(
@@ -115,12 +117,12 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
                 String::from_utf8_lossy(&out.stderr).trim()
             )));
         }
-        let trace = super::open(&file)?;
+        let trace = kstate_export::open(&file)?;
         let scope = kstate_analyze::workload::workload_scope(&trace);
         let fig = kstate_analyze::classify::figures(&trace, scope.as_ref())?;
         let (kind, evidence) = kstate_analyze::classify::verdict(&fig);
         let tables = match a.output {
-            Some(_) => super::scale_report::tables(&trace, scope.as_ref(), a.sample),
+            Some(_) => report::tables(&trace, scope.as_ref(), a.sample),
             None => Vec::new(),
         };
         drop(trace);
@@ -143,7 +145,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
             },
             verdict: kind.to_string(),
             evidence: evidence.clone(),
-            figures: super::scale_report::figures(&fig),
+            figures: report::figures(&fig),
             tables,
             file: keep.as_ref().map(|_| file.display().to_string()),
             ..ScaleRun::default()
