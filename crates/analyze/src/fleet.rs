@@ -1,7 +1,8 @@
 //! A fleet's recordings reduced to small summaries, and summaries merged exactly.
 //!
-//! [`summarize`] runs every analyzer that applies to one recording (each a streaming pass
-//! with bounded memory) and keeps, per analyzer and key, the statistics and the log-linear
+//! [`summarize`] runs every analyzer that applies to one recording in one streaming pass
+//! (one time-ordered merge of the file, each event handed to the analyzers that take it;
+//! memory bounded by the keys, not the events) and keeps, per analyzer and key, the statistics and the log-linear
 //! histogram ([`crate::hist`]), with the recording's facts ([`Meta`]). `kstate summarize`
 //! writes that as one Parquet file per recording (kstate-export), so a fleet's summaries
 //! are appended, never rewritten.
@@ -17,9 +18,11 @@ use std::path::{Path, PathBuf};
 use kstate_format::extras::Recording;
 use kstate_format::ErrorKind;
 
+use crate::analyzer::{AnyPass, Config, Mode};
 use crate::error::Error;
+use crate::merge::{IdFilter, Merger};
 use crate::stats::Agg;
-use crate::survey::{axis_of, recording, stat_pass, trace_events};
+use crate::survey::{recording, stat_pass};
 use crate::{Info, Source};
 
 /// Version of the summary layout (the columns and what the rows mean); a summary of
@@ -86,18 +89,74 @@ pub fn summarize(source: &Source, analyzers: &[&'static Info]) -> Result<Summary
     };
     let mut out = Summary::default();
     let mut outcomes = Vec::new();
+    // Analyzers that read events share one merge of the file; the others (none read
+    // events today) run their own pass.
+    let mut passes: Vec<(&'static Info, Box<dyn AnyPass>)> = Vec::new();
+    let mut route: Vec<Vec<usize>> = vec![Vec::new(); trace.events.id_limit()];
     for info in all {
-        let o = match stat_pass(trace, info, None, source.tgids()) {
-            Ok(o) => o,
+        let mut cfg = Config::new(Mode::Stat);
+        cfg.tgids = source.tgids().clone();
+        let started = match info.live {
+            Some(live) => live(trace, &cfg).map(Some),
+            None => stat_pass(trace, info, None, source.tgids()).map(|o| {
+                outcomes.push((info, o));
+                None
+            }),
+        };
+        match started {
+            Ok(Some((pass, ids))) => {
+                for id in ids {
+                    if let Some(r) = route.get_mut(id as usize) {
+                        r.push(passes.len());
+                    }
+                }
+                passes.push((info, pass));
+            }
+            Ok(None) => {}
             Err(e) if e.kind == ErrorKind::Unsupported && !explicit => {
                 out.skipped.push((info.name.to_string(), e.msg));
-                continue;
             }
             Err(e) => return Err(e.into()),
-        };
+        }
+    }
+    let mut merger = Merger::new(trace, None, IdFilter::all())?;
+    let (mut events, mut first, mut last) = (0u64, None, 0);
+    while let Some(ev) = merger.next()? {
+        events += 1;
+        first.get_or_insert(ev.ts);
+        last = ev.ts;
+        let mut damaged = None;
+        if let Some(r) = route.get(ev.id as usize) {
+            for &i in r {
+                if let Some(msg) = passes[i].1.event(&ev)? {
+                    damaged = Some(msg);
+                }
+            }
+        }
+        // A summary of part of a recording would pass for the whole: refused.
+        if let Some(msg) = damaged {
+            return Err(merger.record_error(&msg).into());
+        }
+    }
+    let lost = merger
+        .totals()
+        .into_iter()
+        .map(|(cpu, t)| (cpu, (t.lost_unknown == 0).then_some(t.lost_counted)))
+        .collect();
+    for (info, pass) in passes {
+        let o = pass.finish(trace)?;
+        if o.counts.events == 0 && o.errors.is_empty() && !explicit {
+            out.skipped
+                .push((info.name.to_string(), format!("no {} events", info.needs)));
+            continue;
+        }
+        outcomes.push((info, o));
+    }
+    for (info, o) in &mut outcomes {
         if let Some(e) = o.errors.first() {
             return Err(e.clone().into());
         }
+        o.rows.sort_by(|a, b| a.key.cmp(&b.key));
         for row in &o.rows {
             out.stats.push(KeyStat {
                 analyzer: info.name.to_string(),
@@ -107,12 +166,17 @@ pub fn summarize(source: &Source, analyzers: &[&'static Info]) -> Result<Summary
                 agg: row.agg.clone(),
             });
         }
-        outcomes.push(o);
     }
     let rec = recording(trace);
-    let axis = axis_of(rec.as_ref(), &outcomes.iter().collect::<Vec<_>>());
-    let (events, lost) = trace_events(trace);
-    out.meta = meta(source, rec.as_ref(), axis.t1 - axis.t0, events, lost);
+    // The recording's span where the file says, widened to the events (as survey's axis).
+    let (t0, t1) = match (&rec, first) {
+        (Some(r), f) if r.stop_ts > r.start_ts => {
+            (r.start_ts.min(f.unwrap_or(u64::MAX)), r.stop_ts.max(last))
+        }
+        (_, Some(f)) => (f, last),
+        _ => (0, 0),
+    };
+    out.meta = meta(source, rec.as_ref(), t1 - t0, events, lost);
     Ok(out)
 }
 

@@ -190,7 +190,7 @@ pub fn survey(trace: &Trace, file: &str, tgids: &FxMap<i32, i32>) -> Survey {
 }
 
 /// Events in the file and events lost per CPU (None: some loss uncounted).
-pub fn trace_events(trace: &Trace) -> (u64, BTreeMap<u32, Option<u64>>) {
+fn trace_events(trace: &Trace) -> (u64, BTreeMap<u32, Option<u64>>) {
     let Ok(mut m) = Merger::new(trace, None, IdFilter::all()) else {
         return (0, BTreeMap::new());
     };
