@@ -264,3 +264,25 @@ fn recording_prints_as_trace_cmd_reports_it() {
         );
     }
 }
+
+/// `kstate bench read` has the text row: `kstate dump` and `trace-cmd report`, same file,
+/// same run (no speed is asserted: the machine is shared).
+#[test]
+fn bench_read_has_the_text_row() {
+    let f = common::fixture_paths().remove(0);
+    let v = support::kstate_json(&[
+        "bench".as_ref(),
+        "read".as_ref(),
+        "--runs".as_ref(),
+        "1".as_ref(),
+        "--json".as_ref(),
+        f.as_os_str(),
+    ]);
+    let t = &v["text"];
+    assert!(
+        t["kstate"]["seconds"].as_f64().is_some_and(|s| s > 0.0),
+        "{v}"
+    );
+    assert!(t["trace_cmd"]["cpu_seconds"].as_f64().is_some(), "{v}");
+    assert!(t["speedup"].as_f64().is_some_and(|s| s > 0.0), "{v}");
+}

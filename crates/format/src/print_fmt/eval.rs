@@ -76,12 +76,19 @@ impl<'a> Eval<'a> {
         0
     }
 
+    /// The number of `size` bytes at `off`; 0 when it does not fit the record (as
+    /// libtraceevent reads it) or the size is not 1, 2, 4 or 8.
     #[inline]
     fn read(&self, off: usize, size: usize) -> u64 {
-        match off.checked_add(size) {
-            Some(end) if end <= self.payload.len() => {
-                self.endian.uint(self.payload, off, size).unwrap_or(0)
-            }
+        let Some(rest) = self.payload.get(off..) else {
+            return 0;
+        };
+        let e = self.endian;
+        match size {
+            1 => rest.first().map_or(0, |&b| b as u64),
+            2 => rest.first_chunk().map_or(0, |b| e.u16(*b) as u64),
+            4 => rest.first_chunk().map_or(0, |b| e.u32(*b) as u64),
+            8 => rest.first_chunk().map_or(0, |b| e.u64(*b)),
             _ => 0,
         }
     }

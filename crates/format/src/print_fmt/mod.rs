@@ -101,9 +101,9 @@ pub struct TextFormatter<'t> {
     fstack: Vec<Vec<Option<Box<[u8]>>>>,
     time: TimeFormat,
     /// The last pid's `COMM-PID` column, ready to copy (most events repeat the last pid).
-    pid_column: Option<(i32, Vec<u8>)>,
+    pid_column: Option<(i32, cfmt::Column)>,
     /// Per event id, ` NAME: ` and its padding.
-    name_columns: Vec<Option<Box<[u8]>>>,
+    name_columns: Vec<Option<cfmt::Column>>,
     unsupported: BTreeMap<String, (u64, String)>,
 }
 
@@ -191,6 +191,7 @@ impl<'t> TextFormatter<'t> {
             Lost::None => {}
         }
         let start = out.len();
+        out.reserve(256);
         if self.trace.events.get(id).is_none() {
             // What trace-cmd prints for a record whose event the trace has no format for.
             out.extend_from_slice(b"[UNKNOWN EVENT][UNKNOWN EVENT] (NULL):");
@@ -216,10 +217,10 @@ impl<'t> TextFormatter<'t> {
             cfmt::write_dec(pid.unsigned_abs() as u64, &mut col);
             let n = col.len() - pid_start;
             col.resize(col.len() + 5usize.saturating_sub(n), b' ');
-            self.pid_column = Some((pid, col));
+            self.pid_column = Some((pid, cfmt::Column::new(&col)));
         }
         if let Some((_, col)) = &self.pid_column {
-            cfmt::push_short(out, col);
+            col.push(out);
         }
         out.extend_from_slice(b" [");
         cfmt::write_dec_padded(cpu as u64, 3, true, out);
@@ -236,9 +237,9 @@ impl<'t> TextFormatter<'t> {
             col.extend_from_slice(name.as_bytes());
             col.extend_from_slice(b": ");
             col.resize(col.len() + 20usize.saturating_sub(name.len()), b' ');
-            col.into()
+            cfmt::Column::new(&col)
         });
-        cfmt::push_short(out, name_col);
+        name_col.push(out);
         let info_start = out.len();
         if !self.write_message(out, cpu, id, payload, endian) {
             out.truncate(info_start);

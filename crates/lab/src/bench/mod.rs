@@ -155,6 +155,8 @@ fn read_pass(file: &Path) -> Result<(u64, u64, f64), Error> {
 
 struct Measured {
     secs: f64,
+    /// User plus system CPU time of the child.
+    cpu_secs: f64,
     max_rss_kib: i64,
     stdout: String,
 }
@@ -198,8 +200,10 @@ fn measure(cmd: &mut Command, keep_stdout: bool) -> Result<Measured, Error> {
         String::new()
     };
     let _ = std::fs::remove_file(&tmp);
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     Ok(Measured {
         secs,
+        cpu_secs: tv(ru.ru_utime) + tv(ru.ru_stime),
         max_rss_kib: ru.ru_maxrss,
         stdout,
     })
@@ -241,6 +245,32 @@ fn bench_read(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitC
         }
         best
     };
+    // Text: `kstate dump` (trace-cmd's report text) against `trace-cmd report`, both into
+    // /dev/null; the fastest of the runs of each.
+    let fastest = |cmd: &mut dyn FnMut() -> Command| -> Result<Measured, Error> {
+        let mut best: Option<Measured> = None;
+        for _ in 0..runs {
+            let m = measure(&mut cmd(), false)?;
+            if best.as_ref().is_none_or(|b| m.secs < b.secs) {
+                best = Some(m);
+            }
+        }
+        Ok(best.expect("runs >= 1"))
+    };
+    let k_text = fastest(&mut || {
+        let mut c = Command::new(&exe);
+        c.arg("dump").arg(file);
+        c
+    })?;
+    let p_text = if no_peer {
+        None
+    } else {
+        Some(fastest(&mut || {
+            let mut c = Command::new("trace-cmd");
+            c.args(["report", "-i"]).arg(file);
+            c
+        })?)
+    };
     let host_cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
@@ -256,6 +286,13 @@ fn bench_read(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitC
             "trace_cmd": peer.as_ref().map(|p| serde_json::json!({
                 "seconds": p.secs, "events_per_sec": events as f64 / p.secs, "max_rss_kib": p.max_rss_kib})),
             "speedup": peer.as_ref().map(|p| p.secs / k_secs),
+            "text": {
+                "kstate": {"seconds": k_text.secs, "cpu_seconds": k_text.cpu_secs},
+                "trace_cmd": p_text.as_ref().map(|p| serde_json::json!({
+                    "seconds": p.secs, "cpu_seconds": p.cpu_secs})),
+                "speedup": p_text.as_ref().map(|p| p.secs / k_text.secs),
+                "cpu_speedup": p_text.as_ref().map(|p| p.cpu_secs / k_text.cpu_secs),
+            },
         });
         println!(
             "{}",
@@ -284,6 +321,25 @@ fn bench_read(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitC
                 p.max_rss_kib / 1024
             );
             println!("\nkstate is {:.1}x trace-cmd's rate", p.secs / k_secs);
+        }
+        println!(
+            "\n{:<32} {:>10} {:>12}",
+            "text (report) into /dev/null", "seconds", "CPU seconds"
+        );
+        println!(
+            "{:<32} {:>10.3} {:>12.3}",
+            "kstate dump", k_text.secs, k_text.cpu_secs
+        );
+        if let Some(p) = &p_text {
+            println!(
+                "{:<32} {:>10.3} {:>12.3}",
+                "trace-cmd report", p.secs, p.cpu_secs
+            );
+            println!(
+                "\nkstate dump is {:.1}x trace-cmd report's speed ({:.1}x in CPU time)",
+                p.secs / k_text.secs,
+                p.cpu_secs / k_text.cpu_secs
+            );
         }
     }
     Ok(ExitCode::SUCCESS)
