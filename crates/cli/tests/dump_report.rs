@@ -6,8 +6,6 @@
 //! The only lines allowed to differ are those of the events listed in [`KNOWN_DIFFERENCES`]
 //! (docs/dump.md says why); every other line must be byte-identical.
 
-#[allow(dead_code)]
-mod common;
 mod support;
 
 use std::path::Path;
@@ -91,10 +89,10 @@ fn dump(file: &Path, opts: &[&str]) -> (String, String) {
 
 #[test]
 fn fixtures_print_as_trace_cmd_reports_them() {
-    for f in common::fixture_paths() {
+    for f in support::fixture_paths() {
         let (ours, err) = dump(&f, &[]);
         assert!(err.is_empty(), "{}: {err}", f.display());
-        let theirs = common::trace_cmd(&["report"], &f);
+        let theirs = support::trace_cmd(&["report"], &f);
         let allowed = compare(&f.display().to_string(), &ours, &theirs);
         assert!(allowed.is_empty(), "{allowed:?}");
         // The fixtures' bprint events decode through the file's printk formats.
@@ -102,7 +100,7 @@ fn fixtures_print_as_trace_cmd_reports_them() {
             assert!(ours.contains("bprint:               enqueue_task_fair: evt=util_est_rq"));
         }
         let (ours, _) = dump(&f, &["--ns"]);
-        let theirs = common::trace_cmd(&["report", "-t"], &f);
+        let theirs = support::trace_cmd(&["report", "-t"], &f);
         compare(&format!("{} (-t)", f.display()), &ours, &theirs);
         // --json's "text" is the message of trace-cmd's line.
         let (json, _) = dump(&f, &["--json"]);

@@ -15,12 +15,12 @@
 //! * `dump_filter_*`: `--events`, `--cpu`, `--pid`, `--from/--to` against the
 //!   same filter applied to trace-cmd's lines.
 
-mod common;
+mod support;
 
-use common::tracecmd::{self, EventLine};
-use common::*;
 use std::collections::BTreeMap;
 use std::path::Path;
+use support::tracecmd::{self, EventLine};
+use support::*;
 
 fn rel(file: &Path) -> String {
     file.strip_prefix(fixtures_dir())

@@ -2,6 +2,9 @@
 //! with a known profile: `kstate workload spin` burns its CPU in `kstate_spin_hot_loop`,
 //! reached two thirds of the time through `kstate_spin_caller_a` and one third through
 //! `kstate_spin_caller_b`. `perf` (installed by CI) is the oracle. Needs root; never skips.
+mod support;
+
+use support::run;
 
 use serde_json::Value;
 use std::path::Path;
@@ -9,13 +12,6 @@ use std::process::{Command, Output};
 
 const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
 const HOT: &str = "kstate_spin_hot_loop";
-
-fn run(args: &[&str]) -> Output {
-    Command::new(KSTATE)
-        .args(args)
-        .output()
-        .expect("cannot run kstate")
-}
 
 fn ok(args: &[&str]) -> Output {
     let out = run(args);

@@ -1,6 +1,9 @@
 //! `kstate record` against the running kernel: known workloads give known event counts,
 //! the files read in trace-cmd with the same counts, and every way out leaves tracefs
 //! clean. Needs root and tracefs (as the CI machine has); never skips.
+mod support;
+
+use support::run;
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -15,13 +18,6 @@ const INSTANCES: &str = "/sys/kernel/tracing/instances";
 const NR_GETPPID: i64 = 110;
 #[cfg(target_arch = "aarch64")]
 const NR_GETPPID: i64 = 173;
-
-fn run(args: &[&str]) -> Output {
-    Command::new(KSTATE)
-        .args(args)
-        .output()
-        .expect("cannot run kstate")
-}
 
 fn ok(args: &[&str]) -> Output {
     let out = run(args);

@@ -6,9 +6,8 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-#[allow(dead_code)] // the oracle helpers this file does not use
-mod common;
-use common::kstate as ok;
+mod support;
+use support::kstate as ok;
 
 const PRECIOUS: &[u8] = b"precious: must not change\n";
 

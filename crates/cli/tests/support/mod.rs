@@ -1,13 +1,20 @@
-//! What the live-kernel CLI tests share: running the kstate binary and reading its output.
-//! Each test file that uses it says `mod support;` and takes what it needs.
+//! What the CLI tests share: running the kstate binary and reading its output, the
+//! fixtures, and the oracles (trace-cmd's report, parsed once in `tracecmd`, compared with
+//! kstate's NDJSON through `normalize`). Each test file says `mod support;` and takes what
+//! it needs.
 #![allow(dead_code)]
 
+pub mod normalize;
 pub mod tcline;
+pub mod tracecmd;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+use tracecmd::{EventLine, Formats, Kallsyms, Report};
 
 pub const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
 
@@ -28,6 +35,14 @@ pub fn kstate<S: AsRef<OsStr>>(args: &[S]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
+/// Runs `kstate ARGS` whatever its outcome: status, stdout and stderr to inspect.
+pub fn run<S: AsRef<OsStr>>(args: &[S]) -> std::process::Output {
+    Command::new(KSTATE)
+        .args(args)
+        .output()
+        .expect("run kstate")
 }
 
 /// `kstate ARGS` whose output is one JSON value.
@@ -52,21 +67,9 @@ pub fn dump(file: &Path, events: &str) -> Vec<Value> {
 
 /// `trace-cmd report OPTS -i FILE`: stdout; fails (never skips) without trace-cmd.
 pub fn trace_cmd_report(file: &Path, opts: &[&str]) -> String {
-    let out = Command::new("trace-cmd")
-        .arg("report")
-        .args(opts)
-        .arg("-i")
-        .arg(file)
-        .output()
-        .expect("trace-cmd is needed by these tests: apt-get install trace-cmd");
-    assert!(
-        out.status.success() && !out.stdout.is_empty(),
-        "trace-cmd report {} ({}): {}",
-        file.display(),
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let mut args = vec!["report"];
+    args.extend_from_slice(opts);
+    trace_cmd(&args, file)
 }
 
 /// Records `kstate workload ARGS` with `kstate record -e EVENTS` (system-wide with
@@ -172,4 +175,285 @@ pub fn python_venv(name: &str, packages: &[&str], imports: &str) -> std::path::P
     );
     assert!(check(), "venv at {} is incomplete", dir.display());
     py
+}
+
+/// The external fixtures compared against trace-cmd (same two traces in
+/// format v6, v7 uncompressed and v7 zstd).
+pub const FIXTURES: [&str; 6] = [
+    "lisa-rtapp/trace.dat",
+    "lisa-rtapp/trace.v7-none.dat",
+    "lisa-rtapp/trace.v7-zstd.dat",
+    "lisa-sched_load/trace.dat",
+    "lisa-sched_load/trace.v7-none.dat",
+    "lisa-sched_load/trace.v7-zstd.dat",
+];
+
+pub fn fixtures_dir() -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/fixtures/external"
+    ))
+}
+
+/// Paths of all [`FIXTURES`]; panics if one is missing (never skips).
+pub fn fixture_paths() -> Vec<PathBuf> {
+    FIXTURES
+        .iter()
+        .map(|f| {
+            let p = fixtures_dir().join(f);
+            assert!(
+                p.is_file(),
+                "fixture {} is missing (expected the shared fixtures at {})",
+                p.display(),
+                fixtures_dir().display()
+            );
+            p
+        })
+        .collect()
+}
+
+/// Runs `trace-cmd ARGS -i FILE` and returns its stdout. Fails (does not
+/// skip) when trace-cmd is not installed.
+pub fn trace_cmd(args: &[&str], file: &Path) -> String {
+    let out = match Command::new("trace-cmd")
+        .args(args)
+        .arg("-i")
+        .arg(file)
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
+            "trace-cmd is not installed, but the oracle tests need it: \
+             run `apt-get install trace-cmd` (Debian trace-cmd 3.1.6 / libtraceevent 1.7 \
+             is the reference). These tests are never skipped."
+        ),
+        Err(e) => panic!("cannot run trace-cmd: {e}"),
+    };
+    assert!(
+        out.status.success(),
+        "`trace-cmd {} -i {}` failed ({}):\n{}",
+        args.join(" "),
+        file.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Everything trace-cmd says about one trace file.
+pub struct Oracle {
+    pub report_text: String,
+    pub report: Report,
+    pub formats: Formats,
+    pub kallsyms: Kallsyms,
+    pub big_endian: bool,
+}
+
+impl Oracle {
+    fn load(file: &Path) -> Oracle {
+        let mut formats =
+            tracecmd::parse_ftrace_formats(&trace_cmd(&["dump", "--ftrace-events"], file));
+        formats.extend(tracecmd::parse_formats(&trace_cmd(
+            &["dump", "--events"],
+            file,
+        )));
+        let report_text = trace_cmd(&["report", "-t", "-R"], file);
+        let report = tracecmd::parse_report(&report_text, &formats);
+        let kallsyms = Kallsyms::parse(&trace_cmd(&["dump", "--kallsyms"], file));
+        let big_endian = tracecmd::summary_is_big_endian(&trace_cmd(&["dump", "--summary"], file));
+        Oracle {
+            report_text,
+            report,
+            formats,
+            kallsyms,
+            big_endian,
+        }
+    }
+
+    pub fn ctx(&self) -> normalize::Ctx<'_> {
+        normalize::Ctx {
+            kallsyms: &self.kallsyms,
+            big_endian: self.big_endian,
+        }
+    }
+}
+
+/// The oracle of `file`, computed once per test binary.
+pub fn oracle(file: &Path) -> &'static Oracle {
+    static CACHE: OnceLock<Mutex<HashMap<PathBuf, &'static Oracle>>> = OnceLock::new();
+    let mut cache = CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    cache
+        .entry(file.to_path_buf())
+        .or_insert_with(|| Box::leak(Box::new(Oracle::load(file))))
+}
+
+/// One line of `kstate dump --json`.
+#[derive(Debug, Clone)]
+pub struct JsonEvent {
+    pub line_no: usize,
+    pub text: String,
+    pub ts: u64,
+    pub cpu: u32,
+    pub pid: i64,
+    pub event: String,
+    pub fields: Map<String, Value>,
+}
+
+/// Parses NDJSON: every line must be exactly
+/// `{"ts": u64, "cpu": u32, "pid": int, "event": str, "fields": {...}, "text": str|null}`.
+pub fn parse_ndjson(out: &str) -> Vec<JsonEvent> {
+    out.lines()
+        .enumerate()
+        .map(|(i, line)| {
+            let fail = |why: &str| -> ! { panic!("kstate --json line {}: {why}:\n{line}", i + 1) };
+            let v: Value =
+                serde_json::from_str(line).unwrap_or_else(|e| fail(&format!("invalid JSON ({e})")));
+            let Value::Object(mut o) = v else {
+                fail("not a JSON object")
+            };
+            let mut keys: Vec<&str> = o.keys().map(String::as_str).collect();
+            keys.sort_unstable();
+            if keys != ["cpu", "event", "fields", "pid", "text", "ts"] {
+                fail(&format!(
+                    "keys are {keys:?}, expected cpu, event, fields, pid, text, ts"
+                ));
+            }
+            if !(o["text"].is_string() || o["text"].is_null()) {
+                fail("text is neither a string nor null");
+            }
+            let ts = o["ts"]
+                .as_u64()
+                .unwrap_or_else(|| fail("ts is not a non-negative integer (ns)"));
+            let cpu = o["cpu"]
+                .as_u64()
+                .and_then(|c| u32::try_from(c).ok())
+                .unwrap_or_else(|| fail("cpu is not a small non-negative integer"));
+            let pid = o["pid"]
+                .as_i64()
+                .unwrap_or_else(|| fail("pid is not an integer"));
+            let event = o["event"]
+                .as_str()
+                .unwrap_or_else(|| fail("event is not a string"))
+                .to_string();
+            let Some(Value::Object(fields)) = o.remove("fields") else {
+                fail("fields is not an object")
+            };
+            if let Some(k) = fields.keys().find(|k| k.starts_with("common_")) {
+                fail(&format!("fields contains the common field `{k}`"));
+            }
+            JsonEvent {
+                line_no: i + 1,
+                text: line.to_string(),
+                ts,
+                cpu,
+                pid,
+                event,
+                fields,
+            }
+        })
+        .collect()
+}
+
+/// `(ts_ns, cpu, pid, event)`: what the column comparisons compare.
+pub type Key = (u64, u32, i64, String);
+
+pub fn key_of_line(e: &EventLine) -> Key {
+    (e.ts_ns, e.cpu, e.pid, e.event.clone())
+}
+
+pub fn key_of_json(e: &JsonEvent) -> Key {
+    (e.ts, e.cpu, e.pid, e.event.clone())
+}
+
+fn counts<'a>(keys: impl Iterator<Item = &'a Key>) -> BTreeMap<&'a str, usize> {
+    let mut m = BTreeMap::new();
+    for k in keys {
+        *m.entry(k.3.as_str()).or_insert(0) += 1;
+    }
+    m
+}
+
+fn show_key(k: &Key) -> String {
+    format!(
+        "ts={} cpu={} pid={} event={}",
+        tracecmd::format_timestamp(k.0),
+        k.1,
+        k.2,
+        k.3
+    )
+}
+
+/// Compares two event sequences by (ts, cpu, pid, event) and the event
+/// count per name. `expected`/`actual` carry a description of each event
+/// (e.g. `trace-cmd line 12: ...`) for the failure message, which shows only
+/// the count differences and the first mismatch.
+pub fn compare_keys(
+    what: &str,
+    expected: &[(Key, String)],
+    actual: &[(Key, String)],
+) -> Result<(), String> {
+    let ce = counts(expected.iter().map(|(k, _)| k));
+    let ca = counts(actual.iter().map(|(k, _)| k));
+    let mut msg = String::new();
+    if ce != ca {
+        msg.push_str("event counts per name differ (name: trace-cmd vs kstate):\n");
+        let names: std::collections::BTreeSet<&str> = ce.keys().chain(ca.keys()).copied().collect();
+        for n in names {
+            let (a, b) = (
+                ce.get(n).copied().unwrap_or(0),
+                ca.get(n).copied().unwrap_or(0),
+            );
+            if a != b {
+                msg.push_str(&format!("  {n}: {a} vs {b}\n"));
+            }
+        }
+    }
+    if let Some(i) = (0..expected.len().min(actual.len())).find(|&i| expected[i].0 != actual[i].0) {
+        msg.push_str(&format!(
+            "first mismatch at event index {i}:\n  trace-cmd: {}\n             {}\n  kstate:    {}\n             {}\n",
+            show_key(&expected[i].0),
+            expected[i].1,
+            show_key(&actual[i].0),
+            actual[i].1
+        ));
+    } else if expected.len() != actual.len() {
+        let n = expected.len().min(actual.len());
+        let (who, extra) = if expected.len() > actual.len() {
+            ("trace-cmd", &expected[n])
+        } else {
+            ("kstate", &actual[n])
+        };
+        msg.push_str(&format!(
+            "the first {n} events agree; then {who} has more, starting with:\n  {}\n  {}\n",
+            show_key(&extra.0),
+            extra.1
+        ));
+    }
+    if msg.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what}: {} events from trace-cmd, {} from kstate\n{msg}",
+            expected.len(),
+            actual.len()
+        ))
+    }
+}
+
+/// Oracle events (optionally filtered) as comparison input.
+pub fn oracle_keys(o: &Oracle, keep: impl Fn(&EventLine) -> bool) -> Vec<(Key, String)> {
+    o.report
+        .events
+        .iter()
+        .filter(|e| keep(e))
+        .map(|e| {
+            (
+                key_of_line(e),
+                format!("trace-cmd line {}: {}", e.line_no, e.text),
+            )
+        })
+        .collect()
 }

@@ -12,48 +12,17 @@ pub struct Line<'a> {
     pub rest: &'a str,
 }
 
+/// An event line of `trace-cmd report -t`, through the one header parser the oracle
+/// tests share ([`super::tracecmd::parse_header`]).
 pub fn parse_line(line: &str) -> Option<Line<'_>> {
-    // The CPU column is the first `[digits]` followed by a nanosecond timestamp and a
-    // colon; a comm may hold ` [` itself.
-    for (i, _) in line.match_indices(" [") {
-        let after = &line[i + 2..];
-        let Some(close) = after.find(']') else {
-            continue;
-        };
-        let Ok(cpu) = after[..close].parse::<u32>() else {
-            continue;
-        };
-        let rest = after[close + 1..].trim_start();
-        let Some(colon) = rest.find(": ") else {
-            continue;
-        };
-        let Some((s, ns)) = rest[..colon].split_once('.') else {
-            continue;
-        };
-        let (Ok(s), Ok(ns_v)) = (s.parse::<u64>(), ns.parse::<u64>()) else {
-            continue;
-        };
-        if ns.len() != 9 {
-            continue;
-        }
-        let Some(pid) = line[..i]
-            .trim()
-            .rsplit_once('-')
-            .and_then(|x| x.1.parse().ok())
-        else {
-            continue;
-        };
-        let rest = &rest[colon + 2..];
-        let end = rest.find(':')?;
-        return Some(Line {
-            pid,
-            cpu,
-            ts: s * 1_000_000_000 + ns_v,
-            event: rest[..end].trim(),
-            rest: rest[end + 1..].trim(),
-        });
-    }
-    None
+    let h = super::tracecmd::parse_header(line)?;
+    Some(Line {
+        pid: h.pid,
+        cpu: h.cpu,
+        ts: h.ts_ns,
+        event: h.event.trim(),
+        rest: h.rest.trim(),
+    })
 }
 
 /// The value of `name=` (or `name: `, as system-call events print) in a field list, up
