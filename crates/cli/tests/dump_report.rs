@@ -268,7 +268,7 @@ fn recording_prints_as_trace_cmd_reports_it() {
 /// same run (no speed is asserted: the machine is shared).
 #[test]
 fn bench_read_has_the_text_row() {
-    let f = common::fixture_paths().remove(0);
+    let f = support::fixture_paths().remove(0);
     let v = support::kstate_json(&[
         "bench".as_ref(),
         "read".as_ref(),
