@@ -215,15 +215,46 @@ impl Live {
         &self.trace
     }
 
+    /// Where the analysis stands: the start of the interval being filled (ns); nothing
+    /// before it is read again.
+    pub fn position(&self) -> u64 {
+        self.iv.start
+    }
+
     /// Every CPU has delivered its events up to `horizon` (raw trace clock): analyses
     /// them, and returns the intervals that ended by then.
     pub fn advance(&mut self, horizon: u64) -> Result<Vec<Interval>, Error> {
+        self.advance_until(horizon, None)
+    }
+
+    /// [`Live::advance`], stopping early at `deadline` (the rest is analysed by the next
+    /// call), so that a caller that falls behind still gets to do other things.
+    pub fn advance_until(
+        &mut self,
+        horizon: u64,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<Vec<Interval>, Error> {
         self.merger.set_horizon(horizon);
         if let Err(e) = self.merger.refill() {
             self.iv.damaged(e);
         }
-        while self.next_event()?.is_some() {}
-        let now = self.trace.clock_map.to_ns(horizon);
+        let mut n = 0u32;
+        let mut last = None;
+        let mut caught_up = true;
+        while let Some(ts) = self.next_event()? {
+            last = Some(ts);
+            n = n.wrapping_add(1);
+            if n.is_multiple_of(4096) && deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                caught_up = false;
+                break;
+            }
+        }
+        // Not caught up: complete only up to the last event analysed.
+        let now = match (caught_up, last) {
+            (true, _) => self.trace.clock_map.to_ns(horizon),
+            (false, Some(ts)) => ts,
+            (false, None) => 0,
+        };
         while self.iv.end() <= now {
             self.iv.close();
         }

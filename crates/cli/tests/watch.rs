@@ -285,3 +285,172 @@ fn sigterm_leaves_a_clean_tracefs() {
     );
     assert!(!Path::new(&events).exists());
 }
+
+/// The screen of tmux pane `session`.
+fn pane(session: &str) -> String {
+    let out = Command::new("tmux")
+        .args(["capture-pane", "-p", "-t", session])
+        .output()
+        .expect("tmux is needed by this test: apt-get install tmux");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Waits (a minute at most: the machine is shared) until the pane shows `what`.
+fn wait_for(session: &str, what: &str) -> String {
+    for _ in 0..600 {
+        let p = pane(session);
+        if p.contains(what) {
+            return p;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("{what:?} never showed:\n{}", pane(session));
+}
+
+#[test]
+fn the_dashboard_in_a_terminal_shows_panels_and_takes_keys() {
+    let session = format!("kstate-watch-test-{}", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    let done = dir.path().join("exit");
+    let script = format!(
+        "{KSTATE} watch -e syscall,sched --interval 300ms \
+         --alarm 'syscall.max{{name=clock_nanosleep}} > 200ms' -- \
+         sh -c 'while true; do dd if=/dev/zero of=/dev/null bs=512 count=2000 2>/dev/null; sleep 0.3; done'; \
+         echo $? > {}; sleep 60",
+        done.display()
+    );
+    let st = Command::new("tmux")
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            &session,
+            "-x",
+            "132",
+            "-y",
+            "50",
+            &script,
+        ])
+        .status()
+        .expect("tmux is needed by this test: apt-get install tmux");
+    assert!(st.success());
+    let kill = || {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &session])
+            .status();
+    };
+    let screen = wait_for(&session, "clock_nanosleep");
+    for what in [
+        "CPU",
+        "events/s",
+        "buffer lasts",
+        "SYSCALL by name",
+        "RUNQ by pid",
+        "OFFCPU by state",
+        "runqueue",
+        "ALARMS",
+    ] {
+        if !screen.contains(what) {
+            kill();
+            panic!("no {what:?} on the screen:\n{screen}");
+        }
+    }
+    // The 300 ms sleeps fire the alarm.
+    wait_for(&session, "syscall.max{name=clock_nanosleep} > 200ms: 30");
+    let send = |k: &str| {
+        Command::new("tmux")
+            .args(["send-keys", "-t", &session, k])
+            .status()
+            .unwrap();
+    };
+    send("s");
+    wait_for(&session, "sort: count");
+    send("2");
+    let runq = wait_for(&session, "panel: runq");
+    assert!(!runq.contains("SYSCALL by name"), "one panel only:\n{runq}");
+    send("p");
+    wait_for(&session, "[PAUSED]");
+    send("q");
+    // Ctrl-C's path: the recording ends, the terminal is given back, exit status 0.
+    let mut code = String::new();
+    for _ in 0..1200 {
+        code = std::fs::read_to_string(&done).unwrap_or_default();
+        if !code.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let after = pane(&session);
+    kill();
+    assert_eq!(code.trim(), "0", "exit status; screen:\n{after}");
+    assert!(
+        !after.contains("SYSCALL by name"),
+        "dashboard left on screen:\n{after}"
+    );
+}
+
+#[test]
+fn the_flight_recorder_saves_the_seconds_before_an_alarm() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(KSTATE)
+        .args([
+            "watch",
+            "--json",
+            "-e",
+            "syscall,sched",
+            "--interval",
+            "250ms",
+        ])
+        .args(["--keep", "1s", "--after", "500ms", "--save-dir"])
+        .arg(dir.path())
+        .args(["--alarm", "syscall.max{name=clock_nanosleep} > 200ms"])
+        .args(["--", "sh", "-c", WORKLOAD])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let saved: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(saved.len(), 1, "{saved:?} {stderr}");
+    let file = &saved[0];
+    let name = file.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name.starts_with("kstate-alarm-syscall_max_name_clock_nanosleep"),
+        "{name}"
+    );
+    // The call is in it (kstate analyze), and the time before it.
+    let csv = kstate(&[
+        "analyze",
+        "syscall",
+        "--log",
+        "--format",
+        "csv",
+        "--key",
+        "clock_nanosleep",
+        file.to_str().unwrap(),
+    ]);
+    let (start, v) = csv
+        .lines()
+        .skip(1)
+        .map(|r| {
+            let f: Vec<&str> = r.split(',').collect();
+            (f[0].parse::<u64>().unwrap(), f[2].parse::<u64>().unwrap())
+        })
+        .find(|&(_, v)| v > 200_000_000)
+        .unwrap_or_else(|| panic!("no long clock_nanosleep in {name}:\n{csv}"));
+    assert!(v >= 300_000_000, "{v}");
+    // trace-cmd reads the file; its first event comes before the call began.
+    let report = support::trace_cmd_report(file, &["-t"]);
+    let first = report
+        .lines()
+        .find_map(|l| support::tcline::parse_line(l).map(|p| p.ts))
+        .unwrap_or_else(|| panic!("no events in trace-cmd's report of {name}"));
+    assert!(
+        first < start,
+        "first event at {first} ns, the call at {start} ns"
+    );
+    assert!(report.contains("sys_enter"), "no system calls in {name}");
+}

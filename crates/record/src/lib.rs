@@ -10,6 +10,7 @@ pub mod assemble;
 pub mod check;
 pub mod error;
 pub mod events;
+pub mod flight;
 pub mod instance;
 pub mod leftovers;
 pub mod reader;

@@ -19,6 +19,7 @@ pub mod top_locks;
 pub mod ui;
 pub mod watch;
 pub mod watch_json;
+pub mod watch_tty;
 
 use kstate_format::{Error, Trace};
 use std::path::Path;

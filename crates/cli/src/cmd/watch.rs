@@ -12,10 +12,12 @@ use kstate_analyze::analyzer::{Config, Mode, Outcome};
 use kstate_analyze::live::{GrowingPages, Interval, Live};
 use kstate_analyze::{analyzers, Info};
 use kstate_format::{Error, ErrorKind, PageSource, Trace};
+use kstate_record::flight::Flight;
 use kstate_record::watch::{Flow, Ongoing, Watcher};
 use kstate_record::{Options, DEFAULT_BUFFER_KIB};
 
 use super::watch_json;
+use super::watch_tty::Dashboard;
 use kstate_args as numbers;
 
 #[derive(clap::Args)]
@@ -86,6 +88,17 @@ pub struct Args {
     /// While its condition stays true, a rule fires again at most this often
     #[arg(long, value_name = "TIME", default_value = "10s", value_parser = numbers::duration)]
     alarm_every: Duration,
+    /// Flight recorder: keep only the last TIME of the recording on disk, and when an
+    /// alarm fires write a trace.dat from TIME before it to --after after it, named after
+    /// the alarm, into --save-dir
+    #[arg(long, value_name = "TIME", value_parser = numbers::duration, conflicts_with = "output")]
+    keep: Option<Duration>,
+    /// With --keep: how long after the alarm the saved recording goes on
+    #[arg(long, value_name = "TIME", default_value = "2s", value_parser = numbers::duration)]
+    after: Duration,
+    /// With --keep: where the saved recordings go
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    save_dir: PathBuf,
     /// The command to run while watching
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -170,12 +183,24 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         start: 0,
         buffer_bytes: args.buffer_kib * 1024,
         fired: 0,
+        json: args.json || !std::io::IsTerminal::is_terminal(&std::io::stdout()),
+        dashboard: None,
+        fired_lines: Vec::new(),
+        keep: args.keep.map(|k| k.as_nanos() as u64),
+        after: args.after.as_nanos() as u64,
+        save_dir: args.save_dir.clone(),
+        flight: None,
+        saves: Vec::new(),
+        capture: PathBuf::new(),
     };
     let mut notify = |m: &str| eprintln!("kstate: {m}");
     let summary = kstate_record::record_watched(&opts, &mut notify, &mut w)
         .map_err(|e| Error::new(ErrorKind::Io, None, e.to_string()))?;
     for mut c in w.children.drain(..) {
         let _ = c.wait();
+    }
+    for l in &w.fired_lines {
+        eprintln!("{l}");
     }
     drop(tmp);
     if let Some(o) = &args.output {
@@ -264,16 +289,33 @@ struct Watch {
     start: u64,
     buffer_bytes: u64,
     fired: u64,
+    /// JSON lines, else the dashboard.
+    json: bool,
+    dashboard: Option<Dashboard>,
+    /// The alarm lines the dashboard showed, printed when it is gone.
+    fired_lines: Vec<String>,
+    /// Flight recorder (--keep): the window kept, how long after an alarm a save goes
+    /// on, where saves go, and the saves to come (file, from, to).
+    keep: Option<u64>,
+    after: u64,
+    save_dir: PathBuf,
+    flight: Option<Flight>,
+    saves: Vec<(PathBuf, u64, u64)>,
+    capture: PathBuf,
 }
 
 impl Watch {
     fn report(&mut self, intervals: Vec<Interval>) -> kstate_record::Result<()> {
-        let mut out = std::io::stdout().lock();
         for iv in intervals {
             let firings = self.alarms.check(&iv);
             for f in &firings {
                 self.fire(f);
             }
+            if let Some(d) = &self.dashboard {
+                d.update(iv, &firings);
+                continue;
+            }
+            let mut out = std::io::stdout().lock();
             let line = watch_json::interval(&iv, self.start, self.top, self.buffer_bytes, &firings);
             writeln!(out, "{line}")
                 .and_then(|_| out.flush())
@@ -287,15 +329,32 @@ impl Watch {
     fn fire(&mut self, f: &Firing) {
         self.fired += 1;
         let rel = |t: u64| (t.saturating_sub(self.start)) as f64 / 1e9;
-        eprintln!(
-            "kstate: ALARM {}: {}{} (threshold {}), {:.3}..{:.3} s",
-            f.rule,
-            f.value_text,
-            f.key.as_ref().map_or(String::new(), |k| format!(" at {k}")),
-            f.threshold_text,
-            rel(f.start),
-            rel(f.end)
-        );
+        // On the dashboard, the alarm shows in its panel.
+        if self.dashboard.is_none() {
+            eprintln!(
+                "kstate: ALARM {}: {}{} (threshold {}), {:.3}..{:.3} s",
+                f.rule,
+                f.value_text,
+                f.key.as_ref().map_or(String::new(), |k| format!(" at {k}")),
+                f.threshold_text,
+                rel(f.start),
+                rel(f.end)
+            );
+        }
+        if let Some(keep) = self.keep {
+            let name: String = f
+                .rule
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                .take(60)
+                .collect();
+            let at = f.end.saturating_sub(self.start) / 1_000_000;
+            let file = self
+                .save_dir
+                .join(format!("kstate-alarm-{name}-{at}ms.dat"));
+            self.saves
+                .push((file, f.end.saturating_sub(keep), f.end + self.after));
+        }
         if let Some(log) = &mut self.alarm_log {
             let _ = writeln!(log, "{}", watch_json::firing(f, self.start));
         }
@@ -379,28 +438,91 @@ impl Watcher for Watch {
         )
         .map_err(|e| err(e.to_string()))?;
         self.live = Some(live);
+        self.capture = ongoing.dir.clone();
+        if let Some(keep) = self.keep {
+            self.flight = Some(Flight::new(ongoing, keep)?);
+        }
+        if !self.json {
+            self.dashboard = Some(Dashboard::start(ongoing.start_ts, self.buffer_bytes));
+        }
         Ok(())
     }
 
-    fn tick(&mut self, _: &Ongoing, horizon: u64) -> kstate_record::Result<Flow> {
+    fn tick(&mut self, ongoing: &Ongoing, horizon: u64) -> kstate_record::Result<Flow> {
         let Some(live) = self.live.as_mut() else {
             return Ok(Flow::Go);
         };
+        // Falling behind, analyse at most an interval's worth of time per tick, so that
+        // the recorder still sees signals and its end in time.
+        let deadline = std::time::Instant::now() + self.interval;
         let done = live
-            .advance(horizon)
+            .advance_until(horizon, Some(deadline))
             .map_err(|e| kstate_record::Error::new(e.to_string()))?;
+        let position = live.position();
         self.report(done)?;
+        if self.flight.is_some() {
+            // Pages a save to come may want stay: the pending saves', and the window
+            // before any interval not yet analysed (its alarms are still to come).
+            let keep = self.keep.unwrap_or(0);
+            let hold = self
+                .saves
+                .iter()
+                .map(|s| s.1)
+                .min()
+                .unwrap_or(u64::MAX)
+                .min(position.saturating_sub(keep));
+            if let Some(fl) = &mut self.flight {
+                fl.update(ongoing, horizon, Some(hold));
+            }
+            self.save_due(horizon);
+        }
         Ok(Flow::Go)
     }
 
-    fn stopped(&mut self, _: &Ongoing) -> kstate_record::Result<()> {
+    fn stopped(&mut self, ongoing: &Ongoing) -> kstate_record::Result<()> {
         let Some(live) = self.live.take() else {
             return Ok(());
         };
         let done = live
             .finish()
             .map_err(|e| kstate_record::Error::new(e.to_string()))?;
-        self.report(done)
+        let reported = self.report(done);
+        // The terminal back as it was.
+        self.dashboard = None;
+        // Saves cut short by the end of the recording hold what there is.
+        if let Some(fl) = &mut self.flight {
+            fl.update(ongoing, 0, Some(0));
+        }
+        self.save_due(u64::MAX);
+        reported
+    }
+}
+
+impl Watch {
+    /// Writes the flight-recorder saves whose time has come.
+    fn save_due(&mut self, horizon: u64) {
+        let Some(fl) = &self.flight else {
+            return;
+        };
+        let (due, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.saves)
+            .into_iter()
+            .partition(|s| s.2 <= horizon);
+        self.saves = rest;
+        for (file, from, to) in due {
+            let rel = |t: u64| t.saturating_sub(self.start) as f64 / 1e9;
+            let kept_from = fl.oldest().unwrap_or(from).max(from);
+            match fl.save(&self.capture, from, to, &file) {
+                Ok(()) => eprintln!(
+                    "kstate: saved {} ({:.3}..{:.3} s; {} older pages, {} MiB, were dropped before it)",
+                    file.display(),
+                    rel(kept_from),
+                    rel(to.min(horizon)),
+                    fl.dropped_pages,
+                    fl.dropped_bytes >> 20
+                ),
+                Err(e) => eprintln!("kstate: saving {}: {e}", file.display()),
+            }
+        }
     }
 }
 

@@ -1,0 +1,166 @@
+//! The flight recorder of `kstate watch --keep`: only the last N seconds of pages stay on
+//! disk, and a window around a moment (an alarm) can be written out as a normal trace.dat.
+//!
+//! The capture's page files keep growing in length (the live analysis reads them by
+//! offset), but pages older than the window are punched out of them
+//! (`FALLOC_FL_PUNCH_HOLE`), which gives their disk space back: disk use stays within the
+//! window's worth of pages. Each page's place and first timestamp are indexed as the
+//! readers write them.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use kstate_format::writer::{write_from_trace, WriterConfig};
+use kstate_format::{DataLoc, PageLayout, Trace};
+
+use crate::error::{Error, Result};
+use crate::watch::Ongoing;
+
+pub struct Flight {
+    keep_ns: u64,
+    layout: PageLayout,
+    cpus: Vec<CpuPages>,
+    /// Pages and bytes given back so far.
+    pub dropped_pages: u64,
+    pub dropped_bytes: u64,
+}
+
+struct CpuPages {
+    cpu: u32,
+    path: PathBuf,
+    file: File,
+    /// Bytes indexed so far.
+    indexed: u64,
+    /// Pages on disk: offset and the page header's timestamp.
+    pages: VecDeque<(u64, u64)>,
+    /// Everything before this offset has been punched out.
+    punched: u64,
+}
+
+impl Flight {
+    pub fn new(ongoing: &Ongoing, keep_ns: u64) -> Result<Flight> {
+        let header = std::fs::read(ongoing.dir.join("header_page"))
+            .map_err(|e| Error::io("reading", &ongoing.dir.join("header_page"), e))?;
+        let endian = if cfg!(target_endian = "big") {
+            kstate_format::Endian::Big
+        } else {
+            kstate_format::Endian::Little
+        };
+        let layout = PageLayout::parse(&header, endian, None)?;
+        let cpus = ongoing
+            .cpus
+            .iter()
+            .map(|c| {
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&c.path)
+                    .map_err(|e| Error::io("opening", &c.path, e))?;
+                Ok(CpuPages {
+                    cpu: c.cpu,
+                    path: c.path.clone(),
+                    file,
+                    indexed: 0,
+                    pages: VecDeque::new(),
+                    punched: 0,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Flight {
+            keep_ns,
+            layout,
+            cpus,
+            dropped_pages: 0,
+            dropped_bytes: 0,
+        })
+    }
+
+    /// Indexes the pages written since the last call, and gives back the disk space of
+    /// pages older than the window before `horizon` and before `hold` (a save to come).
+    pub fn update(&mut self, ongoing: &Ongoing, horizon: u64, hold: Option<u64>) {
+        let ps = self.layout.page_size as u64;
+        let keep_from = horizon
+            .saturating_sub(self.keep_ns)
+            .min(hold.unwrap_or(u64::MAX));
+        let mut head = vec![0u8; self.layout.data_offset];
+        for (c, o) in self.cpus.iter_mut().zip(&ongoing.cpus) {
+            let written = o.tap.written();
+            while c.indexed + ps <= written {
+                if c.file.read_exact_at(&mut head, c.indexed).is_err() {
+                    break;
+                }
+                let ts = self
+                    .layout
+                    .endian
+                    .uint(&head, self.layout.ts_offset, 8)
+                    .unwrap_or(0);
+                c.pages.push_back((c.indexed, ts));
+                c.indexed += ps;
+            }
+            // A page may hold events up to the next page's start: drop it only when the
+            // next one starts before the window.
+            while c.pages.len() >= 2 && c.pages[1].1 < keep_from {
+                let (off, _) = c.pages.pop_front().unwrap_or_default();
+                let end = off + ps;
+                // SAFETY: fallocate on our own descriptor with a valid range.
+                let r = unsafe {
+                    libc::fallocate(
+                        c.file.as_raw_fd(),
+                        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                        c.punched as libc::off_t,
+                        (end - c.punched) as libc::off_t,
+                    )
+                };
+                if r == 0 {
+                    self.dropped_bytes += end - c.punched;
+                    self.dropped_pages += 1;
+                    c.punched = end;
+                }
+            }
+        }
+    }
+
+    /// The time the oldest page still on disk starts, per the index.
+    pub fn oldest(&self) -> Option<u64> {
+        self.cpus
+            .iter()
+            .filter_map(|c| c.pages.front().map(|p| p.1))
+            .min()
+    }
+
+    /// Writes the pages covering [from, to] (ns on the trace clock) of every CPU as a
+    /// trace.dat at `out`, with the capture's metadata.
+    pub fn save(&self, capture: &Path, from: u64, to: u64, out: &Path) -> Result<()> {
+        let mut trace = Trace::open(capture)?;
+        let ps = self.layout.page_size as u64;
+        trace.cpu_data.clear();
+        for c in &self.cpus {
+            // From the last page starting at or before `from` (it may hold events after
+            // it) to the last page starting at or before `to`.
+            let first = c.pages.iter().rposition(|p| p.1 <= from).unwrap_or(0);
+            let Some(last) = c.pages.iter().rposition(|p| p.1 <= to) else {
+                continue;
+            };
+            if last < first {
+                continue;
+            }
+            let offset = c.pages[first].0;
+            let size = c.pages[last].0 + ps - offset;
+            trace.cpu_data.push(kstate_format::CpuData {
+                cpu: c.cpu,
+                file_bytes: size,
+                loc: DataLoc::Plain {
+                    path: c.path.clone(),
+                    offset,
+                    size,
+                },
+            });
+        }
+        let cfg = WriterConfig::new(self.layout.page_size);
+        write_from_trace(&trace, out, cfg, None)?;
+        Ok(())
+    }
+}
