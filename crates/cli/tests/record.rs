@@ -395,6 +395,26 @@ fn sigint_and_sigterm_finish_the_file_and_remove_the_instance() {
     }
 }
 
+/// Waits until recorder `pid`, writing into `dir`, has turned tracing on.
+fn wait_until_tracing(dir: &Path, pid: u32) {
+    // A new instance starts with tracing on for a moment; the scratch directory's
+    // recorder file is written after that is turned off, before it is turned on again.
+    let scratch_ready = || {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .any(|e| e.path().join("kstate-recorder").exists())
+    };
+    let tracing = || {
+        let i = instances_of(pid);
+        i.first().is_some_and(|i| {
+            std::fs::read_to_string(Path::new(INSTANCES).join(i).join("tracing_on"))
+                .is_ok_and(|t| t.trim() == "1")
+        })
+    };
+    wait_for("the recorder traces", || scratch_ready() && tracing());
+}
+
 /// getppid pairs of `pid` in `file`, by `kstate analyze syscall`.
 fn getppid_pairs(file: &Path, pid: u32) -> u64 {
     let out = ok(&[
@@ -456,18 +476,7 @@ fn a_killed_recorder_loses_nothing_it_had_read() {
         .unwrap();
     let pid = recorder.id();
     let instance = || Path::new(INSTANCES).join(&instances_of(pid)[0]);
-    let tracing = |i: &Path| std::fs::read_to_string(i.join("tracing_on")).unwrap_or_default();
-    // A new instance starts with tracing on for a moment; the scratch directory's
-    // recorder file is written after that is turned off, before it is turned on again.
-    let scratch_ready = || {
-        std::fs::read_dir(dir.path())
-            .unwrap()
-            .flatten()
-            .any(|e| e.path().join("kstate-recorder").exists())
-    };
-    wait_for("the recorder traces", || {
-        scratch_ready() && tracing(&instance()).trim() == "1"
-    });
+    wait_until_tracing(dir.path(), pid);
     std::fs::write(&fifo, "go\n").unwrap();
     assert!(w.wait_with_output().unwrap().status.success());
     std::thread::sleep(Duration::from_secs(1));
@@ -1021,26 +1030,40 @@ fn bad_arguments_are_refused_before_recording() {
 fn recording_a_pid_ends_when_it_exits() {
     let dir = tmp();
     let out = dir.path().join("p.dat");
-    let mut sleeper = Command::new("sleep").arg("0.5").spawn().unwrap();
-    let pid = sleeper.id().to_string();
-    // The sleeper is our child: reap it as soon as it exits, as its parent would.
-    let reaper = std::thread::spawn(move || sleeper.wait());
-    let s = record(&[
-        "-e",
-        "sched",
-        "-p",
-        &pid,
-        "-d",
-        "600",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    reaper.join().unwrap().unwrap();
+    // The process waits on a FIFO until the recorder traces, then exits.
+    let fifo = dir.path().join("go");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let mut waiter = Command::new("sh")
+        .arg("-c")
+        .arg(format!("read x < '{}'", fifo.display()))
+        .spawn()
+        .unwrap();
+    let pid = waiter.id().to_string();
+    let recorder = Command::new(KSTATE)
+        .args(["record", "--json", "-e", "sched", "-p", &pid, "-d", "600"])
+        .args(["-o", out.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until_tracing(dir.path(), recorder.id());
+    std::fs::write(&fifo, "go\n").unwrap();
+    assert!(waiter.wait().unwrap().success());
+    let o = recorder.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("every traced process has exited"), "{err}");
+    let stdout = String::from_utf8(o.stdout).unwrap();
+    let s: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(
         s["stopped_by"], "stopped: every traced process has exited",
         "{s}"
     );
-    // The sleeper's own switches are in the file.
+    // The process's own switches (it slept on the FIFO) are in the file.
     let switches = dump(&out, "sched_switch")
         .iter()
         .filter(|(_, p, _)| p.to_string() == pid)

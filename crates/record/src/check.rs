@@ -16,29 +16,29 @@ pub const MAX_SUBBUF_KIB: u64 = 512;
 pub fn arguments(opts: &Options) -> Result<()> {
     output_path(&opts.output)?;
     if !opts.pids.is_empty() && !opts.command.is_empty() {
-        return Err(Error::new(
+        return Err(Error::bad_argument(
             "-p and a command exclude each other: record the running processes (-p) or the \
              command, not both",
         ));
     }
     for &pid in &opts.pids {
         if pid <= 0 {
-            return Err(Error::new(format!("-p {pid}: not a process id")));
+            return Err(Error::bad_argument(format!("-p {pid}: not a process id")));
         }
         if !Path::new(&format!("/proc/{pid}")).exists() {
-            return Err(Error::new(format!("-p {pid}: no process {pid}")));
+            return Err(Error::bad_argument(format!("-p {pid}: no process {pid}")));
         }
     }
     if let Some(kib) = opts.subbuf_kib {
         let min = (page_size() / 1024).max(1);
         if !kib.is_power_of_two() || kib < min || kib > MAX_SUBBUF_KIB {
-            return Err(Error::new(format!(
+            return Err(Error::bad_argument(format!(
                 "--subbuf {kib}: the sub-buffer size must be a power of two from {min} to \
                  {MAX_SUBBUF_KIB} KiB"
             )));
         }
         if kib > opts.buffer_kib {
-            return Err(Error::new(format!(
+            return Err(Error::bad_argument(format!(
                 "--subbuf {kib}: larger than the whole buffer (--buffer {} KiB)",
                 opts.buffer_kib
             )));
@@ -61,14 +61,14 @@ fn page_size() -> u64 {
 /// files (tried with a temporary file, which is removed).
 fn output_path(output: &Path) -> Result<()> {
     if output.is_dir() {
-        return Err(Error::new(format!(
+        return Err(Error::bad_argument(format!(
             "-o {}: is a directory; name a file in it",
             output.display()
         )));
     }
     let dir = kstate_format::output::parent_dir(output);
     if !dir.is_dir() {
-        return Err(Error::new(format!(
+        return Err(Error::bad_argument(format!(
             "-o {}: the directory {} does not exist",
             output.display(),
             dir.display()
@@ -77,12 +77,11 @@ fn output_path(output: &Path) -> Result<()> {
     kstate_format::output::NewFile::create(output)
         .map(drop)
         .map_err(|e| {
-            Error::new(format!(
+            Error::bad_argument(format!(
                 "-o {}: cannot create files in {}: {e}",
                 output.display(),
                 dir.display()
             ))
-            .with_os(e.raw_os_error().unwrap_or(0))
         })
 }
 
@@ -126,15 +125,14 @@ pub fn free_space(output: &Path, needed: u64) -> Result<()> {
         return Ok(());
     }
     let mb = |b: u64| b.div_ceil(1 << 20);
-    Err(Error::new(format!(
+    Err(Error::NoSpace(format!(
         "only {} MB free on {} (for {}): a recording needs at least {} MB there to start \
          (its metadata and first pages); free some space or record elsewhere with -o",
         free >> 20,
         mount_point(dir).display(),
         output.display(),
         mb(needed)
-    ))
-    .with_os(libc::ENOSPC))
+    )))
 }
 
 #[cfg(test)]

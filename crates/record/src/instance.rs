@@ -82,7 +82,7 @@ impl Instance {
 
     /// Stops tracing, disables every event and removes the instance. Readers of its
     /// per-CPU files must be closed first (the kernel refuses to remove a busy instance).
-    pub fn remove(mut self) -> Result<()> {
+    pub fn remove(&mut self) -> Result<()> {
         self.removed = true;
         teardown(&self.dir)
     }

@@ -1,11 +1,11 @@
 //! What a recorder that was killed (SIGKILL, the OOM killer, a lost machine) left beside
 //! its output: the scratch directory, a readable capture of every page it had moved (see
-//! `session::Scratch`), and its unfinished temporary output. `kstate record` reports them
+//! `scratch_dir`), and its unfinished temporary output. `kstate record` reports them
 //! and leaves them alone; `kstate recover` turns them into a trace.dat and removes them.
 
 use std::path::{Path, PathBuf};
 
-use crate::session::RECORDER_FILE;
+use crate::scratch_dir::RECORDER_FILE;
 
 /// One dead recorder's leftovers for an output.
 #[derive(Debug, Clone)]

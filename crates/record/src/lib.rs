@@ -4,10 +4,15 @@
 //! Flow: `tracefs` (find or mount it) -> `instance` (a private, owner-named instance,
 //! always removed) -> `events` (presets and names resolved against the kernel) ->
 //! `reader` (one thread per CPU splicing pages into `scratch_file`s) -> `assemble` (scratch
-//! files into the trace.dat, counted) — driven by `session`.
+//! files into the trace.dat, counted) — driven by `session`, whose `record` runs the
+//! steps check (`check`: arguments, free space), prepare (the instance, the output, the
+//! `scratch_dir` capture), start (readers, samplers, the gated command), run (until
+//! `end` says so), stop and assemble. A killed recorder's `leftovers` are what
+//! `kstate recover` reads.
 
 pub mod assemble;
 pub mod check;
+mod end;
 pub mod error;
 pub mod events;
 pub mod flight;
@@ -15,6 +20,7 @@ pub mod instance;
 pub mod leftovers;
 pub mod reader;
 pub mod sampler;
+mod scratch_dir;
 pub mod scratch_file;
 pub mod session;
 pub mod signals;

@@ -157,10 +157,7 @@ fn eventfd() -> Result<OwnedFd> {
     // SAFETY: eventfd has no memory-safety preconditions; the fd is checked below.
     let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
     if fd < 0 {
-        return Err(Error::new(format!(
-            "eventfd: {}",
-            std::io::Error::last_os_error()
-        )));
+        return Err(Error::os("eventfd", std::io::Error::last_os_error()));
     }
     // SAFETY: fd is a fresh descriptor we own.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
@@ -354,7 +351,7 @@ impl Mover {
                 // one page the kernel keeps per reader.
                 Ok(Spliced::ShortOfMemory) => {}
                 // First splice refused (no splice support here): fall back for good.
-                Err(e) if e.os == Some(libc::EINVAL) && self.dst.written() == 0 => {
+                Err(e) if e.os_errno() == Some(libc::EINVAL) && self.dst.written() == 0 => {
                     self.splice_ok = false;
                 }
                 Err(e) => return Err(e),
@@ -472,14 +469,8 @@ fn from_kernel(n: isize, what: impl Fn() -> String) -> Result<Got> {
     match e.raw_os_error() {
         Some(libc::EAGAIN) => Ok(Got::Nothing),
         Some(libc::EINTR) => Ok(Got::Interrupted),
-        _ => Err(os_error(format!("{} from the kernel", what()), e)),
+        _ => Err(Error::os(format!("{} from the kernel", what()), e)),
     }
-}
-
-fn os_error(what: String, e: std::io::Error) -> Error {
-    let mut err = Error::new(format!("{what}: {e}"));
-    err.os = e.raw_os_error();
-    err
 }
 
 fn make_pipe() -> Option<Pipe> {

@@ -563,9 +563,7 @@ impl Sampler {
                 let mut s = self;
                 let r = s.copy(&ctl);
                 if let Err(e) = &r {
-                    let mut copy = Error::new(e.to_string());
-                    copy.os = e.os;
-                    ctl.fail(copy);
+                    ctl.fail(e.clone());
                 }
                 r.map(|()| s.path.clone())
             })

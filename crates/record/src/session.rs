@@ -1,7 +1,6 @@
 //! One recording from start to finish: set up the instance, move pages while the workload
 //! runs, stop, and write the trace.dat with kstate's extra sections.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus};
 use std::sync::Arc;
@@ -13,11 +12,13 @@ use kstate_format::{Endian, PageLayout};
 
 use crate::assemble::{self, CpuCount};
 use crate::check;
+use crate::end::{wait_briefly, EndWaiter};
 use crate::error::{Error, Result};
 use crate::events::{self, Selection};
 use crate::instance::{self, Instance};
 use crate::reader::{Control, CpuReader};
 use crate::sampler::{self, SampleSpec};
+use crate::scratch_dir::{Capture, EventText, Scratch};
 use crate::system;
 use crate::tracefs::{self, Tracefs};
 use crate::watch::{Flow, Ongoing, OngoingCpu, Unwatched, Watcher};
@@ -168,16 +169,47 @@ impl Summary {
 /// Messages for the user while recording (warnings, "recording..."); the CLI prints them.
 pub type Notify<'a> = &'a mut dyn FnMut(&str);
 
+/// Records as `opts` asks.
 pub fn record(opts: &Options, notify: Notify<'_>) -> Result<Summary> {
     record_watched(opts, notify, &mut Unwatched)
 }
 
-/// [`record`], with `watcher` told about the recording while it is made (`kstate watch`).
+/// [`record`], with `watcher` told about the recording while it is made (`kstate watch`):
+/// the steps below, in order. Each step owns what it sets up, so an error at any point
+/// tears down what exists (the readers before the instance, whose files they hold open;
+/// the scratch directory and the unfinished output).
 pub fn record_watched(
     opts: &Options,
     notify: Notify<'_>,
     watcher: &mut dyn Watcher,
 ) -> Result<Summary> {
+    let plan = check(opts, notify)?;
+    let mut out = prepare(opts, &plan)?;
+    let mut live = start(opts, &plan, &out)?;
+    let mut end = run(opts, &plan, &out, &mut live, watcher, notify)?;
+    let data = stop(&plan, &mut out, &mut live, &mut end, watcher, notify)?;
+    assemble(opts, plan, out, live, end, data, notify)
+}
+
+/// What `check` found out: the recording can be made, and how.
+struct Plan {
+    tfs: Tracefs,
+    /// Instances of dead recorders that were removed.
+    stale: Vec<String>,
+    sel: Selection,
+    clock: String,
+    sample_specs: Vec<SampleSpec>,
+    /// The hardware events replaced by cpu-clock (`--sample-fallback`).
+    fell_back_from: Option<String>,
+    kallsyms: Vec<u8>,
+    /// Disk set aside for the metadata, should the disk fill.
+    reserve_bytes: u64,
+}
+
+/// Everything that can be found out before the instance exists: root, the arguments,
+/// tracefs, the events and clock this kernel offers, the sampled events this machine
+/// has, the free space. Also removes dead recorders' instances and reports their pages.
+fn check(opts: &Options, notify: Notify<'_>) -> Result<Plan> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err(Error::new(
@@ -220,8 +252,30 @@ pub fn record_watched(
         ));
     }
     let clock = choose_clock(&tfs, opts.clock.as_deref())?;
-    // A hardware event this machine lacks is refused (or replaced) before any setup.
-    let mut sample_specs: Vec<SampleSpec> = Vec::new();
+    let (sample_specs, fell_back_from) = sample_specs(opts, notify)?;
+    let kallsyms = tracefs::read(Path::new("/proc/kallsyms")).unwrap_or_default();
+    // Room for the metadata if the disk fills while recording.
+    let reserve_bytes = kallsyms.len() as u64 + (8 << 20);
+    // Before any event is enabled: a disk too full to hold even the metadata and a first
+    // page per CPU would lose the whole recording.
+    let first_pages = system::possible_cpus().len() as u64 * (1 << 20);
+    check::free_space(&opts.output, reserve_bytes + first_pages)?;
+    Ok(Plan {
+        tfs,
+        stale,
+        sel,
+        clock,
+        sample_specs,
+        fell_back_from,
+        kallsyms,
+        reserve_bytes,
+    })
+}
+
+/// The `--sample` events to open, and the hardware events replaced by cpu-clock: a
+/// hardware event this machine lacks is refused (or replaced) before any setup.
+fn sample_specs(opts: &Options, notify: Notify<'_>) -> Result<(Vec<SampleSpec>, Option<String>)> {
+    let mut specs: Vec<SampleSpec> = Vec::new();
     let mut fell_back: Vec<String> = Vec::new();
     for spec in &opts.sample {
         if opts.sample.iter().filter(|s| s.event == spec.event).count() > 1 {
@@ -242,24 +296,44 @@ pub fn record_watched(
             Err(sampler::OpenError::NoPmu(msg)) => return Err(Error::new(msg)),
             Err(sampler::OpenError::Other(e)) => return Err(e),
         };
-        if !sample_specs.iter().any(|s| s.event == spec.event) {
-            sample_specs.push(spec);
+        if !specs.iter().any(|s| s.event == spec.event) {
+            specs.push(spec);
         }
     }
     let fell_back_from = (!fell_back.is_empty()).then(|| fell_back.join(", "));
-    let kallsyms = tracefs::read(Path::new("/proc/kallsyms")).unwrap_or_default();
-    // Room for the metadata if the disk fills while recording.
-    let reserve_bytes = kallsyms.len() as u64 + (8 << 20);
-    // Before any event is enabled: a disk too full to hold even the metadata and a first
-    // page per CPU would lose the whole recording.
-    let first_pages = system::possible_cpus().len() as u64 * (1 << 20);
-    check::free_space(&opts.output, reserve_bytes + first_pages)?;
-    let inst = Instance::create(&tfs)?;
-    setup_instance(&inst, opts, &sel, &clock)?;
-    // Held open for the recording's life: when the recorder dies, however it dies, the
-    // kernel closes it, which stops the instance's tracing (disable_on_free) and frees its
-    // buffer, so a killed recorder costs the machine nothing until the next one removes
-    // the instance. Older kernels without it keep tracing until then.
+    Ok((specs, fell_back_from))
+}
+
+/// The instance set up (events enabled, tracing off) and the output started. Fields drop
+/// in this order on an early return: the reserve, the scratch directory, the unfinished
+/// output, `free_buffer`, and last the instance.
+struct Output {
+    reserve: Option<std::fs::File>,
+    scratch: Scratch,
+    writer: TraceWriter,
+    /// Held open for the recording's life: when the recorder dies, however it dies, the
+    /// kernel closes it, which stops the instance's tracing (disable_on_free) and frees
+    /// its buffer, so a killed recorder costs the machine nothing until the next one
+    /// removes the instance. Older kernels without it keep tracing until then.
+    free_buffer: Option<std::fs::File>,
+    inst: Instance,
+    header_page: Vec<u8>,
+    header_event: Vec<u8>,
+    layout: PageLayout,
+    formats: Vec<EventText>,
+    printk: Vec<u8>,
+    /// The CPUs the instance has a buffer for.
+    cpus: Vec<u32>,
+}
+
+/// Creates and sets up the instance, starts the output (an unwritable path fails before
+/// anything is traced) and the scratch directory, a capture from the start.
+fn prepare(opts: &Options, plan: &Plan) -> Result<Output> {
+    let Plan {
+        tfs, sel, clock, ..
+    } = plan;
+    let inst = Instance::create(tfs)?;
+    setup_instance(&inst, opts, sel, clock)?;
     let free_buffer = inst.hold_free_buffer();
     // The instance's header_page describes its sub-buffer ("page") size.
     let header_page = inst.read("events/header_page")?;
@@ -270,19 +344,16 @@ pub fn record_watched(
         Endian::Little
     };
     let layout = PageLayout::parse(&header_page, endian, None)?;
-    let long_size = std::mem::size_of::<libc::c_long>();
-
-    // The output first: an unwritable path fails before anything is traced.
     let mut cfg = WriterConfig::new(layout.page_size);
-    cfg.long_size = long_size;
+    cfg.long_size = std::mem::size_of::<libc::c_long>();
     cfg.compression = opts.compression;
     cfg.clock = Some(clock.clone());
     cfg.uname = system::uname();
     cfg.version = Some(opts.tool.clone());
-    let mut writer = TraceWriter::create(&opts.output, cfg)?;
+    let writer = TraceWriter::create(&opts.output, cfg)?;
     let scratch = Scratch::create(&opts.output)?;
-    let reserve = assemble::reserve(&scratch.path("reserve"), reserve_bytes);
-    let formats = event_formats(&tfs, &inst, &sel)?;
+    let reserve = assemble::reserve(&scratch.path("reserve"), plan.reserve_bytes);
+    let formats = event_formats(tfs, &inst, sel)?;
     let printk = tracefs::read(&tfs.path("printk_formats")).unwrap_or_default();
     // The scratch directory is a capture `kstate info/dump/recover` read as it is, from
     // the start: if the recorder is killed, the pages it moved stay readable.
@@ -291,29 +362,62 @@ pub fn record_watched(
         output_tmp: writer.tmp_path(),
         header_page: &header_page,
         formats: &formats,
-        clock: &clock,
-        kallsyms: &kallsyms,
+        clock,
+        kallsyms: &plan.kallsyms,
         printk: &printk,
     })?;
-
     let cpus: Vec<u32> = system::possible_cpus()
         .into_iter()
         .filter(|c| inst.path(&format!("per_cpu/cpu{c}")).is_dir())
         .collect();
+    Ok(Output {
+        reserve,
+        scratch,
+        writer,
+        free_buffer,
+        inst,
+        header_page,
+        header_event,
+        layout,
+        formats,
+        printk,
+        cpus,
+    })
+}
+
+/// What runs beside the kernel while recording. Fields drop in this order on an early
+/// return: the samplers, the command waiting at its gate, the sysinfo thread, then the
+/// readers (stopped and joined) — all before the instance, whose files they hold open.
+struct Live {
+    stackers: Option<(sampler::Running, String)>,
+    samplers: Option<(sampler::Running, String)>,
+    gated: Option<workload::Gated>,
+    sysinfo: Option<Sampler>,
+    readers: ReaderSet,
+    ctl: Arc<Control>,
+    /// The pid filter (the `-p` processes' threads, or the command).
+    pids: Vec<i32>,
+    /// The process table at the start.
+    processes: Vec<extras::Process>,
+    user_clock: Option<libc::clockid_t>,
+    wall_offset: Option<i64>,
+}
+
+/// Starts a reader per CPU, the memory snapshots, the command (stopped at its gate
+/// between fork and exec), the pid filter and the samplers; tracing stays off.
+fn start(opts: &Options, plan: &Plan, out: &Output) -> Result<Live> {
+    let (tfs, inst, scratch, clock) = (&plan.tfs, &out.inst, &out.scratch, &plan.clock);
     let ctl = Control::new()?;
-    // Declared after the instance so that on any early return the readers are stopped
-    // and joined first: they hold the instance's files open, and a busy instance cannot
-    // be removed.
     let mut readers = ReaderSet {
         ctl: Arc::clone(&ctl),
         readers: Vec::new(),
     };
-    for &cpu in &cpus {
+    for &cpu in &out.cpus {
         readers.readers.push(CpuReader::start(
             cpu,
             &inst.path(&format!("per_cpu/cpu{cpu}/trace_pipe_raw")),
             &scratch.path(&format!("{}{cpu}", Scratch::CPU_PREFIX)),
-            layout.page_size,
+            out.layout.page_size,
             Arc::clone(&ctl),
         )?);
     }
@@ -321,9 +425,9 @@ pub fn record_watched(
     let processes = system::processes();
     let saved_at_start = tracefs::read(&tfs.path("saved_cmdlines")).unwrap_or_default();
     scratch.write("saved_cmdlines", &cmdlines(&processes, &saved_at_start))?;
-    let user_clock = system::user_clock(&clock);
+    let user_clock = system::user_clock(clock);
     let wall_offset = user_clock.map(system::wall_offset);
-    let sampler = (opts.sysinfo_interval_ms > 0)
+    let sysinfo = (opts.sysinfo_interval_ms > 0)
         .then(|| {
             Sampler::start(
                 &scratch.path("sysinfo"),
@@ -335,11 +439,10 @@ pub fn record_watched(
         .transpose()?;
 
     // The recorder's own threads (polling, splicing, sampling) stay out of the recording.
-    let own: Vec<String> = workload::threads_of(std::process::id() as i32)
+    let mut own: Vec<String> = workload::threads_of(std::process::id() as i32)
         .iter()
         .map(|t| t.to_string())
         .collect();
-    let mut own = own;
     let _ = inst.write("set_event_notrace_pid", &own.join(" "));
     let gated = match opts.command.is_empty() {
         true => None,
@@ -360,119 +463,151 @@ pub fn record_watched(
         let list: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
         inst.write("set_event_pid", &list.join(" "))?;
     }
+    let mut live = Live {
+        stackers: None,
+        samplers: None,
+        gated,
+        sysinfo,
+        readers,
+        ctl,
+        pids,
+        processes,
+        user_clock,
+        wall_offset,
+    };
     // Samplers follow the same processes; their copier thread stays out of the trace.
-    let target = match pids.is_empty() {
+    let target = match live.pids.is_empty() {
         true => sampler::Target::System,
-        false => sampler::Target::Pids(pids.clone()),
+        false => sampler::Target::Pids(live.pids.clone()),
     };
-    let samplers = match sample_specs.is_empty() {
-        true => None,
-        false => {
-            let path = scratch.path("samples");
-            let started = start_sampler(
-                sampler::Sampler::open(&sample_specs, &target, &cpus, user_clock, &clock, &path),
-                &ctl,
-            );
-            match started {
-                Ok((running, tid, what)) => {
-                    own.push(tid.to_string());
-                    let _ = inst.write("set_event_notrace_pid", &own.join(" "));
-                    Some((running, what))
-                }
-                Err(e) => {
-                    // End the readers (they hold the instance's files open) and the
-                    // waiting command, so the instance can be removed.
-                    drop(readers);
-                    drop(gated);
-                    return Err(e);
-                }
-            }
-        }
-    };
-
-    let stackers = match opts.stacks {
-        false => None,
-        true => {
-            let (sys, ev) = STACKS_TRACEPOINT.split_once(':').unwrap_or_default();
-            let id = tracefs::read_string(&tfs.path(&format!("events/{sys}/{ev}/id")))
-                .ok()
-                .and_then(|t| t.trim().parse::<u64>().ok());
-            let started = match id {
-                None => Err(Error::new(format!(
+    if !plan.sample_specs.is_empty() {
+        let opened = sampler::Sampler::open(
+            &plan.sample_specs,
+            &target,
+            &out.cpus,
+            user_clock,
+            clock,
+            &scratch.path("samples"),
+        );
+        let (running, tid, what) = start_sampler(opened, &live.ctl)?;
+        own.push(tid.to_string());
+        let _ = inst.write("set_event_notrace_pid", &own.join(" "));
+        live.samplers = Some((running, what));
+    }
+    if opts.stacks {
+        let (sys, ev) = STACKS_TRACEPOINT.split_once(':').unwrap_or_default();
+        let id = tracefs::read_string(&tfs.path(&format!("events/{sys}/{ev}/id")))
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok())
+            .ok_or_else(|| {
+                Error::new(format!(
                     "--stacks: this kernel has no {STACKS_TRACEPOINT} tracepoint"
-                ))),
-                Some(id) => start_sampler(
-                    sampler::Sampler::open_tracepoint(
-                        STACKS_TRACEPOINT,
-                        id,
-                        &target,
-                        &cpus,
-                        user_clock,
-                        &clock,
-                        &scratch.path("stacks"),
-                    ),
-                    &ctl,
-                ),
-            };
-            match started {
-                Ok((running, tid, what)) => {
-                    own.push(tid.to_string());
-                    let _ = inst.write("set_event_notrace_pid", &own.join(" "));
-                    Some((running, what))
-                }
-                Err(e) => {
-                    drop(samplers);
-                    drop(readers);
-                    drop(gated);
-                    return Err(e);
-                }
-            }
-        }
-    };
+                ))
+            })?;
+        let opened = sampler::Sampler::open_tracepoint(
+            STACKS_TRACEPOINT,
+            id,
+            &target,
+            &out.cpus,
+            user_clock,
+            clock,
+            &scratch.path("stacks"),
+        );
+        let (running, tid, what) = start_sampler(opened, &live.ctl)?;
+        own.push(tid.to_string());
+        let _ = inst.write("set_event_notrace_pid", &own.join(" "));
+        live.stackers = Some((running, what));
+    }
+    Ok(live)
+}
 
-    let now = || user_clock.map_or(0, system::now_ns);
+/// How the traced part went.
+struct End {
+    /// Trace-clock ns when tracing started (0 where the clock has no user-space twin).
+    start_ts: u64,
+    started: Instant,
+    /// The recorder's CPU time when tracing started.
+    cpu_at_start: u64,
+    workload_pid: Option<i32>,
+    child: Option<Child>,
+    workload_status: Option<ExitStatus>,
+    /// Why the recording ended early (a signal, the `-p` processes' exit, the watcher),
+    /// if it did.
+    stopped_by: Option<String>,
+    /// The capture as it grows, for the watcher.
+    capture: Ongoing,
+}
+
+fn now_ns(user_clock: Option<libc::clockid_t>) -> u64 {
+    user_clock.map_or(0, system::now_ns)
+}
+
+/// Turns tracing on, lets the command run, and waits for the end: the command exits,
+/// the duration passes, a signal, every `-p` process exits, a reader fails, or the
+/// watcher (told every interval what was traced) says to stop.
+fn run(
+    opts: &Options,
+    plan: &Plan,
+    out: &Output,
+    live: &mut Live,
+    watcher: &mut dyn Watcher,
+    notify: Notify<'_>,
+) -> Result<End> {
+    let inst = &out.inst;
     let cpu_at_start = system::self_cpu_ns();
     inst.write("tracing_on", "1")?;
-    for (s, _) in samplers.iter().chain(&stackers) {
+    for (s, _) in live.samplers.iter().chain(&live.stackers) {
         s.enable();
     }
-    let start_ts = now();
-    let started = Instant::now();
+    let start_ts = now_ns(live.user_clock);
     let capture = Ongoing {
-        dir: scratch.dir.clone(),
-        cpus: cpus
+        dir: out.scratch.dir().to_path_buf(),
+        cpus: out
+            .cpus
             .iter()
-            .zip(&readers.readers)
+            .zip(&live.readers.readers)
             .map(|(&cpu, r)| OngoingCpu {
                 cpu,
-                path: scratch.path(&format!("{}{cpu}", Scratch::CPU_PREFIX)),
+                path: out.scratch.path(&format!("{}{cpu}", Scratch::CPU_PREFIX)),
                 tap: r.tap(),
             })
             .collect(),
-        page_size: layout.page_size,
+        page_size: out.layout.page_size,
         start_ts,
-        clock: clock.clone(),
+        clock: plan.clock.clone(),
         buffer_kib: opts.buffer_kib,
-        events: sel.events.iter().map(|(s, e)| format!("{s}:{e}")).collect(),
+        events: plan
+            .sel
+            .events
+            .iter()
+            .map(|(s, e)| format!("{s}:{e}"))
+            .collect(),
+    };
+    let mut end = End {
+        start_ts,
+        started: Instant::now(),
+        cpu_at_start,
+        workload_pid: live.gated.as_ref().map(|g| g.pid),
+        child: None,
+        workload_status: None,
+        stopped_by: None,
+        capture,
     };
     let tick_every = watcher.interval();
-    if tick_every.is_some() && user_clock.is_none() {
+    if tick_every.is_some() && live.user_clock.is_none() {
         return Err(Error::new(format!(
-            "watching needs a trace clock user space can read (mono, boot); {clock} is not one"
+            "watching needs a trace clock user space can read (mono, boot); {} is not one",
+            plan.clock
         )));
     }
-    watcher.started(&capture)?;
-    let mut next_tick = tick_every.map(|d| started + d);
+    watcher.started(&end.capture)?;
+    let mut next_tick = tick_every.map(|d| end.started + d);
     let mut flushes = 0u64;
-    let workload_pid = gated.as_ref().map(|g| g.pid);
-    let mut child: Option<Child> = None;
-    let mut workload_status = None;
-    let mut stopped_by = None;
-    match gated {
+    match live.gated.take() {
         Some(g) => match g.release() {
-            Ok(c) => child = Some(c),
+            Ok(c) => end.child = Some(c),
             Err(e) => {
-                ctl.stop();
+                live.ctl.stop();
                 let _ = inst.write("tracing_on", "0");
                 return Err(e);
             }
@@ -483,39 +618,40 @@ pub fn record_watched(
         }),
     }
 
-    // Wait for the end: the command exits, the duration passes, a signal, or a failure.
-    let mut waiter = EndWaiter::new(child.as_ref(), &opts.pids);
+    let mut waiter = EndWaiter::new(end.child.as_ref(), &opts.pids);
     loop {
-        if let Some(c) = child.as_mut() {
+        if let Some(c) = end.child.as_mut() {
             if let Ok(Some(st)) = c.try_wait() {
-                workload_status = Some(st);
+                end.workload_status = Some(st);
                 break;
             }
         }
         if let Some(sig) = signals::caught() {
-            stopped_by = Some(format!("stopped by {}", signals::name(sig)));
-            if let Some(c) = child.as_ref() {
+            end.stopped_by = Some(format!("stopped by {}", signals::name(sig)));
+            if let Some(c) = end.child.as_ref() {
                 // Ctrl-C reaches the command through the terminal; SIGTERM does not.
                 // SAFETY: kill with a pid we spawned and have not reaped.
                 unsafe { libc::kill(c.id() as i32, sig) };
             }
             break;
         }
-        if ctl.has_failed() {
+        if live.ctl.has_failed() {
             break;
         }
         if waiter.traced_gone() {
             let why = "every traced process has exited";
             notify(&format!("{why}; stopping"));
-            stopped_by = Some(format!("stopped: {why}"));
+            end.stopped_by = Some(format!("stopped: {why}"));
             break;
         }
         if let (Some(at), Some(every)) = (next_tick, tick_every) {
             if Instant::now() >= at {
                 flushes += 1;
-                let horizon = capture.flush(flushes, now(), &ctl);
-                if let Flow::Stop(why) = watcher.tick(&capture, horizon)? {
-                    stopped_by = Some(format!("stopped: {why}"));
+                let horizon = end
+                    .capture
+                    .flush(flushes, now_ns(live.user_clock), &live.ctl);
+                if let Flow::Stop(why) = watcher.tick(&end.capture, horizon)? {
+                    end.stopped_by = Some(format!("stopped: {why}"));
                     break;
                 }
                 // Ticks keep to the interval's grid; a late one does not shift the rest.
@@ -523,34 +659,65 @@ pub fn record_watched(
                     Some(at + every * ((at.elapsed().as_nanos() / every.as_nanos()) as u32 + 1));
             }
         }
+        // One reading of the clock: two could fall either side of the end.
+        let elapsed = end.started.elapsed();
         let left = match opts.duration {
-            Some(d) if started.elapsed() >= d => break,
-            Some(d) => d - started.elapsed(),
+            Some(d) if elapsed >= d => break,
+            Some(d) => d - elapsed,
             None => Duration::MAX,
         };
         let left = match next_tick {
             Some(at) => left.min(at.saturating_duration_since(Instant::now())),
             None => left,
         };
-        waiter.wait(&ctl, left);
+        waiter.wait(&live.ctl, left);
     }
-    let _ = inst.write("tracing_on", "0");
-    for (s, _) in samplers.iter().chain(&stackers) {
+    Ok(end)
+}
+
+/// What stopping left to assemble.
+struct Stopped {
+    stop_ts: u64,
+    elapsed: Duration,
+    outcomes: Vec<crate::reader::CpuOutcome>,
+    /// Memory snapshots taken and their scratch file.
+    sysinfo: Option<(u64, PathBuf)>,
+    samples: Option<(Result<PathBuf>, String)>,
+    stacks: Option<(Result<PathBuf>, String)>,
+    recording_cpu_ns: u64,
+    stats: Vec<Option<RingStats>>,
+    saved_cmdlines: Vec<u8>,
+    /// Set when a reader found the disk full: the file holds what came before.
+    disk_full: Option<String>,
+}
+
+/// Turns tracing off, drains every reader and sampler, reads the ring-buffer statistics
+/// and the kernel's command names, and removes the instance.
+fn stop(
+    plan: &Plan,
+    out: &mut Output,
+    live: &mut Live,
+    end: &mut End,
+    watcher: &mut dyn Watcher,
+    notify: Notify<'_>,
+) -> Result<Stopped> {
+    let _ = out.inst.write("tracing_on", "0");
+    for (s, _) in live.samplers.iter().chain(&live.stackers) {
         s.disable();
     }
-    let stop_ts = now();
-    let elapsed = started.elapsed();
-    ctl.stop();
+    let stop_ts = now_ns(live.user_clock);
+    let elapsed = end.started.elapsed();
+    live.ctl.stop();
 
-    let outcomes = readers.join()?;
-    if let Err(e) = watcher.stopped(&capture) {
+    let outcomes = live.readers.join()?;
+    if let Err(e) = watcher.stopped(&end.capture) {
         notify(&format!("warning: {e}"));
     }
     for o in &outcomes {
         assemble::release_preallocation(&o.scratch);
     }
     // Snapshots that could not be written (a full disk) are left out, not half kept.
-    let sysinfo = match sampler.map(Sampler::finish) {
+    let sysinfo = match live.sysinfo.take().map(Sampler::finish) {
         Some(Err(e)) => {
             notify(&format!("warning: memory snapshots left out: {e}"));
             None
@@ -558,49 +725,84 @@ pub fn record_watched(
         Some(Ok(s)) => Some(s),
         None => None,
     };
-    let samples_scratch = samplers.map(|(r, what)| (r.finish(), what));
-    let stacks_scratch = stackers.map(|(r, what)| (r.finish(), what));
-    let recording_cpu_ns = system::self_cpu_ns() - cpu_at_start;
-    let stats: Vec<Option<RingStats>> = cpus
+    let samples = live.samplers.take().map(|(r, what)| (r.finish(), what));
+    let stacks = live.stackers.take().map(|(r, what)| (r.finish(), what));
+    let recording_cpu_ns = system::self_cpu_ns() - end.cpu_at_start;
+    let stats: Vec<Option<RingStats>> = out
+        .cpus
         .iter()
         .map(|&c| {
-            inst.read(&format!("per_cpu/cpu{c}/stats"))
+            out.inst
+                .read(&format!("per_cpu/cpu{c}/stats"))
                 .ok()
                 .and_then(|t| extras::parse_ring_stats(c, &t).ok())
         })
         .collect();
-    let saved_cmdlines = tracefs::read(&tfs.path("saved_cmdlines")).unwrap_or_default();
+    let saved_cmdlines = tracefs::read(&plan.tfs.path("saved_cmdlines")).unwrap_or_default();
     // Every page is read: the kernel may now free the buffer (closing it also stops
     // tracing, which is off already).
-    drop(free_buffer);
-    inst.remove()?;
-    if let Some(c) = child.as_mut() {
-        if workload_status.is_none() {
-            workload_status = wait_briefly(c);
+    out.free_buffer = None;
+    out.inst.remove()?;
+    if let Some(c) = end.child.as_mut() {
+        if end.workload_status.is_none() {
+            end.workload_status = wait_briefly(c);
         }
     }
 
     // A reader failure (a full disk) ends the recording; what was written is kept.
-    let failure = ctl.failure();
-    let disk_full = match failure {
+    let disk_full = match live.ctl.failure() {
         Some(e) if e.is_disk_full() => Some(e.to_string()),
         Some(e) => return Err(e),
         None => None,
     };
-    drop(reserve);
-    let _ = std::fs::remove_file(scratch.path("reserve"));
+    out.reserve = None;
+    let _ = std::fs::remove_file(out.scratch.path("reserve"));
+    Ok(Stopped {
+        stop_ts,
+        elapsed,
+        outcomes,
+        sysinfo,
+        samples,
+        stacks,
+        recording_cpu_ns,
+        stats,
+        saved_cmdlines,
+        disk_full,
+    })
+}
 
+/// Writes the trace.dat: metadata, each CPU's pages (counted on the way), kstate's own
+/// sections; removes the scratch directory; and sums it all up.
+fn assemble(
+    opts: &Options,
+    plan: Plan,
+    out: Output,
+    live: Live,
+    end: End,
+    data: Stopped,
+    notify: Notify<'_>,
+) -> Result<Summary> {
+    let Output {
+        mut writer,
+        scratch,
+        header_page,
+        header_event,
+        layout,
+        formats,
+        printk,
+        ..
+    } = out;
     writer.header_page(&header_page)?;
     writer.header_event(&header_event);
     for (s, _, t) in &formats {
         writer.event_format(s, t);
     }
-    writer.kallsyms(&kallsyms);
+    writer.kallsyms(&plan.kallsyms);
     writer.printk_formats(&printk);
-    writer.cmdlines(&cmdlines(&processes, &saved_cmdlines));
+    writer.cmdlines(&cmdlines(&live.processes, &data.saved_cmdlines));
 
     let mut cpu_summaries = Vec::new();
-    for (o, st) in outcomes.iter().zip(stats) {
+    for (o, st) in data.outcomes.iter().zip(data.stats) {
         let count = assemble::copy_cpu(&mut writer, o.cpu, &o.scratch, &layout)?;
         let _ = std::fs::remove_file(&o.scratch);
         cpu_summaries.push(CpuSummary { count, stats: st });
@@ -611,100 +813,118 @@ pub fn record_watched(
         command: opts.argv.clone(),
         workload: opts.command.clone(),
         hostname: system::hostname(),
-        clock: clock.clone(),
-        wall_offset_ns: wall_offset,
-        start_ts,
-        stop_ts,
+        clock: plan.clock.clone(),
+        wall_offset_ns: live.wall_offset,
+        start_ts: end.start_ts,
+        stop_ts: data.stop_ts,
         buffer_kib_per_cpu: opts.buffer_kib,
-        events: sel.events.iter().map(|(s, e)| format!("{s}:{e}")).collect(),
-        missing_events: sel.missing.clone(),
+        events: plan
+            .sel
+            .events
+            .iter()
+            .map(|(s, e)| format!("{s}:{e}"))
+            .collect(),
+        missing_events: plan.sel.missing.clone(),
         filters: opts.filters.clone(),
-        pids: pids.clone(),
+        pids: live.pids.clone(),
         sysinfo_interval_ms: opts.sysinfo_interval_ms,
-        workload_pid,
+        workload_pid: end.workload_pid,
     };
     writer.extra_option(extras::ids::RECORDING, &rec.encode())?;
     writer.extra_option(
         extras::ids::PROCESSES,
-        &extras::encode_processes(&processes),
+        &extras::encode_processes(&live.processes),
     )?;
     let mut sysinfo_snapshots = 0;
-    if let Some((n, path)) = &sysinfo {
+    if let Some((n, path)) = &data.sysinfo {
         sysinfo_snapshots = *n;
-        let data = std::fs::read(path).map_err(|e| Error::io("reading", path, e))?;
-        writer.extra_option(extras::ids::SYSINFO, &data)?;
+        let bytes = std::fs::read(path).map_err(|e| Error::io("reading", path, e))?;
+        writer.extra_option(extras::ids::SYSINFO, &bytes)?;
     }
     let ring: Vec<RingStats> = cpu_summaries
         .iter()
         .filter_map(|c| c.stats.clone())
         .collect();
     writer.extra_option(extras::ids::RING_STATS, &extras::encode_ring_stats(&ring))?;
-    let mut embed = |id: u16,
-                     scratch: Option<(Result<PathBuf>, String)>,
-                     fell_back_from: Option<String>|
-     -> Result<Option<SampleSummary>> {
-        let Some((path, what)) = scratch else {
-            return Ok(None);
-        };
-        // A copier that failed (a full disk) leaves the samples out, not half kept.
-        let data = path.and_then(|p| {
-            let d = std::fs::read(&p).map_err(|e| Error::io("reading", &p, e))?;
-            let _ = std::fs::remove_file(&p);
-            let c = kstate_format::samples::count(&d)?;
-            Ok((d, c))
-        });
-        match data {
-            Ok((data, c)) => {
-                writer.extra_option(id, &data)?;
-                Ok(Some(SampleSummary {
-                    what,
-                    samples: c.samples,
-                    lost: c.lost,
-                    throttled: c.throttled,
-                    bytes: c.bytes,
-                    per_event: c.per_event,
-                    fell_back_from,
-                }))
-            }
-            Err(e) => {
-                let name = extras::section_name(id).unwrap_or("samples");
-                notify(&format!("warning: {name} left out: {e}"));
-                Ok(None)
-            }
-        }
-    };
-    let samples = embed(extras::ids::SAMPLES, samples_scratch, fell_back_from)?;
-    let stacks = embed(extras::ids::STACKS, stacks_scratch, None)?;
+    let samples = embed_samples(
+        &mut writer,
+        extras::ids::SAMPLES,
+        data.samples,
+        plan.fell_back_from,
+        notify,
+    )?;
+    let stacks = embed_samples(&mut writer, extras::ids::STACKS, data.stacks, None, notify)?;
     writer.finish()?;
     drop(scratch);
 
     let file_bytes = std::fs::metadata(&opts.output)
         .map(|m| m.len())
         .unwrap_or(0);
-    let duration_ns = match (user_clock, stop_ts > start_ts) {
-        (Some(_), true) => stop_ts - start_ts,
-        _ => elapsed.as_nanos() as u64,
+    let duration_ns = match (live.user_clock, data.stop_ts > end.start_ts) {
+        (Some(_), true) => data.stop_ts - end.start_ts,
+        _ => data.elapsed.as_nanos() as u64,
     };
     Ok(Summary {
         output: opts.output.clone(),
         file_bytes,
         duration_ns,
-        clock,
+        clock: plan.clock,
         buffer_kib: opts.buffer_kib,
         cpus: cpu_summaries,
         events_enabled: rec.events,
-        missing_events: sel.missing,
-        stale_instances_removed: stale,
-        stopped_by: stopped_by.or_else(|| disk_full.as_ref().map(|_| "stopped: disk full".into())),
-        disk_full,
-        workload_status,
+        missing_events: plan.sel.missing,
+        stale_instances_removed: plan.stale,
+        stopped_by: end
+            .stopped_by
+            .or_else(|| data.disk_full.as_ref().map(|_| "stopped: disk full".into())),
+        disk_full: data.disk_full,
+        workload_status: end.workload_status,
         recorder_cpu_ns: system::self_cpu_ns(),
-        recording_cpu_ns,
+        recording_cpu_ns: data.recording_cpu_ns,
         sysinfo_snapshots,
-        spliced: outcomes.iter().all(|o| o.spliced),
+        spliced: data.outcomes.iter().all(|o| o.spliced),
         samples,
         stacks,
     })
+}
+
+/// Puts a sampler's records into the file as section `id`. A copier that failed (a full
+/// disk) leaves the samples out, not half kept.
+fn embed_samples(
+    writer: &mut TraceWriter,
+    id: u16,
+    scratch: Option<(Result<PathBuf>, String)>,
+    fell_back_from: Option<String>,
+    notify: Notify<'_>,
+) -> Result<Option<SampleSummary>> {
+    let Some((path, what)) = scratch else {
+        return Ok(None);
+    };
+    let data = path.and_then(|p| {
+        let d = std::fs::read(&p).map_err(|e| Error::io("reading", &p, e))?;
+        let _ = std::fs::remove_file(&p);
+        let c = kstate_format::samples::count(&d)?;
+        Ok((d, c))
+    });
+    match data {
+        Ok((data, c)) => {
+            writer.extra_option(id, &data)?;
+            Ok(Some(SampleSummary {
+                what,
+                samples: c.samples,
+                lost: c.lost,
+                throttled: c.throttled,
+                bytes: c.bytes,
+                per_event: c.per_event,
+                fell_back_from,
+            }))
+        }
+        Err(e) => {
+            let name = extras::section_name(id).unwrap_or("samples");
+            notify(&format!("warning: {name} left out: {e}"));
+            Ok(None)
+        }
+    }
 }
 
 /// Each recorded event's format as (system, event, text), and ftrace's own events, which
@@ -726,9 +946,6 @@ fn event_formats(tfs: &Tracefs, inst: &Instance, sel: &Selection) -> Result<Vec<
     }
     Ok(formats)
 }
-
-/// An event's (system, name, format text).
-type EventText = (String, String, Vec<u8>);
 
 /// The requested trace clock, or `mono` when the kernel has it (it maps to wall time and
 /// to CLOCK_MONOTONIC in user space), else the kernel's current one.
@@ -754,8 +971,8 @@ fn choose_clock(tfs: &Tracefs, want: Option<&str>) -> Result<String> {
 fn setup_instance(inst: &Instance, opts: &Options, sel: &Selection, clock: &str) -> Result<()> {
     inst.write("buffer_size_kb", &opts.buffer_kib.to_string())
         .map_err(|e| {
-            Error::new(format!(
-                "setting the buffer to {} KiB per CPU: {e}",
+            e.context(format_args!(
+                "setting the buffer to {} KiB per CPU",
                 opts.buffer_kib
             ))
         })?;
@@ -763,7 +980,7 @@ fn setup_instance(inst: &Instance, opts: &Options, sel: &Selection, clock: &str)
     match opts.subbuf_kib {
         Some(kib) => inst
             .write("buffer_subbuf_size_kb", &kib.to_string())
-            .map_err(|e| Error::new(format!("setting {kib} KiB sub-buffers: {e}")))?,
+            .map_err(|e| e.context(format_args!("setting {kib} KiB sub-buffers")))?,
         // Kernels before 6.8 have only system-page-sized sub-buffers.
         None => {
             let kib = default_subbuf_kib(opts.buffer_kib);
@@ -854,193 +1071,6 @@ fn cmdlines(procs: &[extras::Process], saved: &[u8]) -> Vec<u8> {
         .into_bytes()
 }
 
-fn wait_briefly(c: &mut Child) -> Option<ExitStatus> {
-    for _ in 0..100 {
-        if let Ok(Some(st)) = c.try_wait() {
-            return Some(st);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    None
-}
-
-/// Sleeps until something may have ended the recording: the command's exit (its pidfd),
-/// the exit of the last `-p` process, a reader's failure or a stop, a signal, or the
-/// longest sleep.
-struct EndWaiter {
-    pidfd: Option<OwnedFd>,
-    /// The `-p` processes still running, with their pidfd where the kernel gives one.
-    traced: Vec<(i32, Option<OwnedFd>)>,
-    /// Whether there were `-p` processes to wait for.
-    tracing_pids: bool,
-    /// A signal delivered to another of the recorder's threads does not interrupt this
-    /// one's sleep; without a pidfd (kernels before 5.3) an exit is only seen by looking
-    /// often.
-    longest: Duration,
-}
-
-fn pidfd_open(pid: i32) -> std::io::Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags; the result is checked.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
-}
-
-/// Whether a `-p` process has ended: its pidfd is readable, or (without one) /proc no
-/// longer shows it running.
-fn has_exited(pid: i32, fd: Option<&OwnedFd>) -> bool {
-    match fd {
-        Some(fd) => {
-            let mut p = libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd, no wait.
-            let ready = unsafe { libc::poll(&mut p, 1, 0) };
-            ready != 0
-        }
-        None => match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Ok(st) => st
-                .rfind(')')
-                .and_then(|i| st[i + 1..].split_whitespace().next())
-                .is_some_and(|state| state == "Z" || state == "X"),
-            Err(_) => true,
-        },
-    }
-}
-
-impl EndWaiter {
-    fn new(child: Option<&Child>, pids: &[i32]) -> EndWaiter {
-        let pidfd = child.and_then(|c| pidfd_open(c.id() as i32).ok());
-        let mut traced = Vec::new();
-        for &pid in pids {
-            match pidfd_open(pid) {
-                Ok(fd) => traced.push((pid, Some(fd))),
-                // Gone already: nothing to wait for.
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
-                // Not a thread group leader (a thread's id), or an old kernel.
-                Err(_) => traced.push((pid, None)),
-            }
-        }
-        let polled = (child.is_some() && pidfd.is_none()) || traced.iter().any(|t| t.1.is_none());
-        let longest = match polled {
-            true => Duration::from_millis(10),
-            false => Duration::from_millis(200),
-        };
-        EndWaiter {
-            pidfd,
-            traced,
-            tracing_pids: !pids.is_empty(),
-            longest,
-        }
-    }
-
-    fn wait(&self, ctl: &Control, left: Duration) {
-        let fds: Vec<RawFd> = self
-            .pidfd
-            .iter()
-            .chain(self.traced.iter().filter_map(|t| t.1.as_ref()))
-            .map(|p| p.as_raw_fd())
-            .collect();
-        ctl.wait(&fds, left.min(self.longest));
-    }
-
-    /// True once every `-p` process has exited (never without `-p`).
-    fn traced_gone(&mut self) -> bool {
-        self.traced
-            .retain(|(pid, fd)| !has_exited(*pid, fd.as_ref()));
-        self.tracing_pids && self.traced.is_empty()
-    }
-}
-
-/// The scratch directory beside the output: per-CPU page files, the memory snapshots
-/// and the disk reserve. Removed on drop, whatever happened.
-struct Scratch {
-    dir: PathBuf,
-}
-
-impl Scratch {
-    /// Creates `OUTPUT.kstate-PID.XXXXXX.scratch`: a fresh private directory (0700) beside
-    /// the output, under a name nobody could have planted anything at.
-    fn create(output: &Path) -> Result<Scratch> {
-        let parent = kstate_format::output::parent_dir(output);
-        let base = output
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let prefix = format!("{base}.kstate-{}.", std::process::id());
-        let dir = kstate_format::output::private_dir(parent, &prefix, ".scratch")
-            .map_err(|e| Error::io("creating a scratch directory in", parent, e))?;
-        Ok(Scratch { dir })
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.join(name)
-    }
-
-    /// Where CPU N's pages go: `traces/cpuN`, a capture directory's spelling.
-    const CPU_PREFIX: &'static str = "traces/cpu";
-
-    fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
-        let path = self.path(name);
-        if let Some(dir) = Path::new(name)
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-        {
-            std::fs::create_dir_all(self.path(&dir.to_string_lossy()))
-                .map_err(|e| Error::io("creating", &self.path(&dir.to_string_lossy()), e))?;
-        }
-        let mut f = kstate_format::output::create_new(&path)
-            .map_err(|e| Error::io("creating", &path, e))?;
-        std::io::Write::write_all(&mut f, bytes).map_err(|e| Error::io("writing", &path, e))
-    }
-
-    /// Everything beside the pages that makes the directory a capture (see
-    /// `kstate_format::rawdir`), and what `kstate recover` needs to finish the recording.
-    fn write_capture(&self, c: &Capture) -> Result<()> {
-        self.write("header_page", c.header_page)?;
-        for (s, e, t) in c.formats {
-            self.write(&format!("events/{s}/{e}/format"), t)?;
-        }
-        self.write("trace_clock", format!("[{}]\n", c.clock).as_bytes())?;
-        self.write("kallsyms", c.kallsyms)?;
-        self.write("printk_formats", c.printk)?;
-        std::fs::create_dir_all(self.path("traces"))
-            .map_err(|e| Error::io("creating", &self.path("traces"), e))?;
-        let owner = format!(
-            "{}\n{}\n{}\n",
-            std::process::id(),
-            c.output.display(),
-            c.output_tmp.display()
-        );
-        self.write(RECORDER_FILE, owner.as_bytes())
-    }
-}
-
-/// In a scratch directory: the recorder's pid, the output and its temporary file, one a
-/// line (for `kstate recover`).
-pub const RECORDER_FILE: &str = "kstate-recorder";
-
-/// What a scratch directory holds besides the pages.
-struct Capture<'a> {
-    output: &'a Path,
-    output_tmp: &'a Path,
-    header_page: &'a [u8],
-    formats: &'a [EventText],
-    clock: &'a str,
-    kallsyms: &'a [u8],
-    printk: &'a [u8],
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 /// The running per-CPU readers. Dropped without [`ReaderSet::join`] (an early error), it
 /// stops and joins them.
 struct ReaderSet {
@@ -1049,7 +1079,7 @@ struct ReaderSet {
 }
 
 impl ReaderSet {
-    fn join(mut self) -> Result<Vec<crate::reader::CpuOutcome>> {
+    fn join(&mut self) -> Result<Vec<crate::reader::CpuOutcome>> {
         self.ctl.stop();
         std::mem::take(&mut self.readers)
             .into_iter()

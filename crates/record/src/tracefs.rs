@@ -60,7 +60,7 @@ impl Tracefs {
 
 fn find_mount() -> Result<Option<PathBuf>> {
     let mounts = std::fs::read_to_string("/proc/mounts")
-        .map_err(|e| Error::new(format!("reading /proc/mounts: {e}")))?;
+        .map_err(|e| Error::io("reading", Path::new("/proc/mounts"), e))?;
     Ok(mounts.lines().find_map(|l| {
         let mut f = l.split(' ');
         let (_, dir, kind) = (f.next()?, f.next()?, f.next()?);
@@ -158,13 +158,8 @@ fn write_mode(path: &Path, value: &str, append: bool) -> Result<()> {
         .append(append)
         .open(path)
         .map_err(|e| Error::io("opening", path, e))?;
-    f.write_all(value.as_bytes()).map_err(|e| {
-        Error::new(format!(
-            "writing '{}' to {}: {e}",
-            value.trim_end(),
-            path.display()
-        ))
-    })
+    f.write_all(value.as_bytes())
+        .map_err(|e| Error::io(&format!("writing '{}' to", value.trim_end()), path, e))
 }
 
 #[cfg(test)]

@@ -22,10 +22,7 @@ fn pipe() -> Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as RawFd; 2];
     // SAFETY: fds is a valid array of two ints.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(Error::new(format!(
-            "pipe: {}",
-            std::io::Error::last_os_error()
-        )));
+        return Err(Error::os("pipe", std::io::Error::last_os_error()));
     }
     // SAFETY: fresh descriptors owned here.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })

@@ -108,7 +108,7 @@ fn untraced(exe: &Path, a: &Args) -> Result<Sample, Error> {
 /// this row.
 fn enabled_unread(exe: &Path, a: &Args, pid_filter: bool) -> Result<Sample, Error> {
     let tfs = Tracefs::open().map_err(|e| err(e.to_string()))?;
-    let inst = Instance::create(&tfs).map_err(|e| err(e.to_string()))?;
+    let mut inst = Instance::create(&tfs).map_err(|e| err(e.to_string()))?;
     let setup = || -> kstate_record::Result<()> {
         inst.write(
             "buffer_size_kb",
