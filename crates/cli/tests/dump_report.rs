@@ -13,10 +13,16 @@ use std::process::Command;
 
 /// Events whose messages libtraceevent computes wrongly, with the reason (also in
 /// docs/dump.md): kstate prints what the kernel would.
-const KNOWN_DIFFERENCES: &[(&str, &str)] = &[(
-    "timer_start",
-    "flags=: libtraceevent reads `flags & (A | B | C)` as `(flags & A) | B | C`",
-)];
+const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
+    (
+        "timer_start",
+        "flags=: libtraceevent reads `flags & (A | B | C)` as `(flags & A) | B | C`",
+    ),
+    (
+        "mm_page_alloc_extfrag",
+        "fragmenting=: libtraceevent reads `a < (c ? x : y)` as `(a < c) ? x : y`",
+    ),
+];
 
 fn event_of(line: &str) -> Option<&str> {
     // `COMM-PID [CPU] TIME: NAME: ...`

@@ -21,7 +21,6 @@ use std::path::Path;
 use kstate_analyze::analyzer::{Info, Kind, LogRow, LogSink, Unit};
 use kstate_analyze::merge::{IdFilter, Merger};
 use kstate_format::output::NewFile;
-use kstate_format::print_fmt::{marker_ids, TextFormatter};
 use kstate_format::value::write_json_str;
 use kstate_format::{Error, Trace};
 
@@ -196,40 +195,20 @@ fn sched<W: Write>(trace: &Trace, j: &mut Json<W>, sum: &mut Summary) -> Result<
 
 /// Trace markers as instant events on their CPU's track, named by their message.
 fn markers<W: Write>(trace: &Trace, j: &mut Json<W>, sum: &mut Summary) -> Result<(), Error> {
-    let ids = marker_ids(trace);
-    if ids.is_empty() {
-        return Ok(());
-    }
-    let mut text = TextFormatter::new(trace, false);
-    let mut m = Merger::new(trace, None, IdFilter::only(ids))?;
-    let mut msg = Vec::new();
-    loop {
-        let ev = match m.next() {
-            Ok(Some(ev)) => ev,
-            Ok(None) => break,
-            Err(e) => {
-                eprintln!("kstate: {e}");
-                continue;
-            }
-        };
-        msg.clear();
-        if !text.write_marker(&mut msg, ev.cpu, ev.id, ev.payload, ev.endian) {
-            continue;
-        }
+    common::for_each_marker(trace, |cpu, ts, msg| {
         sum.markers += 1;
         let b = j.begin();
         b.extend_from_slice(b"{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"marker\",\"name\":");
-        write_json_str(&String::from_utf8_lossy(&msg), b);
+        write_json_str(msg, b);
         let _ = write!(
             b,
             ",\"pid\":{CPU_PID},\"tid\":{},\"ts\":",
-            CPU_PID + ev.cpu as u64
+            CPU_PID + cpu as u64
         );
-        us(b, ev.ts);
+        us(b, ts);
         b.push(b'}');
-        j.end().map_err(io_err)?;
-    }
-    Ok(())
+        j.end().map_err(io_err)
+    })
 }
 
 struct Slices<'a, W: Write> {

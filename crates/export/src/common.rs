@@ -8,7 +8,7 @@ use std::path::Path;
 use kstate_analyze::analyzer::{Config, Info, LogSink, Mode, Outcome};
 use kstate_analyze::analyzers;
 use kstate_analyze::fxmap::FxMap;
-use kstate_analyze::merge::Event;
+use kstate_analyze::merge::{Event, IdFilter, Merger};
 use kstate_format::extras::{self, ids};
 use kstate_format::{Error, ErrorKind, Field, FieldRef, Trace};
 
@@ -322,4 +322,35 @@ pub fn lane_name(analyzer: &str, cpu: u32, lane: usize) -> String {
 
 pub fn io_err(e: std::io::Error) -> Error {
     Error::new(ErrorKind::Io, None, format!("writing output: {e}"))
+}
+
+/// Calls `f(cpu, ts, text)` for each trace marker (ftrace `print`, `bprint`, `bputs`) in time
+/// order, with its message as `kstate dump` prints it (`TextFormatter::write_marker`).
+/// Markers whose format is not evaluated are left out.
+pub fn for_each_marker(
+    trace: &Trace,
+    mut f: impl FnMut(u32, u64, &str) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let ids = kstate_format::print_fmt::marker_ids(trace);
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let mut text = kstate_format::print_fmt::TextFormatter::new(trace, false);
+    let mut m = Merger::new(trace, None, IdFilter::only(ids))?;
+    let mut msg = Vec::new();
+    loop {
+        let ev = match m.next() {
+            Ok(Some(ev)) => ev,
+            Ok(None) => return Ok(()),
+            // A damaged CPU stream is dropped by the merge; the rest goes on.
+            Err(e) => {
+                eprintln!("kstate: {e}");
+                continue;
+            }
+        };
+        msg.clear();
+        if text.write_marker(&mut msg, ev.cpu, ev.id, ev.payload, ev.endian) {
+            f(ev.cpu, ev.ts, &String::from_utf8_lossy(&msg))?;
+        }
+    }
 }

@@ -18,6 +18,7 @@ use std::borrow::Cow;
 
 use crate::bytes::Endian;
 use crate::event_format::{Field, FieldKind};
+use crate::print_fmt::cfmt::Conv;
 
 /// A scalar field reduced to what reading it needs: made once per event type (from a
 /// [`Field`]) and then read for every record. 8 bytes, `Copy`.
@@ -394,21 +395,8 @@ pub struct PrintSpec {
     /// The format text had a literal `0x` right before the conversion, which libtraceevent
     /// prints along with the value.
     hex_prefix: bool,
-    left: bool,
-    zero: bool,
-    plus: bool,
-    space: bool,
-    alt: bool,
-    width: u16,
-    precision: Option<u16>,
-    /// Integer width in bits implied by the length modifier (8, 16, 32 or 64).
-    bits: u8,
-    conv: u8,
+    conv: Conv,
 }
-
-/// Widths and precisions above this are refused rather than padded (fuzzed format text must
-/// not make us write megabytes per field).
-const MAX_PAD: u16 = 1024;
 
 impl PrintSpec {
     /// Parses one conversion, optionally preceded by a literal `0x`: `%[flags][width]
@@ -418,65 +406,11 @@ impl PrintSpec {
             Some(rest) => (true, rest),
             None => (false, text),
         };
-        let mut b = text.as_bytes().strip_prefix(b"%")?;
-        let mut spec = PrintSpec {
-            hex_prefix,
-            left: false,
-            zero: false,
-            plus: false,
-            space: false,
-            alt: false,
-            width: 0,
-            precision: None,
-            bits: 32,
-            conv: 0,
-        };
-        while let Some((&c, rest)) = b.split_first() {
-            match c {
-                b'-' => spec.left = true,
-                b'0' => spec.zero = true,
-                b'+' => spec.plus = true,
-                b' ' => spec.space = true,
-                b'#' => spec.alt = true,
-                _ => break,
-            }
-            b = rest;
+        let conv = Conv::parse(text.as_bytes())?;
+        if conv.conv == b'p' || conv.has_star() {
+            return None;
         }
-        fn number(b: &mut &[u8]) -> Option<u16> {
-            let n = b.iter().take_while(|c| c.is_ascii_digit()).count();
-            let (digits, rest) = b.split_at(n);
-            *b = rest;
-            let mut v: u16 = 0;
-            for &d in digits {
-                v = v.checked_mul(10)?.checked_add((d - b'0') as u16)?;
-            }
-            (v <= MAX_PAD).then_some(v)
-        }
-        spec.width = number(&mut b)?;
-        if let Some(rest) = b.strip_prefix(b".") {
-            b = rest;
-            spec.precision = Some(number(&mut b)?);
-        }
-        let (bits, rest): (u8, &[u8]) = match b {
-            [b'h', b'h', rest @ ..] => (8, rest),
-            [b'h', rest @ ..] => (16, rest),
-            [b'l', b'l', rest @ ..] | [b'L', rest @ ..] => (64, rest),
-            // `long` is 64 bits on the hosts trace-cmd runs on, whatever the traced kernel's.
-            [b'l' | b'z' | b'Z', rest @ ..] => (64, rest),
-            _ => (32, b),
-        };
-        spec.bits = bits;
-        match rest {
-            [c @ (b'd' | b'i' | b'u' | b'x' | b'X' | b'o' | b'c' | b's')] => spec.conv = *c,
-            _ => return None,
-        }
-        Some(spec)
-    }
-
-    fn pad(&self, out: &mut Vec<u8>, len: usize, fill: u8) {
-        for _ in len..self.width as usize {
-            out.push(fill);
-        }
+        Some(PrintSpec { hex_prefix, conv })
     }
 
     /// Formats `val` (the field's bytes, zero-extended) as C's printf would after
@@ -485,92 +419,14 @@ impl PrintSpec {
         if self.hex_prefix {
             out.extend_from_slice(b"0x");
         }
-        let mask = if self.bits == 64 {
-            u64::MAX
-        } else {
-            (1u64 << self.bits) - 1
-        };
-        let val = val & mask;
-        if self.conv == b'c' {
-            if !self.left {
-                self.pad(out, 1, b' ');
-            }
-            out.push(val as u8);
-            if self.left {
-                self.pad(out, 1, b' ');
-            }
-            return;
-        }
-        let signed = matches!(self.conv, b'd' | b'i');
-        let (neg, mag) = if signed {
-            let v = sign_extend(val, self.bits as usize / 8);
-            (v < 0, v.unsigned_abs())
-        } else {
-            (false, val)
-        };
-        let mut digits = match self.conv {
-            b'x' => format!("{mag:x}"),
-            b'X' => format!("{mag:X}"),
-            b'o' => format!("{mag:o}"),
-            _ => mag.to_string(),
-        };
-        if self.precision == Some(0) && mag == 0 {
-            digits.clear();
-        }
-        if let Some(p) = self.precision {
-            while digits.len() < p as usize {
-                digits.insert(0, '0');
-            }
-        }
-        let prefix: &[u8] = match self.conv {
-            b'o' if self.alt && !digits.starts_with('0') => b"0",
-            b'x' if self.alt && mag != 0 => b"0x",
-            b'X' if self.alt && mag != 0 => b"0X",
-            _ => b"",
-        };
-        let sign: &[u8] = if neg {
-            b"-"
-        } else if signed && self.plus {
-            b"+"
-        } else if signed && self.space {
-            b" "
-        } else {
-            b""
-        };
-        let len = sign.len() + prefix.len() + digits.len();
-        if self.left {
-            out.extend_from_slice(sign);
-            out.extend_from_slice(prefix);
-            out.extend_from_slice(digits.as_bytes());
-            self.pad(out, len, b' ');
-        } else if self.zero && self.precision.is_none() {
-            out.extend_from_slice(sign);
-            out.extend_from_slice(prefix);
-            self.pad(out, len, b'0');
-            out.extend_from_slice(digits.as_bytes());
-        } else {
-            self.pad(out, len, b' ');
-            out.extend_from_slice(sign);
-            out.extend_from_slice(prefix);
-            out.extend_from_slice(digits.as_bytes());
-        }
+        self.conv.write_int(val, None, out);
     }
 
     fn write_str(&self, s: &[u8], out: &mut Vec<u8>) {
         if self.hex_prefix {
             out.extend_from_slice(b"0x");
         }
-        let s = match self.precision {
-            Some(p) if (p as usize) < s.len() => &s[..p as usize],
-            _ => s,
-        };
-        if !self.left {
-            self.pad(out, s.len(), b' ');
-        }
-        out.extend_from_slice(s);
-        if self.left {
-            self.pad(out, s.len(), b' ');
-        }
+        self.conv.write_str(s, None, out);
     }
 }
 
@@ -638,7 +494,7 @@ impl Field {
         // libtraceevent's tep_read_number: sizes other than 1, 2, 4, 8 read as 0.
         let val = e.uint(payload, self.offset, self.size).unwrap_or(0);
         if let Some(spec) = spec {
-            if spec.conv != b's' {
+            if spec.conv.conv != b's' {
                 spec.write_int(val, out);
             } else if self.size == long_size {
                 // A kernel `const char *`: trace-cmd prints the string only when the trace

@@ -212,49 +212,28 @@ pub fn write(trace: &Trace, path: &Path, names: &[String]) -> Result<Summary, Er
 /// Trace markers (ftrace `print`, `bprint`, `bputs`) as instants on one "Trace markers"
 /// track, named by their message as `kstate dump` prints it.
 fn markers<W: Write>(trace: &Trace, o: &mut Out<W>, sum: &mut Summary) -> Result<(), Error> {
-    let ids = kstate_format::print_fmt::marker_ids(trace);
-    if ids.is_empty() {
-        return Ok(());
-    }
-    let mut text = kstate_format::print_fmt::TextFormatter::new(trace, false);
-    let mut m = Merger::new(trace, None, IdFilter::only(ids))?;
-    let mut msg = Vec::new();
     let mut uuid = None;
-    loop {
-        let ev = match m.next() {
-            Ok(Some(ev)) => ev,
-            Ok(None) => break,
-            Err(e) => {
-                eprintln!("kstate: {e}");
-                continue;
-            }
-        };
-        msg.clear();
-        if !text.write_marker(&mut msg, ev.cpu, ev.id, ev.payload, ev.endian) {
-            continue;
-        }
+    common::for_each_marker(trace, |_, ts, msg| {
         let u = match uuid {
             Some(u) => u,
             None => {
                 let u = o.uuid();
                 o.track(u, None, "Trace markers", false).map_err(io_err)?;
-                uuid = Some(u);
-                u
+                *uuid.insert(u)
             }
         };
         o.track_packet();
         let p = &mut o.pkt;
-        pb::uint(p, PKT_TIMESTAMP, ev.ts);
+        pb::uint(p, PKT_TIMESTAMP, ts);
         let t = pb::begin(p, PKT_TRACK_EVENT);
         pb::uint(p, TE_TYPE, TYPE_INSTANT);
         pb::uint(p, TE_TRACK_UUID, u);
         pb::string(p, TE_CATEGORIES, "marker");
-        pb::string(p, TE_NAME, &String::from_utf8_lossy(&msg));
+        pb::string(p, TE_NAME, msg);
         pb::end(p, t);
-        o.flush_packet().map_err(io_err)?;
         sum.markers += 1;
-    }
-    Ok(())
+        o.flush_packet().map_err(io_err)
+    })
 }
 
 fn system_info<W: Write>(trace: &Trace, o: &mut Out<W>) -> std::io::Result<()> {
