@@ -271,18 +271,76 @@ impl GroupBy {
 #[derive(Debug, Clone, Default)]
 pub struct Merged {
     pub recordings: u64,
+    /// Count, total, min, max and flagged; its `hist` stays empty (see `buckets`).
     pub agg: Agg,
+    /// The merged histogram's non-empty buckets as (index, count, sum), by index: a
+    /// fleet holds one per group and key, so only what is there is kept (a dense
+    /// [`crate::hist::LogHist`] spans every bucket between the extremes).
+    buckets: Vec<(u32, u64, u64)>,
 }
 
 impl Merged {
     fn add(&mut self, recordings: u64, a: &Agg) {
         self.recordings += recordings;
-        self.agg.merge(a);
+        self.add_scalars(a);
+        self.add_buckets(a.hist.indexed());
     }
 
-    /// The nearest-rank quantile `permille`/1000 (see [`crate::hist::LogHist::quantile_bucket`]).
+    /// Adds another merge of the same key.
+    fn absorb(&mut self, o: &Merged) {
+        self.recordings += o.recordings;
+        self.add_scalars(&o.agg);
+        self.add_buckets(o.buckets.iter().copied());
+    }
+
+    fn add_scalars(&mut self, a: &Agg) {
+        if a.count == 0 {
+            return;
+        }
+        let m = &mut self.agg;
+        m.count += a.count;
+        m.total = m.total.saturating_add(a.total);
+        m.min = m.min.min(a.min);
+        m.max = m.max.max(a.max);
+        m.flagged += a.flagged;
+    }
+
+    /// Merges buckets given in increasing index order.
+    fn add_buckets(&mut self, other: impl Iterator<Item = (u32, u64, u64)>) {
+        let mine = std::mem::take(&mut self.buckets);
+        let mut a = mine.into_iter().peekable();
+        let mut b = other.peekable();
+        loop {
+            let next = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) if x.0 == y.0 => {
+                    let (x, y) = (a.next().unwrap(), b.next().unwrap());
+                    (x.0, x.1 + y.1, x.2.saturating_add(y.2))
+                }
+                (Some(x), Some(y)) if x.0 < y.0 => a.next().unwrap(),
+                (_, Some(_)) => b.next().unwrap(),
+                (Some(_), None) => a.next().unwrap(),
+                (None, None) => break,
+            };
+            self.buckets.push(next);
+        }
+    }
+
+    /// The merged histogram's non-empty buckets as (index, count, sum of values).
+    pub fn buckets(&self) -> &[(u32, u64, u64)] {
+        &self.buckets
+    }
+
+    /// The nearest-rank quantile `permille`/1000, to the bucket: the first bucket whose
+    /// running count c satisfies c * 1000 >= permille * n (as
+    /// [`crate::hist::LogHist::quantile_bucket`]).
     pub fn quantile(&self, permille: u64) -> Quantile {
-        let Some(bucket) = self.agg.hist.quantile_bucket(permille) else {
+        let n: u128 = self.buckets.iter().map(|b| b.1 as u128).sum();
+        let need = permille as u128 * n;
+        let mut seen = 0u128;
+        let Some(&(bucket, _, _)) = self.buckets.iter().find(|b| {
+            seen += b.1 as u128;
+            seen * 1000 >= need
+        }) else {
             return Quantile::default();
         };
         let (lo, hi) = crate::hist::bucket_range(bucket);
@@ -383,9 +441,9 @@ impl Fleet {
                 unit: o.unit.clone(),
                 ..Entry::default()
             });
-            e.fleet.add(o.fleet.recordings, &o.fleet.agg);
+            e.fleet.absorb(&o.fleet);
             for (g, m) in o.groups {
-                e.groups.entry(g).or_default().add(m.recordings, &m.agg);
+                e.groups.entry(g).or_default().absorb(&m);
             }
         }
     }
@@ -463,4 +521,65 @@ where
     }
     failed.sort();
     (fleet, failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(host: &str, values: &[u64]) -> Summary {
+        let mut agg = Agg::default();
+        for &v in values {
+            agg.add(v, false, false);
+        }
+        Summary {
+            meta: Meta {
+                recording: format!("{host}-rec"),
+                host: host.into(),
+                ..Meta::default()
+            },
+            stats: vec![KeyStat {
+                analyzer: "syscall".into(),
+                by: "name".into(),
+                unit: "ns".into(),
+                key: "write".into(),
+                agg,
+            }],
+            skipped: Vec::new(),
+        }
+    }
+
+    /// Three hosts with p99 about 100, 120 and 1,000: with k = 3 only the last is an
+    /// outlier (median 120); merging in two halves gives the merge of all.
+    #[test]
+    fn outliers_and_merge_in_parts() {
+        let a = summary("a", &[10, 20, 100]);
+        let b = summary("b", &[10, 120, 120]);
+        let c = summary("c", &[5, 1000]);
+        let mut all = Fleet::new(GroupBy::Host, None, None);
+        for s in [&a, &b, &c] {
+            all.add(s);
+        }
+        let out = all.outliers(3.0);
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].group.as_str(), out[0].median_p99), ("c", 120));
+        assert!(out[0].p99.abs_diff(1000) <= 4, "{}", out[0].p99);
+        let mut left = Fleet::new(GroupBy::Host, None, None);
+        left.add(&a);
+        let mut right = Fleet::new(GroupBy::Host, None, None);
+        right.add(&b);
+        right.add(&c);
+        left.merge(right);
+        let (x, y) = (
+            &left.entries[&("syscall".into(), "write".into())].fleet,
+            &all.entries[&("syscall".into(), "write".into())].fleet,
+        );
+        assert_eq!((x.recordings, x.agg.count, x.agg.total), (3, 8, 1385));
+        assert_eq!((x.agg.min(), x.agg.max), (5, 1000));
+        for q in [500, 990, 999] {
+            assert_eq!(x.quantile(q), y.quantile(q));
+        }
+        // 8 values: the median is the 4th smallest (20).
+        assert_eq!(x.quantile(500).value, 20);
+    }
 }
