@@ -200,3 +200,45 @@ fn perfs_lost_records_are_lost_events() {
     let samples = perf_script(&f).len() as u64;
     assert_eq!(info["events"].as_u64().unwrap(), samples);
 }
+
+/// Reading a perf.data copies nothing to disk: a reader killed with SIGKILL in the middle of
+/// an analysis leaves its TMPDIR empty, and the analysis it would have finished counts
+/// every call the workload made.
+#[test]
+fn a_killed_reader_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("perf.data");
+    perf_record(
+        &f,
+        &["-m", "8192", "-e", "raw_syscalls:*"],
+        &["getppid", "400000"],
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let analyze = || {
+        let mut c = Command::new(KSTATE);
+        c.args([
+            "analyze", "syscall", "--stat", "--key", "getppid", "--format", "json",
+        ])
+        .arg(&f)
+        .env("TMPDIR", tmp.path());
+        c
+    };
+    let o = analyze().output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["rows"][0]["count"], 400_000);
+    for wait_ms in [0u64, 20, 100] {
+        let mut child = analyze()
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(wait_ms));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let left: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert!(left.is_empty(), "killed after {wait_ms} ms, left {left:?}");
+    }
+}

@@ -16,6 +16,7 @@ pub mod output;
 pub mod page;
 pub mod page_builder;
 pub mod pages;
+mod perf_stream;
 pub mod perfdata;
 pub mod print_fmt;
 pub mod rawdir;

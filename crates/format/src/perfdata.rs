@@ -1,14 +1,17 @@
 //! `perf.data` files recorded with tracepoint events (`perf record -e 'sched:*' ...`).
 //!
-//! The file is parsed with the `linux-perf-data` crate (it also puts records in time order,
-//! round by round). The event formats come from perf's TRACING_DATA feature section, which
-//! holds the same header_page / formats / kallsyms / printk / cmdlines blocks as the start
-//! of a trace.dat v6, and is read by the same code. Each sample's raw tracepoint payload is
-//! the record the kernel's ring buffer would have held, so the samples are written into
-//! ring-buffer pages per CPU (`page_builder`) in a scratch directory that lives as long as
-//! the [`Trace`]: everything downstream then reads a perf.data like any other trace, with
-//! memory bounded by one page per CPU. perf's lost-event records become the pages' lost
-//! counts on the CPU they name.
+//! The header, attributes and feature sections are parsed with the `linux-perf-data` crate.
+//! The event formats come from perf's TRACING_DATA feature section, which holds the same
+//! header_page / formats / kallsyms / printk / cmdlines blocks as the start of a trace.dat
+//! v6, and is read by the same code. Each sample's raw tracepoint payload is the record the
+//! kernel's ring buffer would have held, so a CPU's samples are packed into ring-buffer
+//! pages (`page_builder`) as a reader asks for them, straight from the file
+//! (`perf_stream`): everything downstream reads a perf.data like any other trace, nothing
+//! is copied to disk, and memory is bounded by a window and a page per CPU. perf's
+//! lost-event records become the pages' lost counts on the CPU they name.
+//!
+//! Where one CPU's records are not in time order in the file, the crate's sorting reader
+//! is used instead and the pages go to a scratch directory for the life of the `Trace`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -24,6 +27,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::layout::PageLayout;
 use crate::page_builder::PageBuilder;
 use crate::pages::ScratchDir;
+use crate::perf_stream::{self, Layouts, PerfPages, SampleLayout};
 use crate::trace::{Container, CpuData, DataLoc, Trace};
 use crate::tracedat::meta::Meta;
 
@@ -196,13 +200,42 @@ fn read(path: &Path) -> Result<Trace> {
         .map(|n| n.nr_cpus_available);
 
     let layout = PageLayout::default_for(meta.endian, meta.long_size, PAGE_SIZE);
+    let cpu_limit = nr_cpus.unwrap_or(crate::trace::MAX_CPUS);
+    if let Some(layouts) = layouts_of(&perf_file) {
+        let data = data_section(path)?;
+        let scan = perf_stream::scan(path, data, &layouts, cpu_limit)?;
+        if scan.in_order {
+            let src = Arc::new(PerfPages {
+                path: path.to_path_buf(),
+                data,
+                layouts,
+                layout,
+            });
+            let cpu_data: Vec<CpuData> = scan
+                .cpus
+                .iter()
+                .map(|&(cpu, bytes)| CpuData {
+                    cpu,
+                    file_bytes: bytes,
+                    loc: DataLoc::Built(src.clone()),
+                })
+                .collect();
+            let max_cpu = cpu_data.last().map_or(0, |c| c.cpu + 1);
+            let header_cpus = nr_cpus.unwrap_or(max_cpu).max(max_cpu);
+            let mut trace = meta.finish(path, Container::PerfData, header_cpus, cpu_data, None);
+            trace.layout = layout;
+            trace.comms.extend(scan.comms);
+            return Ok(trace);
+        }
+    }
+    // Some CPU's records are out of time order in the file: sort them (the parsing crate
+    // does, round by round) and keep each CPU's pages in a scratch directory.
     let scratch = Arc::new(ScratchDir::create()?);
     let mut cpus: BTreeMap<u32, CpuStream> = BTreeMap::new();
     let mut comms: HashMap<i32, String> = HashMap::new();
     let mut samples_without_raw = 0u64;
 
     // CPU numbers size per-CPU tables downstream: bound them by the file's own CPU count.
-    let cpu_limit = nr_cpus.unwrap_or(crate::trace::MAX_CPUS);
     let mut index = 0u64;
     let check_cpu = |cpu: u32, index: u64, what: &str| -> Result<u32> {
         if cpu < cpu_limit {
@@ -297,6 +330,47 @@ fn read(path: &Path) -> Result<Trace> {
     }
     trace.scratch = Some(scratch);
     Ok(trace)
+}
+
+/// How this file's records find their attribute's sample layout; None where the direct
+/// reader cannot tell (attributes that differ without an IDENTIFIER to tell them apart).
+fn layouts_of(perf_file: &linux_perf_data::PerfFile) -> Option<Layouts> {
+    use linux_perf_data::linux_perf_event_reader::{AttrFlags, SampleFormat};
+    let attrs = perf_file.event_attributes();
+    let of = |a: &linux_perf_data::AttributeDescription| {
+        SampleLayout::new(
+            a.attr.sample_format.bits(),
+            a.attr.read_format.bits(),
+            a.attr.flags.contains(AttrFlags::SAMPLE_ID_ALL),
+        )
+    };
+    let first = of(attrs.first()?);
+    if attrs.iter().all(|a| of(a) == first) {
+        return Some(Layouts::One(first));
+    }
+    let mut by_id = HashMap::new();
+    for a in attrs {
+        if !a.attr.sample_format.contains(SampleFormat::IDENTIFIER) {
+            return None;
+        }
+        for id in &a.event_ids {
+            by_id.insert(*id, of(a));
+        }
+    }
+    Some(Layouts::ById(by_id))
+}
+
+/// The data section's (start, end) from the header (checked against the file by
+/// `check_sections`).
+fn data_section(path: &Path) -> Result<(u64, u64)> {
+    use std::os::unix::fs::FileExt;
+    let f = File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut h = [0u8; 16];
+    f.read_exact_at(&mut h, 40)
+        .map_err(|e| Error::io(path, e))?;
+    let off = u64::from_le_bytes(h[..8].try_into().expect("8 bytes"));
+    let size = u64::from_le_bytes(h[8..].try_into().expect("8 bytes"));
+    Ok((off, off + size))
 }
 
 /// Parses perf's TRACING_DATA: `\x17\x08\x44tracing`, a version string ("0.5", "0.6"),

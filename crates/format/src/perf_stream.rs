@@ -1,0 +1,518 @@
+//! perf.data's data section read in place: each CPU's tracepoint samples are taken from the
+//! file as a reader asks for them and packed into ring-buffer pages in memory, one page at
+//! a time. Nothing is copied to disk, so a reader that dies leaves nothing behind, and
+//! memory is one mapped window and one page per CPU whatever the file's size.
+//!
+//! This relies on one property of perf.data written from per-CPU ring buffers: one CPU's
+//! records appear in the file in time order (perf drains each CPU's buffer in order).
+//! `scan` checks it for every CPU; a file where it does not hold is read by the sorting
+//! path in `perfdata`.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::bytes::Endian;
+use crate::error::{Error, Result};
+use crate::layout::PageLayout;
+use crate::mapped::Window;
+use crate::page_builder::PageBuilder;
+use crate::pages::PageSource;
+use crate::trace::BuildPages;
+
+const RECORD_LOST: u32 = 2;
+const RECORD_COMM: u32 = 3;
+const RECORD_SAMPLE: u32 = 9;
+
+// perf_event_attr.sample_type bits (linux/perf_event.h).
+const S_IP: u64 = 1 << 0;
+const S_TID: u64 = 1 << 1;
+const S_TIME: u64 = 1 << 2;
+const S_ADDR: u64 = 1 << 3;
+const S_READ: u64 = 1 << 4;
+const S_CALLCHAIN: u64 = 1 << 5;
+const S_ID: u64 = 1 << 6;
+const S_CPU: u64 = 1 << 7;
+const S_PERIOD: u64 = 1 << 8;
+const S_STREAM_ID: u64 = 1 << 9;
+const S_RAW: u64 = 1 << 10;
+const S_IDENTIFIER: u64 = 1 << 16;
+// read_format bits.
+const R_ENABLED: u64 = 1 << 0;
+const R_RUNNING: u64 = 1 << 1;
+const R_ID: u64 = 1 << 2;
+const R_GROUP: u64 = 1 << 3;
+const R_LOST: u64 = 1 << 4;
+
+/// Where an attribute's samples keep what kstate reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SampleLayout {
+    sample_type: u64,
+    read_format: u64,
+    sample_id_all: bool,
+    /// Offsets in the body of the time and the CPU, where the samples have them.
+    time_at: Option<usize>,
+    cpu_at: Option<usize>,
+    /// Offset of the fields that follow the fixed ones (READ, CALLCHAIN, RAW).
+    fixed: usize,
+}
+
+/// A sample's time, CPU and raw tracepoint record (None where the event has no raw data).
+struct Sample<'a> {
+    ts: u64,
+    cpu: u32,
+    raw: Option<&'a [u8]>,
+}
+
+#[inline]
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+impl SampleLayout {
+    pub(crate) fn new(sample_type: u64, read_format: u64, sample_id_all: bool) -> SampleLayout {
+        let mut l = SampleLayout {
+            sample_type,
+            read_format,
+            sample_id_all,
+            time_at: None,
+            cpu_at: None,
+            fixed: 0,
+        };
+        for bit in [
+            S_IDENTIFIER,
+            S_IP,
+            S_TID,
+            S_TIME,
+            S_ADDR,
+            S_ID,
+            S_STREAM_ID,
+            S_CPU,
+            S_PERIOD,
+        ] {
+            if sample_type & bit != 0 {
+                if bit == S_TIME {
+                    l.time_at = Some(l.fixed);
+                } else if bit == S_CPU {
+                    l.cpu_at = Some(l.fixed);
+                }
+                l.fixed += 8;
+            }
+        }
+        l
+    }
+
+    /// The CPU of a SAMPLE record's body (0 where samples do not record it).
+    #[inline]
+    fn cpu(&self, b: &[u8]) -> Option<u32> {
+        match self.cpu_at {
+            Some(at) => Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?)),
+            None => Some(0),
+        }
+    }
+
+    /// Decodes a SAMPLE record's body (after the 8-byte header); None where it is too short.
+    #[inline]
+    fn sample<'a>(&self, b: &'a [u8]) -> Option<Sample<'a>> {
+        let st = self.sample_type;
+        let ts = match self.time_at {
+            Some(at) => u64_at(b, at)?,
+            None => 0,
+        };
+        let cpu = self.cpu(b)?;
+        let mut at = self.fixed;
+        if st & S_READ != 0 {
+            let rf = self.read_format;
+            let times = 8 * ((rf & R_ENABLED != 0) as usize + (rf & R_RUNNING != 0) as usize);
+            let per_value = 8 * (1 + (rf & R_ID != 0) as usize + (rf & R_LOST != 0) as usize);
+            at += if rf & R_GROUP != 0 {
+                let nr = usize::try_from(u64_at(b, at)?).ok()?;
+                8usize
+                    .checked_add(times)?
+                    .checked_add(nr.checked_mul(per_value)?)?
+            } else {
+                per_value + times
+            };
+        }
+        if st & S_CALLCHAIN != 0 {
+            let nr = usize::try_from(u64_at(b, at)?).ok()?;
+            at = at.checked_add(8)?.checked_add(nr.checked_mul(8)?)?;
+        }
+        let raw = if st & S_RAW != 0 {
+            let size = u32::from_le_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?) as usize;
+            Some(b.get(at + 4..at.checked_add(4)?.checked_add(size)?)?)
+        } else {
+            None
+        };
+        Some(Sample { ts, cpu, raw })
+    }
+
+    /// The CPU of a non-sample record, from the sample id perf appends to it.
+    fn trailer_cpu(&self, b: &[u8]) -> Option<u32> {
+        let st = self.sample_type;
+        if !self.sample_id_all || st & S_CPU == 0 {
+            return None;
+        }
+        let fields = [S_TID, S_TIME, S_ID, S_STREAM_ID, S_CPU, S_IDENTIFIER];
+        let len = 8 * fields.iter().filter(|&&f| st & f != 0).count();
+        let start = b.len().checked_sub(len)?;
+        let before = 8 * [S_TID, S_TIME, S_ID, S_STREAM_ID]
+            .iter()
+            .filter(|&&f| st & f != 0)
+            .count();
+        let at = start + before;
+        Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().unwrap()))
+    }
+}
+
+/// How records find their attribute: one layout for all, or by the IDENTIFIER perf puts
+/// first in samples and last in other records.
+#[derive(Debug, Clone)]
+pub(crate) enum Layouts {
+    One(SampleLayout),
+    ById(HashMap<u64, SampleLayout>),
+}
+
+impl Layouts {
+    fn for_sample(&self, b: &[u8]) -> Option<&SampleLayout> {
+        match self {
+            Layouts::One(l) => Some(l),
+            Layouts::ById(m) => m.get(&u64::from_le_bytes(b.get(..8)?.try_into().unwrap())),
+        }
+    }
+    fn for_other(&self, b: &[u8]) -> Option<&SampleLayout> {
+        match self {
+            Layouts::One(l) => Some(l),
+            Layouts::ById(m) => {
+                let at = b.len().checked_sub(8)?;
+                m.get(&u64::from_le_bytes(b[at..].try_into().unwrap()))
+            }
+        }
+    }
+}
+
+/// Bytes mapped (or read) at a time: a record is at most 64 KiB, so one always fits.
+const WINDOW: usize = 4 << 20;
+
+/// Walks the records of the data section through a moving window of the file.
+struct Records {
+    file: File,
+    path: PathBuf,
+    pos: u64,
+    end: u64,
+    win: Option<Window>,
+    buf: Vec<u8>,
+    /// File offset of the window's first byte, and its length.
+    win_at: u64,
+    win_len: usize,
+}
+
+impl Records {
+    fn open(path: &Path, start: u64, end: u64) -> Result<Records> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        Ok(Records {
+            file,
+            path: path.to_path_buf(),
+            pos: start,
+            end,
+            win: None,
+            buf: Vec::new(),
+            win_at: start,
+            win_len: 0,
+        })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match &self.win {
+            Some(w) => w.bytes(),
+            None => &self.buf[..self.win_len],
+        }
+    }
+
+    /// Makes `[at, at + n)` part of the window.
+    #[inline]
+    fn ensure(&mut self, at: u64, n: usize) -> Result<bool> {
+        if at >= self.win_at && at + n as u64 <= self.win_at + self.win_len as u64 {
+            return Ok(true);
+        }
+        self.slide(at, n)
+    }
+
+    #[cold]
+    fn slide(&mut self, at: u64, n: usize) -> Result<bool> {
+        let len = (self.end - at).min(WINDOW as u64) as usize;
+        if len < n {
+            return Ok(false);
+        }
+        self.win = None;
+        self.win = Window::map(&self.file, at, len);
+        if self.win.is_none() {
+            self.buf.resize(len, 0);
+            self.file
+                .read_exact_at(&mut self.buf[..len], at)
+                .map_err(|e| Error::io(&self.path, e))?;
+        }
+        self.win_at = at;
+        self.win_len = len;
+        Ok(true)
+    }
+
+    /// The next record: (file offset, type, body after the 8-byte header).
+    #[inline]
+    fn next(&mut self) -> Result<Option<(u64, u32, &[u8])>> {
+        if self.pos >= self.end {
+            return Ok(None);
+        }
+        let at = self.pos;
+        if !self.ensure(at, 8)? {
+            return Err(Error::truncated(
+                at,
+                format!(
+                    "perf.data: the data section ends inside a record header ({} bytes left)",
+                    self.end - at
+                ),
+            ));
+        }
+        let o = (at - self.win_at) as usize;
+        let h = &self.bytes()[o..o + 8];
+        let kind = u32::from_le_bytes(h[..4].try_into().unwrap());
+        let size = u16::from_le_bytes(h[6..8].try_into().unwrap()) as usize;
+        if size < 8 {
+            return Err(Error::corrupt(
+                at,
+                format!("perf.data: record of type {kind} has size {size}, less than its header"),
+            ));
+        }
+        if !self.ensure(at, size)? {
+            return Err(Error::truncated(
+                at,
+                format!(
+                    "perf.data: record of type {kind} ({size} bytes) runs past the data section's end at {}",
+                    self.end
+                ),
+            ));
+        }
+        self.pos = at + size as u64;
+        let o = (at - self.win_at) as usize;
+        Ok(Some((at, kind, &self.bytes()[o + 8..o + size])))
+    }
+}
+
+/// What one pass over the records found before any analysis: which CPUs hold samples, the
+/// command names, and whether every CPU's records are in time order.
+pub(crate) struct Scan {
+    /// CPUs with samples or losses, and the bytes their samples take in the file.
+    pub cpus: Vec<(u32, u64)>,
+    pub comms: HashMap<i32, String>,
+    pub in_order: bool,
+}
+
+/// Reads every record header once; CPU numbers are checked against `cpu_limit` here, with
+/// the record's offset, before any table is sized by them.
+pub(crate) fn scan(
+    path: &Path,
+    data: (u64, u64),
+    layouts: &Layouts,
+    cpu_limit: u32,
+) -> Result<Scan> {
+    let mut r = Records::open(path, data.0, data.1)?;
+    // Per CPU (indexed by the checked CPU number): whether seen, the last sample's time,
+    // and the bytes of its samples.
+    let mut last: Vec<(bool, u64, u64)> = Vec::new();
+    fn slot(last: &mut Vec<(bool, u64, u64)>, cpu: u32) -> &mut (bool, u64, u64) {
+        let c = cpu as usize;
+        if c >= last.len() {
+            last.resize(c + 1, (false, 0, 0));
+        }
+        let e = &mut last[c];
+        e.0 = true;
+        e
+    }
+    let mut comms = HashMap::new();
+    let mut in_order = true;
+    let check = |cpu: u32, at: u64, what: &str| -> Result<u32> {
+        if cpu < cpu_limit {
+            return Ok(cpu);
+        }
+        Err(Error::corrupt(
+            at,
+            format!(
+                "perf.data: {what} record names CPU {cpu}, but the file records {cpu_limit} CPUs"
+            ),
+        ))
+    };
+    while let Some((at, kind, b)) = r.next()? {
+        match kind {
+            RECORD_SAMPLE => {
+                let Some(s) = layouts.for_sample(b).and_then(|l| l.sample(b)) else {
+                    continue;
+                };
+                if s.raw.is_none() {
+                    continue;
+                }
+                let cpu = check(s.cpu, at, "sample")?;
+                let (_, prev, bytes) = slot(&mut last, cpu);
+                in_order &= s.ts >= *prev;
+                *prev = s.ts;
+                *bytes += 8 + b.len() as u64;
+            }
+            RECORD_LOST => {
+                if let Some(cpu) = layouts.for_other(b).and_then(|l| l.trailer_cpu(b)) {
+                    slot(&mut last, check(cpu, at, "lost-events")?);
+                }
+            }
+            RECORD_COMM if b.len() >= 8 => {
+                let tid = i32::from_le_bytes(b[4..8].try_into().unwrap());
+                let name = &b[8..];
+                let name = &name[..name.iter().position(|&c| c == 0).unwrap_or(name.len())];
+                comms.insert(tid, String::from_utf8_lossy(name).into_owned());
+            }
+            _ => {}
+        }
+    }
+    let cpus: Vec<(u32, u64)> = last
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.0)
+        .map(|(c, e)| (c as u32, e.2))
+        .collect();
+    Ok(Scan {
+        cpus,
+        comms,
+        in_order,
+    })
+}
+
+/// The data section, giving each CPU's pages on demand.
+#[derive(Debug)]
+pub(crate) struct PerfPages {
+    pub path: PathBuf,
+    pub data: (u64, u64),
+    pub layouts: Layouts,
+    pub layout: PageLayout,
+}
+
+impl BuildPages for PerfPages {
+    fn pages(&self, cpu: u32, wanted: Option<&[bool]>) -> Result<Box<dyn PageSource>> {
+        Ok(Box::new(CpuPages {
+            records: Records::open(&self.path, self.data.0, self.data.1)?,
+            src: self.layouts.clone(),
+            cpu,
+            wanted: wanted.map(<[bool]>::to_vec),
+            endian: self.layout.endian,
+            builder: PageBuilder::new(self.layout),
+            ready: std::collections::VecDeque::new(),
+            spare: Vec::new(),
+            page: Vec::new(),
+            page_at: self.data.0,
+            first_at: None,
+            done: false,
+        }))
+    }
+    fn first_ts(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// One CPU's pages, packed from its samples as the reader advances.
+struct CpuPages {
+    records: Records,
+    src: Layouts,
+    cpu: u32,
+    wanted: Option<Vec<bool>>,
+    endian: Endian,
+    builder: PageBuilder,
+    /// Finished pages not yet handed out, with the offset of their first record.
+    ready: std::collections::VecDeque<(u64, Vec<u8>)>,
+    spare: Vec<Vec<u8>>,
+    page: Vec<u8>,
+    page_at: u64,
+    /// Offset of the first record on the page being filled.
+    first_at: Option<u64>,
+    done: bool,
+}
+
+impl CpuPages {
+    fn take(&mut self, page: &[u8], at: u64) {
+        let mut v = self.spare.pop().unwrap_or_default();
+        v.clear();
+        v.extend_from_slice(page);
+        self.ready.push_back((at, v));
+    }
+}
+
+impl PageSource for CpuPages {
+    fn advance(&mut self) -> Result<bool> {
+        while self.ready.is_empty() && !self.done {
+            let Some((at, kind, b)) = self.records.next()? else {
+                let mut out = Vec::new();
+                self.builder.finish(&mut |p: &[u8]| out.push(p.to_vec()));
+                let first = self.first_at.unwrap_or(self.records.end);
+                for p in out {
+                    self.take(&p, first);
+                }
+                self.done = true;
+                break;
+            };
+            match kind {
+                RECORD_SAMPLE => {
+                    let Some(l) = self.src.for_sample(b) else {
+                        continue;
+                    };
+                    // Most records are other CPUs': look at the CPU alone first.
+                    if l.cpu(b) != Some(self.cpu) {
+                        continue;
+                    }
+                    let Some(s) = l.sample(b) else { continue };
+                    let Some(raw) = s.raw else { continue };
+                    if let Some(w) = &self.wanted {
+                        let id = self.endian.uint(raw, 0, 2).unwrap_or(u64::MAX) as usize;
+                        if !w.get(id).copied().unwrap_or(false) {
+                            continue;
+                        }
+                    }
+                    let mut full: Option<Vec<u8>> = None;
+                    // A payload larger than a page cannot be a tracepoint record; skipped.
+                    self.builder
+                        .push(s.ts, raw, &mut |p: &[u8]| full = Some(p.to_vec()));
+                    if let Some(p) = full {
+                        let first = self.first_at.replace(at).unwrap_or(at);
+                        self.take(&p, first);
+                    }
+                    self.first_at.get_or_insert(at);
+                }
+                RECORD_LOST => {
+                    let Some(l) = self.src.for_other(b) else {
+                        continue;
+                    };
+                    if l.trailer_cpu(b) == Some(self.cpu) && b.len() >= 16 {
+                        let n = u64::from_le_bytes(b[8..16].try_into().unwrap());
+                        if n > 0 {
+                            self.builder.lost(n);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        match self.ready.pop_front() {
+            Some((at, p)) => {
+                let old = std::mem::replace(&mut self.page, p);
+                self.spare.push(old);
+                self.page_at = at;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+    fn page(&self) -> &[u8] {
+        &self.page
+    }
+    fn page_offset(&self) -> u64 {
+        self.page_at
+    }
+    fn path(&self) -> &Path {
+        &self.records.path
+    }
+}
