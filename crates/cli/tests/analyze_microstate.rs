@@ -225,7 +225,10 @@ fn a_sleeper_sleeps() {
     let table = microstates(&file, &["--tid", &pid.to_string()]);
     let r = &table[&(pid as i64)];
     assert!((share_sum(r) - 100.0).abs() < 0.05, "{r}");
-    assert!(f(r, "slp") > 90.0, "{r}");
+    // Off the CPU nearly all the time: sleeping, or, on a loaded machine, waiting for a
+    // CPU after each wake-up (LAT grows with the load, SLP stays the larger share).
+    assert!(f(r, "slp") + f(r, "lat") > 95.0, "{r}");
+    assert!(f(r, "slp") > 60.0, "{r}");
     assert!(r["vcx"].as_u64().unwrap() >= 20, "{r}");
     assert_eq!(f(r, "lck"), 0.0, "{r}");
 }
