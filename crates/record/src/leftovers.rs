@@ -18,9 +18,25 @@ pub struct Leftover {
     pub modified: std::time::SystemTime,
 }
 
-/// Whether `pid` is a running kstate (a recycled pid running something else is not).
+/// Whether `pid` is a running kstate (a recycled pid running something else is not, nor
+/// a killed one not yet reaped).
 fn recorder_alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "kstate")
+    let kstate =
+        std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "kstate");
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+        st.rfind(')')
+            .and_then(|i| st[i + 1..].split_whitespace().next())
+            .is_some_and(|state| state == "Z" || state == "X")
+    });
+    kstate && !zombie
+}
+
+/// The same directory, however spelled (`.`, `/tmp/x/.`, `/tmp/x`).
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
 }
 
 /// The leftovers of dead recorders for `output` (`OUTPUT.kstate-PID.XXXXXX.scratch`),
@@ -55,7 +71,7 @@ pub fn find(output: &Path) -> Vec<Leftover> {
         let output_tmp = std::fs::read_to_string(ent.path().join(RECORDER_FILE))
             .ok()
             .and_then(|t| t.lines().nth(2).map(PathBuf::from))
-            .filter(|t| t.parent() == output.parent());
+            .filter(|t| same_dir(kstate_format::output::parent_dir(t), dir));
         found.push(Leftover {
             dir: ent.path(),
             pid,
