@@ -239,8 +239,18 @@ fn numbers_in_commands_that_record_or_run() {
         check(&["bench", "overhead"], &[opt], &[], &all);
         check(&["bench", "sample"], &[opt], &[], &all);
     }
+    // The files go to a scratch directory, 8 MiB per run (one pattern where the option is not
+    // --pattern): a checkout's own disk may be small.
+    let io_dir = dir.path().join("io");
+    std::fs::create_dir(&io_dir).unwrap();
+    let io_dir = io_dir.to_str().unwrap();
     for opt in ["--pattern", "--size", "--record", "--cpus"] {
-        check(&["bench", "io"], &[opt], &[], &all);
+        let suffix: &[&str] = match opt {
+            "--size" => &["--dir", io_dir, "--pattern", "1"],
+            "--pattern" => &["--dir", io_dir, "--size", "8M"],
+            _ => &["--dir", io_dir, "--size", "8M", "--pattern", "1"],
+        };
+        check(&["bench", "io"], &[opt], suffix, &all);
     }
     for opt in [
         "--threads",

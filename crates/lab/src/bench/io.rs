@@ -465,7 +465,14 @@ pub fn iowrite(a: &IoWriteArgs) -> Result<(), Error> {
                 // SAFETY: the child writes its file with plain system calls and _exits.
                 let pid = unsafe { libc::fork() };
                 if pid == 0 {
-                    let code = i32::from(write_stream(&p, size, record, fsync).is_err());
+                    let code = match write_stream(&p, size, record, fsync) {
+                        Ok(()) => 0,
+                        Err(e) => {
+                            // The parent only sees the exit status; the reason is told here.
+                            raw_eprint(&format!("kstate: {e}\n"));
+                            1
+                        }
+                    };
                     // SAFETY: ends the child without running the parent's destructors.
                     unsafe { libc::_exit(code) };
                 }
@@ -478,8 +485,13 @@ pub fn iowrite(a: &IoWriteArgs) -> Result<(), Error> {
                 let mut st = 0;
                 // SAFETY: waits for a child forked above.
                 unsafe { libc::waitpid(pid, &mut st, 0) };
+                let how = if libc::WIFSIGNALED(st) {
+                    format!("killed by signal {}", libc::WTERMSIG(st))
+                } else {
+                    format!("exit status {}", libc::WEXITSTATUS(st))
+                };
                 if !libc::WIFEXITED(st) || libc::WEXITSTATUS(st) != 0 {
-                    return Err(err(format!("writer process {pid} failed ({st})")));
+                    return Err(err(format!("writer process {pid} failed ({how})")));
                 }
             }
         }
@@ -494,8 +506,17 @@ pub fn iowrite(a: &IoWriteArgs) -> Result<(), Error> {
 
 /// One line to stdout with a single write (safe in a forked child, atomic in a pipe).
 fn raw_print(s: &str) {
-    // SAFETY: writes a valid buffer to fd 1.
-    unsafe { libc::write(1, s.as_ptr().cast(), s.len()) };
+    raw_write(1, s)
+}
+
+/// [`raw_print`] to stderr.
+fn raw_eprint(s: &str) {
+    raw_write(2, s)
+}
+
+fn raw_write(fd: i32, s: &str) {
+    // SAFETY: writes a valid buffer to an fd the process holds.
+    unsafe { libc::write(fd, s.as_ptr().cast(), s.len()) };
 }
 
 fn write_stream(path: &Path, size: u64, record: u64, fsync: bool) -> Result<(), Error> {
