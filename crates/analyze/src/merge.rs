@@ -10,7 +10,11 @@
 //! read buffer per CPU, whatever the trace size.
 
 use kstate_format::page::{read_header, PageCursor};
-use kstate_format::{ClockMap, Endian, Error, Lost, PageLayout, PageSource, Result, Trace};
+use std::sync::Arc;
+
+use kstate_format::{
+    ClockMap, Endian, Error, Lost, PageLayout, PageSource, Result, TimeShift, Trace,
+};
 
 /// One event, borrowed from the page it lives in; valid until the next call to `next`.
 #[derive(Debug, Clone, Copy)]
@@ -89,7 +93,8 @@ struct CpuStream {
     cpu: u32,
     src: Box<dyn PageSource>,
     cursor: PageCursor,
-    /// The record waiting to be delivered: raw timestamp, payload range.
+    /// The record waiting to be delivered: raw timestamp (after the guest-to-host time
+    /// shift, if any), payload range.
     head: Option<(u64, usize, usize)>,
     /// Loss flagged by the page `head` came from, not yet reported.
     pending_lost: Lost,
@@ -101,6 +106,9 @@ pub struct Merger {
     streams: Vec<CpuStream>,
     layout: PageLayout,
     clock: ClockMap,
+    /// A guest's per-CPU mapping to host time, applied before `clock` (and before the
+    /// merge compares CPUs, since it may move each CPU differently).
+    shift: Option<Arc<TimeShift>>,
     filter: IdFilter,
     /// Stream whose head was handed out last and must be advanced before the next pick.
     delivered: Option<usize>,
@@ -181,6 +189,7 @@ impl Merger {
             streams,
             layout: trace.layout,
             clock: trace.clock_map,
+            shift: trace.time_shift.clone(),
             filter,
             delivered: None,
             current: 0,
@@ -265,17 +274,7 @@ impl Merger {
     #[allow(clippy::should_implement_trait)]
     #[inline]
     pub fn next(&mut self) -> Result<Option<Event<'_>>> {
-        if let Some(e) = self.deferred.take() {
-            return Err(e);
-        }
-        if let Some(i) = self.delivered.take() {
-            let advanced = self.advance(i);
-            match self.streams[i].head {
-                Some((ts, _, _)) if (ts, i) < self.limit => {}
-                _ => self.pick(),
-            }
-            advanced?;
-        }
+        self.settle()?;
         let i = self.current;
         let Some(s) = self.streams.get(i) else {
             return Ok(None);
@@ -301,6 +300,33 @@ impl Merger {
                 open: self.gaps_open,
             },
         }))
+    }
+
+    /// The time of the event the next call to `next` returns (None at the end), without
+    /// delivering it: what a merge of several files compares.
+    pub fn peek_ts(&mut self) -> Result<Option<u64>> {
+        self.settle()?;
+        Ok(match self.streams.get(self.current).and_then(|s| s.head) {
+            Some((ts, _, _)) if ts <= self.horizon => Some(self.clock.to_ns(ts)),
+            _ => None,
+        })
+    }
+
+    /// Reports an error met while priming, and moves past the event delivered last.
+    #[inline]
+    fn settle(&mut self) -> Result<()> {
+        if let Some(e) = self.deferred.take() {
+            return Err(e);
+        }
+        if let Some(i) = self.delivered.take() {
+            let advanced = self.advance(i);
+            match self.streams[i].head {
+                Some((ts, _, _)) if (ts, i) < self.limit => {}
+                _ => self.pick(),
+            }
+            advanced?;
+        }
+        Ok(())
     }
 
     /// An error about the event `next` returned last, naming its CPU, file and page offset.
@@ -351,6 +377,7 @@ impl Merger {
         }
         let live = self.live;
         let (loss_gen, gaps_open, filter) = (&mut self.loss_gen, &mut self.gaps_open, &self.filter);
+        let shift = self.shift.as_deref();
         let s = &mut self.streams[i];
         s.head = None;
         s.head_lost = Lost::None;
@@ -366,7 +393,8 @@ impl Merger {
                     if !filter.accepts(id) {
                         continue;
                     }
-                    s.head = Some((r.ts, r.start, r.len));
+                    let ts = shift.map_or(r.ts, |t| t.apply(s.cpu, r.ts));
+                    s.head = Some((ts, r.start, r.len));
                     s.head_lost = std::mem::take(&mut s.pending_lost);
                     if s.head_lost.is_some() {
                         *loss_gen += 1;
@@ -449,5 +477,47 @@ impl PageSource for Exhausted {
     }
     fn path(&self) -> &std::path::Path {
         std::path::Path::new("")
+    }
+}
+
+/// Several recordings on one timeline, as `trace-cmd report -i host.dat -i guest.dat`
+/// shows a host and its guests: each file keeps its own merge (its CPUs, clock and
+/// guest time shift), and the file whose next event is earliest goes next; ties go to
+/// the file named first. Nothing is read ahead beyond each file's own heads.
+pub struct FileMerge {
+    files: Vec<Merger>,
+}
+
+impl FileMerge {
+    pub fn new(files: Vec<Merger>) -> FileMerge {
+        FileMerge { files }
+    }
+
+    /// The next event of all the files, with the index of its file.
+    #[allow(clippy::should_implement_trait)]
+    #[inline]
+    pub fn next(&mut self) -> Result<Option<(usize, Event<'_>)>> {
+        let best = if self.files.len() == 1 {
+            0
+        } else {
+            let mut best: Option<(u64, usize)> = None;
+            for (i, m) in self.files.iter_mut().enumerate() {
+                match (m.peek_ts()?, best) {
+                    (Some(ts), Some((b, _))) if ts >= b => {}
+                    (Some(ts), _) => best = Some((ts, i)),
+                    (None, _) => {}
+                }
+            }
+            match best {
+                Some((_, i)) => i,
+                None => return Ok(None),
+            }
+        };
+        Ok(self.files[best].next()?.map(|ev| (best, ev)))
+    }
+
+    /// The merge of file `i`, e.g. to name the record behind an error.
+    pub fn file(&self, i: usize) -> &Merger {
+        &self.files[i]
     }
 }

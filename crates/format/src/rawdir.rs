@@ -110,6 +110,7 @@ pub fn open(dir: &Path) -> Result<Trace> {
             .unwrap_or_default(),
         clock,
         clock_map: ClockMap::default(),
+        time_shift: None,
         uname: None,
         tool_version: None,
         kallsyms: optional("kallsyms"),

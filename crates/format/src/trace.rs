@@ -5,12 +5,14 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::bytes::Endian;
 use crate::error::{Error, Result};
 use crate::event_format::EventFormat;
 use crate::layout::PageLayout;
 use crate::pages::{PageSource, PlainPages, ScratchDir};
+use crate::timeshift::TimeShift;
 use crate::tracedat;
 
 /// The most CPUs a trace may name. Per-CPU tables are sized by CPU number, so a damaged
@@ -146,6 +148,9 @@ pub struct Trace {
     pub comms: HashMap<i32, String>,
     pub clock: Option<String>,
     pub clock_map: ClockMap,
+    /// A guest's clock mapped to its host's (trace-cmd's TIME_SHIFT option): applied per
+    /// CPU to raw timestamps before `clock_map`.
+    pub time_shift: Option<Arc<TimeShift>>,
     pub uname: Option<String>,
     /// The recording tool's version string, where the file carries one.
     pub tool_version: Option<String>,

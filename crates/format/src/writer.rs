@@ -19,7 +19,8 @@
 //! section 18       event formats by system
 //! section 19/20/21 kallsyms, printk formats, saved cmdlines
 //! section 0        options: offsets of sections 16..21, CPUCOUNT, TRACECLOCK, UNAME,
-//!                  VERSION, kstate's own options, BUFFER (where each CPU's data is), DONE(0)
+//!                  VERSION, clock options (TSC2NSEC, OFFSET, TIME_SHIFT) when given,
+//!                  kstate's own options, BUFFER (where each CPU's data is), DONE(0)
 //! section 15       strings: the section descriptions
 //! ```
 //!
@@ -43,7 +44,8 @@ use crate::bytes::Endian;
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::{whole_pages, PageLayout};
 use crate::output::NewFile;
-use crate::trace::{Container, Trace};
+use crate::timeshift::TimeShift;
+use crate::trace::{ClockMap, Container, Trace};
 
 /// Option ids reserved for kstate's own sections: far above trace-cmd's (0..=22 in 3.1,
 /// a few more in later versions, allocated sequentially), so they will not collide.
@@ -501,6 +503,30 @@ impl TraceWriter {
         Ok(())
     }
 
+    /// trace-cmd's clock options, so that a file's timestamps read the same after kstate
+    /// rewrites it (`convert`, `split`), and so that tests can make the files trace-cmd
+    /// writes for a virtual machine's guest, which it cannot record here: TSC2NSEC
+    /// (raw counts to ns: `mult`, `shift`, and the TSC offset trace-cmd stores beside
+    /// them), OFFSET (ns added to every timestamp) and TIME_SHIFT (the guest-to-host
+    /// samples, see [`TimeShift`]).
+    pub fn clock_options(&mut self, map: &ClockMap, shift: Option<&TimeShift>) {
+        let e = self.cfg.endian;
+        if map.mult != 0 {
+            let mut p = u32_bytes(e, map.mult).to_vec();
+            p.extend_from_slice(&u32_bytes(e, map.shift));
+            p.extend_from_slice(&u64_bytes(e, map.tsc_offset));
+            self.meta.extras.push((id::TSC2NSEC, p));
+        }
+        if map.offset != 0 {
+            self.meta
+                .extras
+                .push((id::OFFSET, cstring(&map.offset.to_string())));
+        }
+        if let Some(t) = shift {
+            self.meta.extras.push((id::TIME_SHIFT, t.to_bytes(e)));
+        }
+    }
+
     fn check_usable(&self) -> Result<()> {
         match &self.broken {
             None => Ok(()),
@@ -941,6 +967,7 @@ pub fn write_from_trace(
         .map(|(pid, c)| format!("{pid} {c}\n"))
         .collect();
     w.cmdlines(cmdlines.as_bytes());
+    w.clock_options(&src.clock_map, src.time_shift.as_deref());
     for (id, payload) in &src.extra_options {
         if KSTATE_OPTION_IDS.contains(id) {
             w.extra_option(*id, payload)?;

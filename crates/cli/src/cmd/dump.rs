@@ -5,7 +5,7 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kstate_analyze::merge::{IdFilter, Merger};
+use kstate_analyze::merge::{FileMerge, IdFilter, Merger};
 use kstate_format::print_fmt::{report_header, TextFormatter};
 use kstate_format::value::{write_json_str, PrintSpec};
 use kstate_format::{Error, ErrorKind, EventFormat, Trace};
@@ -14,9 +14,13 @@ use crate::timefmt::{fmt_secs, parse_secs};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// trace.dat (v6/v7) file or raw tracefs capture directory
-    file: PathBuf,
-    /// NDJSON: one {"ts","cpu","pid","event","fields","text"} object per line
+    /// trace.dat (v6/v7) files or raw tracefs capture directories; several (a host and
+    /// its guests) print on one timeline, each line prefixed with its file's name, as
+    /// `trace-cmd report -i host.dat -i guest.dat`
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// NDJSON: one {"ts","cpu","pid","event","fields","text"} object per line (and
+    /// "file" when several files are given)
     #[arg(long, conflicts_with = "raw")]
     json: bool,
     /// Each event's raw fields (name=value, as `trace-cmd report -R`) instead of its message
@@ -45,40 +49,81 @@ pub struct Args {
 /// An event's format and the print conversion of each of its fields.
 type FormatAndSpecs<'t> = (&'t EventFormat, Vec<Option<PrintSpec>>);
 
+/// What printing one file's events needs.
+struct Input<'t> {
+    trace: &'t Trace,
+    /// Per id: the format and its fields' print conversions, resolved once.
+    formats: Vec<Option<FormatAndSpecs<'t>>>,
+    text: TextFormatter<'t>,
+    /// The line prefix when several files are printed (`NAME: `, names right-aligned as
+    /// trace-cmd aligns them), else empty.
+    prefix: String,
+    name: String,
+}
+
 pub fn run(args: Args) -> Result<ExitCode, Error> {
-    let trace = super::open(&args.file)?;
-    let filter = id_filter(&trace, &args.events)?;
+    let traces = args
+        .files
+        .iter()
+        .map(|f| super::open(f))
+        .collect::<Result<Vec<_>, _>>()?;
+    let filters = id_filters(&traces, &args.events)?;
     let cpus = (!args.cpu.is_empty()).then_some(args.cpu.as_slice());
-    let mut merger = Merger::new(&trace, cpus, filter)?;
-    // Per id: the format and its fields' print conversions, resolved once.
-    let formats: Vec<Option<FormatAndSpecs>> = (0..trace.events.id_limit() as u32)
-        .map(|id| {
-            trace.events.get(id).map(|f| {
-                (
-                    f,
-                    if args.raw {
-                        f.print_specs()
-                    } else {
-                        Vec::new()
-                    },
-                )
-            })
+    let mut mergers = Vec::new();
+    for (trace, filter) in traces.iter().zip(filters) {
+        mergers.push(Merger::new(trace, cpus, filter)?);
+    }
+    let mut merge = FileMerge::new(mergers);
+    let several = traces.len() > 1;
+    let names: Vec<String> = args
+        .files
+        .iter()
+        .map(|f| {
+            f.file_name()
+                .map_or_else(|| f.display().to_string(), |n| n.to_string_lossy().into())
+        })
+        .collect();
+    let width = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+    let mut inputs: Vec<Input> = traces
+        .iter()
+        .zip(&names)
+        .map(|(trace, name)| Input {
+            trace,
+            formats: (0..trace.events.id_limit() as u32)
+                .map(|id| {
+                    trace.events.get(id).map(|f| {
+                        let specs = if args.raw {
+                            f.print_specs()
+                        } else {
+                            Vec::new()
+                        };
+                        (f, specs)
+                    })
+                })
+                .collect(),
+            text: TextFormatter::new(trace, args.ns),
+            prefix: if several {
+                format!("{name:>width$}: ")
+            } else {
+                String::new()
+            },
+            name: name.clone(),
         })
         .collect();
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let mut line = Vec::with_capacity(1 << 17);
-    let mut text = TextFormatter::new(&trace, args.ns);
     if !args.json && !args.raw {
-        if let Err(e) = out.write_all(report_header(&trace).as_bytes()) {
-            return stdout_closed(e);
+        for i in &inputs {
+            line.extend_from_slice(i.prefix.as_bytes());
+            line.extend_from_slice(report_header(i.trace).as_bytes());
         }
     }
     let (from, to) = (args.from.unwrap_or(0), args.to.unwrap_or(u64::MAX));
-    let mut failure = trace.truncated.clone();
+    let mut failure = traces.iter().find_map(|t| t.truncated.clone());
     loop {
-        let ev = match merger.next() {
-            Ok(Some(ev)) => ev,
+        let (f, ev) = match merge.next() {
+            Ok(Some(x)) => x,
             Ok(None) => break,
             Err(e) => {
                 // Stop at the first damaged page: what was printed is all in order, and the
@@ -97,7 +142,8 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         if args.pid.is_some_and(|p| p != pid) {
             continue;
         }
-        let known = formats.get(ev.id as usize).and_then(Option::as_ref);
+        let input = &mut inputs[f];
+        let known = input.formats.get(ev.id as usize).and_then(Option::as_ref);
         let Some((fmt, specs)) = known else {
             failure = Some(
                 Error::new(
@@ -110,24 +156,28 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
                         fmt_secs(ev.ts)
                     ),
                 )
-                .in_file(&trace.path),
+                .in_file(&input.trace.path),
             );
             break;
         };
         if args.json {
-            json_line(&mut line, &ev, pid, fmt, &mut text);
-        } else if args.raw {
-            text_line(&mut line, &ev, pid, fmt, specs, &trace);
+            let file = several.then_some(input.name.as_str());
+            json_line(&mut line, &ev, pid, fmt, &mut input.text, file);
         } else {
-            text.write_line(
-                &mut line,
-                ev.ts,
-                ev.cpu,
-                ev.id,
-                ev.payload,
-                ev.endian,
-                ev.lost_before,
-            );
+            line.extend_from_slice(input.prefix.as_bytes());
+            if args.raw {
+                text_line(&mut line, &ev, pid, fmt, specs, input.trace);
+            } else {
+                input.text.write_line(
+                    &mut line,
+                    ev.ts,
+                    ev.cpu,
+                    ev.id,
+                    ev.payload,
+                    ev.endian,
+                    ev.lost_before,
+                );
+            }
         }
         // Lines collect in one buffer written 64 KiB at a time (no second copy per line).
         if line.len() >= 1 << 16 {
@@ -143,11 +193,12 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     if let Err(e) = out.flush() {
         return stdout_closed(e);
     }
-    let raw_events: Vec<String> = text
-        .unsupported()
-        .iter()
-        .map(|(name, (n, why))| format!("{name} {n} ({why})"))
-        .collect();
+    let mut raw_events = Vec::new();
+    for i in &inputs {
+        for (name, (n, why)) in i.text.unsupported() {
+            raw_events.push(format!("{name} {n} ({why})"));
+        }
+    }
     if !raw_events.is_empty() {
         eprintln!(
             "kstate dump: printed as raw fields (print format not evaluated): {}",
@@ -158,6 +209,35 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         None => Ok(ExitCode::SUCCESS),
         Some(e) => Err(e),
     }
+}
+
+/// `--events` resolved in each file. With one file an unknown name is an error; with
+/// several (a host and its guests record different events) a name need only be in one.
+fn id_filters(traces: &[Trace], names: &[String]) -> Result<Vec<IdFilter>, Error> {
+    if traces.len() == 1 {
+        return Ok(vec![id_filter(&traces[0], names)?]);
+    }
+    let mut found = vec![false; names.len()];
+    let mut filters = Vec::new();
+    for t in traces {
+        if names.is_empty() {
+            filters.push(IdFilter::all());
+            continue;
+        }
+        let mut ids = Vec::new();
+        for (n, seen) in names.iter().zip(found.iter_mut()) {
+            if let Some(ev) = t.events.find(n) {
+                ids.push(ev.id);
+                *seen = true;
+            }
+        }
+        filters.push(IdFilter::only(ids));
+    }
+    if let Some(missing) = names.iter().zip(&found).find(|(_, f)| !**f) {
+        // The single-file message, with its near matches, from the first file.
+        id_filter(&traces[0], std::slice::from_ref(missing.0))?;
+    }
+    Ok(filters)
 }
 
 /// Reading into `head` or a closed pager is not an error.
@@ -258,10 +338,17 @@ fn json_line(
     pid: i32,
     fmt: &EventFormat,
     text: &mut TextFormatter,
+    file: Option<&str>,
 ) {
+    out.push(b'{');
+    if let Some(f) = file {
+        out.extend_from_slice(b"\"file\":");
+        write_json_str(f, out);
+        out.push(b',');
+    }
     let _ = write!(
         out,
-        "{{\"ts\":{},\"cpu\":{},\"pid\":{},\"event\":",
+        "\"ts\":{},\"cpu\":{},\"pid\":{},\"event\":",
         ev.ts, ev.cpu, pid
     );
     write_json_str(&fmt.name, out);

@@ -355,6 +355,7 @@ impl Report<'_> {
             "kind": kind, "version": version, "compression": compression,
             "endian": format!("{:?}", t.endian).to_lowercase(), "long_size": t.long_size,
             "page_size": t.layout.page_size, "clock": t.clock, "uname": t.uname,
+            "time_shifted": t.time_shift.is_some(),
             "tool_version": t.tool_version,
             "cpus": t.cpu_count, "events": self.total(),
             "event_counts": self.by_event, "event_formats": t.events.iter().count(),
@@ -599,6 +600,16 @@ impl Report<'_> {
             "clock:       {}",
             t.clock.as_deref().unwrap_or("unknown")
         );
+        if t.clock_map.mult != 0 {
+            let _ = writeln!(
+                s,
+                "             raw counts to ns as (count * {}) >> {} (TSC2NSEC option)",
+                t.clock_map.mult, t.clock_map.shift
+            );
+        }
+        if let Some(shift) = &t.time_shift {
+            let _ = writeln!(s, "time shift:  {}", shift.describe());
+        }
         let _ = writeln!(s, "cpus:        {}", t.cpu_count);
         match (self.first_ts(), self.last_ts()) {
             (Some(a), Some(b)) => {

@@ -394,6 +394,7 @@ pub fn open(dir: &Path) -> Result<Trace> {
         clock: attrs.get("clock").cloned(),
         // The tables hold nanoseconds already.
         clock_map: ClockMap::default(),
+        time_shift: None,
         uname: attrs.get("uname").cloned(),
         tool_version: attrs.get("tool_version").cloned(),
         kallsyms,

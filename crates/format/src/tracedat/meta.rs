@@ -4,11 +4,13 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::bytes::Endian;
 use crate::error::{Error, Result};
 use crate::event_format::EventFormat;
 use crate::layout::PageLayout;
+use crate::timeshift::TimeShift;
 use crate::trace::{ClockMap, Container, CpuData, EventTable, Trace, MAX_CPUS};
 
 use super::input::Input;
@@ -24,6 +26,7 @@ pub mod opt {
     pub const OFFSET: u16 = 7;
     pub const CPUCOUNT: u16 = 8;
     pub const VERSION: u16 = 9;
+    pub const TIME_SHIFT: u16 = 12;
     pub const TSC2NSEC: u16 = 14;
     pub const STRINGS: u16 = 15;
     pub const HEADER_INFO: u16 = 16;
@@ -70,6 +73,7 @@ pub(crate) struct Meta {
     pub cmdlines: Option<Vec<u8>>,
     pub clock: Option<String>,
     pub clock_map: ClockMap,
+    pub time_shift: Option<TimeShift>,
     pub uname: Option<String>,
     pub tool_version: Option<String>,
     pub cpu_count: Option<u32>,
@@ -93,6 +97,7 @@ impl Meta {
             cmdlines: None,
             clock: None,
             clock_map: ClockMap::default(),
+            time_shift: None,
             uname: None,
             tool_version: None,
             cpu_count: None,
@@ -209,6 +214,11 @@ impl Meta {
                 self.clock_map.mult = mult;
                 self.clock_map.shift = shift;
             }
+            // trace-cmd skips a payload too short to hold the header, and refuses the file
+            // when the samples do not fit.
+            opt::TIME_SHIFT if payload.len() >= 16 => {
+                self.time_shift = Some(TimeShift::parse(&payload, self.endian, at)?);
+            }
             _ => self.extra_options.push((id, payload)),
         }
         Ok(())
@@ -267,6 +277,7 @@ impl Meta {
                 .unwrap_or_default(),
             clock: self.clock,
             clock_map: self.clock_map,
+            time_shift: self.time_shift.filter(TimeShift::is_active).map(Arc::new),
             uname: self.uname,
             tool_version: self.tool_version,
             kallsyms: self.kallsyms,
