@@ -823,9 +823,10 @@ fn a_full_disk_ends_the_recording_with_a_readable_file() {
 fn pid_option_records_only_that_process() {
     let dir = tmp();
     let out = dir.path().join("pid.dat");
-    // A process that sleeps in a loop: 40 sleeps of 10 ms.
+    // A process that sleeps in a loop: 300 sleeps of 10 ms, so that it outlives the 0.2 s
+    // recording however long the recorder takes to start on a loaded machine.
     let mut target = Command::new(KSTATE)
-        .args(["workload", "sleep", "40", "10"])
+        .args(["workload", "sleep", "300", "10"])
         .spawn()
         .unwrap();
     let pid = target.id() as i64;
@@ -839,6 +840,7 @@ fn pid_option_records_only_that_process() {
         "-d",
         "0.2",
     ]);
+    let _ = target.kill();
     target.wait().unwrap();
     assert_eq!(s["lost"], 0);
     let evs = dump(&out, "raw_syscalls:sys_enter");
