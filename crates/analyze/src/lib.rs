@@ -50,6 +50,7 @@ pub mod cachegrind;
 pub mod classify;
 pub mod compare;
 mod error;
+pub mod escalate;
 pub mod filter;
 pub mod findings;
 pub mod fleet;

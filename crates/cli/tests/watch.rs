@@ -262,6 +262,13 @@ fn sigterm_leaves_a_clean_tracefs() {
         .unwrap();
     // The first interval's line: the watch is running.
     let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    // Read as it comes (a full pipe would stall the watch), and shown on failure.
+    let mut stderr = child.stderr.take().unwrap();
+    let errors = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
+        s
+    });
     let mut first = String::new();
     std::io::BufRead::read_line(&mut stdout, &mut first).unwrap();
     let v: Value = serde_json::from_str(&first).unwrap();
@@ -280,7 +287,8 @@ fn sigterm_leaves_a_clean_tracefs() {
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
     let st = child.wait().unwrap();
-    assert!(st.success(), "exit after SIGTERM: {st}");
+    let errors = errors.join().unwrap();
+    assert!(st.success(), "exit after SIGTERM: {st}; stderr:\n{errors}");
     assert!(
         instances_of(pid).is_empty(),
         "left: {:?}",
@@ -456,4 +464,148 @@ fn the_flight_recorder_saves_the_seconds_before_an_alarm() {
         "first event at {first} ns, the call at {start} ns"
     );
     assert!(report.contains("sys_enter"), "no system calls in {name}");
+    // The file says what the flight recorder had dropped, and carries the alarm.
+    let log = watch_log(file);
+    assert_eq!(log[0].1, "dropped", "{log:?}");
+    assert!(
+        log[0].2.starts_with("flight recorder (--keep 1s): "),
+        "{log:?}"
+    );
+    assert!(
+        log.iter()
+            .any(|e| e.1 == "alarm" && e.2.contains("clock_nanosleep") && e.0 >= start),
+        "{log:?}"
+    );
+}
+
+/// `kstate info --json`'s watch log of `file`: (ts, kind, text).
+fn watch_log(file: &Path) -> Vec<(u64, String, String)> {
+    let info: Value =
+        serde_json::from_str(&kstate(&["info", "--json", file.to_str().unwrap()])).unwrap();
+    info["watch_log"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no watch log in {}: {info}", file.display()))
+        .iter()
+        .map(|e| {
+            (
+                e["ts"].as_u64().unwrap(),
+                e["kind"].as_str().unwrap().to_string(),
+                e["text"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn an_escalation_turns_block_events_on_only_after_the_alarm() {
+    let dir = tempfile::tempdir().unwrap();
+    let dat = dir.path().join("w.dat");
+    // Direct writes (block requests) before the 300 ms sleep and after it; the second
+    // batch waits (30 s at most) until the watch, its parent, has turned block events on
+    // in its instance: however late the alarm is seen on a loaded machine.
+    let io = format!(
+        "dd if=/dev/zero of={}/f bs=64k count=40 oflag=direct 2>/dev/null",
+        dir.path().display()
+    );
+    let workload = format!(
+        "{io}; sleep 0.3; n=0; until grep -qs 1 \
+         /sys/kernel/tracing/instances/kstate-$PPID-*/events/block/block_rq_issue/enable; \
+         do n=$((n+1)); [ $n -gt 600 ] && exit 9; sleep 0.05; done; {io}; sleep 0.15"
+    );
+    let out = Command::new(KSTATE)
+        .args([
+            "watch",
+            "--json",
+            "-a",
+            "-e",
+            "syscall",
+            "--interval",
+            "250ms",
+        ])
+        .arg("-o")
+        .arg(&dat)
+        .args([
+            "--escalate",
+            "syscall.max{name=clock_nanosleep} > 200ms -> bio for 30s",
+        ])
+        .args(["--", "sh", "-c", &workload])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let log = watch_log(&dat);
+    let alarm = log
+        .iter()
+        .find(|e| e.1 == "alarm")
+        .unwrap_or_else(|| panic!("no alarm in {log:?}"));
+    assert!(
+        alarm
+            .2
+            .starts_with("syscall.max{name=clock_nanosleep} > 200ms"),
+        "{alarm:?}"
+    );
+    let on = log
+        .iter()
+        .find(|e| e.1 == "escalate")
+        .unwrap_or_else(|| panic!("no escalation in {log:?}"));
+    assert!(
+        on.0 >= alarm.0,
+        "escalated at {} before the alarm at {}",
+        on.0,
+        alarm.0
+    );
+    assert!(on.2.contains("block:block_rq_issue"), "{on:?}");
+    // trace-cmd's reading of the file: block events, each after the escalation.
+    let report = support::trace_cmd_report(&dat, &["-t"]);
+    let block: Vec<u64> = report
+        .lines()
+        .filter_map(support::tcline::parse_line)
+        .filter(|p| p.event.starts_with("block_"))
+        .map(|p| p.ts)
+        .collect();
+    assert!(
+        block.len() >= 40,
+        "{} block events after the escalation (40 writes)",
+        block.len()
+    );
+    let first = *block.iter().min().unwrap();
+    assert!(
+        first >= on.0,
+        "a block event at {first} ns, escalation at {} ns",
+        on.0
+    );
+}
+
+#[test]
+fn keep_with_output_is_refused_with_the_reason() {
+    refused(
+        &["--keep", "1s", "-o", "/nonexistent/x.dat", "--", "true"],
+        "no whole recording is left to write to -o",
+    );
+    refused(
+        &[
+            "-e",
+            "syscall",
+            "--escalate",
+            "syscall.max > 1ms",
+            "--",
+            "true",
+        ],
+        "expected RULE -> EVENTS",
+    );
+    refused(
+        &[
+            "-e",
+            "syscall",
+            "--escalate",
+            "syscall.max > 1ms -> syscall",
+            "--",
+            "true",
+        ],
+        "recorded anyway",
+    );
+    refused(
+        &["-e", "syscall", "--shed", "bio", "--", "true"],
+        "is not recorded",
+    );
 }

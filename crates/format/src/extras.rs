@@ -43,6 +43,9 @@ pub mod ids {
     /// Set by `kstate recover`: UTF-8 text saying where the recording came from and what
     /// it may lack.
     pub const RECOVERED: u16 = 0x6b06;
+    /// What `kstate watch` did and saw while recording (alarms, escalations, shedding,
+    /// losses, dropped pages): [`crate::watch_log`].
+    pub const WATCH_LOG: u16 = 0x6b07;
 }
 
 /// A human name for one of [`ids`], for messages.
@@ -55,6 +58,7 @@ pub fn section_name(id: u16) -> Option<&'static str> {
         ids::SAMPLES => Some("samples"),
         ids::STACKS => Some("stacks"),
         ids::RECOVERED => Some("recovered"),
+        ids::WATCH_LOG => Some("watch log"),
         _ => None,
     }
 }
@@ -68,7 +72,7 @@ const VERSION: u32 = 1;
 // ---------------------------------------------------------------------------------------
 // Text helpers shared by the line formats.
 
-fn escape_into(out: &mut String, s: &str) {
+pub(crate) fn escape_into(out: &mut String, s: &str) {
     for c in s.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
@@ -81,7 +85,7 @@ fn escape_into(out: &mut String, s: &str) {
 }
 
 /// Undoes [`escape_into`]; `at` is the offset of `s` in the payload, for messages.
-fn unescape(s: &str, at: usize) -> Result<String> {
+pub(crate) fn unescape(s: &str, at: usize) -> Result<String> {
     let mut out = String::with_capacity(s.len());
     let mut chars = s.char_indices();
     while let Some((i, c)) = chars.next() {
@@ -112,7 +116,7 @@ fn unescape(s: &str, at: usize) -> Result<String> {
 }
 
 /// The payload as UTF-8 text.
-fn utf8<'a>(b: &'a [u8], what: &str) -> Result<&'a str> {
+pub(crate) fn utf8<'a>(b: &'a [u8], what: &str) -> Result<&'a str> {
     std::str::from_utf8(b).map_err(|e| {
         Error::corrupt(
             e.valid_up_to() as u64,
@@ -123,7 +127,7 @@ fn utf8<'a>(b: &'a [u8], what: &str) -> Result<&'a str> {
 
 /// Lines of `text[start..]` with their offsets in `text`, without the newline. A final
 /// line without a newline is an error (a truncated payload).
-fn lines<'a>(
+pub(crate) fn lines<'a>(
     text: &'a str,
     start: usize,
     what: &'static str,
@@ -152,7 +156,7 @@ fn lines<'a>(
 }
 
 /// Checks the `MAGIC VERSION` line that starts `b`; returns the offset after it.
-fn check_version_line(b: &[u8], magic: &str) -> Result<usize> {
+pub(crate) fn check_version_line(b: &[u8], magic: &str) -> Result<usize> {
     let end = match b.iter().position(|&c| c == b'\n') {
         Some(n) => n,
         None => {
@@ -200,7 +204,7 @@ fn parse_dec<T: std::str::FromStr>(s: &str) -> Option<T> {
     s.parse().ok()
 }
 
-fn int_at<T: std::str::FromStr>(s: &str, at: usize, what: &str) -> Result<T> {
+pub(crate) fn int_at<T: std::str::FromStr>(s: &str, at: usize, what: &str) -> Result<T> {
     parse_dec(s).ok_or_else(|| {
         Error::corrupt(
             at as u64,

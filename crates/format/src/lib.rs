@@ -26,6 +26,7 @@ pub mod trace;
 pub mod tracedat;
 pub mod value;
 pub mod varint;
+pub mod watch_log;
 pub mod writer;
 
 pub use bytes::Endian;

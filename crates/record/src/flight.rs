@@ -132,9 +132,18 @@ impl Flight {
     }
 
     /// Writes the pages covering [from, to] (ns on the trace clock) of every CPU as a
-    /// trace.dat at `out`, with the capture's metadata.
-    pub fn save(&self, capture: &Path, from: u64, to: u64, out: &Path) -> Result<()> {
+    /// trace.dat at `out`, with the capture's metadata and kstate `sections` (id,
+    /// payload). The file appears whole or not at all.
+    pub fn save(
+        &self,
+        capture: &Path,
+        from: u64,
+        to: u64,
+        out: &Path,
+        sections: Vec<(u16, Vec<u8>)>,
+    ) -> Result<()> {
         let mut trace = Trace::open(capture)?;
+        trace.extra_options.extend(sections);
         let ps = self.layout.page_size as u64;
         trace.cpu_data.clear();
         for c in &self.cpus {

@@ -18,6 +18,7 @@ pub mod events;
 pub mod flight;
 pub mod instance;
 pub mod leftovers;
+pub mod overload;
 pub mod reader;
 pub mod sampler;
 mod scratch_dir;

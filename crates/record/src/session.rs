@@ -77,6 +77,9 @@ pub struct Options {
     /// The user call chain at every futex() call (`--stacks`), for the callers of
     /// contended locks.
     pub stacks: bool,
+    /// Events (specs as in `events`) whose formats go into the recording but which start
+    /// off: a watcher turns them on and off while recording ([`Ongoing::set_enabled`]).
+    pub standby: Vec<String>,
 }
 
 /// The tracepoint `--stacks` takes call chains at.
@@ -102,6 +105,7 @@ impl Options {
             sample: Vec::new(),
             sample_fallback: false,
             stacks: false,
+            standby: Vec::new(),
         }
     }
 }
@@ -197,6 +201,8 @@ struct Plan {
     /// Instances of dead recorders that were removed.
     stale: Vec<String>,
     sel: Selection,
+    /// `Options::standby` resolved, less the events `sel` enables anyway.
+    standby: Vec<(String, String)>,
     clock: String,
     sample_specs: Vec<SampleSpec>,
     /// The hardware events replaced by cpu-clock (`--sample-fallback`).
@@ -251,6 +257,22 @@ fn check(opts: &Options, notify: Notify<'_>) -> Result<Plan> {
             sel.missing.join(", ")
         ));
     }
+    let standby = match opts.standby.is_empty() {
+        true => Vec::new(),
+        false => {
+            let sb = events::resolve(&tfs.path("events"), &opts.standby)?;
+            if !sb.missing.is_empty() {
+                notify(&format!(
+                    "warning: this kernel lacks {}; they cannot be turned on",
+                    sb.missing.join(", ")
+                ));
+            }
+            sb.events
+                .into_iter()
+                .filter(|e| !sel.events.contains(e))
+                .collect()
+        }
+    };
     let clock = choose_clock(&tfs, opts.clock.as_deref())?;
     let (sample_specs, fell_back_from) = sample_specs(opts, notify)?;
     let kallsyms = tracefs::read(Path::new("/proc/kallsyms")).unwrap_or_default();
@@ -264,6 +286,7 @@ fn check(opts: &Options, notify: Notify<'_>) -> Result<Plan> {
         tfs,
         stale,
         sel,
+        standby,
         clock,
         sample_specs,
         fell_back_from,
@@ -353,7 +376,7 @@ fn prepare(opts: &Options, plan: &Plan) -> Result<Output> {
     let writer = TraceWriter::create(&opts.output, cfg)?;
     let scratch = Scratch::create(&opts.output)?;
     let reserve = assemble::reserve(&scratch.path("reserve"), plan.reserve_bytes);
-    let formats = event_formats(tfs, &inst, sel)?;
+    let formats = event_formats(tfs, &inst, sel.events.iter().chain(&plan.standby))?;
     let printk = tracefs::read(&tfs.path("printk_formats")).unwrap_or_default();
     // The scratch directory is a capture `kstate info/dump/recover` read as it is, from
     // the start: if the recorder is killed, the pages it moved stay readable.
@@ -562,6 +585,12 @@ fn run(
     let start_ts = now_ns(live.user_clock);
     let capture = Ongoing {
         dir: out.scratch.dir().to_path_buf(),
+        instance: inst.dir().to_path_buf(),
+        standby: plan
+            .standby
+            .iter()
+            .map(|(s, e)| format!("{s}:{e}"))
+            .collect(),
         cpus: out
             .cpus
             .iter()
@@ -576,6 +605,7 @@ fn run(
         start_ts,
         clock: plan.clock.clone(),
         buffer_kib: opts.buffer_kib,
+        pids: live.pids.clone(),
         events: plan
             .sel
             .events
@@ -689,6 +719,8 @@ struct Stopped {
     saved_cmdlines: Vec<u8>,
     /// Set when a reader found the disk full: the file holds what came before.
     disk_full: Option<String>,
+    /// The watcher's own sections for the file.
+    sections: Vec<(u16, Vec<u8>)>,
 }
 
 /// Turns tracing off, drains every reader and sampler, reads the ring-buffer statistics
@@ -713,6 +745,7 @@ fn stop(
     if let Err(e) = watcher.stopped(&end.capture) {
         notify(&format!("warning: {e}"));
     }
+    let sections = watcher.sections();
     for o in &outcomes {
         assemble::release_preallocation(&o.scratch);
     }
@@ -768,6 +801,7 @@ fn stop(
         stats,
         saved_cmdlines,
         disk_full,
+        sections,
     })
 }
 
@@ -854,6 +888,9 @@ fn assemble(
         notify,
     )?;
     let stacks = embed_samples(&mut writer, extras::ids::STACKS, data.stacks, None, notify)?;
+    for (id, payload) in &data.sections {
+        writer.extra_option(*id, payload)?;
+    }
     writer.finish()?;
     drop(scratch);
 
@@ -930,10 +967,12 @@ fn embed_samples(
 /// Each recorded event's format as (system, event, text), and ftrace's own events, which
 /// are always on: trace markers (`print`), trace_printk (`bprint`, `bputs`); without their
 /// formats a reader cannot name or print them.
-fn event_formats(tfs: &Tracefs, inst: &Instance, sel: &Selection) -> Result<Vec<EventText>> {
-    let mut formats: Vec<EventText> = sel
-        .events
-        .iter()
+fn event_formats<'a>(
+    tfs: &Tracefs,
+    inst: &Instance,
+    events: impl Iterator<Item = &'a (String, String)>,
+) -> Result<Vec<EventText>> {
+    let mut formats: Vec<EventText> = events
         .map(|(s, e)| {
             tracefs::read(&inst.path(&format!("events/{s}/{e}/format")))
                 .map(|t| (s.clone(), e.clone(), t))

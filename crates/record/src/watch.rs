@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::error::Result;
+use kstate_format::extras::RingStats;
+
+use crate::error::{Error, Result};
 use crate::reader::{Control, Tap};
 
 /// What a recording tells its watcher, and when.
@@ -21,6 +23,11 @@ pub trait Watcher {
     fn tick(&mut self, ongoing: &Ongoing, horizon: u64) -> Result<Flow>;
     /// Tracing is off and every page is in its file.
     fn stopped(&mut self, ongoing: &Ongoing) -> Result<()>;
+    /// kstate sections (id, payload) to add to the recording's file, asked once after
+    /// [`Watcher::stopped`].
+    fn sections(&mut self) -> Vec<(u16, Vec<u8>)> {
+        Vec::new()
+    }
 }
 
 /// Whether the recording goes on after a tick.
@@ -53,6 +60,11 @@ impl Watcher for Unwatched {
 pub struct Ongoing {
     /// The capture directory (`Trace::open` reads its metadata; its CPU files grow).
     pub dir: PathBuf,
+    /// The tracefs instance recording it.
+    pub instance: PathBuf,
+    /// Events whose formats the capture holds but which started off (`Options::standby`),
+    /// `system:event`.
+    pub standby: Vec<String>,
     pub cpus: Vec<OngoingCpu>,
     pub page_size: usize,
     /// When tracing was turned on, on the trace clock.
@@ -61,6 +73,8 @@ pub struct Ongoing {
     pub buffer_kib: u64,
     /// The events enabled, `system:event`.
     pub events: Vec<String>,
+    /// The processes traced (threads of `-p`, the command), empty for the whole system.
+    pub pids: Vec<i32>,
 }
 
 /// One CPU's page file and how far it is written.
@@ -79,6 +93,35 @@ const COMMIT_MARGIN_NS: u64 = 1_000_000;
 const FLUSH_WAIT: Duration = Duration::from_secs(2);
 
 impl Ongoing {
+    /// Turns events (`system:event`, each enabled or on standby) on or off while
+    /// recording; the first that cannot be switched ends it with the reason.
+    pub fn set_enabled(&self, events: &[String], on: bool) -> Result<()> {
+        for ev in events {
+            let known = self.events.contains(ev) || self.standby.contains(ev);
+            let Some((sys, name)) = ev.split_once(':').filter(|_| known) else {
+                return Err(Error::new(format!(
+                    "{ev} is neither recorded nor on standby: its format is not in the recording"
+                )));
+            };
+            let path = self.instance.join(format!("events/{sys}/{name}/enable"));
+            crate::tracefs::write(&path, if on { "1" } else { "0" })?;
+        }
+        Ok(())
+    }
+
+    /// Each CPU's ring-buffer statistics now (events waiting to be read, lost so far);
+    /// a CPU whose statistics cannot be read is left out.
+    pub fn ring_stats(&self) -> Vec<RingStats> {
+        self.cpus
+            .iter()
+            .filter_map(|c| {
+                let path = self.instance.join(format!("per_cpu/cpu{}/stats", c.cpu));
+                let text = crate::tracefs::read(&path).ok()?;
+                kstate_format::extras::parse_ring_stats(c.cpu, &text).ok()
+            })
+            .collect()
+    }
+
     /// Has every reader move what it has traced (flush number `n`, growing); returns the
     /// horizon: the time up to which every CPU's events are in their files.
     pub(crate) fn flush(&self, n: u64, now_ns: u64, ctl: &Control) -> u64 {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use kstate_analyze::merge::{IdFilter, Merger};
 use kstate_format::extras::{self, ids, Recording, RingStats};
-use kstate_format::{Container, Error, ErrorKind, Trace};
+use kstate_format::{watch_log, Container, Error, ErrorKind, Trace};
 use serde_json::json;
 
 use crate::timefmt::{fmt_secs, fmt_utc};
@@ -50,6 +50,8 @@ struct Sections {
     samples: Option<Option<SamplesInfo>>,
     /// Set when `kstate recover` made the file: where from and what may be missing.
     recovered: Option<String>,
+    /// What `kstate watch` did and saw: alarms, escalations, shedding, losses.
+    watch_log: Option<Option<Vec<watch_log::Entry>>>,
 }
 
 impl Sections {
@@ -60,6 +62,7 @@ impl Sections {
             || self.ring_stats.is_some()
             || self.samples.is_some()
             || self.recovered.is_some()
+            || self.watch_log.is_some()
     }
 }
 
@@ -166,6 +169,7 @@ fn read_sections(trace: &Trace, errors: &mut Vec<Error>) -> Sections {
         recovered: trace
             .extra(ids::RECOVERED)
             .map(|t| String::from_utf8_lossy(t).into_owned()),
+        watch_log: decode(trace, ids::WATCH_LOG, errors, watch_log::decode),
     }
 }
 
@@ -412,6 +416,14 @@ impl Report<'_> {
             });
             o.insert("ring_stats".into(), json!(v));
         }
+        if let Some(log) = &sec.watch_log {
+            let v = log.as_ref().map(|l| {
+                l.iter()
+                    .map(|e| json!({"ts": e.ts, "kind": e.kind, "text": e.text}))
+                    .collect::<Vec<_>>()
+            });
+            o.insert("watch_log".into(), json!(v));
+        }
         out
     }
 
@@ -566,6 +578,47 @@ impl Report<'_> {
                         r.dropped_events,
                         r.read_events
                     );
+                }
+            }
+        }
+        self.watch_log_text(s);
+    }
+
+    /// The WATCH_LOG entries, times from the recording's start where the file says it.
+    fn watch_log_text(&self, s: &mut String) {
+        use std::fmt::Write;
+        const SHOWN: usize = 50;
+        let start = match &self.sections.recording {
+            Some(Some(r)) => Some(r.start_ts),
+            _ => None,
+        };
+        match &self.sections.watch_log {
+            None => {}
+            Some(None) => {
+                let _ = writeln!(s, "  watch log:   (damaged, see the error)");
+            }
+            Some(Some(log)) => {
+                let _ = writeln!(
+                    s,
+                    "  watch log:   {} entries{}",
+                    log.len(),
+                    if start.is_some() {
+                        " (s from the start)"
+                    } else {
+                        " (s on the trace clock)"
+                    }
+                );
+                for e in log.iter().take(SHOWN) {
+                    let t = e.ts.saturating_sub(start.unwrap_or(0)) as f64 / 1e9;
+                    let _ = writeln!(
+                        s,
+                        "    {t:>10.3} {:<9} {}",
+                        printable(&e.kind),
+                        printable(&e.text)
+                    );
+                }
+                if log.len() > SHOWN {
+                    let _ = writeln!(s, "    ... {} more (--json lists all)", log.len() - SHOWN);
                 }
             }
         }

@@ -9,13 +9,16 @@ use std::time::Duration;
 
 use kstate_analyze::alarm::{Alarms, Firing, Rule};
 use kstate_analyze::analyzer::{Config, Mode, Outcome};
+use kstate_analyze::escalate::Escalation;
 use kstate_analyze::live::{GrowingPages, Interval, Live};
 use kstate_analyze::{analyzers, Info};
-use kstate_format::{Error, ErrorKind, PageSource, Trace};
+use kstate_format::extras::{self, ids};
+use kstate_format::{watch_log, Error, ErrorKind, PageSource, Trace};
 use kstate_record::flight::Flight;
 use kstate_record::watch::{Flow, Ongoing, Watcher};
 use kstate_record::{Options, DEFAULT_BUFFER_KIB};
 
+use super::watch_adapt::{Adapt, Escalate};
 use super::watch_json;
 use super::watch_tty::Dashboard;
 use kstate_args as numbers;
@@ -37,7 +40,14 @@ use kstate_args as numbers;
 Examples:\n  \
     kstate watch -a --json --duration 10\n  \
     kstate watch -e syscall --alarm 'syscall.max{name=clock_nanosleep} > 200ms' -- ./server\n  \
-    kstate watch -e sched,bio -a --alarm 'runq.p99 > 5ms over 3s' --alarm 'blkqueue.level >= 32 for 2s'\n\n\
+    kstate watch -e sched,bio -a --alarm 'runq.p99 > 5ms over 3s' --alarm 'blkqueue.level >= 32 for 2s'\n  \
+    kstate watch -e syscall -a --escalate 'syscall.p99 > 50ms over 3s -> bio,lock for 20s' --shed bio\n\n\
+Escalation (--escalate 'RULE -> EVENTS [for TIME]'): when the alarm RULE fires, EVENTS\n\
+  (as -e takes them) are turned on for TIME (default 10 s; firing again extends it), then\n\
+  off. Overload: when a CPU's ring buffer is half unread or loses events, the --shed\n\
+  events and any escalated ones are turned off until every CPU has been calm for five\n\
+  intervals. Alarms, escalations, shedding and losses are printed, and written into the\n\
+  recording (-o) and the flight recorder's files: `kstate info` lists them.\n\n\
     Run as root. Like kstate record, events go into a private tracefs instance that is\n\
     removed on exit (Ctrl-C, SIGTERM too). With -o the recording is kept as a trace.dat.\n\n",
     super::exit_status::exit_status_help!()))]
@@ -91,7 +101,7 @@ pub struct Args {
     /// Flight recorder: keep only the last TIME of the recording on disk, and when an
     /// alarm fires write a trace.dat from TIME before it to --after after it, named after
     /// the alarm, into --save-dir
-    #[arg(long, value_name = "TIME", value_parser = numbers::duration, conflicts_with = "output")]
+    #[arg(long, value_name = "TIME", value_parser = numbers::duration)]
     keep: Option<Duration>,
     /// With --keep: how long after the alarm the saved recording goes on
     #[arg(long, value_name = "TIME", default_value = "2s", value_parser = numbers::duration)]
@@ -99,6 +109,14 @@ pub struct Args {
     /// With --keep: where the saved recordings go
     #[arg(long, value_name = "DIR", default_value = ".")]
     save_dir: PathBuf,
+    /// When an alarm fires, turn more events on for a while: 'RULE -> EVENTS [for TIME]'
+    /// (see below); repeatable
+    #[arg(long = "escalate", value_name = "RULE")]
+    escalations: Vec<String>,
+    /// Events that may be turned off when the readers fall behind the kernel (escalated
+    /// events always may); as -e takes them
+    #[arg(long = "shed", value_name = "SPEC")]
+    shed: Vec<String>,
     /// The command to run while watching
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -130,11 +148,30 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
                 .map(String::from),
         );
     }
-    let rules = texts
+    let mut rules = texts
         .iter()
         .map(|t| Rule::parse(t))
         .collect::<Result<Vec<_>, _>>()
         .map_err(bad)?;
+    let escalations = args
+        .escalations
+        .iter()
+        .map(|t| Escalation::parse(t))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(bad)?;
+    for e in &escalations {
+        if !rules.iter().any(|r| r.text == e.rule.text) {
+            rules.push(e.rule.clone());
+        }
+    }
+    if args.keep.is_some() && args.output.is_some() {
+        return Err(bad(
+            "--keep and -o: the flight recorder gives back the disk space of everything older \
+             than its window as it goes, so no whole recording is left to write to -o; its \
+             saves (one trace.dat per alarm) go to --save-dir. Drop --keep to keep it all."
+                .into(),
+        ));
+    }
 
     // Recorded where asked, else in a private directory removed at the end.
     let tmp = match &args.output {
@@ -161,6 +198,31 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     opts.argv = std::env::args().collect();
     kstate_record::check::arguments(&opts).map_err(|e| bad(e.to_string()))?;
     check_rules_events(&rules, &opts.events)?;
+    let recorded = resolve(&opts.events)?;
+    let mut adapt_escalations = Vec::new();
+    for e in escalations {
+        let events: Vec<String> = resolve(&e.events)?
+            .into_iter()
+            .filter(|x| !recorded.contains(x))
+            .collect();
+        if events.is_empty() {
+            return Err(bad(format!(
+                "--escalate {:?}: {} are recorded anyway; escalate to events -e does not turn on",
+                e.text,
+                e.events.join(",")
+            )));
+        }
+        opts.standby.extend(events.iter().cloned());
+        adapt_escalations.push(Escalate::new(e, events));
+    }
+    let shed = resolve(&args.shed)?;
+    if let Some(x) = shed.iter().find(|x| !recorded.contains(x)) {
+        return Err(bad(format!(
+            "--shed {}: {x} is not recorded (-e {})",
+            args.shed.join(","),
+            opts.events.join(",")
+        )));
+    }
 
     let mut w = Watch {
         interval: args.interval,
@@ -192,6 +254,12 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         flight: None,
         saves: Vec::new(),
         capture: PathBuf::new(),
+        keep_text: args.keep.map(|k| format!("{k:?}")),
+        adapt: Adapt::new(adapt_escalations, shed, args.buffer_kib * 1024),
+        ongoing_events: Vec::new(),
+        clock: String::new(),
+        command: args.command.clone(),
+        pids: Vec::new(),
     };
     let mut notify = |m: &str| eprintln!("kstate: {m}");
     let summary = kstate_record::record_watched(&opts, &mut notify, &mut w)
@@ -199,7 +267,11 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     for mut c in w.children.drain(..) {
         let _ = c.wait();
     }
-    for l in &w.fired_lines {
+    for l in w
+        .fired_lines
+        .iter()
+        .chain(w.adapt.log.held.iter().flatten())
+    {
         eprintln!("{l}");
     }
     drop(tmp);
@@ -219,6 +291,18 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Event specs (as -e takes them) as `system:event` names.
+fn resolve(specs: &[String]) -> Result<Vec<String>, Error> {
+    if specs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let tfs = kstate_record::tracefs::Tracefs::open()
+        .map_err(|e| Error::new(ErrorKind::Io, None, e.to_string()))?;
+    let sel = kstate_record::events::resolve(&tfs.path("events"), specs)
+        .map_err(|e| Error::new(ErrorKind::Unsupported, None, e.to_string()))?;
+    Ok(sel.events.iter().map(|(s, e)| format!("{s}:{e}")).collect())
 }
 
 /// A rule on an analyzer whose events are not recorded is refused before recording.
@@ -302,14 +386,26 @@ struct Watch {
     flight: Option<Flight>,
     saves: Vec<(PathBuf, u64, u64)>,
     capture: PathBuf,
+    /// --keep as the user reads it.
+    keep_text: Option<String>,
+    adapt: Adapt,
+    /// The events recorded from the start and the trace clock, for the saves' RECORDING
+    /// section.
+    ongoing_events: Vec<String>,
+    clock: String,
+    /// The command watched and the processes traced, for the same.
+    command: Vec<String>,
+    pids: Vec<i32>,
 }
 
 impl Watch {
     fn report(&mut self, intervals: Vec<Interval>) -> kstate_record::Result<()> {
         for iv in intervals {
+            self.adapt.interval(&iv);
             let firings = self.alarms.check(&iv);
             for f in &firings {
                 self.fire(f);
+                self.adapt.alarm(f);
             }
             if let Some(d) = &self.dashboard {
                 d.update(iv, &firings);
@@ -352,8 +448,8 @@ impl Watch {
             let file = self
                 .save_dir
                 .join(format!("kstate-alarm-{name}-{at}ms.dat"));
-            self.saves
-                .push((file, f.end.saturating_sub(keep), f.end + self.after));
+            let from = f.end.saturating_sub(keep).max(self.start);
+            self.saves.push((file, from, f.end + self.after));
         }
         if let Some(log) = &mut self.alarm_log {
             let _ = writeln!(log, "{}", watch_json::firing(f, self.start));
@@ -429,6 +525,10 @@ impl Watcher for Watch {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| err(e.to_string()))?;
         self.start = ongoing.start_ts;
+        self.adapt.log.set_start(ongoing.start_ts);
+        self.ongoing_events = ongoing.events.clone();
+        self.clock = ongoing.clock.clone();
+        self.pids = ongoing.pids.clone();
         let live = Live::new(
             trace,
             sources,
@@ -444,6 +544,7 @@ impl Watcher for Watch {
         }
         if !self.json {
             self.dashboard = Some(Dashboard::start(ongoing.start_ts, self.buffer_bytes));
+            self.adapt.log.held = Some(Vec::new());
         }
         Ok(())
     }
@@ -460,6 +561,7 @@ impl Watcher for Watch {
             .map_err(|e| kstate_record::Error::new(e.to_string()))?;
         let position = live.position();
         self.report(done)?;
+        self.adapt.tick(ongoing, horizon)?;
         if self.flight.is_some() {
             // Pages a save to come may want stay: the pending saves', and the window
             // before any interval not yet analysed (its alarms are still to come).
@@ -496,6 +598,10 @@ impl Watcher for Watch {
         self.save_due(u64::MAX);
         reported
     }
+
+    fn sections(&mut self) -> Vec<(u16, Vec<u8>)> {
+        vec![(ids::WATCH_LOG, watch_log::encode(&self.adapt.log.all()))]
+    }
 }
 
 impl Watch {
@@ -511,7 +617,8 @@ impl Watch {
         for (file, from, to) in due {
             let rel = |t: u64| t.saturating_sub(self.start) as f64 / 1e9;
             let kept_from = fl.oldest().unwrap_or(from).max(from);
-            match fl.save(&self.capture, from, to, &file) {
+            let sections = self.save_sections(fl, from, kept_from, to.min(horizon));
+            match fl.save(&self.capture, from, to, &file, sections) {
                 Ok(()) => eprintln!(
                     "kstate: saved {} ({:.3}..{:.3} s; {} older pages, {} MiB, were dropped before it)",
                     file.display(),
@@ -523,6 +630,53 @@ impl Watch {
                 Err(e) => eprintln!("kstate: saving {}: {e}", file.display()),
             }
         }
+    }
+}
+
+impl Watch {
+    /// A save's own sections: how it was made (RECORDING) and the watch log of its
+    /// window, led by what the flight recorder had already given back.
+    fn save_sections(
+        &self,
+        fl: &Flight,
+        from: u64,
+        kept_from: u64,
+        to: u64,
+    ) -> Vec<(u16, Vec<u8>)> {
+        let keep = self.keep_text.as_deref().unwrap_or("?");
+        let mut text = format!(
+            "flight recorder (--keep {keep}): {} older pages ({} bytes) given back before this window",
+            fl.dropped_pages, fl.dropped_bytes
+        );
+        if kept_from > from && fl.dropped_pages > 0 {
+            text.push_str(&format!(
+                "; its first {:.3} s were given back too (the watch fell behind)",
+                (kept_from - from) as f64 / 1e9
+            ));
+        }
+        let mut log = vec![watch_log::Entry {
+            ts: kept_from,
+            kind: watch_log::Kind::DROPPED.into(),
+            text,
+        }];
+        log.extend(self.adapt.log.between(from, to));
+        let rec = extras::Recording {
+            workload: self.command.clone(),
+            pids: self.pids.clone(),
+            tool: format!("kstate {}", env!("CARGO_PKG_VERSION")),
+            command: std::env::args().collect(),
+            hostname: kstate_record::system::hostname(),
+            clock: self.clock.clone(),
+            start_ts: kept_from,
+            stop_ts: to,
+            buffer_kib_per_cpu: self.buffer_bytes / 1024,
+            events: self.ongoing_events.clone(),
+            ..extras::Recording::default()
+        };
+        vec![
+            (ids::RECORDING, rec.encode()),
+            (ids::WATCH_LOG, watch_log::encode(&log)),
+        ]
     }
 }
 
