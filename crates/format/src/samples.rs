@@ -79,6 +79,12 @@ pub mod sample {
     pub const CPU: u64 = 1 << 7;
     pub const PERIOD: u64 = 1 << 8;
     pub const STREAM_ID: u64 = 1 << 9;
+    pub const RAW: u64 = 1 << 10;
+    pub const BRANCH_STACK: u64 = 1 << 11;
+    /// The user registers named by `sample_regs_user`, at the sample.
+    pub const REGS_USER: u64 = 1 << 12;
+    /// A copy of `sample_stack_user` bytes of the user stack from its pointer up.
+    pub const STACK_USER: u64 = 1 << 13;
     pub const IDENTIFIER: u64 = 1 << 16;
 }
 
@@ -139,6 +145,19 @@ pub struct Attr {
     pub wakeup_watermark: u32,
     pub clockid: i32,
     pub sample_max_stack: u16,
+    /// Which user registers a sample carries (bits of [`regs`]).
+    pub sample_regs_user: u64,
+    /// How many bytes of user stack a sample copies.
+    pub sample_stack_user: u32,
+}
+
+/// x86_64 `perf_event_x86_regs` bits: the registers an unwinder needs.
+pub mod regs {
+    pub const BP: u32 = 6;
+    pub const SP: u32 = 7;
+    pub const IP: u32 = 8;
+    /// BP, SP and IP: what a CFI or frame-pointer walk starts from.
+    pub const UNWIND_MASK: u64 = 1 << BP | 1 << SP | 1 << IP;
 }
 
 impl Attr {
@@ -152,6 +171,8 @@ impl Attr {
         b[24..32].copy_from_slice(&self.sample_type.to_ne_bytes());
         b[40..48].copy_from_slice(&self.flags.to_ne_bytes());
         b[48..52].copy_from_slice(&self.wakeup_watermark.to_ne_bytes());
+        b[80..88].copy_from_slice(&self.sample_regs_user.to_ne_bytes());
+        b[88..92].copy_from_slice(&self.sample_stack_user.to_ne_bytes());
         b[92..96].copy_from_slice(&self.clockid.to_ne_bytes());
         b[108..110].copy_from_slice(&self.sample_max_stack.to_ne_bytes());
         b
@@ -180,6 +201,8 @@ impl Attr {
             wakeup_watermark: u32_at(48),
             clockid: u32_at(92) as i32,
             sample_max_stack: b.get(108..110).map_or(0, |s| endian.r16(s)),
+            sample_regs_user: u64_at(80),
+            sample_stack_user: u32_at(88),
         })
     }
 
@@ -574,6 +597,24 @@ pub struct SampleRec {
     pub period: u64,
     /// With context markers (>= [`CONTEXT_MAX`]) as the kernel wrote them.
     pub callchain: Vec<u64>,
+    /// The user registers of `sample_regs_user`, lowest bit first; empty when the sample
+    /// has none (a kernel thread, or the attr asked for none).
+    pub user_regs: Vec<u64>,
+    /// The copied user stack, from the stack pointer up: only the bytes the kernel could
+    /// copy (its `dyn_size`), so a read past the end is a stack copy cut short.
+    pub user_stack: Vec<u8>,
+}
+
+impl SampleRec {
+    /// The user register `reg` (a [`regs`] number) with `mask` the attr's
+    /// `sample_regs_user`.
+    pub fn user_reg(&self, mask: u64, reg: u32) -> Option<u64> {
+        if mask & (1 << reg) == 0 {
+            return None;
+        }
+        let i = (mask & ((1u64 << reg) - 1)).count_ones() as usize;
+        self.user_regs.get(i).copied()
+    }
 }
 
 impl SampleRec {
@@ -718,7 +759,7 @@ pub fn parse_record(
         return Err("shorter than its sample_id trailer".into());
     }
     Ok(match ty {
-        record::SAMPLE => PerfRecord::Sample(parse_sample(&mut r, misc, h.attr.sample_type)?),
+        record::SAMPLE => PerfRecord::Sample(parse_sample(&mut r, misc, &h.attr)?),
         record::MMAP2 => {
             let pid = r.u32()?;
             let tid = r.u32()?;
@@ -802,7 +843,12 @@ pub fn parse_record(
     })
 }
 
-fn parse_sample(r: &mut Body<'_>, misc: u16, st: u64) -> std::result::Result<SampleRec, String> {
+fn parse_sample(
+    r: &mut Body<'_>,
+    misc: u16,
+    attr: &Attr,
+) -> std::result::Result<SampleRec, String> {
+    let st = attr.sample_type;
     let mut s = SampleRec {
         misc,
         ..SampleRec::default()
@@ -849,6 +895,39 @@ fn parse_sample(r: &mut Body<'_>, misc: u16, st: u64) -> std::result::Result<Sam
         s.callchain = (0..n)
             .map(|_| r.u64())
             .collect::<std::result::Result<_, _>>()?;
+    }
+    if st & (sample::RAW | sample::BRANCH_STACK) != 0
+        && st & (sample::REGS_USER | sample::STACK_USER) != 0
+    {
+        return Err(
+            "samples with raw data or branch stacks before user registers are not supported".into(),
+        );
+    }
+    if st & sample::REGS_USER != 0 {
+        // abi: 0 when the sample has no user registers (a kernel thread).
+        if r.u64()? != 0 {
+            let n = attr.sample_regs_user.count_ones() as usize;
+            if n > (r.b.len() - r.pos) / 8 {
+                return Err(format!("{n} user registers run past the record"));
+            }
+            s.user_regs = (0..n)
+                .map(|_| r.u64())
+                .collect::<std::result::Result<_, _>>()?;
+        }
+    }
+    if st & sample::STACK_USER != 0 {
+        let size = r.u64()?;
+        if size > (r.b.len() - r.pos) as u64 {
+            return Err(format!(
+                "a user stack copy of {size} bytes runs past the record"
+            ));
+        }
+        let at = r.pos;
+        r.pos += size as usize;
+        if size > 0 {
+            let dyn_size = r.u64()?.min(size) as usize;
+            s.user_stack = r.b[at..at + dyn_size].to_vec();
+        }
     }
     Ok(s)
 }
@@ -1140,6 +1219,47 @@ mod tests {
         bad.extend(ring_head(1, 0, 0));
         let e = decode(&bad).unwrap_err();
         assert!(e.msg.contains("ring data of event 1"), "{e}");
+    }
+
+    /// User registers and a stack copy: only the `dyn_size` bytes the kernel copied are
+    /// kept; a record whose copy runs past its end is an error, not a panic.
+    #[test]
+    fn user_registers_and_stack() {
+        let attr = Attr {
+            sample_type: sample::TID | sample::REGS_USER | sample::STACK_USER,
+            sample_regs_user: regs::UNWIND_MASK,
+            sample_stack_user: 32,
+            ..Attr::default()
+        };
+        let h = Header {
+            endian: Endian::Little,
+            clock: "mono".into(),
+            event: "cpu-clock".into(),
+            attr_bytes: attr.to_bytes(),
+            attr: attr.clone(),
+        };
+        let mut s = Vec::new();
+        s.extend(42u32.to_ne_bytes());
+        s.extend(43u32.to_ne_bytes());
+        s.extend(2u64.to_ne_bytes()); // abi 64
+        for r in [0x7ff0u64, 0x7fe0, 0x401000] {
+            s.extend(r.to_ne_bytes()); // bp, sp, ip
+        }
+        s.extend(32u64.to_ne_bytes());
+        s.extend((0u8..32).collect::<Vec<_>>());
+        s.extend(24u64.to_ne_bytes()); // dyn_size
+        let PerfRecord::Sample(r) = parse_record(record::SAMPLE, MISC_USER, &s, &h).unwrap() else {
+            panic!("not a sample");
+        };
+        assert_eq!(r.user_reg(attr.sample_regs_user, regs::IP), Some(0x401000));
+        assert_eq!(r.user_reg(attr.sample_regs_user, regs::SP), Some(0x7fe0));
+        assert_eq!(r.user_reg(attr.sample_regs_user, regs::BP), Some(0x7ff0));
+        assert_eq!(r.user_reg(attr.sample_regs_user, 0), None);
+        assert_eq!(r.user_stack, (0u8..24).collect::<Vec<_>>());
+        for n in 0..s.len() {
+            let _ = parse_record(record::SAMPLE, MISC_USER, &s[..n], &h);
+        }
+        assert!(parse_record(record::SAMPLE, MISC_USER, &s[..s.len() - 16], &h).is_err());
     }
 
     #[test]

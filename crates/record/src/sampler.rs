@@ -30,6 +30,27 @@ pub const DEFAULT_HZ: u64 = 999;
 /// Data pages per CPU ring (4 KiB each: 1 MiB), and the wake-up watermark.
 const RING_PAGES: usize = 256;
 const WATERMARK_BYTES: u32 = 256 << 10;
+/// With user stack copies, whose samples are some KiB each: 16 MiB per CPU (a burst of
+/// lock waits takes thousands of chains in a few ms).
+const RING_PAGES_STACKS: usize = 4096;
+
+/// User stack bytes copied with each sample by default (`--stack-bytes`), as perf's
+/// `--call-graph dwarf`: enough for the frames above a lock call or a sampled leaf.
+pub const DEFAULT_STACK_BYTES: u32 = 8192;
+/// The kernel's limit: a sample record is at most 64 KiB, and the copy a multiple of 8.
+pub const MAX_STACK_BYTES: u32 = 65528 - 512;
+
+/// Sets the attr to carry the user registers and `stack_bytes` of user stack (0: none)
+/// with each sample, so user chains can be unwound through code without frame pointers.
+fn with_user_stack(mut a: Attr, stack_bytes: u32) -> Attr {
+    // The register numbers are x86_64's (perf_event_x86_regs).
+    if stack_bytes > 0 && cfg!(target_arch = "x86_64") {
+        a.sample_type |= sample::REGS_USER | sample::STACK_USER;
+        a.sample_regs_user = samples::regs::UNWIND_MASK;
+        a.sample_stack_user = stack_bytes.min(MAX_STACK_BYTES).next_multiple_of(8);
+    }
+    a
+}
 
 /// The `--sample` argument: `HZ`, `EVENT` or `EVENT:PERIOD`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,7 +209,7 @@ fn attr_for(
         flags,
         wakeup_watermark: WATERMARK_BYTES,
         clockid: clock.unwrap_or(0),
-        sample_max_stack: 0,
+        ..Attr::default()
     }
 }
 
@@ -245,7 +266,7 @@ fn tracepoint_attr(id: u64, clock: Option<libc::clockid_t>, inherit: bool) -> At
         flags,
         wakeup_watermark: WATERMARK_BYTES,
         clockid: clock.unwrap_or(0),
-        sample_max_stack: 0,
+        ..Attr::default()
     }
 }
 
@@ -266,9 +287,9 @@ struct Ring {
 unsafe impl Send for Ring {}
 
 impl Ring {
-    fn map(event: u32, cpu: u32, fd: OwnedFd) -> std::io::Result<Ring> {
+    fn map(event: u32, cpu: u32, fd: OwnedFd, pages: usize) -> std::io::Result<Ring> {
         let page = 4096usize;
-        let len = page * (1 + RING_PAGES);
+        let len = page * (1 + pages);
         // SAFETY: mapping a perf event fd as the kernel documents; checked below.
         let base = unsafe {
             libc::mmap(
@@ -289,7 +310,7 @@ impl Ring {
             fd,
             base: base.cast(),
             len,
-            data_size: (page * RING_PAGES) as u64,
+            data_size: (page * pages) as u64,
         })
     }
 
@@ -390,6 +411,7 @@ impl Sampler {
     /// to `scratch`.
     pub fn open(
         specs: &[SampleSpec],
+        stack_bytes: u32,
         target: &Target,
         cpus: &[u32],
         clock: Option<libc::clockid_t>,
@@ -403,7 +425,7 @@ impl Sampler {
             .map(|(i, spec)| {
                 let spec = spec.clone();
                 Planned {
-                    attr: attr_for(&spec, clock, inherit, i == 0),
+                    attr: with_user_stack(attr_for(&spec, clock, inherit, i == 0), stack_bytes),
                     event: spec.event.clone(),
                     on_error: Box::new(move |cpu, e| open_error(&spec, cpu, e)),
                 }
@@ -420,8 +442,8 @@ impl Sampler {
     /// Like [`Sampler::open`], for the call chain at every hit of tracepoint `name`
     /// (`system:event`, whose tracefs id is `id`): `kstate record --stacks`.
     pub fn open_tracepoint(
-        name: &str,
-        id: u64,
+        (name, id): (&str, u64),
+        stack_bytes: u32,
         target: &Target,
         cpus: &[u32],
         clock: Option<libc::clockid_t>,
@@ -430,7 +452,10 @@ impl Sampler {
     ) -> std::result::Result<Sampler, OpenError> {
         let owned = name.to_string();
         let event = Planned {
-            attr: tracepoint_attr(id, clock, !matches!(target, Target::System)),
+            attr: with_user_stack(
+                tracepoint_attr(id, clock, !matches!(target, Target::System)),
+                stack_bytes,
+            ),
             event: name.to_string(),
             on_error: Box::new(move |cpu, e| {
                 OpenError::Other(Error::new(format!(
@@ -457,6 +482,13 @@ impl Sampler {
         let mut rings = Vec::new();
         let mut others = Vec::new();
         let mut attrs = Vec::new();
+        let pages = match events
+            .iter()
+            .any(|p| p.attr.sample_type & sample::STACK_USER != 0)
+        {
+            true => RING_PAGES_STACKS,
+            false => RING_PAGES,
+        };
         for (ev, p) in events.iter().enumerate() {
             let mut attr = p.attr.clone();
             let before = rings.len();
@@ -482,11 +514,11 @@ impl Sampler {
                     };
                     match &owner {
                         None => {
-                            owner = Some(Ring::map(ev as u32, cpu, fd).map_err(|e| {
+                            owner = Some(Ring::map(ev as u32, cpu, fd, pages).map_err(|e| {
                                 Error::new(format!(
                                     "mapping the CPU {cpu} sample buffer of {} ({} KiB): {e}",
                                     p.event,
-                                    RING_PAGES * 4
+                                    pages * 4
                                 ))
                             })?)
                         }

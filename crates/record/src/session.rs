@@ -80,6 +80,9 @@ pub struct Options {
     /// Events (specs as in `events`) whose formats go into the recording but which start
     /// off: a watcher turns them on and off while recording ([`Ongoing::set_enabled`]).
     pub standby: Vec<String>,
+    /// User stack bytes copied with each sample and chain (`--stack-bytes`; 0: none, the
+    /// chains are then the kernel's frame-pointer walk alone).
+    pub stack_bytes: u32,
 }
 
 /// The tracepoint `--stacks` takes call chains at.
@@ -106,6 +109,7 @@ impl Options {
             sample_fallback: false,
             stacks: false,
             standby: Vec::new(),
+            stack_bytes: sampler::DEFAULT_STACK_BYTES,
         }
     }
 }
@@ -506,6 +510,7 @@ fn start(opts: &Options, plan: &Plan, out: &Output) -> Result<Live> {
     if !plan.sample_specs.is_empty() {
         let opened = sampler::Sampler::open(
             &plan.sample_specs,
+            opts.stack_bytes,
             &target,
             &out.cpus,
             user_clock,
@@ -528,8 +533,8 @@ fn start(opts: &Options, plan: &Plan, out: &Output) -> Result<Live> {
                 ))
             })?;
         let opened = sampler::Sampler::open_tracepoint(
-            STACKS_TRACEPOINT,
-            id,
+            (STACKS_TRACEPOINT, id),
+            opts.stack_bytes,
             &target,
             &out.cpus,
             user_clock,

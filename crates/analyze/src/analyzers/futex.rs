@@ -244,6 +244,13 @@ impl Analyzer for Futex {
         self.pairs.len() as u64
     }
 
+    fn notes(&self) -> Vec<String> {
+        match (&self.stacks, self.by_caller) {
+            (Some(s), true) => s.describe_chains().into_iter().collect(),
+            _ => Vec::new(),
+        }
+    }
+
     fn key_name(&self, key: u64, tasks: &Tasks) -> String {
         let l = self.locks[key as usize];
         let fam = match l.family {

@@ -44,13 +44,7 @@ impl ElfImage {
             }
         };
         let build_id = file.build_id().ok().flatten().map(<[u8]>::to_vec);
-        let segments = file
-            .segments()
-            .map(|s| {
-                let (off, size) = s.file_range();
-                (off, size, s.address(), s.size())
-            })
-            .collect();
+        let segments = segments(&file);
         let mut img = ElfImage {
             build_id,
             segments,
@@ -94,18 +88,7 @@ impl ElfImage {
     /// mapped from its offset rounded down to a page, which may lie inside the previous
     /// segment: the segment starting on that page wins.
     pub fn mapping_addr(&self, pgoff: u64) -> Option<u64> {
-        let page = |o: u64| o & !0xfff;
-        let seg = self
-            .segments
-            .iter()
-            .rev()
-            .find(|&&(o, _, _, _)| page(o) == pgoff)
-            .or_else(|| {
-                self.segments
-                    .iter()
-                    .find(|&&(o, size, _, _)| pgoff >= o && pgoff < o + size)
-            })?;
-        Some(seg.2.wrapping_sub(seg.0).wrapping_add(pgoff))
+        mapping_addr(&self.segments, pgoff)
     }
 
     /// Whether a symbol address lies in one of the file's loaded segments (`.bss`
@@ -158,6 +141,32 @@ impl ElfImage {
             .find(|&&(_, size, vaddr, _)| addr >= vaddr && addr < vaddr + size)
             .map(|&(o, size, vaddr, _)| (addr - vaddr + o, vaddr + size - addr))
     }
+}
+
+/// [`ElfImage::mapping_addr`] over PT_LOAD segments (file offset, file size, virtual
+/// address, memory size).
+pub(crate) fn mapping_addr(segments: &[(u64, u64, u64, u64)], pgoff: u64) -> Option<u64> {
+    let page = |o: u64| o & !0xfff;
+    let seg = segments
+        .iter()
+        .rev()
+        .find(|&&(o, _, _, _)| page(o) == pgoff)
+        .or_else(|| {
+            segments
+                .iter()
+                .find(|&&(o, size, _, _)| pgoff >= o && pgoff < o + size)
+        })?;
+    Some(seg.2.wrapping_sub(seg.0).wrapping_add(pgoff))
+}
+
+/// PT_LOAD segments as [`mapping_addr`] takes them.
+pub(crate) fn segments(f: &object::File<'_>) -> Vec<(u64, u64, u64, u64)> {
+    f.segments()
+        .map(|s| {
+            let (off, size) = s.file_range();
+            (off, size, s.address(), s.size())
+        })
+        .collect()
 }
 
 fn has_symtab(f: &object::File<'_>) -> bool {

@@ -17,6 +17,7 @@ pub mod data;
 pub mod elf;
 pub mod flame;
 pub mod stacks;
+pub mod unwind;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -149,6 +150,8 @@ pub struct Profile {
     pub last_ts: Option<u64>,
     /// Things the user should know: files that could not be read, build-id mismatches.
     pub warnings: Vec<String>,
+    /// How the user chains of all the file's samples of this event were found.
+    pub chains: unwind::ChainCounts,
 }
 
 impl Profile {
@@ -563,6 +566,8 @@ pub(crate) struct Section {
     pub side: Vec<(u64, PerfRecord)>,
     /// Comm changes per thread, in time order.
     pub changes: HashMap<u32, Vec<(u64, String)>>,
+    /// How the samples' user chains were found.
+    pub chains: unwind::ChainCounts,
 }
 
 /// Reads section `id` (SAMPLES or STACKS) of a recording, with the samples of `event`
@@ -593,15 +598,13 @@ pub(crate) fn read_section(
     };
     let h = &sec.events[ev];
     let mut side: Vec<(u64, PerfRecord)> = Vec::new();
-    let mut all: Vec<SampleRec> = Vec::new();
     let mut lost: u64 = 0;
     let mut changes: HashMap<u32, Vec<(u64, String)>> = HashMap::new();
+    // First the side-band records: the mappings the user stacks are unwound with.
     for ch in &sec.chunks {
         for r in samples::records(ch.data, sec.header_of(ch)) {
             let (_, r) = r.map_err(|e| corrupt(trace, id, e.shifted(ch.offset as u64)))?;
             match r {
-                PerfRecord::Sample(s) if ch.event == ev => all.push(s),
-                PerfRecord::Sample(_) => {}
                 PerfRecord::Lost { lost: n } if ch.event == ev => lost = lost.saturating_add(n),
                 PerfRecord::Comm {
                     tid,
@@ -621,6 +624,17 @@ pub(crate) fn read_section(
             }
         }
     }
+    let maps = build_maps(&mut side.clone());
+    let mut unwinder = unwind::ChainUnwinder::new(&maps);
+    let mut all: Vec<SampleRec> = Vec::new();
+    for ch in sec.chunks.iter().filter(|ch| ch.event == ev) {
+        for r in samples::records(ch.data, sec.header_of(ch)).flatten() {
+            if let (_, PerfRecord::Sample(mut s)) = r {
+                unwinder.unwind(&mut s, h.attr.sample_regs_user);
+                all.push(s);
+            }
+        }
+    }
     for v in changes.values_mut() {
         v.sort_by_key(|c| c.0);
     }
@@ -631,6 +645,7 @@ pub(crate) fn read_section(
         lost,
         side,
         changes,
+        chains: unwinder.counts,
     }))
 }
 
@@ -650,6 +665,7 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
         lost,
         mut side,
         changes,
+        chains,
     } = sec;
     let h = &h;
     let mut start_comms: HashMap<u32, String> = trace
@@ -703,6 +719,7 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
         first_ts: None,
         last_ts: None,
         warnings: Vec::new(),
+        chains,
     };
     let mut per_sym: HashMap<u32, (u64, u64)> = HashMap::new();
     let callers_of = opts.callers.clone();

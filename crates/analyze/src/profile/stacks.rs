@@ -10,11 +10,13 @@
 //! The caller is the first frame, from the leaf up, that is not lock machinery: not in
 //! the C library or the dynamic loader (`libc.so*`, `libpthread*`, `ld-linux*`, `ld.so*`:
 //! `syscall`, `__lll_lock_wait`, `pthread_mutex_lock`, malloc's own locking), not one of
-//! Rust std's lock internals (names starting `std::sync::`, `std::sys::`, `<std::sync::`
-//! or `core::ptr::drop_in_place<std::sync::`: `Mutex::lock`, the guard's drop), and
-//! named (an `[unknown]` frame is where a walk went astray). Chains are walked by the
-//! kernel through frame pointers: code built without them loses frames, and the caller
-//! is then the nearest frame that kept one.
+//! Rust std's lock internals (names starting `std::sync::`, `std::sys::`, the same after
+//! a `<`, or `core::ptr::drop_in_place<std::sync::`: `Mutex::lock`, the guard's drop,
+//! `<std::sys::sync::mutex::futex::Mutex>::lock_contended`), and
+//! named (an `[unknown]` frame is where a walk went astray). Chains recorded with a user
+//! stack copy are unwound through the files' CFI ([`super::unwind`]), so glibc's own
+//! functions (built without frame pointers) keep their callers; chains without one are
+//! the kernel's frame-pointer walk, which loses the frames of code built without them.
 
 use std::collections::HashMap;
 
@@ -22,6 +24,7 @@ use kstate_format::samples::PerfRecord;
 use kstate_format::{extras, Error, Trace};
 
 use super::data::DataName;
+use super::unwind::ChainCounts;
 use super::{frames, read_section, Kind, Sym, Symbolizer};
 
 /// How far apart in time a trace event and its call chain may be.
@@ -37,6 +40,8 @@ pub struct Stacks {
     pub chains: u64,
     /// Records the kernel lost.
     pub lost: u64,
+    /// How the chains' user parts were found.
+    pub unwound: ChainCounts,
 }
 
 const NO_CALLER: u32 = u32::MAX;
@@ -58,13 +63,14 @@ pub fn is_lock_internal(s: &Sym) -> bool {
     if libc.iter().any(|p| img.starts_with(p)) {
         return true;
     }
+    // Methods are named `<Type>::method`: the type's path decides.
+    let name = s.name.trim_start_matches('<');
     let std = [
         "std::sync::",
         "std::sys::",
-        "<std::sync::",
         "core::ptr::drop_in_place<std::sync::",
     ];
-    std.iter().any(|p| s.name.starts_with(p))
+    std.iter().any(|p| name.starts_with(p))
 }
 
 impl Stacks {
@@ -88,11 +94,13 @@ impl Stacks {
             event: None,
             chains: 0,
             lost: 0,
+            unwound: ChainCounts::default(),
         };
         if let Some(sec) = &stacks {
             st.event = Some(sec.header.event.clone());
             st.chains = sec.samples.len() as u64;
             st.lost = sec.lost;
+            st.unwound = sec.chains;
             let mut chain = Vec::new();
             for s in &sec.samples {
                 frames(s, &mut sy, &mut chain);
@@ -110,6 +118,12 @@ impl Stacks {
         st.sy = sy;
         st.by_tid = by_tid;
         Ok(Some(st))
+    }
+
+    /// `user chains at EVENT: N unwound by CFI, ...`, for output headers.
+    pub fn describe_chains(&self) -> Option<String> {
+        let e = self.event.as_ref()?;
+        Some(format!("user chains at {e}: {}", self.unwound.describe()))
     }
 
     /// Whether call chains were recorded (not just mappings).
@@ -173,6 +187,11 @@ mod tests {
             ),
             sym(
                 "std::sys::sync::mutex::futex::Mutex::lock_contended",
+                "app",
+                Kind::Binary,
+            ),
+            sym(
+                "<std::sys::sync::mutex::futex::Mutex>::lock_contended",
                 "app",
                 Kind::Binary,
             ),

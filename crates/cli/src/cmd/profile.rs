@@ -311,6 +311,7 @@ fn print_text(p: &Profile, f: &Filters, top: usize) {
         pct(p, p.kernel_samples, p.samples),
         pct(p, p.user_samples, p.samples)
     );
+    println!("# user chains: {}", p.chains.describe());
     if let (Some(a), Some(b)) = (p.first_ts, p.last_ts) {
         println!(
             "# time: {} .. {} (+{} .. +{} from trace start)",
@@ -521,6 +522,7 @@ fn json_value(p: &Profile, f: &Filters) -> serde_json::Value {
         "callers": p.callers.as_ref().map(|v| view_json(p, v)),
         "callees": p.callees.as_ref().map(|v| view_json(p, v)),
         "warnings": p.warnings,
+        "user_chains": {"cfi": p.chains.cfi, "frame_pointers": p.chains.fp, "cut": p.chains.cut},
     })
 }
 

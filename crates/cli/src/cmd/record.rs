@@ -88,9 +88,16 @@ pub struct Args {
     /// Also take the user call chain at every futex() call (a perf event on
     /// syscalls:sys_enter_futex), so `kstate analyze futex --by caller` and `kstate
     /// top-locks` name the function that waited on each lock, and the processes' mappings
-    /// that name the lock itself. Use with `-e futex`; chains need frame pointers
+    /// that name the lock itself. Use with `-e futex`
     #[arg(long)]
     stacks: bool,
+    /// User stack bytes copied with each --sample sample and --stacks chain, with the
+    /// user registers: chains are then unwound through the mapped files' DWARF CFI
+    /// (.eh_frame), so code without frame pointers (glibc) keeps its callers. 0: none (the
+    /// kernel's frame-pointer walk alone; smaller files)
+    #[arg(long, value_name = "BYTES", default_value_t = kstate_record::sampler::DEFAULT_STACK_BYTES,
+          value_parser = clap::value_parser!(u32).range(0..=kstate_record::sampler::MAX_STACK_BYTES as i64))]
+    stack_bytes: u32,
     /// Print the summary as JSON on standard output
     #[arg(long)]
     json: bool,
@@ -132,6 +139,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     opts.sample = args.sample;
     opts.sample_fallback = args.sample_fallback;
     opts.stacks = args.stacks;
+    opts.stack_bytes = args.stack_bytes;
     // Mistakes in the arguments are found before anything is recorded (exit status 2).
     kstate_record::check::arguments(&opts)
         .map_err(|e| Error::new(ErrorKind::Unsupported, None, e.to_string()))?;

@@ -27,7 +27,7 @@ use serde_json::json;
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "Examples:\n  kstate top-locks -- ./server --threads 32\n  kstate record -e futex,task:task_newtask --stacks -o t.dat -- ./server\n  kstate top-locks t.dat\n\nCallers come from user call chains walked through frame pointers: code built without\nthem (glibc's malloc, Rust's std) is skipped to the nearest frame that has one; a chain\nthat ends inside such code gives [unknown caller]."
+    after_help = "Examples:\n  kstate top-locks -- ./server --threads 32\n  kstate record -e futex,task:task_newtask --stacks -o t.dat -- ./server\n  kstate top-locks t.dat\n\nCallers come from user call chains unwound through the files' DWARF CFI from a copy of\nthe user stack (--stack-bytes of `kstate record`), so glibc's malloc and Rust's std keep\ntheir callers; a chain that shows only lock machinery gives [unknown caller]."
 )]
 pub struct Args {
     /// trace.dat recorded with futex events (`kstate record -e futex ...`, with --stacks
@@ -208,11 +208,15 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
             })).collect::<Vec<_>>(),
             "lost_events": o.lost_total().0,
             "broken_by_loss": o.counts.broken_by_loss,
+            "notes": o.notes,
         });
         println!("{v}");
     } else if locks.is_empty() {
         println!("no futex waits in {shown} ({} analysed)", fmt_dur(span));
     } else {
+        for n in &o.notes {
+            println!("# {n}");
+        }
         for (k, l) in &locks {
             let comms: Vec<&str> = {
                 let mut c: Vec<&str> = l.threads.values().map(String::as_str).collect();

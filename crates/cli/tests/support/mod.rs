@@ -51,6 +51,33 @@ pub fn kstate_json<S: AsRef<OsStr>>(args: &[S]) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("invalid JSON ({e}):\n{text}"))
 }
 
+/// `perf record RECORD -o DATA -- CMD`, then `perf script SCRIPT -i DATA`: what perf
+/// script prints. Panics where perf fails.
+pub fn perf_script(data: &Path, record: &[&str], cmd: &[&str], script: &[&str]) -> String {
+    let st = Command::new("perf")
+        .arg("record")
+        .args(record)
+        .arg("-o")
+        .arg(data)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .expect("perf is needed by these tests");
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let out = Command::new("perf")
+        .arg("script")
+        .args(script)
+        .arg("-i")
+        .arg(data)
+        .output()
+        .expect("perf script");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The events of `file` (a comma list of names) as `kstate dump --json` prints them.
 pub fn dump(file: &Path, events: &str) -> Vec<Value> {
     kstate(&[
