@@ -812,7 +812,7 @@ impl<A: Analyzer> Pass<A> {
             start,
             lost: trace.cpu_data.iter().map(|c| (c.cpu, Some(0))).collect(),
             prev_ts: Vec::new(),
-            errors: trace.truncated.iter().cloned().collect(),
+            errors: trace.damage().cloned().collect(),
             per_id: vec![0u64; trace.events.id_limit()],
             first: None,
             last: 0,

@@ -408,8 +408,8 @@ pub fn figures(trace: &Trace, scope: Option<&HashSet<i32>>) -> Result<Figures, E
             }
         }
     }
-    if let Some(e) = trace.truncated.clone() {
-        return Err(e);
+    if let Some(e) = trace.damage().next() {
+        return Err(e.clone());
     }
     // What is still open at the end counts up to the end.
     for since in running.values().flatten() {

@@ -78,7 +78,7 @@ pub struct Summary {
 /// empty). A damaged recording is an error, not a summary of the part that could be read.
 pub fn summarize(source: &Source, analyzers: &[&'static Info]) -> Result<Summary, Error> {
     let trace = source.trace();
-    if let Some(e) = &trace.truncated {
+    if let Some(e) = trace.damage().next() {
         return Err(e.clone().into());
     }
     let explicit = !analyzers.is_empty();

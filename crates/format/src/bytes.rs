@@ -135,3 +135,18 @@ impl<'a> Reader<'a> {
         self.bytes(n, what)
     }
 }
+
+/// Fills `buf` as far as `r` goes (short only at its end); an error ends the filling and is
+/// returned beside the count of bytes read before it.
+pub(crate) fn fill(r: &mut dyn std::io::Read, buf: &mut [u8]) -> (usize, Option<std::io::Error>) {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return (got, Some(e)),
+        }
+    }
+    (got, None)
+}

@@ -74,6 +74,13 @@ impl Error {
         }
         self
     }
+    /// Names `to` where the error named `from` (a copy read in place of the user's file).
+    pub fn renamed(mut self, from: &Path, to: &Path) -> Error {
+        if self.path.as_deref() == Some(from) {
+            self.path = Some(to.to_path_buf());
+        }
+        self
+    }
     /// Shifts a section-relative offset to a file offset.
     pub fn shifted(mut self, base: u64) -> Error {
         if let Some(off) = self.offset.as_mut() {

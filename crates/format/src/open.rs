@@ -1,30 +1,68 @@
 //! Which reader a path needs: a directory is a raw capture; a file is told by its magic
-//! (perf.data's `PERFILE2`, else trace.dat, whose reader names a wrong magic).
+//! (perf.data's `PERFILE2`, trace.dat's `\x17\x08\x44tracing`); a compressed file or a
+//! stream (a pipe, a FIFO, `-` for standard input) is first unpacked into an unnamed copy
+//! (`spool`), so every command reads all of these the same way.
 
-use std::path::Path;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::sniff::{self, Kind, HEAD};
 use crate::trace::{Trace, MAX_CPUS};
+
+/// The name `-` is read from, in messages and in `info`.
+pub const STDIN_NAME: &str = "standard input";
 
 impl Trace {
     /// Opens a trace.dat file, a perf.data file or a raw capture directory (kstate's
-    /// Parquet directories are opened by `kstate_export::open`).
+    /// Parquet directories are opened by `kstate_export::open`), compressed with gzip,
+    /// zstd or xz or not, from a file, a pipe, a FIFO or standard input (`-`).
     pub fn open(path: &Path) -> Result<Trace> {
-        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
-        if meta.is_dir() {
-            return crate::rawdir::open(path)?.checked();
+        let (mut file, name) = if path == Path::new("-") {
+            let fd = std::os::fd::AsFd::as_fd(&std::io::stdin())
+                .try_clone_to_owned()
+                .map_err(|e| Error::io(Path::new(STDIN_NAME), e))?;
+            (File::from(fd), PathBuf::from(STDIN_NAME))
+        } else {
+            let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+            if meta.is_dir() {
+                return crate::rawdir::open(path)?.checked();
+            }
+            (
+                File::open(path).map_err(|e| Error::io(path, e))?,
+                path.to_path_buf(),
+            )
+        };
+        let in_place =
+            path != Path::new("-") && file.metadata().map_err(|e| Error::io(&name, e))?.is_file();
+        let mut head = Vec::with_capacity(HEAD);
+        (&mut file)
+            .take(HEAD as u64)
+            .read_to_end(&mut head)
+            .map_err(|e| Error::io(&name, e))?;
+        let kind = sniff::kind(&head);
+        match kind {
+            Kind::Empty => Err(Error::new(
+                ErrorKind::Truncated,
+                None,
+                "empty (0 bytes): nothing was recorded",
+            )
+            .in_file(&name)),
+            Kind::Other if in_place => Err(Error::new(
+                ErrorKind::BadMagic,
+                None,
+                sniff::not_a_trace(&head, head.len() < HEAD),
+            )
+            .in_file(&name)),
+            Kind::TraceDat | Kind::PerfData if in_place => read_as(path, kind)?.checked(),
+            Kind::Packed(p) => unpacked(file, head, Some(p), !in_place, &name),
+            _ => unpacked(file, head, None, true, &name),
         }
-        let mut magic = [0u8; 8];
-        let n = std::fs::File::open(path)
-            .and_then(|mut f| std::io::Read::read(&mut f, &mut magic))
-            .map_err(|e| Error::io(path, e))?;
-        if n == 8 && &magic == crate::perfdata::MAGIC {
-            return crate::perfdata::open(path)?.checked();
-        }
-        crate::tracedat::open(path)?.checked()
     }
 
-    /// Refuses CPU numbers that would size per-CPU tables beyond [`MAX_CPUS`] (each reader
+    /// Refuses CPU numbers    /// Refuses CPU numbers that would size per-CPU tables beyond [`MAX_CPUS`] (each reader
     /// checks where it reads them, naming the offset; this holds for every container).
     /// Readers outside this crate (kstate's Parquet tables) call it too.
     pub fn checked(self) -> Result<Trace> {
@@ -44,4 +82,46 @@ impl Trace {
             _ => Ok(self),
         }
     }
+}
+
+/// The reader for a file of `kind`, at `path`.
+fn read_as(path: &Path, kind: Kind) -> Result<Trace> {
+    match kind {
+        Kind::PerfData => crate::perfdata::open(path),
+        _ => crate::tracedat::open(path),
+    }
+}
+
+/// Reads a trace from an unnamed copy of `file` (see `spool`), under the user's `name`.
+fn unpacked(
+    file: File,
+    head: Vec<u8>,
+    packing: Option<sniff::Packing>,
+    pipe: bool,
+    name: &Path,
+) -> Result<Trace> {
+    let s = crate::spool::spool(file, head, packing, pipe, name)?;
+    let copy = s.spool.path.clone();
+    let renamed = |e: Error| e.renamed(&copy, name);
+    let mut trace = match read_as(&copy, s.kind) {
+        Ok(t) => t,
+        // What unpacked before the damage is not a readable trace: the damage is the news.
+        Err(e) => {
+            return Err(match s.damage {
+                Some(mut d) => {
+                    d.msg = format!("{}; what came before it does not open: {}", d.msg, e.msg);
+                    d
+                }
+                None => renamed(e),
+            })
+        }
+    };
+    trace.path = name.to_path_buf();
+    trace.truncated = s.damage.or(trace.truncated.take().map(renamed));
+    trace.lost_sections = std::mem::take(&mut trace.lost_sections)
+        .into_iter()
+        .map(renamed)
+        .collect();
+    trace.spool = Some(Arc::new(s.spool));
+    trace.checked()
 }

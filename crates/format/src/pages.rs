@@ -100,6 +100,12 @@ impl PlainPages {
         })
     }
 
+    /// Names `path` in messages (the user's name for an unnamed copy).
+    pub fn named(mut self, path: PathBuf) -> PlainPages {
+        self.path = path;
+        self
+    }
+
     fn refill(&mut self) -> Result<()> {
         self.window = None;
         let left = self.end - self.next_read;

@@ -119,7 +119,9 @@ pub fn open(dir: &Path) -> Result<Trace> {
         cpu_data,
         extra_options: Vec::new(),
         truncated: None,
+        lost_sections: Vec::new(),
         scratch: None,
+        spool: None,
     })
 }
 

@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::event_format::EventFormat;
 use crate::layout::PageLayout;
 use crate::pages::{PageSource, PlainPages, ScratchDir};
+use crate::spool::Spool;
 use crate::timeshift::TimeShift;
 use crate::tracedat;
 
@@ -164,6 +165,12 @@ pub struct Trace {
     pub extra_options: Vec<(u16, Vec<u8>)>,
     /// Set when the container ended early; holds the error that stopped reading.
     pub truncated: Option<Error>,
+    /// Sections lost to damage that the events do not need (kallsyms, printk formats,
+    /// saved cmdlines): the trace is read without them, and this says which and where.
+    pub lost_sections: Vec<Error>,
+    /// The unnamed copy the trace is read from when it was compressed or came through a
+    /// pipe (see `spool`); None for a file read in place.
+    pub spool: Option<Arc<Spool>>,
     /// Where pages built for this trace live (perf.data); removed with the last clone.
     pub scratch: Option<std::sync::Arc<ScratchDir>>,
 }
@@ -185,6 +192,26 @@ impl Trace {
             .map(|(_, p)| p.as_slice())
     }
 
+    /// What makes the trace incomplete: where the container ended early, and the sections
+    /// lost to damage. Every front end reports these beside what it read.
+    pub fn damage(&self) -> impl Iterator<Item = &Error> {
+        self.truncated.iter().chain(&self.lost_sections)
+    }
+
+    /// The file the readers open: the unnamed copy when there is one, else `path`.
+    fn data_path(&self) -> &std::path::Path {
+        self.spool.as_ref().map_or(&self.path, |s| &s.path)
+    }
+
+    /// The name a data file goes by in messages: the user's name for the unnamed copy.
+    fn shown(&self, data: &std::path::Path) -> std::path::PathBuf {
+        if data == self.data_path() {
+            self.path.clone()
+        } else {
+            data.to_path_buf()
+        }
+    }
+
     /// A reader of the pages of `cpu_data[index]`.
     pub fn pages(&self, index: usize) -> Result<Box<dyn PageSource>> {
         self.pages_for(index, None)
@@ -195,17 +222,16 @@ impl Trace {
     pub fn pages_for(&self, index: usize, wanted: Option<&[bool]>) -> Result<Box<dyn PageSource>> {
         let cd = &self.cpu_data[index];
         match &cd.loc {
-            DataLoc::Plain { path, offset, size } => Ok(Box::new(PlainPages::open(
-                path,
-                *offset,
-                *size,
-                self.layout.page_size,
-            )?)),
-            DataLoc::Compressed(c) => Ok(Box::new(tracedat::CompressedPages::open(
-                &self.path,
-                c,
-                self.layout.page_size,
-            )?)),
+            DataLoc::Plain { path, offset, size } => Ok(Box::new(
+                PlainPages::open(path, *offset, *size, self.layout.page_size)
+                    .map_err(|e| e.renamed(path, &self.shown(path)))?
+                    .named(self.shown(path)),
+            )),
+            DataLoc::Compressed(c) => Ok(Box::new(
+                tracedat::CompressedPages::open(self.data_path(), c, self.layout.page_size)
+                    .map_err(|e| e.renamed(self.data_path(), &self.path))?
+                    .named(self.path.clone()),
+            )),
             DataLoc::Built(b) => b.pages(cd.cpu, wanted),
         }
     }

@@ -641,21 +641,14 @@ impl TraceWriter {
         let mut buf = vec![0u8; whole_pages(page_size, 4 << 20)];
         let mut total = 0u64;
         loop {
-            let mut got = 0;
-            while got < buf.len() {
-                match src.read(&mut buf[got..]) {
-                    Ok(0) => break,
-                    Ok(n) => got += n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => {
-                        return Err(Error::new(
-                            ErrorKind::Io,
-                            Some(total + got as u64),
-                            format!("reading CPU {cpu} pages: {e}"),
-                        )
-                        .in_file(&path))
-                    }
-                }
+            let (got, err) = crate::bytes::fill(src, &mut buf);
+            if let Some(e) = err {
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    Some(total + got as u64),
+                    format!("reading CPU {cpu} pages: {e}"),
+                )
+                .in_file(&path));
             }
             let whole = got - got % page_size;
             for page in buf[..whole].chunks_exact(page_size) {

@@ -90,7 +90,7 @@ fn run(trace: &Trace, cfg: &Config, log: &mut dyn LogSink) -> Result<Outcome, Er
         .map(|k| (k.clone(), Agg::default(), false))
         .collect();
     let mut counts = Counts::default();
-    let mut errors: Vec<Error> = trace.truncated.iter().cloned().collect();
+    let mut errors: Vec<Error> = trace.damage().cloned().collect();
     let (mut first, mut last) = (None, 0u64);
     let mut vmstat = false;
     for snap in sysinfo_snapshots(data) {

@@ -120,7 +120,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         }
     }
     let (from, to) = (args.from.unwrap_or(0), args.to.unwrap_or(u64::MAX));
-    let mut failure = traces.iter().find_map(|t| t.truncated.clone());
+    let mut failure = traces.iter().find_map(|t| t.damage().next().cloned());
     loop {
         let (f, ev) = match merge.next() {
             Ok(Some(x)) => x,

@@ -231,7 +231,7 @@ fn scan(trace: &Trace) -> Result<Report<'_>, Error> {
     let mut cpus: BTreeMap<u32, CpuInfo> = BTreeMap::new();
     let mut counts = vec![0u64; trace.events.id_limit()];
     let mut unknown_ids = 0;
-    let mut errors: Vec<Error> = trace.truncated.iter().cloned().collect();
+    let mut errors: Vec<Error> = trace.damage().cloned().collect();
     let mut merger = Merger::new(trace, None, IdFilter::all())?;
     loop {
         match merger.next() {
@@ -373,6 +373,13 @@ impl Report<'_> {
         });
         let sec = &self.sections;
         let o = out.as_object_mut().expect("an object");
+        let input = t.spool.as_ref().map(|sp| {
+            json!({
+                "compression": sp.packing.map(|p| p.name()), "pipe": sp.pipe,
+                "stored_bytes": sp.stored_bytes, "bytes": sp.bytes,
+            })
+        });
+        o.insert("input".into(), input.unwrap_or(json!(null)));
         if let Some(r) = &sec.recording {
             let v = r.as_ref().map(|r| {
                 json!({
@@ -630,6 +637,20 @@ impl Report<'_> {
         let (kind, version, compression) = self.kind();
         let mut s = String::new();
         let _ = writeln!(s, "file:        {}", t.path.display());
+        if let Some(sp) = &t.spool {
+            let from = if sp.pipe { ", read from a pipe" } else { "" };
+            let how = match sp.packing {
+                Some(p) => format!(
+                    "{}-compressed, {} bytes, {} unpacked ({:.1}:1){from}",
+                    p.name(),
+                    sp.stored_bytes,
+                    sp.bytes,
+                    sp.bytes as f64 / sp.stored_bytes.max(1) as f64
+                ),
+                None => format!("{} bytes{from}", sp.bytes),
+            };
+            let _ = writeln!(s, "stored:      {how}");
+        }
         let mut k = kind;
         if let Some(v) = version {
             let _ = write!(k, " v{v}");

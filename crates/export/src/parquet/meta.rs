@@ -403,6 +403,8 @@ pub fn open(dir: &Path) -> Result<Trace> {
         cpu_data,
         extra_options,
         truncated: None,
+        lost_sections: Vec::new(),
         scratch: None,
+        spool: None,
     })
 }

@@ -56,7 +56,8 @@ impl Decompressor {
     }
 
     /// Decompresses `input` into `out`, which must end up exactly `size` bytes long.
-    /// `size` has been checked against our limits by the caller.
+    /// `size` has been checked against our limits by the caller. The error says what is
+    /// wrong with the block in words; the decoders' own texts describe their internals.
     pub fn decompress(
         &mut self,
         input: &[u8],
@@ -65,23 +66,32 @@ impl Decompressor {
     ) -> std::result::Result<(), String> {
         out.clear();
         out.resize(size, 0);
-        let got = match self.codec {
+        let codec = self.codec;
+        let damaged = || format!("is damaged: it does not decompress as {}", codec.name());
+        let got = match codec {
             Codec::Zstd => {
                 let dec = self
                     .zstd
                     .get_or_insert_with(|| Box::new(ruzstd::decoding::FrameDecoder::new()));
-                dec.decode_all(input, out)
-                    .map_err(|e| format!("zstd: {e}"))?
+                match dec.decode_all(input, out) {
+                    Ok(n) => n,
+                    Err(ruzstd::decoding::errors::FrameDecoderError::TargetTooSmall) => {
+                        return Err(format!(
+                            "decompresses to more than the {size} bytes its header announces"
+                        ))
+                    }
+                    Err(_) => return Err(damaged()),
+                }
             }
             Codec::Zlib => {
                 // trace-cmd uses zlib's compress2()/uncompress(): zlib framing, not raw deflate.
                 let mut d = flate2::Decompress::new(true);
                 let status = d
                     .decompress(input, out, flate2::FlushDecompress::Finish)
-                    .map_err(|e| format!("zlib: {e}"))?;
+                    .map_err(|_| damaged())?;
                 if status != flate2::Status::StreamEnd {
                     return Err(format!(
-                        "zlib: stream does not end within the {size} bytes announced"
+                        "does not end within the {size} bytes its header announces"
                     ));
                 }
                 d.total_out() as usize
@@ -89,8 +99,7 @@ impl Decompressor {
         };
         if got != size {
             return Err(format!(
-                "{}: decompressed to {got} bytes, header announced {size}",
-                self.codec.name()
+                "decompresses to {got} bytes, where its header announces {size}"
             ));
         }
         Ok(())
@@ -153,6 +162,12 @@ impl CompressedPages {
             current: None,
             done: false,
         })
+    }
+
+    /// Names `path` in messages (the user's name for an unnamed copy).
+    pub fn named(mut self, path: PathBuf) -> CompressedPages {
+        self.path = path;
+        self
     }
 
     fn read_u32s<const N: usize>(&self, at: u64, what: &str) -> Result<[u32; N]> {
@@ -224,7 +239,9 @@ impl CompressedPages {
             self.chunk_offset = at;
             self.decomp
                 .decompress(&self.compressed, &mut self.chunk, usize_)
-                .map_err(|m| Error::corrupt(at, format!("compressed chunk: {m}")))?;
+                .map_err(|m| {
+                    Error::corrupt(at, format!("compressed chunk of {csize} bytes {m}"))
+                })?;
             self.pos = 0;
             if !self.chunk.is_empty() {
                 return Ok(true);
@@ -306,6 +323,11 @@ pub(crate) fn decompress_section(
     let mut out = Vec::new();
     Decompressor::new(codec)
         .decompress(data, &mut out, usize_)
-        .map_err(|m| Error::corrupt(at, format!("{what}: {m}")))?;
+        .map_err(|m| {
+            Error::corrupt(
+                at,
+                format!("{what} section: its compressed block of {csize} bytes {m}"),
+            )
+        })?;
     Ok(out)
 }

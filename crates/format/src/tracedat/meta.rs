@@ -80,6 +80,8 @@ pub(crate) struct Meta {
     pub extra_options: Vec<(u16, Vec<u8>)>,
     /// v6 only: a TRACECLOCK option means the trace_clock text follows the CPU table.
     pub has_clock_option: bool,
+    /// v7 only: damaged sections read around (see `Trace::lost_sections`).
+    pub lost_sections: Vec<Error>,
 }
 
 impl Meta {
@@ -103,6 +105,7 @@ impl Meta {
             cpu_count: None,
             extra_options: Vec::new(),
             has_clock_option: false,
+            lost_sections: Vec::new(),
         }
     }
 
@@ -286,7 +289,13 @@ impl Meta {
             cpu_data,
             extra_options: self.extra_options,
             truncated: truncated.map(|e| e.in_file(path)),
+            lost_sections: self
+                .lost_sections
+                .into_iter()
+                .map(|e| e.in_file(path))
+                .collect(),
             scratch: None,
+            spool: None,
         }
     }
 }

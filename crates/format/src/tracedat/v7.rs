@@ -180,24 +180,37 @@ pub(crate) fn read(
             opt::PRINTK => "printk formats",
             _ => "saved cmdlines",
         };
-        let sec = f.section(at, what)?;
-        if sec.id != id {
-            return Err(Error::corrupt(
-                at,
-                format!(
-                    "expected the {what} section (id {id}), found section id {}",
-                    sec.id
-                ),
-            ));
+        let read = f.section(at, what).and_then(|sec| {
+            if sec.id != id {
+                return Err(Error::corrupt(
+                    at,
+                    format!(
+                        "expected the {what} section (id {id}), found section id {}",
+                        sec.id
+                    ),
+                ));
+            }
+            sec.parse(f.endian, what, |r| match id {
+                opt::HEADER_INFO => meta.read_headers(r),
+                opt::FTRACE_EVENTS => meta.read_ftrace_formats(r),
+                opt::EVENT_FORMATS => meta.read_event_formats(r),
+                opt::KALLSYMS => meta.read_kallsyms(r),
+                opt::PRINTK => meta.read_printk(r),
+                _ => meta.read_cmdlines(r),
+            })
+        });
+        match read {
+            Ok(()) => {}
+            // The events do not need these: read them without it, and say what was lost.
+            Err(mut e) if matches!(id, opt::KALLSYMS | opt::PRINTK | opt::CMDLINES) => {
+                e.msg = format!(
+                    "lost the {what} section (the events are read without it): {}",
+                    e.msg
+                );
+                meta.lost_sections.push(e);
+            }
+            Err(e) => return Err(e),
         }
-        sec.parse(f.endian, what, |r| match id {
-            opt::HEADER_INFO => meta.read_headers(r),
-            opt::FTRACE_EVENTS => meta.read_ftrace_formats(r),
-            opt::EVENT_FORMATS => meta.read_event_formats(r),
-            opt::KALLSYMS => meta.read_kallsyms(r),
-            opt::PRINTK => meta.read_printk(r),
-            _ => meta.read_cmdlines(r),
-        })?;
     }
 
     let Some(top) = top else {

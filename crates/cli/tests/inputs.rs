@@ -1,0 +1,390 @@
+//! Traces as users keep and pass them: compressed with gzip, zstd or xz (by Debian's own
+//! tools, here, at test time), through a pipe, a FIFO or standard input, read exactly as the
+//! file they came from; what is not a trace named plainly; and a damaged section of a zstd
+//! trace.dat lost alone, named with its file offset.
+
+mod support;
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use support::{fixtures_dir, kstate, kstate_json, record_workload, run, KSTATE};
+
+const TOOLS: [(&str, &str); 3] = [("gzip", "gz"), ("zstd", "zst"), ("xz", "xz")];
+
+/// `TOOL -c SRC > DEST` with Debian's compressor; fails (never skips) when it is missing.
+fn compress(tool: &str, src: &Path, dest: &Path) {
+    let out = File::create(dest).unwrap();
+    let st = Command::new(tool)
+        .arg("-c")
+        .arg(src)
+        .stdout(out)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {tool} (apt-get install {tool}): {e}"));
+    assert!(st.success(), "{tool} -c {} failed", src.display());
+}
+
+/// Output with the line naming the input left out (it names the file as given).
+fn unnamed(text: &str) -> String {
+    text.lines()
+        .filter(|l| !l.starts_with("file:"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Runs `sh -c SCRIPT` (kstate is `$K`); returns its output.
+fn sh(script: &str) -> Output {
+    Command::new("sh")
+        .args(["-c", script])
+        .env("K", KSTATE)
+        .output()
+        .unwrap()
+}
+
+/// Every compressed copy of `src` reads as `src` does: the same dump, the same analysis,
+/// and `info` gives the compressor and both sizes as the file system has them.
+fn assert_compressed_copies_read_alike(src: &Path, analyze: &[&str], dir: &Path) {
+    let dump = kstate(&["dump".as_ref(), src.as_os_str()]);
+    let analysis_of = |f: &Path| {
+        let mut a: Vec<&OsStr> = analyze.iter().map(|s| s.as_ref()).collect();
+        a.push(f.as_os_str());
+        unnamed(&kstate(&a))
+    };
+    let analysis = analysis_of(src);
+    let events = kstate_json(&["info".as_ref(), "--json".as_ref(), src.as_os_str()])["events"]
+        .as_u64()
+        .unwrap();
+    assert!(events > 0);
+    for (tool, ext) in TOOLS {
+        let packed = dir.join(format!(
+            "{}.{ext}",
+            src.file_name().unwrap().to_string_lossy()
+        ));
+        compress(tool, src, &packed);
+        assert_eq!(
+            kstate(&["dump".as_ref(), packed.as_os_str()]),
+            dump,
+            "{tool}: dump differs"
+        );
+        assert_eq!(
+            analysis_of(&packed),
+            analysis,
+            "{tool}: {analyze:?} differs"
+        );
+        let v = kstate_json(&["info".as_ref(), "--json".as_ref(), packed.as_os_str()]);
+        assert_eq!(v["events"], events, "{tool}");
+        assert_eq!(v["input"]["compression"], tool);
+        assert_eq!(v["input"]["pipe"], false);
+        assert_eq!(
+            v["input"]["stored_bytes"],
+            std::fs::metadata(&packed).unwrap().len()
+        );
+        assert_eq!(v["input"]["bytes"], std::fs::metadata(src).unwrap().len());
+        let text = kstate(&["info".as_ref(), packed.as_os_str()]);
+        assert!(
+            text.contains(&format!("stored:      {tool}-compressed")),
+            "{text}"
+        );
+        std::fs::remove_file(&packed).unwrap();
+    }
+}
+
+#[test]
+fn compressed_fixtures_read_as_the_originals() {
+    let tmp = tempfile::tempdir().unwrap();
+    for f in ["lisa-rtapp/trace.dat", "lisa-sched_load/trace.v7-zstd.dat"] {
+        assert_compressed_copies_read_alike(
+            &fixtures_dir().join(f),
+            &["analyze", "runq", "--stat"],
+            tmp.path(),
+        );
+    }
+}
+
+#[test]
+fn compressed_live_recording_reads_as_the_original() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cap = tmp.path().join("getppid.dat");
+    record_workload("syscall,sched", &["getppid", "3000"], false, &cap);
+    assert_compressed_copies_read_alike(&cap, &["analyze", "syscall", "--stat"], tmp.path());
+}
+
+#[test]
+fn pipes_fifos_and_standard_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = fixtures_dir().join("lisa-sched_load/trace.dat");
+    let zst = tmp.path().join("t.dat.zst");
+    compress("zstd", &src, &zst);
+    let dump = kstate(&["dump".as_ref(), src.as_os_str()]);
+    let events =
+        kstate_json(&["info".as_ref(), "--json".as_ref(), src.as_os_str()])["events"].clone();
+
+    // A compressed stream down a pipe, named `-`.
+    let o = sh(&format!(
+        "zstdcat '{}' | \"$K\" info --json -",
+        zst.display()
+    ));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["events"], events);
+    assert_eq!(v["file"], "standard input");
+    assert_eq!(v["input"]["pipe"], true);
+    assert_eq!(v["input"]["compression"], serde_json::Value::Null);
+    assert_eq!(v["input"]["bytes"], std::fs::metadata(&src).unwrap().len());
+
+    // The compressed file itself on standard input, and a plain trace down a pipe.
+    let o = sh(&format!("\"$K\" dump - < '{}'", zst.display()));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        String::from_utf8(o.stdout).unwrap() == dump,
+        "dump - < t.dat.zst differs"
+    );
+    let o = sh(&format!("cat '{}' | \"$K\" dump -", src.display()));
+    assert!(
+        String::from_utf8(o.stdout).unwrap() == dump,
+        "cat | dump - differs"
+    );
+
+    // A FIFO, written by zstdcat while kstate reads it.
+    let fifo = tmp.path().join("fifo");
+    let st = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(st.success());
+    let mut writer = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "zstdcat '{}' > '{}'",
+            zst.display(),
+            fifo.display()
+        ))
+        .spawn()
+        .unwrap();
+    let o = run(&["dump".as_ref(), fifo.as_os_str()]);
+    assert!(writer.wait().unwrap().success());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        String::from_utf8(o.stdout).unwrap() == dump,
+        "dump FIFO differs"
+    );
+}
+
+#[test]
+fn what_is_not_a_trace_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let expect = |o: &Output, line: &str| {
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(o));
+        assert_eq!(stderr(o).trim_end(), line);
+    };
+    let tail = "expected trace.dat, perf.data or a capture directory";
+    expect(
+        &run(&["info", "/dev/zero"]),
+        &format!("kstate: /dev/zero: not a trace: 4096 zero bytes at the start; {tail}"),
+    );
+    // An endless stream is refused from its first bytes, not copied.
+    expect(
+        &sh("cat /dev/zero | \"$K\" info -"),
+        &format!("kstate: standard input: not a trace: 4096 zero bytes at the start; {tail}"),
+    );
+    let text = tmp.path().join("report.txt");
+    std::fs::write(
+        &text,
+        "cpus=2\n  <idle>-0  [001] 1.000: sched_switch: ...\n",
+    )
+    .unwrap();
+    expect(
+        &run(&["dump".as_ref(), text.as_os_str()]),
+        &format!(
+            "kstate: {}: not a trace: text, starting \"cpus=2\"; {tail}",
+            text.display()
+        ),
+    );
+    let gz = tmp.path().join("report.txt.gz");
+    compress("gzip", &text, &gz);
+    expect(
+        &run(&["info".as_ref(), gz.as_os_str()]),
+        &format!(
+            "kstate: {}: gzip-compressed, but not a trace: text, starting \"cpus=2\"; {tail}",
+            gz.display()
+        ),
+    );
+    let tgz = fixtures_dir().join("schedviz/test.tar.gz");
+    let o = run(&["info".as_ref(), tgz.as_os_str()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("gzip-compressed, but not a trace: a tar archive"));
+    let empty = tmp.path().join("empty.dat");
+    File::create(&empty).unwrap();
+    expect(
+        &run(&["info".as_ref(), empty.as_os_str()]),
+        &format!(
+            "kstate: {}: empty (0 bytes): nothing was recorded",
+            empty.display()
+        ),
+    );
+    expect(
+        &sh("\"$K\" info - < /dev/null"),
+        "kstate: standard input: empty (0 bytes): nothing was recorded",
+    );
+}
+
+#[test]
+fn a_cut_compressed_file_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = fixtures_dir().join("lisa-rtapp/trace.dat");
+    for (tool, ext) in TOOLS {
+        let packed = tmp.path().join(format!("t.{ext}"));
+        compress(tool, &src, &packed);
+        let mut bytes = std::fs::read(&packed).unwrap();
+        let cut = bytes.len() * 9 / 10;
+        bytes.truncate(cut);
+        std::fs::write(&packed, &bytes).unwrap();
+        let o = run(&["info".as_ref(), packed.as_os_str()]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{tool}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(
+            err.contains(&format!(
+                "offset {cut} (0x{cut:x}): the {tool} stream ends early (the file is cut short)"
+            )),
+            "{tool}: {err}"
+        );
+    }
+}
+
+/// A trace.dat v7 walked independently of kstate: (id, file offset) of every section the
+/// options point at, and the top buffer's (cpu, data offset, size).
+struct V7 {
+    sections: Vec<(u16, u64)>,
+    cpus: Vec<(u32, u64, u64)>,
+}
+
+fn walk_v7(d: &[u8]) -> V7 {
+    let u16_at = |i: usize| u16::from_le_bytes(d[i..i + 2].try_into().unwrap());
+    let u32_at = |i: usize| u32::from_le_bytes(d[i..i + 4].try_into().unwrap());
+    let u64_at = |i: usize| u64::from_le_bytes(d[i..i + 8].try_into().unwrap());
+    let cstr_end = |i: usize| i + d[i..].iter().position(|&c| c == 0).unwrap() + 1;
+    // magic, version, endianness, long size, page size, compression name and version.
+    let mut i = cstr_end(10) + 1 + 1 + 4;
+    i = cstr_end(cstr_end(i));
+    let mut next = u64_at(i) as usize;
+    let mut v = V7 {
+        sections: Vec::new(),
+        cpus: Vec::new(),
+    };
+    while next != 0 {
+        assert_eq!(u16_at(next), 0, "an options section");
+        assert_eq!(u16_at(next + 2), 0, "options uncompressed in this fixture");
+        let (mut j, end) = (next + 16, next + 16 + u64_at(next + 8) as usize);
+        next = 0;
+        while j < end {
+            let (id, size) = (u16_at(j), u32_at(j + 2) as usize);
+            let p = j + 6;
+            match id {
+                0 => next = u64_at(p) as usize,
+                16..=21 => v.sections.push((id, u64_at(p))),
+                3 => {
+                    // section offset, instance name, clock, page size, cpu count, cpus.
+                    let mut k = cstr_end(cstr_end(p + 8)) + 4;
+                    let n = u32_at(k);
+                    k += 4;
+                    for _ in 0..n {
+                        v.cpus.push((u32_at(k), u64_at(k + 4), u64_at(k + 12)));
+                        k += 20;
+                    }
+                }
+                _ => {}
+            }
+            j = p + size;
+        }
+    }
+    v
+}
+
+#[test]
+fn a_damaged_section_of_a_zstd_trace_dat_is_lost_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = fixtures_dir().join("lisa-rtapp/trace.v7-zstd.dat");
+    let good = std::fs::read(&src).unwrap();
+    let v7 = walk_v7(&good);
+    let analyze = |f: &Path| {
+        run(&[
+            "analyze".as_ref(),
+            "runq".as_ref(),
+            "--stat".as_ref(),
+            f.as_os_str(),
+        ])
+    };
+    let want = analyze(&src);
+    assert!(want.status.success());
+
+    // kallsyms: section header (16 bytes), then u32 compressed and u32 uncompressed sizes.
+    let (_, at) = *v7
+        .sections
+        .iter()
+        .find(|s| s.0 == 19)
+        .expect("a kallsyms section");
+    let content = at as usize + 16;
+    let csize = u32::from_le_bytes(good[content..content + 4].try_into().unwrap()) as usize;
+    let mut bad = good.clone();
+    for b in &mut bad[content + 8 + csize / 2..content + 8 + csize / 2 + 64] {
+        *b ^= 0xa5;
+    }
+    let f = tmp.path().join("kallsyms-damaged.dat");
+    std::fs::write(&f, &bad).unwrap();
+    let o = analyze(&f);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    // The report is the undamaged one's, with the loss said in it.
+    let out = String::from_utf8_lossy(&o.stdout);
+    let (errors, rest): (Vec<&str>, Vec<&str>) = out.lines().partition(|l| l.starts_with("ERROR:"));
+    assert_eq!(
+        unnamed(&rest.join("\n")),
+        unnamed(&String::from_utf8_lossy(&want.stdout)),
+        "the events must read as before"
+    );
+    assert!(
+        errors.len() == 1 && errors[0].contains("lost the kallsyms section"),
+        "{out}"
+    );
+    let named = format!(
+        "{}: offset {content} (0x{content:x}): lost the kallsyms section (the events are read \
+         without it): kallsyms section: its compressed block of {csize} bytes is damaged: it \
+         does not decompress as zstd",
+        f.display()
+    );
+    assert!(err.contains(&named), "{err}");
+    let info = kstate_json(&["info".as_ref(), "--json".as_ref(), src.as_os_str()]);
+    let o = run(&["info".as_ref(), "--json".as_ref(), f.as_os_str()]);
+    assert_eq!(o.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["events"], info["events"]);
+    assert_eq!(v["truncated"], false);
+    assert!(v["errors"][0]
+        .as_str()
+        .unwrap()
+        .contains("lost the kallsyms section"));
+
+    // A damaged chunk of CPU data: its place, and the codec, in words.
+    let (cpu, data, _) = *v7.cpus.iter().find(|c| c.2 > 64).expect("CPU data");
+    let chunk = data as usize + 4;
+    let ccsize = u32::from_le_bytes(good[chunk..chunk + 4].try_into().unwrap()) as usize;
+    let mut bad = good.clone();
+    for b in &mut bad[chunk + 8 + ccsize / 2..chunk + 8 + ccsize / 2 + 16] {
+        *b ^= 0xa5;
+    }
+    std::fs::write(&f, &bad).unwrap();
+    let o = run(&["info".as_ref(), f.as_os_str()]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "offset {chunk} (0x{chunk:x}): CPU {cpu}: compressed chunk of {ccsize} bytes is \
+             damaged: it does not decompress as zstd"
+        )),
+        "{err}"
+    );
+}
