@@ -29,6 +29,7 @@ fn the_recording_benchmark_runs_every_row() {
             "events enabled, nothing read",
             "same + pid filter, nothing read",
             "kstate record -e syscall",
+            "kstate watch -e syscall",
             "perf record -e raw_syscalls:*"
         ]
     );
@@ -43,6 +44,12 @@ fn the_recording_benchmark_runs_every_row() {
         assert!(r["ns_per_call"].as_f64().unwrap() > 0.0, "{r}");
     }
     assert!(v["kstate_over_enabled_pid_filter_pct"].is_number());
+    // kstate watch's intervals counted the same calls, none lost.
+    let w = &rows[4];
+    let events = w["events"].as_f64().unwrap() as u64;
+    assert!((2 * CALLS..2 * CALLS + 2_000).contains(&events), "{w}");
+    assert_eq!(w["lost_max"].as_u64(), Some(0), "{w}");
+    assert!(v["watch_over_record_pct"].is_number());
     // perf saw the same calls (less what it lost).
-    assert!(rows[4]["events"].as_f64().unwrap() > 0.0);
+    assert!(rows[5]["events"].as_f64().unwrap() > 0.0);
 }

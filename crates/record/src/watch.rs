@@ -93,6 +93,11 @@ const COMMIT_MARGIN_NS: u64 = 1_000_000;
 const FLUSH_WAIT: Duration = Duration::from_secs(2);
 
 impl Ongoing {
+    /// Now, on the trace clock (watching needs a clock user space can read).
+    pub fn now(&self) -> u64 {
+        crate::system::user_clock(&self.clock).map_or(0, crate::system::now_ns)
+    }
+
     /// Turns events (`system:event`, each enabled or on standby) on or off while
     /// recording; the first that cannot be switched ends it with the reason.
     pub fn set_enabled(&self, events: &[String], on: bool) -> Result<()> {

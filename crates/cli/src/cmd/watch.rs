@@ -412,7 +412,17 @@ impl Watch {
                 continue;
             }
             let mut out = std::io::stdout().lock();
-            let line = watch_json::interval(&iv, self.start, self.top, self.buffer_bytes, &firings);
+            let mut line =
+                watch_json::interval(&iv, self.start, self.top, self.buffer_bytes, &firings);
+            // What the watch did and saw since the last line (escalations, shedding,
+            // losses), as in the recording's watch log.
+            line["log"] = serde_json::json!(self
+                .adapt
+                .log
+                .unsent()
+                .iter()
+                .map(|e| serde_json::json!({"ts": e.ts, "kind": e.kind, "text": e.text}))
+                .collect::<Vec<_>>());
             writeln!(out, "{line}")
                 .and_then(|_| out.flush())
                 .map_err(|e| {

@@ -16,6 +16,8 @@ const LOG_MAX: usize = 100_000;
 /// The watch's log: kept for the file, and told to the user as it happens.
 pub struct Log {
     entries: Vec<Entry>,
+    /// Entries before this one went out with a JSON line.
+    sent: usize,
     left_out: u64,
     start: u64,
     /// While the dashboard owns the terminal, lines wait here for its end.
@@ -26,6 +28,7 @@ impl Log {
     pub fn new(start: u64) -> Log {
         Log {
             entries: Vec::new(),
+            sent: 0,
             left_out: 0,
             start,
             held: None,
@@ -58,6 +61,12 @@ impl Log {
         } else {
             self.left_out += 1;
         }
+    }
+
+    /// The entries not yet returned by this call.
+    pub fn unsent(&mut self) -> &[Entry] {
+        let from = std::mem::replace(&mut self.sent, self.entries.len());
+        &self.entries[from..]
     }
 
     /// Entries in [from, to].
@@ -151,12 +160,15 @@ impl Adapt {
     }
 
     /// Every tick: escalations the alarms asked for start, those whose time is over end,
-    /// and the ring buffers are checked for overload.
+    /// and the ring buffers are checked for overload. `now` is the time the tick is for;
+    /// an entry that turns events on is stamped before the switch, one that turns them
+    /// off after it: the file has none of them on the wrong side of its entry.
     pub fn tick(&mut self, ongoing: &Ongoing, now: u64) -> kstate_record::Result<()> {
         let fired = std::mem::take(&mut self.fired);
         let shedding = self.overload.is_shed();
         for i in 0..self.escalations.len() {
             let e = &mut self.escalations[i];
+            let mut stamp = now;
             if fired.contains(&e.esc.rule.text) {
                 let on = e.until.is_some();
                 e.until = Some(now + e.esc.for_ns);
@@ -172,11 +184,12 @@ impl Adapt {
                         )
                     }
                     (false, false) => {
+                        stamp = ongoing.now();
                         ongoing.set_enabled(&e.events, true)?;
                         format!("{}: {events} on for {secs} s", e.esc.text)
                     }
                 };
-                self.log.add(now, Kind::ESCALATE, text, true);
+                self.log.add(stamp, Kind::ESCALATE, text, true);
             } else if e.until.is_some_and(|u| now >= u) {
                 e.until = None;
                 let events = e.events.clone();
@@ -186,7 +199,7 @@ impl Adapt {
                     ongoing.set_enabled(&off, false)?;
                 }
                 let text = format!("{}: {} off", self.escalations[i].esc.text, off.join(","));
-                self.log.add(now, Kind::RELAX, text, true);
+                self.log.add(ongoing.now(), Kind::RELAX, text, true);
             }
         }
         match self.overload.check(&ongoing.ring_stats()) {
@@ -198,16 +211,17 @@ impl Adapt {
                     true => format!("{why}; nothing to shed (mark events with --shed)"),
                     false => format!("{why}; {} off", off.join(",")),
                 };
-                self.log.add(now, Kind::SHED, text, true);
+                self.log.add(ongoing.now(), Kind::SHED, text, true);
             }
             Step::Restore => {
                 let on = self.sheddable();
+                let stamp = ongoing.now();
                 ongoing.set_enabled(&on, true)?;
                 let text = match on.is_empty() {
                     true => "the readers caught up".to_string(),
                     false => format!("the readers caught up; {} on again", on.join(",")),
                 };
-                self.log.add(now, Kind::RESTORE, text, true);
+                self.log.add(stamp, Kind::RESTORE, text, true);
             }
         }
         Ok(())

@@ -8,7 +8,9 @@
 //!                "pairs_broken_by_loss"}},
 //!  "cpus": [{"cpu", "events", "events_per_s", "bytes_per_s", "buffer_lasts_s" (at that
 //!            rate; null when idle), "lost" (null: uncounted)}],
-//!  "alarms": [firing, ...]}
+//!  "alarms": [firing, ...],
+//!  "log": [{"ts", "kind", "text"}, ...] (the watch log's entries since the last line:
+//!          escalations, shedding, losses; see kstate_format::watch_log)}
 //! ```
 
 use kstate_analyze::alarm::Firing;

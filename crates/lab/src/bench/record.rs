@@ -1,7 +1,8 @@
 //! `kstate bench record`: what recording costs the traced program. A null-system-call
 //! loop (getppid, pinned to one CPU) runs four ways in the same run — untraced, with the
 //! events enabled but nothing reading them (the kernel's own cost of the tracepoints),
-//! under `kstate record`, and under `perf record` — and the table compares them.
+//! under `kstate record`, under `kstate watch` (the same recording, analysed live every
+//! second), and under `perf record` — and the table compares them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -156,6 +157,40 @@ fn kstate_row(exe: &Path, a: &Args, out: &Path) -> Result<Sample, Error> {
     })
 }
 
+/// `kstate watch --json`: the workload's line and one line per interval (their CPU
+/// activity: events and losses) share its standard output. Its CPU is all of it, the
+/// file written at the end included, as for `perf` (compare with kstate record's total).
+fn watch_row(exe: &Path, a: &Args) -> Result<Sample, Error> {
+    let before = children_cpu_ns();
+    let mut cmd = Command::new(exe);
+    cmd.args(["watch", "--json", "-e", "syscall", "--"])
+        .args(workload_cmd(exe, a));
+    let stdout = run_cmd(&mut cmd)?;
+    let total = children_cpu_ns() - before;
+    let v = json_lines(&stdout);
+    let w = v
+        .iter()
+        .find(|l| l.get("ns_per_call").is_some())
+        .ok_or_else(|| err(format!("no workload output under kstate watch: {stdout}")))?;
+    let (ns, cpu) = parse_workload(w)?;
+    let cpus = v
+        .iter()
+        .flat_map(|l| l["cpus"].as_array().into_iter().flatten());
+    let (mut events, mut lost) = (0, Some(0u64));
+    for c in cpus {
+        events += c["events"].as_u64().unwrap_or(0);
+        lost = lost.zip(c["lost"].as_u64()).map(|(a, b)| a + b);
+    }
+    Ok(Sample {
+        ns_per_call: ns,
+        workload_cpu_ns: cpu,
+        events: Some(events),
+        lost,
+        recorder_cpu_ns: None,
+        recorder_total_cpu_ns: Some(total.saturating_sub(cpu)),
+    })
+}
+
 fn perf_row(exe: &Path, a: &Args, out: &Path) -> Result<Sample, Error> {
     let before = children_cpu_ns();
     let mut cmd = Command::new("perf");
@@ -256,9 +291,10 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         "events enabled, nothing read",
         "same + pid filter, nothing read",
         "kstate record -e syscall",
+        "kstate watch -e syscall",
         "perf record -e raw_syscalls:*",
     ];
-    let names = if a.no_peer { &names[..4] } else { names };
+    let names = if a.no_peer { &names[..5] } else { names };
     let mut rows: Vec<Row> = names
         .iter()
         .map(|n| Row {
@@ -275,6 +311,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
                 1 => enabled_unread(&exe, &a, false)?,
                 2 => enabled_unread(&exe, &a, true)?,
                 3 => kstate_row(&exe, &a, &kout)?,
+                4 => watch_row(&exe, &a)?,
                 _ => perf_row(&exe, &a, &pout)?,
             };
             row.samples.push(s);
@@ -287,6 +324,15 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
     let over_kernel = (k.ns() - kernel) / kernel * 100.0;
     let over_filtered = (k.ns() - kernel_filtered) / kernel_filtered * 100.0;
     let k_cpu_share = k.opt(|s| s.recorder_cpu_ns).unwrap_or(0.0) / k.workload_cpu() * 100.0;
+    // Watch against record, both measured in this run: per call, and the recorder CPU
+    // (all of it, the file included, for both) per event.
+    let w = &rows[4];
+    let watch_over_record = (w.ns() - k.ns()) / k.ns() * 100.0;
+    let per_event = |r: &Row| {
+        r.opt(|s| s.recorder_total_cpu_ns).unwrap_or(0.0)
+            / r.opt(|s| s.events).unwrap_or(1.0).max(1.0)
+    };
+    let live_ns_per_event = per_event(w) - per_event(k);
 
     if a.json {
         let rows_json: Vec<Value> = rows
@@ -312,6 +358,8 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
                 "kstate_over_enabled_pct": over_kernel,
                 "kstate_over_enabled_pid_filter_pct": over_filtered,
                 "kstate_recorder_cpu_pct_of_workload": k_cpu_share,
+                "watch_over_record_pct": watch_over_record,
+                "watch_live_analysis_cpu_ns_per_event": live_ns_per_event,
             })
         );
         return Ok(ExitCode::SUCCESS);
@@ -355,10 +403,24 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         k_cpu_share,
         k.opt(|s| s.recorder_total_cpu_ns).unwrap_or(0.0) / 1e9
     );
-    if rows.len() > 4 {
+    println!(
+        "kstate watch: {:+.1}% per call over kstate record (target within 10%); live analysis \
+         {:.0} ns of recorder CPU per event over record's ({:.0} vs {:.0} ns, each with writing \
+         the file); {} events lost",
+        watch_over_record,
+        live_ns_per_event,
+        per_event(w),
+        per_event(k),
+        w.max(|s| s.lost)
+            .map_or("uncounted".into(), |l| l.to_string())
+    );
+    if rows.len() > 5 {
         println!(
-            "perf lost-event records: {} (perf's \"lost\" column counts PERF_RECORD_LOST records, each dropping many events)",
-            rows[4].max(|s| s.lost).unwrap_or(0)
+            "perf: {:.2}x kstate record's time per call, {:.2}x kstate watch's; lost-event \
+             records: {} (perf's \"lost\" column counts PERF_RECORD_LOST records, each dropping many events)",
+            rows[5].ns() / k.ns(),
+            rows[5].ns() / w.ns(),
+            rows[5].max(|s| s.lost).unwrap_or(0)
         );
     }
     Ok(ExitCode::SUCCESS)
