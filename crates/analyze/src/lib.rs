@@ -46,6 +46,7 @@
 pub mod alarm;
 pub mod analyzer;
 pub mod analyzers;
+pub mod cache;
 pub mod cachegrind;
 pub mod classify;
 pub mod compare;

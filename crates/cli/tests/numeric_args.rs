@@ -235,6 +235,18 @@ fn numbers_in_commands_that_record_or_run() {
     for opt in ["--rooms", "--users", "--messages", "--runs"] {
         check(&["bench", "chat"], &[opt], &[], &all);
     }
+    for opt in [
+        "--workers",
+        "--nodes",
+        "--stride",
+        "--fields",
+        "--colours",
+        "--runs",
+        "--passes",
+        "--level",
+    ] {
+        check(&["bench", "colour"], &[opt], &[], &all);
+    }
     for opt in ["--iters", "--runs"] {
         check(&["bench", "overhead"], &[opt], &[], &all);
         check(&["bench", "sample"], &[opt], &[], &all);

@@ -23,6 +23,7 @@
 //!   `--sort` the first N rows in that order ([`sorted::SortedLog`]).
 
 pub mod charts;
+pub mod colour;
 pub mod compare;
 pub mod html;
 #[cfg(feature = "png")]

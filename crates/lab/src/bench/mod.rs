@@ -3,6 +3,7 @@
 //! little on their own.
 
 pub mod chat;
+pub mod colour;
 pub mod io;
 pub mod malloc;
 pub mod overhead;
@@ -87,6 +88,10 @@ pub enum Bench {
     /// `kstate record`, and under `kstate record --sample` at the default rate; run time,
     /// ratio to untraced, samples taken and the recorder's CPU
     Sample(sample::Args),
+    /// Seed 001's cache-colouring study: workers walking page-strided structures,
+    /// uncoloured and with c colours; ns per visit, speed-up, the model's threshold
+    /// c >= p / (s / stride) from the host's cache geometry, and simulated misses
+    Colour(colour::Args),
     /// One fixed-work run in this process (used by `bench sample`)
     #[command(hide = true)]
     SamplePass(sample::PassArgs),
@@ -104,6 +109,7 @@ pub fn run(b: Bench) -> Result<ExitCode, Error> {
         Bench::Overhead(a) => overhead::run(a),
         Bench::Io(a) => io::run(a),
         Bench::Chat(a) => chat::run(a),
+        Bench::Colour(a) => colour::run(a),
         Bench::Sample(a) => sample::run(a),
         Bench::SamplePass(a) => sample::pass(a),
         Bench::MallocPass(a) => malloc::pass(a),

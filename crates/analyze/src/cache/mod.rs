@@ -1,0 +1,11 @@
+//! Cache sets: the host's cache geometry ([`geometry`], from sysfs), a set-associative
+//! simulation of an address stream ([`sim`]), seed 001's colouring model ([`model`]) and
+//! the detector of accesses that pile into few sets ([`sets`], fed by valgrind lackey's
+//! address trace).
+
+pub mod geometry;
+pub mod model;
+pub mod sets;
+pub mod sim;
+
+pub use geometry::{Geometry, Level};
