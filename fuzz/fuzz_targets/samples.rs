@@ -31,4 +31,14 @@ fuzz_target!(|data: &[u8]| {
     b.extend(kstate_format::samples::encode_event("page-faults", &attr.to_bytes()));
     b.extend(data);
     walk(&b);
+    // Samples with user registers and a stack copy (`--stack-bytes`).
+    let attr = kstate_format::samples::Attr {
+        sample_type: 0x1a7 | 1 << 12 | 1 << 13, // ... REGS_USER STACK_USER
+        sample_regs_user: kstate_format::samples::regs::UNWIND_MASK,
+        sample_stack_user: 64,
+        ..attr
+    };
+    let mut b = kstate_format::samples::encode_header("mono", "cpu-clock", &attr.to_bytes());
+    b.extend(data);
+    walk(&b);
 });

@@ -7,7 +7,6 @@ mod support;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::Command;
 
 use support::{kstate, kstate_json, KSTATE};
 
@@ -31,22 +30,12 @@ int main(int argc, char **argv) {
 "#;
 
 fn build_leaf(dir: &Path) -> String {
-    let src = dir.join("leaf.c");
-    std::fs::write(&src, LEAF_C).unwrap();
-    let exe = dir.join("leaf");
-    let st = Command::new("gcc")
-        .args([
-            "-O1",
-            "-fno-omit-frame-pointer",
-            "-mno-omit-leaf-frame-pointer",
-            "-o",
-        ])
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .expect("gcc is needed by these tests");
-    assert!(st.success());
-    exe.to_str().unwrap().to_string()
+    let flags = [
+        "-O1",
+        "-fno-omit-frame-pointer",
+        "-mno-omit-leaf-frame-pointer",
+    ];
+    support::gcc(dir, "leaf", LEAF_C, &flags)
 }
 
 /// Callers of `leaf` in `perf script` of a cpu-clock recording with `--call-graph MODE`.

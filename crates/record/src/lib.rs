@@ -27,6 +27,7 @@ pub mod session;
 pub mod signals;
 pub mod system;
 pub mod tracefs;
+pub mod uprobes;
 pub mod watch;
 pub mod workload;
 

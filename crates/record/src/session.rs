@@ -83,6 +83,9 @@ pub struct Options {
     /// User stack bytes copied with each sample and chain (`--stack-bytes`; 0: none, the
     /// chains are then the kernel's frame-pointer walk alone).
     pub stack_bytes: u32,
+    /// User-lock hold times (`--holds`): uprobes on the C library's mutex lock and
+    /// unlock ([`crate::uprobes`]).
+    pub holds: bool,
 }
 
 /// The tracepoint `--stacks` takes call chains at.
@@ -110,6 +113,7 @@ impl Options {
             stacks: false,
             standby: Vec::new(),
             stack_bytes: sampler::DEFAULT_STACK_BYTES,
+            holds: false,
         }
     }
 }
@@ -214,6 +218,8 @@ struct Plan {
     kallsyms: Vec<u8>,
     /// Disk set aside for the metadata, should the disk fill.
     reserve_bytes: u64,
+    /// `--holds`' probes; dropped (removed) after the instance that enables them.
+    uprobes: Option<crate::uprobes::Uprobes>,
 }
 
 /// Everything that can be found out before the instance exists: root, the arguments,
@@ -254,7 +260,21 @@ fn check(opts: &Options, notify: Notify<'_>) -> Result<Plan> {
         ));
     }
 
-    let sel = events::resolve(&tfs.path("events"), &opts.events)?;
+    for g in crate::uprobes::remove_stale(&tfs) {
+        notify(&format!(
+            "removed uprobes {g} left by a recorder that no longer runs"
+        ));
+    }
+    let uprobes = match opts.holds {
+        true => Some(crate::uprobes::Uprobes::create(&tfs)?),
+        false => None,
+    };
+    let mut wanted = opts.events.clone();
+    if let Some(u) = &uprobes {
+        // New threads, to count each hold in its process (named through its mappings).
+        wanted.extend([u.system().to_string(), "task:task_newtask".into()]);
+    }
+    let sel = events::resolve(&tfs.path("events"), &wanted)?;
     if !sel.missing.is_empty() {
         notify(&format!(
             "warning: this kernel lacks {}; recording the rest",
@@ -296,6 +316,7 @@ fn check(opts: &Options, notify: Notify<'_>) -> Result<Plan> {
         fell_back_from,
         kallsyms,
         reserve_bytes,
+        uprobes,
     })
 }
 
@@ -522,7 +543,8 @@ fn start(opts: &Options, plan: &Plan, out: &Output) -> Result<Live> {
         let _ = inst.write("set_event_notrace_pid", &own.join(" "));
         live.samplers = Some((running, what));
     }
-    if opts.stacks {
+    // --holds names its locks and callers through the mappings these chains carry.
+    if opts.stacks || opts.holds {
         let (sys, ev) = STACKS_TRACEPOINT.split_once(':').unwrap_or_default();
         let id = tracefs::read_string(&tfs.path(&format!("events/{sys}/{ev}/id")))
             .ok()
@@ -814,13 +836,19 @@ fn stop(
 /// sections; removes the scratch directory; and sums it all up.
 fn assemble(
     opts: &Options,
-    plan: Plan,
+    mut plan: Plan,
     out: Output,
     live: Live,
     end: End,
     data: Stopped,
     notify: Notify<'_>,
 ) -> Result<Summary> {
+    // The instance that enabled them is gone: the probes can go too.
+    if let Some(mut u) = plan.uprobes.take() {
+        if let Err(e) = u.remove() {
+            notify(&format!("warning: removing uprobes {}: {e}", u.system()));
+        }
+    }
     let Output {
         mut writer,
         scratch,

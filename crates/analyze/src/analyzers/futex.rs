@@ -61,10 +61,31 @@ struct Lock {
     caller: u32,
 }
 
-struct NewTask {
-    id: u32,
+/// task:task_newtask, where recorded: which process each new thread belongs to.
+pub(crate) struct NewTask {
+    pub id: u32,
     pid: FieldRef,
     flags: FieldRef,
+}
+
+impl NewTask {
+    pub(crate) fn bind(trace: &Trace) -> Option<NewTask> {
+        trace.events.find("task:task_newtask").and_then(|e| {
+            Some(NewTask {
+                id: e.id,
+                pid: e.field("pid")?.into(),
+                flags: e.field("clone_flags")?.into(),
+            })
+        })
+    }
+
+    /// Notes the new task in `out.tasks` (the event runs in the parent).
+    pub(crate) fn event(&self, ev: &Event<'_>, out: &mut Out) {
+        let (p, e) = (ev.payload, ev.endian);
+        let child = self.pid.get_i64(p, e).unwrap_or(0) as i32;
+        let flags = self.flags.get_u64(p, e).unwrap_or(0);
+        out.tasks.new_task(ev.pid(), child, flags);
+    }
 }
 
 pub struct Futex {
@@ -122,13 +143,7 @@ impl Analyzer for Futex {
                 "syscalls:sys_enter_futex with uaddr and op".into()
             ]));
         };
-        let newtask = trace.events.find("task:task_newtask").and_then(|e| {
-            Some(NewTask {
-                id: e.id,
-                pid: e.field("pid")?.into(),
-                flags: e.field("clone_flags")?.into(),
-            })
-        });
+        let newtask = NewTask::bind(trace);
         let mut ids = vec![en.id, ex.id];
         ids.extend(newtask.as_ref().map(|n| n.id));
         // A section that cannot be read leaves the locks as addresses (`kstate profile`
@@ -233,10 +248,7 @@ impl Analyzer for Futex {
                 },
             );
         } else if let Some(nt) = self.newtask.as_ref().filter(|n| n.id == ev.id) {
-            let child = nt.pid.get_i64(p, e).unwrap_or(0) as i32;
-            let flags = nt.flags.get_u64(p, e).unwrap_or(0);
-            // The event runs in the parent.
-            out.tasks.new_task(tid, child, flags);
+            nt.event(ev, out);
         }
     }
 

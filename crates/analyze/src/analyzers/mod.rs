@@ -10,6 +10,7 @@ pub mod block;
 pub mod futex;
 pub mod irq;
 pub mod kmalloc;
+pub mod lockhold;
 pub mod lockwait;
 pub mod microstate;
 pub mod net;
@@ -38,6 +39,7 @@ pub const ALL: &[Info] = &[
     <blkqueue::BlkQueue as Analyzer>::INFO,
     <proc::Proc as Analyzer>::INFO,
     <futex::Futex as Analyzer>::INFO,
+    <lockhold::LockHold as Analyzer>::INFO,
     <microstate::Microstate as Analyzer>::INFO,
     <palloc::Palloc as Analyzer>::INFO,
     <kmalloc::Kmalloc as Analyzer>::INFO,

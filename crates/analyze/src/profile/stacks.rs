@@ -147,6 +147,14 @@ impl Stacks {
         Some((near.1 != NO_CALLER).then(|| self.sy.sym(near.1)))
     }
 
+    /// The function at code address `addr` of process `pid` at time `ts`, as callers are
+    /// shown; None where no mapping or symbol names it.
+    pub fn code_name(&mut self, pid: u32, addr: u64, ts: u64) -> Option<String> {
+        let id = self.sy.user(pid, addr, ts);
+        let s = self.sy.sym(id);
+        (!s.name.starts_with('[')).then(|| caller_label(s))
+    }
+
     /// Names a data address of process `pid` (see [`super::data`]).
     pub fn data_name(&mut self, pid: u32, addr: u64) -> Option<DataName> {
         self.sy.data_name(pid, addr)

@@ -98,6 +98,11 @@ pub struct Args {
     #[arg(long, value_name = "BYTES", default_value_t = kstate_record::sampler::DEFAULT_STACK_BYTES,
           value_parser = clap::value_parser!(u32).range(0..=kstate_record::sampler::MAX_STACK_BYTES as i64))]
     stack_bytes: u32,
+    /// Also measure how long user locks are held: uprobes on the C library's
+    /// pthread_mutex_lock (entry and return) and pthread_mutex_unlock, in kstate's own
+    /// tracefs instance, removed on every exit; `kstate analyze lockhold` reads them
+    #[arg(long)]
+    holds: bool,
     /// Print the summary as JSON on standard output
     #[arg(long)]
     json: bool,
@@ -140,6 +145,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     opts.sample_fallback = args.sample_fallback;
     opts.stacks = args.stacks;
     opts.stack_bytes = args.stack_bytes;
+    opts.holds = args.holds;
     // Mistakes in the arguments are found before anything is recorded (exit status 2).
     kstate_record::check::arguments(&opts)
         .map_err(|e| Error::new(ErrorKind::Unsupported, None, e.to_string()))?;

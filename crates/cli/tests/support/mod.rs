@@ -51,6 +51,22 @@ pub fn kstate_json<S: AsRef<OsStr>>(args: &[S]) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("invalid JSON ({e}):\n{text}"))
 }
 
+/// `gcc FLAGS -o DIR/NAME DIR/NAME.c` of `source`: the program's path.
+pub fn gcc(dir: &Path, name: &str, source: &str, flags: &[&str]) -> String {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let exe = dir.join(name);
+    let st = Command::new("gcc")
+        .args(flags)
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .expect("gcc is needed by these tests");
+    assert!(st.success(), "gcc {flags:?} {}", src.display());
+    exe.to_str().unwrap().to_string()
+}
+
 /// `perf record RECORD -o DATA -- CMD`, then `perf script SCRIPT -i DATA`: what perf
 /// script prints. Panics where perf fails.
 pub fn perf_script(data: &Path, record: &[&str], cmd: &[&str], script: &[&str]) -> String {
