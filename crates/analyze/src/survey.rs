@@ -48,6 +48,9 @@ pub struct Survey {
     /// Events lost per CPU over the whole recording (None: uncounted).
     pub lost: BTreeMap<u32, Option<u64>>,
     pub events: u64,
+    /// What `kstate watch` did and saw while recording (alarms, escalations, shedding,
+    /// losses), from the file's WATCH_LOG section.
+    pub watch_log: Vec<kstate_format::watch_log::Entry>,
 }
 
 /// The statistics pass of one analyzer, rows sorted by total (as `kstate analyze`).
@@ -126,6 +129,14 @@ pub fn recording(trace: &Trace) -> Option<Recording> {
         .and_then(|b| Recording::decode(b).ok())
 }
 
+/// The file's watch log (empty where it has none or it does not decode).
+pub fn watch_log(trace: &Trace) -> Vec<kstate_format::watch_log::Entry> {
+    trace
+        .extra(extras::ids::WATCH_LOG)
+        .and_then(|b| kstate_format::watch_log::decode(b).ok())
+        .unwrap_or_default()
+}
+
 /// The file's memory snapshots.
 pub fn snapshots(trace: &Trace) -> Vec<Snapshot> {
     trace
@@ -174,6 +185,7 @@ pub fn survey(trace: &Trace, file: &str, tgids: &FxMap<i32, i32>) -> Survey {
     }
     let (events, lost) = trace_events(trace);
     let mut r = Survey {
+        watch_log: watch_log(trace),
         file: file.to_string(),
         axis,
         recording,

@@ -586,6 +586,23 @@ fn an_escalation_turns_block_events_on_only_after_the_alarm() {
         "a block event at {first} ns, escalation at {} ns",
         on.0
     );
+    // kstate report lists the log.
+    let html = dir.path().join("report.html");
+    kstate(&[
+        "report",
+        dat.to_str().unwrap(),
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    let html = std::fs::read_to_string(html).unwrap();
+    let section = &html[html
+        .find("id=\"watch-log\"")
+        .expect("no watch log in the report")..];
+    assert!(
+        section.contains("syscall.max{name=clock_nanosleep} &gt; 200ms"),
+        "{section}"
+    );
+    assert!(section.contains("<td>escalate</td>"), "{section}");
 }
 
 #[test]

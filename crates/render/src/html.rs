@@ -114,6 +114,7 @@ pub fn render(r: &Survey, run: Option<&RunInfo>) -> String {
             )
         );
     }
+    watch_log(&mut h, r);
     if !r.skipped.is_empty() {
         h.push_str("<section id=\"skipped\"><h2>analyzers left out</h2><table class=\"kv\">");
         for s in &r.skipped {
@@ -254,6 +255,28 @@ fn summary(h: &mut String, r: &Survey, run: Option<&RunInfo>) {
         h.push_str("<a href=\"#sysinfo\">memory</a>");
     }
     h.push_str("</nav></section>\n");
+}
+
+/// The WATCH_LOG entries, on the report's time axis.
+fn watch_log(h: &mut String, r: &Survey) {
+    if r.watch_log.is_empty() {
+        return;
+    }
+    h.push_str(
+        "<section id=\"watch-log\"><h2>watch log</h2><p class=\"note\">What kstate watch did \
+         and saw while recording: alarms, escalations, shedding, losses; seconds from the \
+         start of the time axis.</p><table class=\"kv\">",
+    );
+    for e in &r.watch_log {
+        let _ = write!(
+            h,
+            "<tr><td>{:.3} s</td><td>{}</td><td>{}</td></tr>",
+            e.ts.saturating_sub(r.axis.t0) as f64 / 1e9,
+            esc(&e.kind),
+            esc(&e.text)
+        );
+    }
+    h.push_str("</table></section>\n");
 }
 
 fn lost_html(lost: &std::collections::BTreeMap<u32, Option<u64>>) -> String {
