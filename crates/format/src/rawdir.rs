@@ -111,6 +111,7 @@ pub fn open(dir: &Path) -> Result<Trace> {
         clock,
         clock_map: ClockMap::default(),
         time_shift: None,
+        trace_cmd_unreadable: None,
         uname: None,
         tool_version: None,
         kallsyms: optional("kallsyms"),

@@ -163,6 +163,9 @@ pub struct Trace {
     /// Options (trace.dat option id, payload) this reader does not interpret; kstate's own
     /// extra sections are found here.
     pub extra_options: Vec<(u16, Vec<u8>)>,
+    /// Why trace-cmd 3.1 cannot open this file although kstate reads it, where the layout
+    /// shows it (see `writer`: event formats past 2 GiB).
+    pub trace_cmd_unreadable: Option<String>,
     /// Set when the container ended early; holds the error that stopped reading.
     pub truncated: Option<Error>,
     /// Sections lost to damage that the events do not need (kallsyms, printk formats,

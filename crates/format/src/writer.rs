@@ -3,8 +3,13 @@
 //!
 //! The writer streams: ring-buffer pages go to the file as they arrive (compressed in
 //! chunks when asked), so memory stays bounded whatever the recording size. The small
-//! metadata (formats, kallsyms, cmdlines, ...) is kept until [`TraceWriter::finish`],
-//! which lets callers supply it in any order, e.g. `saved_cmdlines` after recording stops.
+//! metadata (formats, kallsyms, cmdlines, ...) is kept until the first CPU's data starts
+//! and written before it, as trace-cmd's own writer lays a file out: libtracecmd 3.1
+//! reads the event formats' system names with a seek whose result it keeps in an `int`
+//! (`do_lseek` in `read_string`), so an uncompressed event formats section starting past
+//! 2 GiB makes `trace-cmd report` give up on the whole file, printing nothing. Metadata
+//! changed after CPU data started is written again after the data; the options point
+//! at the last copy written.
 //!
 //! File layout, every section directly after the previous one (trace-cmd's `dump` walks
 //! them back to back, so there are no gaps between sections):
@@ -12,12 +17,12 @@
 //! ```text
 //! initial header   magic, "7", endian, long size, page size, compression name/version,
 //!                  u64 offset of the options section (patched in finish)
-//! section 3        "buffer flyrecord ": for each CPU, padding to a page boundary, then
-//!                  its pages (raw, or u32 chunk count + chunks of u32 csize, u32 rsize, data)
 //! section 16       header_page + header_event
 //! section 17       ftrace event formats
 //! section 18       event formats by system
 //! section 19/20/21 kallsyms, printk formats, saved cmdlines
+//! section 3        "buffer flyrecord ": for each CPU, padding to a page boundary, then
+//!                  its pages (raw, or u32 chunk count + chunks of u32 csize, u32 rsize, data)
 //! section 0        options: offsets of sections 16..21, CPUCOUNT, TRACECLOCK, UNAME,
 //!                  VERSION, clock options (TSC2NSEC, OFFSET, TIME_SHIFT) when given,
 //!                  kstate's own options, BUFFER (where each CPU's data is), DONE(0)
@@ -348,6 +353,10 @@ pub struct TraceWriter {
     options_offset_at: u64,
     /// Offset of the flyrecord section header, once started.
     buffer_section: Option<u64>,
+    /// Where the metadata sections went (id, offset), once written.
+    metadata_at: Option<Vec<(u16, u64)>>,
+    /// Metadata changed after it was written: it is written again at the end.
+    metadata_late: bool,
     cpus: Vec<CpuEntry>,
     /// Every CPU started, with or without data.
     cpus_seen: Vec<u32>,
@@ -403,6 +412,8 @@ impl TraceWriter {
             strings: Strings::default(),
             options_offset_at: 0,
             buffer_section: None,
+            metadata_at: None,
+            metadata_late: false,
             cpus: Vec::new(),
             cpus_seen: Vec::new(),
             broken: None,
@@ -445,17 +456,20 @@ impl TraceWriter {
             .in_file(&self.out.path));
         }
         self.meta.header_page = Some(text.to_vec());
+        self.metadata_late |= self.metadata_at.is_some();
         Ok(())
     }
 
     /// `events/header_event`; [`DEFAULT_HEADER_EVENT`] is written when not given.
     pub fn header_event(&mut self, text: &[u8]) {
         self.meta.header_event = Some(text.to_vec());
+        self.metadata_late |= self.metadata_at.is_some();
     }
 
     /// One `events/SYSTEM/EVENT/format` file. The `ftrace` system goes to its own section,
     /// as trace-cmd expects.
     pub fn event_format(&mut self, system: &str, text: &[u8]) {
+        self.metadata_late |= self.metadata_at.is_some();
         if system == "ftrace" {
             self.meta.ftrace.push(text.to_vec());
             return;
@@ -472,16 +486,19 @@ impl TraceWriter {
     /// `/proc/kallsyms`.
     pub fn kallsyms(&mut self, text: &[u8]) {
         self.meta.kallsyms = text.to_vec();
+        self.metadata_late |= self.metadata_at.is_some();
     }
 
     /// tracefs `printk_formats`.
     pub fn printk_formats(&mut self, text: &[u8]) {
         self.meta.printk = text.to_vec();
+        self.metadata_late |= self.metadata_at.is_some();
     }
 
     /// tracefs `saved_cmdlines` (`pid comm` lines).
     pub fn cmdlines(&mut self, text: &[u8]) {
         self.meta.cmdlines = text.to_vec();
+        self.metadata_late |= self.metadata_at.is_some();
     }
 
     /// A kstate option; `id` must be in [`KSTATE_OPTION_IDS`] so it can never be taken
@@ -593,6 +610,8 @@ impl TraceWriter {
 
     fn start_buffer_section(&mut self) -> Result<()> {
         if self.buffer_section.is_none() {
+            let at = self.write_metadata()?;
+            self.metadata_at = Some(at);
             self.buffer_section = Some(self.out.pos);
             let flags = match self.cfg.compression {
                 Compression::None => 0,
@@ -701,22 +720,17 @@ impl TraceWriter {
         Ok(())
     }
 
-    fn write_trailer(&mut self) -> Result<()> {
+    /// Writes the six metadata sections here; returns where each went.
+    fn write_metadata(&mut self) -> Result<Vec<(u16, u64)>> {
+        let meta = &self.meta;
         let e = self.cfg.endian;
-        // Close the flyrecord section (an empty one when no CPU had data).
-        self.start_buffer_section()?;
-        let buffer_at = self.buffer_section.unwrap_or_default();
-        let size = self.out.pos - buffer_at - SECTION_HEADER_LEN;
-        self.out
-            .patch(buffer_at + 8, &u64_bytes(e, size), "flyrecord section size")?;
-
-        let meta = std::mem::take(&mut self.meta);
-        let header_page = match meta.header_page {
-            Some(t) => t,
+        let header_page = match &meta.header_page {
+            Some(t) => t.clone(),
             None => default_header_page(self.cfg.long_size, self.cfg.page_size).into_bytes(),
         };
         let header_event = meta
             .header_event
+            .clone()
             .unwrap_or_else(|| DEFAULT_HEADER_EVENT.as_bytes().to_vec());
         let sections: [(u16, &str, Vec<u8>); 6] = [
             (
@@ -750,11 +764,31 @@ impl TraceWriter {
                 b
             }),
         ];
-        let mut options: Vec<(u16, Vec<u8>)> = Vec::new();
+        let mut at = Vec::new();
         for (sid, desc, body) in sections {
-            let at = self.section(sid, desc, &body, true)?;
-            options.push((sid, u64_bytes(e, at).to_vec()));
+            at.push((sid, self.section(sid, desc, &body, true)?));
         }
+        self.metadata_late = false;
+        Ok(at)
+    }
+
+    fn write_trailer(&mut self) -> Result<()> {
+        let e = self.cfg.endian;
+        // Close the flyrecord section (an empty one when no CPU had data).
+        self.start_buffer_section()?;
+        let buffer_at = self.buffer_section.unwrap_or_default();
+        let size = self.out.pos - buffer_at - SECTION_HEADER_LEN;
+        self.out
+            .patch(buffer_at + 8, &u64_bytes(e, size), "flyrecord section size")?;
+
+        let at = match self.metadata_at.take() {
+            Some(at) if !self.metadata_late => at,
+            _ => self.write_metadata()?,
+        };
+        let mut options: Vec<(u16, Vec<u8>)> = at
+            .into_iter()
+            .map(|(sid, at)| (sid, u64_bytes(e, at).to_vec()))
+            .collect();
 
         self.cpus.sort_by_key(|c| c.cpu);
         let cpu_count = self
@@ -772,7 +806,7 @@ impl TraceWriter {
         if let Some(v) = &self.cfg.version {
             options.push((id::VERSION, cstring(v)));
         }
-        options.extend(meta.extras);
+        options.extend(std::mem::take(&mut self.meta.extras));
         options.push((
             id::BUFFER,
             buffer_option(e, buffer_at, &clock, self.cfg.page_size as u32, &self.cpus),
@@ -1210,8 +1244,10 @@ mod tests {
     fn uncompressed_file_layout() {
         let (_tmp, path) = write(Compression::None, &[(1, &[1, 2, 3]), (0, &[4]), (2, &[])]);
         let p = parse(&path, "none");
+        // Metadata before the CPU data, as trace-cmd writes it (see the module docs: its
+        // reader cannot seek to event formats past 2 GiB).
         let ids: Vec<u16> = p.sections.iter().map(|s| s.0).collect();
-        assert_eq!(ids, [3, 16, 17, 18, 19, 20, 21, 0, 15]);
+        assert_eq!(ids, [16, 17, 18, 19, 20, 21, 3, 0, 15]);
         // Section options point at their sections.
         for (oid, data) in &p.options {
             if (16..=21).contains(oid) {
@@ -1264,17 +1300,41 @@ mod tests {
         assert_eq!(
             names,
             [
-                "buffer flyrecord ",
                 "headers",
                 "ftrace events",
                 "events format",
                 "kallsyms",
                 "printk",
                 "command lines",
+                "buffer flyrecord ",
                 "options",
                 "strings"
             ]
         );
+    }
+
+    #[test]
+    fn metadata_changed_after_the_data_is_written_again_after_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("t.dat");
+        let mut w = TraceWriter::create(&path, WriterConfig::new(4096)).unwrap();
+        w.cmdlines(b"1 early\n");
+        let mut cw = w.cpu_writer(0).unwrap();
+        cw.write_page(&page(1)).unwrap();
+        cw.finish().unwrap();
+        w.cmdlines(b"1 late\n");
+        w.finish().unwrap();
+        let p = parse(&path, "none");
+        let ids: Vec<u16> = p.sections.iter().map(|s| s.0).collect();
+        assert_eq!(
+            ids,
+            [16, 17, 18, 19, 20, 21, 3, 16, 17, 18, 19, 20, 21, 0, 15]
+        );
+        let (_, at) = p.options.iter().find(|(o, _)| *o == id::CMDLINES).unwrap();
+        let at = le64(at, 0) as usize + 16;
+        assert_eq!(&p.bytes[at + 8..at + 15], b"1 late\n");
+        let t = Trace::open(&path).unwrap();
+        assert_eq!(t.comms.get(&1).map(String::as_str), Some("late"));
     }
 
     fn unzstd(data: &[u8]) -> Vec<u8> {
@@ -1294,13 +1354,13 @@ mod tests {
         assert_eq!(
             flags,
             [
-                (3, 1),
                 (16, 1),
                 (17, 1),
                 (18, 1),
                 (19, 1),
                 (20, 1),
                 (21, 1),
+                (3, 1),
                 (0, 0),
                 (15, 1)
             ]

@@ -1,17 +1,19 @@
-//! `kstate convert`: a raw capture directory into a trace.dat v7 that trace-cmd and
-//! KernelShark open (`--to dat`, the default), or any trace kstate reads into a format
-//! other tools open: Chrome trace-event JSON, Perfetto's protobuf trace, Parquet tables.
+//! `kstate convert`: a raw capture directory, or a trace.dat rewritten, into a trace.dat
+//! v7 that trace-cmd and KernelShark open (`--to dat`, the default), or any trace kstate
+//! reads into a format other tools open: Chrome trace-event JSON, Perfetto's protobuf
+//! trace, Parquet tables.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use kstate_export::{chrome, perfetto};
-use kstate_format::writer::{write_from_capture, Compression, WriterConfig};
+use kstate_format::writer::{write_from_trace, Compression, WriterConfig};
 use kstate_format::{Container, Error, ErrorKind};
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Target {
-    /// trace.dat v7 from a raw capture directory (trace-cmd, KernelShark)
+    /// trace.dat v7 (trace-cmd, KernelShark) from a raw capture directory, or a trace.dat
+    /// rewritten (e.g. one an older kstate wrote that trace-cmd cannot open, see `info`)
     Dat,
     /// Chrome trace-event JSON (Perfetto UI, chrome://tracing)
     ChromeJson,
@@ -23,8 +25,8 @@ pub enum Target {
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Raw tracefs capture directory for --to dat; for the other targets any trace kstate
-    /// reads (trace.dat v6/v7, perf.data, raw capture directory)
+    /// Raw tracefs capture directory or trace.dat for --to dat; for the other targets any
+    /// trace kstate reads (trace.dat v6/v7, perf.data, raw capture directory)
     input: PathBuf,
     /// Output file (a directory for --to parquet)
     #[arg(short, long)]
@@ -100,12 +102,15 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             ));
         }
     }
-    if trace.container != Container::RawDir {
+    if !matches!(
+        trace.container,
+        Container::RawDir | Container::TraceDat { .. }
+    ) {
         return Err(Error::new(
             ErrorKind::Unsupported,
             None,
-            "convert --to dat reads raw capture directories only (use --to chrome-json, \
-             perfetto or parquet for other traces)",
+            "convert --to dat reads raw capture directories and trace.dat files only (use \
+             --to chrome-json, perfetto or parquet for other traces)",
         )
         .in_file(&args.input));
     }
@@ -114,6 +119,8 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         cfg.compression = Compression::Zstd;
     }
     cfg.version = Some(format!("kstate {}", env!("CARGO_PKG_VERSION")));
-    write_from_capture(&trace, &args.output, cfg)?;
+    // The events, metadata, clock options and kstate's sections are kept (a trace.dat's
+    // instance buffers are not: kstate reads the top-level buffer only).
+    write_from_trace(&trace, &args.output, cfg, None)?;
     Ok(ExitCode::SUCCESS)
 }

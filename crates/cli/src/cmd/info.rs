@@ -360,6 +360,7 @@ impl Report<'_> {
             "endian": format!("{:?}", t.endian).to_lowercase(), "long_size": t.long_size,
             "page_size": t.layout.page_size, "clock": t.clock, "uname": t.uname,
             "time_shifted": t.time_shift.is_some(),
+            "trace_cmd_unreadable": t.trace_cmd_unreadable,
             "tool_version": t.tool_version,
             "cpus": t.cpu_count, "events": self.total(),
             "event_counts": self.by_event, "event_formats": t.events.iter().count(),
@@ -683,6 +684,9 @@ impl Report<'_> {
         }
         if let Some(shift) = &t.time_shift {
             let _ = writeln!(s, "time shift:  {}", shift.describe());
+        }
+        if let Some(why) = &t.trace_cmd_unreadable {
+            let _ = writeln!(s, "trace-cmd:   cannot open this file: {why}");
         }
         let _ = writeln!(s, "cpus:        {}", t.cpu_count);
         match (self.first_ts(), self.last_ts()) {

@@ -395,6 +395,7 @@ pub fn open(dir: &Path) -> Result<Trace> {
         // The tables hold nanoseconds already.
         clock_map: ClockMap::default(),
         time_shift: None,
+        trace_cmd_unreadable: None,
         uname: attrs.get("uname").cloned(),
         tool_version: attrs.get("tool_version").cloned(),
         kallsyms,

@@ -190,6 +190,9 @@ pub(crate) fn read(
                     ),
                 ));
             }
+            if id == opt::EVENT_FORMATS && !sec.compressed {
+                meta.trace_cmd_unreadable = formats_out_of_reach(at, sec.content.len() as u64);
+            }
             sec.parse(f.endian, what, |r| match id {
                 opt::HEADER_INFO => meta.read_headers(r),
                 opt::FTRACE_EVENTS => meta.read_ftrace_formats(r),
@@ -354,5 +357,32 @@ fn read_options(
             }
             _ => meta.option(id, payload.to_vec(), at)?,
         }
+    }
+}
+
+/// libtracecmd 3.1 reads the event formats' system names with a seek whose result it
+/// keeps in an `int` (`do_lseek` in `read_string`): a name at or past 2 GiB in the file
+/// fails the whole open, and `trace-cmd report` prints nothing. (Compressed sections are
+/// read from memory, and trace-cmd's own writer puts the metadata before the CPU data.)
+fn formats_out_of_reach(section: u64, content_len: u64) -> Option<String> {
+    let end = section.saturating_add(16).saturating_add(content_len);
+    (end > i32::MAX as u64).then(|| {
+        format!(
+            "its event formats (section at offset {section}) lie past 2 GiB, where trace-cmd \
+             3.1 cannot seek; `kstate convert FILE -o NEW` rewrites it with the metadata first"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn event_formats_past_2_gib_are_out_of_trace_cmds_reach() {
+        assert_eq!(super::formats_out_of_reach(4096, 500_000), None);
+        let limit = i32::MAX as u64;
+        assert_eq!(super::formats_out_of_reach(limit - 16 - 100, 100), None);
+        let why = super::formats_out_of_reach(limit - 16 - 100, 101).unwrap();
+        assert!(why.contains("past 2 GiB"), "{why}");
+        assert!(super::formats_out_of_reach(3 << 30, 10).is_some());
     }
 }
