@@ -344,7 +344,8 @@ fn the_dashboard_in_a_terminal_shows_panels_and_takes_keys() {
     let done = dir.path().join("exit");
     let script = format!(
         "{KSTATE} watch -e syscall,sched --interval 300ms \
-         --alarm 'syscall.max{{name=clock_nanosleep}} > 200ms' -- \
+         --alarm 'syscall.max{{name=clock_nanosleep}} > 200ms' \
+         --escalate 'syscall.max{{name=clock_nanosleep}} > 200ms -> bio for 5s' -- \
          sh -c 'while true; do dd if=/dev/zero of=/dev/null bs=512 count=2000 2>/dev/null; sleep 0.3; done'; \
          echo $? > {}; sleep 60",
         done.display()
@@ -387,6 +388,11 @@ fn the_dashboard_in_a_terminal_shows_panels_and_takes_keys() {
     }
     // The 300 ms sleeps fire the alarm.
     wait_for(&session, "syscall.max{name=clock_nanosleep} > 200ms: 30");
+    // And turn block events on, which the alarms' panel says.
+    wait_for(
+        &session,
+        "ESCALATE syscall.max{name=clock_nanosleep} > 200ms -> bio",
+    );
     let send = |k: &str| {
         Command::new("tmux")
             .args(["send-keys", "-t", &session, k])

@@ -572,6 +572,14 @@ impl Watcher for Watch {
         let position = live.position();
         self.report(done)?;
         self.adapt.tick(ongoing, horizon)?;
+        if let Some(d) = &self.dashboard {
+            // The alarms are on it already.
+            for e in self.adapt.log.unsent() {
+                if e.kind != watch_log::Kind::ALARM {
+                    d.note(e.ts, &e.kind, &e.text);
+                }
+            }
+        }
         if self.flight.is_some() {
             // Pages a save to come may want stay: the pending saves', and the window
             // before any interval not yet analysed (its alarms are still to come).

@@ -175,18 +175,18 @@ impl Adapt {
                 let (events, secs) = (e.events.join(","), e.esc.for_ns as f64 / 1e9);
                 let text = match (on, shedding) {
                     (true, _) => {
-                        format!("{}: {events} stay on, until {secs} s from now", e.esc.text)
+                        format!("{}: fired again, on until {secs} s from now", e.esc.text)
                     }
                     (false, true) => {
                         format!(
-                            "{}: {events} held back (the readers are behind)",
+                            "{}: held back, the readers are behind ({events})",
                             e.esc.text
                         )
                     }
                     (false, false) => {
                         stamp = ongoing.now();
                         ongoing.set_enabled(&e.events, true)?;
-                        format!("{}: {events} on for {secs} s", e.esc.text)
+                        format!("{}: on ({events})", e.esc.text)
                     }
                 };
                 self.log.add(stamp, Kind::ESCALATE, text, true);

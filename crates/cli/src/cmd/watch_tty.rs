@@ -76,6 +76,17 @@ impl Dashboard {
         }
         draw(&v);
     }
+
+    /// Adds a line of the watch log (an escalation, shedding, a loss) to the alarms'.
+    pub fn note(&self, ts: u64, kind: &str, text: &str) {
+        let Ok(mut v) = self.view.lock() else {
+            return;
+        };
+        let at = ts.saturating_sub(v.start) as f64 / 1e9;
+        v.alarms
+            .push(format!("{at:8.3}s  {} {text}", kind.to_uppercase()));
+        draw(&v);
+    }
 }
 
 impl Drop for Dashboard {
