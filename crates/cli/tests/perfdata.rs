@@ -213,21 +213,67 @@ fn a_killed_reader_leaves_nothing_behind() {
         &["-m", "8192", "-e", "raw_syscalls:*"],
         &["getppid", "400000"],
     );
+    counts_all_and_leaves_nothing_when_killed(&f, 400_000, &[0, 20, 100]);
+}
+
+/// Swaps the two SAMPLE records `i` and `i + 2` of a perf.data (same size: two sys_enter
+/// samples of one system-call loop), so the file's records are out of time order.
+fn swap_samples(file: &Path, i: usize) {
+    let mut b = std::fs::read(file).unwrap();
+    let u64_at = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    let (off, size) = (u64_at(&b, 40) as usize, u64_at(&b, 48) as usize);
+    let mut samples = Vec::new();
+    let mut p = off;
+    while p < off + size {
+        let kind = u32::from_le_bytes(b[p..p + 4].try_into().unwrap());
+        let len = u16::from_le_bytes(b[p + 6..p + 8].try_into().unwrap()) as usize;
+        if kind == 9 {
+            samples.push((p, len));
+        }
+        p += len;
+    }
+    let ((a, la), (c, lc)) = (samples[i], samples[i + 2]);
+    assert_eq!(la, lc);
+    let first = b[a..a + la].to_vec();
+    b.copy_within(c..c + lc, a);
+    b[c..c + lc].copy_from_slice(&first);
+    std::fs::write(file, b).unwrap();
+}
+
+/// A perf.data whose records are out of time order is sorted through unnamed temporary
+/// files: the analysis still counts every call, and a reader killed midway leaves its
+/// TMPDIR empty.
+#[test]
+fn an_out_of_order_perf_data_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("perf.data");
+    perf_record(
+        &f,
+        &["-m", "8192", "-e", "raw_syscalls:*"],
+        &["getppid", "200000"],
+    );
+    swap_samples(&f, 1000);
+    counts_all_and_leaves_nothing_when_killed(&f, 200_000, &[20, 100, 300]);
+}
+
+/// Analyses `f` for its getppid calls with TMPDIR an empty directory: the count is
+/// `calls`, and a reader killed with SIGKILL after each of `waits_ms` leaves TMPDIR empty.
+fn counts_all_and_leaves_nothing_when_killed(f: &Path, calls: u64, waits_ms: &[u64]) {
     let tmp = tempfile::tempdir().unwrap();
     let analyze = || {
         let mut c = Command::new(KSTATE);
         c.args([
             "analyze", "syscall", "--stat", "--key", "getppid", "--format", "json",
         ])
-        .arg(&f)
+        .arg(f)
         .env("TMPDIR", tmp.path());
         c
     };
     let o = analyze().output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["rows"][0]["count"], 400_000);
-    for wait_ms in [0u64, 20, 100] {
+    assert_eq!(v["rows"][0]["count"], calls);
+    for &wait_ms in waits_ms {
         let mut child = analyze()
             .stdout(std::process::Stdio::null())
             .spawn()

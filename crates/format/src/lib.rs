@@ -3,8 +3,11 @@
 //! Layers, lowest first: `bytes` (endian reads) -> `layout` (page header description) ->
 //! `page` (records inside one ring-buffer page) and `event_format` (field layouts) ->
 //! containers (`tracedat`, `rawdir`, `perfdata`) -> `trace` (what every container yields);
-//! `open` picks the container a path holds; `pages` reads pages whatever their container.
+//! `open` picks the container a path holds; `pages` reads pages whatever their container;
+//! `built_pages` holds the pages kstate builds for containers that have none, in unnamed
+//! files.
 
+pub mod built_pages;
 pub mod bytes;
 pub mod error;
 pub mod event_format;

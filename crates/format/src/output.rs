@@ -151,6 +151,25 @@ pub fn create_new(path: &Path) -> io::Result<File> {
     exclusive(0).open(path)
 }
 
+/// Creates a file with no name in `dir` (`O_TMPFILE|O_EXCL`: it can never be given one),
+/// mode 0600, for reading and writing; the kernel frees it with its last descriptor, so a
+/// process killed while using it leaves nothing. Where the file system has no
+/// `O_TMPFILE`, a fresh name is created exclusively and removed at once.
+pub fn unnamed(dir: &Path) -> io::Result<File> {
+    let made = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .mode(FILE_MODE)
+        .custom_flags(libc::O_TMPFILE | libc::O_EXCL | libc::O_CLOEXEC)
+        .open(dir);
+    match made {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR)) => {
+            tempfile::tempfile_in(dir)
+        }
+        r => r,
+    }
+}
+
 /// Creates a new directory `PREFIXXXXXXXSUFFIX` in `parent`, mode 0700, under a name no
 /// one else has used; it stays until the caller removes it.
 pub fn private_dir(parent: &Path, prefix: &str, suffix: &str) -> io::Result<PathBuf> {
@@ -250,5 +269,15 @@ mod tests {
         assert_eq!(m.mode() & 0o777, DIR_MODE);
         let name = a.file_name().unwrap().to_str().unwrap();
         assert!(name.starts_with("x.kstate-1.") && name.ends_with(".scratch"));
+    }
+
+    #[test]
+    fn unnamed_files_leave_no_name_and_are_0600() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut f = unnamed(tmp.path()).unwrap();
+        f.write_all(b"pages").unwrap();
+        assert_eq!(f.metadata().unwrap().mode() & 0o777, FILE_MODE);
+        assert_eq!(f.metadata().unwrap().len(), 5);
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
     }
 }

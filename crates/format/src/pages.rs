@@ -1,6 +1,5 @@
 //! Page sources: a CPU's ring-buffer pages read from a file a window at a time
-//! (`PlainPages`), and the scratch directory that holds pages kstate builds for containers
-//! that have none. They know nothing of which container the pages came from.
+//! (`PlainPages`). They know nothing of which container the pages came from.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -9,28 +8,6 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::whole_pages;
 use crate::mapped::Window;
-
-/// A scratch directory removed when the last `Trace` holding it is dropped (the pages
-/// kstate builds for containers that have none, such as perf.data).
-#[derive(Debug)]
-pub struct ScratchDir {
-    pub path: PathBuf,
-}
-
-impl ScratchDir {
-    pub fn create() -> Result<ScratchDir> {
-        let tmp = std::env::temp_dir();
-        let prefix = format!("kstate-{}-", std::process::id());
-        let path = crate::output::private_dir(&tmp, &prefix, "").map_err(|e| Error::io(&tmp, e))?;
-        Ok(ScratchDir { path })
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
-}
 
 /// A sequence of whole pages of one CPU. Shaped as advance-then-look so a consumer can
 /// parse the current page in place, without copying it out of the reader's buffer.
@@ -80,6 +57,18 @@ const READ_WINDOW: usize = 256 << 10;
 impl PlainPages {
     pub fn open(path: &Path, offset: u64, size: u64, page_size: usize) -> Result<PlainPages> {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        PlainPages::from_file(file, path, offset, size, page_size)
+    }
+
+    /// Like [`PlainPages::open`], for a file already open (an unnamed one: `spool`);
+    /// `path` names it in messages.
+    pub fn from_file(
+        file: File,
+        path: &Path,
+        offset: u64,
+        size: u64,
+        page_size: usize,
+    ) -> Result<PlainPages> {
         let file_len = file.metadata().map_err(|e| Error::io(path, e))?.len();
         Ok(PlainPages {
             file,

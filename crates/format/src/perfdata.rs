@@ -11,22 +11,22 @@
 //! lost-event records become the pages' lost counts on the CPU they name.
 //!
 //! Where one CPU's records are not in time order in the file, the crate's sorting reader
-//! is used instead and the pages go to a scratch directory for the life of the `Trace`.
+//! is used instead and the pages go to unnamed temporary files (`built_pages`) for the life of
+//! the `Trace`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::io::BufReader;
+use std::path::Path;
 use std::sync::Arc;
 
 use linux_perf_data::linux_perf_event_reader::{EventRecord, RecordType};
 use linux_perf_data::{Feature, PerfFileReader, PerfFileRecord};
 
+use crate::built_pages::{CpuStream, SpooledPages};
 use crate::bytes::{Endian, Reader};
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::PageLayout;
-use crate::page_builder::PageBuilder;
-use crate::pages::ScratchDir;
 use crate::perf_stream::{self, Layouts, PerfPages, SampleLayout};
 use crate::trace::{Container, CpuData, DataLoc, Trace};
 use crate::tracedat::meta::Meta;
@@ -229,8 +229,7 @@ fn read(path: &Path) -> Result<Trace> {
         }
     }
     // Some CPU's records are out of time order in the file: sort them (the parsing crate
-    // does, round by round) and keep each CPU's pages in a scratch directory.
-    let scratch = Arc::new(ScratchDir::create()?);
+    // does, round by round) and keep each CPU's pages in an unnamed temporary file.
     let mut cpus: BTreeMap<u32, CpuStream> = BTreeMap::new();
     let mut comms: HashMap<i32, String> = HashMap::new();
     let mut samples_without_raw = 0u64;
@@ -267,7 +266,7 @@ fn read(path: &Path) -> Result<Trace> {
                 let stream = match cpus.get_mut(&cpu) {
                     Some(s) => s,
                     None => {
-                        let st = CpuStream::create(&scratch.path, cpu, layout)?;
+                        let st = CpuStream::create(layout)?;
                         cpus.entry(cpu).or_insert(st)
                     }
                 };
@@ -286,7 +285,7 @@ fn read(path: &Path) -> Result<Trace> {
                     let stream = match cpus.get_mut(&cpu) {
                         Some(s) => s,
                         None => {
-                            let st = CpuStream::create(&scratch.path, cpu, layout)?;
+                            let st = CpuStream::create(layout)?;
                             cpus.entry(cpu).or_insert(st)
                         }
                     };
@@ -306,21 +305,23 @@ fn read(path: &Path) -> Result<Trace> {
     }
     let _ = samples_without_raw;
 
-    let mut cpu_data = Vec::new();
+    let mut spooled = BTreeMap::new();
     for (cpu, stream) in cpus {
-        let (path, size) = stream.finish()?;
-        if size > 0 {
-            cpu_data.push(CpuData {
-                cpu,
-                file_bytes: size,
-                loc: DataLoc::Plain {
-                    path,
-                    offset: 0,
-                    size,
-                },
-            });
+        let pages = stream.finish()?;
+        if pages.size() > 0 {
+            spooled.insert(cpu, pages);
         }
     }
+    let sizes: Vec<(u32, u64)> = spooled.iter().map(|(&c, p)| (c, p.size())).collect();
+    let src = Arc::new(SpooledPages::new(path, layout.page_size, spooled));
+    let cpu_data: Vec<CpuData> = sizes
+        .into_iter()
+        .map(|(cpu, file_bytes)| CpuData {
+            cpu,
+            file_bytes,
+            loc: DataLoc::Built(src.clone()),
+        })
+        .collect();
     let max_cpu = cpu_data.last().map_or(0, |c| c.cpu + 1);
     let header_cpus = nr_cpus.unwrap_or(max_cpu).max(max_cpu);
     let mut trace = meta.finish(path, Container::PerfData, header_cpus, cpu_data, None);
@@ -328,7 +329,6 @@ fn read(path: &Path) -> Result<Trace> {
     for (tid, comm) in comms {
         trace.comms.insert(tid, comm);
     }
-    trace.scratch = Some(scratch);
     Ok(trace)
 }
 
@@ -402,62 +402,4 @@ fn tracing_data(b: &[u8]) -> Result<Meta> {
         meta.read_cmdlines(&mut r)?;
     }
     Ok(meta)
-}
-
-/// One CPU's synthesized pages going to a scratch file.
-pub struct CpuStream {
-    path: PathBuf,
-    out: BufWriter<File>,
-    pub builder: PageBuilder,
-    bytes: u64,
-    failed: Option<std::io::Error>,
-}
-
-impl CpuStream {
-    pub fn create(dir: &Path, cpu: u32, layout: PageLayout) -> Result<CpuStream> {
-        let path = dir.join(format!("cpu{cpu}"));
-        let f = crate::output::create_new(&path).map_err(|e| Error::io(&path, e))?;
-        Ok(CpuStream {
-            path,
-            out: BufWriter::with_capacity(1 << 18, f),
-            builder: PageBuilder::new(layout),
-            bytes: 0,
-            failed: None,
-        })
-    }
-
-    pub fn push(&mut self, ts: u64, payload: &[u8]) -> Result<()> {
-        let (out, bytes, failed) = (&mut self.out, &mut self.bytes, &mut self.failed);
-        let mut done = |p: &[u8]| {
-            if failed.is_none() {
-                match out.write_all(p) {
-                    Ok(()) => *bytes += p.len() as u64,
-                    Err(e) => *failed = Some(e),
-                }
-            }
-        };
-        // A payload larger than a page cannot be a tracepoint record; it is skipped.
-        self.builder.push(ts, payload, &mut done);
-        match self.failed.take() {
-            Some(e) => Err(Error::io(&self.path, e)),
-            None => Ok(()),
-        }
-    }
-
-    pub fn finish(mut self) -> Result<(PathBuf, u64)> {
-        let (out, bytes, failed) = (&mut self.out, &mut self.bytes, &mut self.failed);
-        self.builder.finish(&mut |p: &[u8]| {
-            if failed.is_none() {
-                match out.write_all(p) {
-                    Ok(()) => *bytes += p.len() as u64,
-                    Err(e) => *failed = Some(e),
-                }
-            }
-        });
-        if let Some(e) = self.failed.take() {
-            return Err(Error::io(&self.path, e));
-        }
-        self.out.flush().map_err(|e| Error::io(&self.path, e))?;
-        Ok((self.path, self.bytes))
-    }
 }

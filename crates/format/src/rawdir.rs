@@ -121,7 +121,6 @@ pub fn open(dir: &Path) -> Result<Trace> {
         extra_options: Vec::new(),
         truncated: None,
         lost_sections: Vec::new(),
-        scratch: None,
         spool: None,
     })
 }

@@ -11,7 +11,7 @@ use crate::bytes::Endian;
 use crate::error::{Error, Result};
 use crate::event_format::EventFormat;
 use crate::layout::PageLayout;
-use crate::pages::{PageSource, PlainPages, ScratchDir};
+use crate::pages::{PageSource, PlainPages};
 use crate::spool::Spool;
 use crate::timeshift::TimeShift;
 use crate::tracedat;
@@ -174,8 +174,6 @@ pub struct Trace {
     /// The unnamed copy the trace is read from when it was compressed or came through a
     /// pipe (see `spool`); None for a file read in place.
     pub spool: Option<Arc<Spool>>,
-    /// Where pages built for this trace live (perf.data); removed with the last clone.
-    pub scratch: Option<std::sync::Arc<ScratchDir>>,
 }
 
 impl Trace {

@@ -367,6 +367,7 @@ pub fn open(dir: &Path) -> Result<Trace> {
     cpus.sort_unstable();
     cpus.dedup();
     let build = Arc::new(Rebuild::new(
+        dir,
         layout,
         cpus.clone(),
         files,
@@ -405,7 +406,6 @@ pub fn open(dir: &Path) -> Result<Trace> {
         extra_options,
         truncated: None,
         lost_sections: Vec::new(),
-        scratch: None,
         spool: None,
     })
 }

@@ -9,7 +9,7 @@
 //! needs that the tables do not say (page layout, header_page, every event format's
 //! text, clock, CPUs, saved comms, kallsyms, printk formats, kstate's own sections as
 //! their raw bytes, and where events were lost). Opening the directory reads only that
-//! file. Ring-buffer pages are built into a scratch directory when a reader first asks
+//! file. Ring-buffer pages are built into unnamed temporary files when a reader first asks
 //! for them, from the tables of the events it wants, by re-encoding each row's typed
 //! columns into the event's record layout. Rows are merged by their `seq` column (the
 //! event's position in the original merge), so every CPU gets its records back in their

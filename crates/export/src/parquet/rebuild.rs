@@ -11,15 +11,14 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::fs::File;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use parquet::column::reader::ColumnReader;
 use parquet::data_type::ByteArray;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 
-use kstate_format::pages::{PlainPages, ScratchDir};
-use kstate_format::perfdata::CpuStream;
+use kstate_format::built_pages::{CpuStream, SpooledPages};
 use kstate_format::{
     BuildPages, Endian, Error, ErrorKind, EventFormat, Field, FieldKind, PageLayout, PageSource,
     Result,
@@ -39,6 +38,8 @@ pub(crate) struct TableFile {
 
 #[derive(Debug)]
 pub(crate) struct Rebuild {
+    /// The Parquet directory, for messages.
+    dir: PathBuf,
     layout: PageLayout,
     cpus: Vec<u32>,
     tables: Vec<TableFile>,
@@ -52,8 +53,7 @@ pub(crate) struct Rebuild {
 #[derive(Debug)]
 struct Built {
     wanted: Option<Vec<bool>>,
-    scratch: Arc<ScratchDir>,
-    sizes: HashMap<u32, u64>,
+    pages: SpooledPages,
 }
 
 impl Built {
@@ -71,6 +71,7 @@ impl Built {
 
 impl Rebuild {
     pub fn new(
+        dir: &Path,
         layout: PageLayout,
         cpus: Vec<u32>,
         tables: Vec<TableFile>,
@@ -78,6 +79,7 @@ impl Rebuild {
         first_ts: Option<u64>,
     ) -> Rebuild {
         Rebuild {
+            dir: dir.to_path_buf(),
             layout,
             cpus,
             tables,
@@ -88,10 +90,9 @@ impl Rebuild {
     }
 
     fn build(&self, wanted: Option<Vec<bool>>) -> Result<Built> {
-        let scratch = Arc::new(ScratchDir::create()?);
         let mut streams: HashMap<u32, CpuStream> = HashMap::new();
         for &cpu in &self.cpus {
-            streams.insert(cpu, CpuStream::create(&scratch.path, cpu, self.layout)?);
+            streams.insert(cpu, CpuStream::create(self.layout)?);
         }
         let mut losses: HashMap<u32, std::iter::Peekable<std::vec::IntoIter<Loss>>> =
             HashMap::new();
@@ -129,7 +130,7 @@ impl Rebuild {
                 Some(s) => s,
                 None => {
                     // A CPU the metadata does not list: no reader will ask for it.
-                    let s = CpuStream::create(&scratch.path, cpu, self.layout)?;
+                    let s = CpuStream::create(self.layout)?;
                     streams.entry(cpu).or_insert(s)
                 }
             };
@@ -143,20 +144,18 @@ impl Rebuild {
                 heap.push(Reverse((c.seq, i)));
             }
         }
-        let mut sizes = HashMap::new();
+        let mut built = std::collections::BTreeMap::new();
         for (cpu, mut stream) in streams {
             if let Some(l) = losses.get_mut(&cpu) {
                 for loss in l {
                     note_loss(&mut stream, loss);
                 }
             }
-            let (_, size) = stream.finish()?;
-            sizes.insert(cpu, size);
+            built.insert(cpu, stream.finish()?);
         }
         Ok(Built {
             wanted,
-            scratch,
-            sizes,
+            pages: SpooledPages::new(&self.dir, self.layout.page_size, built),
         })
     }
 }
@@ -192,14 +191,7 @@ impl BuildPages for Rebuild {
             *built = Some(self.build(union)?);
         }
         let b = built.as_ref().expect("built above");
-        let path = b.scratch.path.join(format!("cpu{cpu}"));
-        let size = b.sizes.get(&cpu).copied().unwrap_or(0);
-        Ok(Box::new(PlainPages::open(
-            &path,
-            0,
-            size,
-            self.layout.page_size,
-        )?))
+        b.pages.pages(cpu, None)
     }
 
     fn first_ts(&self) -> Option<u64> {

@@ -297,7 +297,6 @@ impl Meta {
                 .into_iter()
                 .map(|e| e.in_file(path))
                 .collect(),
-            scratch: None,
             spool: None,
         }
     }
