@@ -61,6 +61,20 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// The program's own line `holds N p50_ns X total_ns Y`: (N, X, Y).
+fn own_measure(out: &str) -> (u64, f64, f64) {
+    let v: Vec<f64> = out
+        .lines()
+        .find(|l| l.starts_with("holds "))
+        .unwrap_or_else(|| panic!("no line from the program: {out}"))
+        .split_whitespace()
+        .skip(1)
+        .step_by(2)
+        .map(|w| w.parse().unwrap())
+        .collect();
+    (v[0] as u64, v[1], v[2])
+}
+
 /// kstate's uprobe groups of recorder `pid` in uprobe_events.
 fn probes_of(pid: u32) -> Vec<String> {
     std::fs::read_to_string("/sys/kernel/tracing/uprobe_events")
@@ -92,16 +106,7 @@ fn hold_times_agree_with_the_program_s_own() {
     let out = kstate(&[
         "record", "--holds", "-e", e, "-o", f, "--", &exe, "3", "60", "2000",
     ]);
-    let own: Vec<f64> = out
-        .lines()
-        .find(|l| l.starts_with("holds "))
-        .unwrap_or_else(|| panic!("no line from the program: {out}"))
-        .split_whitespace()
-        .skip(1)
-        .step_by(2)
-        .map(|w| w.parse().unwrap())
-        .collect();
-    let (n, p50, total) = (own[0] as u64, own[1], own[2]);
+    let (n, p50, total) = own_measure(&out);
     assert_eq!(n, 180);
 
     let v = kstate_json(&["analyze", "lockhold", "--format", "json", f]);
@@ -144,6 +149,46 @@ fn hold_times_agree_with_the_program_s_own() {
             "left behind: {l}"
         );
     }
+}
+
+/// `kstate top-locks` (which records with --holds) prints hold next to wait, and names
+/// the function that waited inside pthread_mutex_lock although the uretprobe hides it
+/// from the chain.
+#[test]
+fn top_locks_shows_hold_next_to_wait() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = support::gcc(tmp.path(), "hold", HOLD_C, &["-O1", "-pthread"]);
+    let file = tmp.path().join("top.dat");
+    let f = file.to_str().unwrap();
+    let out = kstate(&[
+        "top-locks",
+        "--json",
+        "-o",
+        f,
+        "--",
+        &exe,
+        "3",
+        "40",
+        "2000",
+    ]);
+    let (n, _, total) = own_measure(&out);
+    let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    let lock = v["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["lock"].as_str().unwrap().starts_with("lock@"))
+        .unwrap_or_else(|| panic!("no lock@: {v}"));
+    assert_eq!(lock["holds"].as_u64().unwrap(), n, "{lock}");
+    let held = lock["hold_ns"].as_f64().unwrap();
+    assert!(
+        held >= total && held <= total * 1.10,
+        "{held} vs {total}: {lock}"
+    );
+    // Every wait on it was inside pthread_mutex_lock called from hold_it.
+    let callers = lock["callers"].as_array().unwrap();
+    assert_eq!(callers.len(), 1, "{lock}");
+    assert_eq!(callers[0]["caller"], "hold_it", "{lock}");
 }
 
 /// Starts `kstate record --holds` of a long sleep; returns once its probes exist.

@@ -61,6 +61,28 @@ struct Lock {
     caller: u32,
 }
 
+/// `kstate record --holds`' probes on pthread_mutex_lock, where recorded: the caller of
+/// each thread's lock call under way. A futex wait inside it has that caller, which the
+/// chain cannot show (the uretprobe put its trampoline in place of the return address).
+struct PendingLocks {
+    lock: u32,
+    locked: u32,
+    caller: FieldRef,
+    open: FxMap<i32, u64>,
+}
+
+impl PendingLocks {
+    fn bind(trace: &Trace) -> Option<PendingLocks> {
+        let l = trace.events.find(super::lockhold::LOCK)?;
+        Some(PendingLocks {
+            lock: l.id,
+            locked: trace.events.find(super::lockhold::LOCKED)?.id,
+            caller: l.field("caller")?.into(),
+            open: FxMap::default(),
+        })
+    }
+}
+
 /// task:task_newtask, where recorded: which process each new thread belongs to.
 pub(crate) struct NewTask {
     pub id: u32,
@@ -105,6 +127,7 @@ pub struct Futex {
     stacks: Option<Stacks>,
     callers: Vec<String>,
     caller_index: FxMap<String, u32>,
+    pending: Option<PendingLocks>,
 }
 
 impl Analyzer for Futex {
@@ -144,8 +167,10 @@ impl Analyzer for Futex {
             ]));
         };
         let newtask = NewTask::bind(trace);
+        let pending = PendingLocks::bind(trace).filter(|_| by == "caller");
         let mut ids = vec![en.id, ex.id];
         ids.extend(newtask.as_ref().map(|n| n.id));
+        ids.extend(pending.iter().flat_map(|p| [p.lock, p.locked]));
         // A section that cannot be read leaves the locks as addresses (`kstate profile`
         // says what is wrong with it).
         let stacks = match by {
@@ -174,6 +199,7 @@ impl Analyzer for Futex {
                 stacks,
                 callers: Vec::new(),
                 caller_index: FxMap::default(),
+                pending,
             },
             ids,
         ))
@@ -216,7 +242,7 @@ impl Analyzer for Futex {
                     known: g.is_some(),
                     family: fam,
                     caller: if self.by_caller {
-                        self.caller(tid, o.start)
+                        self.caller(tid, g.unwrap_or(tid), o.start)
                     } else {
                         0
                     },
@@ -249,6 +275,13 @@ impl Analyzer for Futex {
             );
         } else if let Some(nt) = self.newtask.as_ref().filter(|n| n.id == ev.id) {
             nt.event(ev, out);
+        } else if let Some(pl) = self.pending.as_mut() {
+            if ev.id == pl.lock {
+                let c = pl.caller.get_u64(p, e).unwrap_or(0);
+                pl.open.insert(tid, c);
+            } else if ev.id == pl.locked {
+                pl.open.remove(&tid);
+            }
         }
     }
 
@@ -288,13 +321,24 @@ impl Analyzer for Futex {
 }
 
 impl Futex {
-    /// The caller of thread `tid`'s futex() call entered at `ts`, interned.
-    fn caller(&mut self, tid: i32, ts: u64) -> u32 {
-        let label = match self.stacks.as_ref().map(|s| s.caller_at(tid as u32, ts)) {
-            Some(Some(Some(sym))) => caller_label(sym),
-            Some(Some(None)) => "[unknown caller]".to_string(),
-            _ => "[no chain]".to_string(),
-        };
+    /// The caller of thread `tid`'s (of process `group`) futex() call entered at `ts`,
+    /// interned.
+    fn caller(&mut self, tid: i32, group: i32, ts: u64) -> u32 {
+        let in_lock = self
+            .pending
+            .as_ref()
+            .and_then(|p| p.open.get(&tid).copied());
+        let named = in_lock.and_then(|ret| {
+            let s = self.stacks.as_mut()?;
+            s.code_name(group as u32, ret.wrapping_sub(1), ts)
+        });
+        let label = named.unwrap_or_else(|| {
+            match self.stacks.as_ref().map(|s| s.caller_at(tid as u32, ts)) {
+                Some(Some(Some(sym))) => caller_label(sym),
+                Some(Some(None)) => "[unknown caller]".to_string(),
+                _ => "[no chain]".to_string(),
+            }
+        });
         if let Some(&i) = self.caller_index.get(&label) {
             return i;
         }

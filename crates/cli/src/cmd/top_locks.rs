@@ -13,7 +13,10 @@
 //! taken as the whole span (their lifetimes are not in futex events; `kstate analyze
 //! microstate` has them when sched events were recorded). The lock is named as the futex
 //! analyzer names it (a data symbol, `file+0xoffset`, or the address) with its process;
-//! the caller shown is the one whose waits on it took longest, the others follow.
+//! the caller shown is the one whose waits on it took longest, the others follow. Where
+//! the recording has `--holds` (a command is recorded with it), how often and how long
+//! each lock was held follows (pthread mutexes; glibc's internal locks, malloc's, are not
+//! probed); where it has not, the header says so.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -96,12 +99,41 @@ impl LogSink for Sum {
     }
 }
 
+/// Sums the lockhold analyzer's holds per lock (`LOCK@PID`): count and time.
+#[derive(Default)]
+struct Holds {
+    locks: BTreeMap<String, (u64, u64)>,
+}
+
+impl LogSink for Holds {
+    fn row(&mut self, r: &LogRow<'_>) -> std::io::Result<()> {
+        let e = self.locks.entry(r.key.to_string()).or_default();
+        e.0 += 1;
+        e.1 += r.value;
+        Ok(())
+    }
+}
+
+/// Hold times per lock where the recording has `--holds`' probes; None where not.
+fn holds(trace: &kstate_format::Trace, filters: &Filters) -> Result<Option<Holds>, Error> {
+    if trace.events.find(analyzers::lockhold::LOCK).is_none() {
+        return Ok(None);
+    }
+    let info = analyzers::find("lockhold").expect("lockhold analyzer");
+    let mut cfg = Config::new(Mode::Log);
+    cfg.filters = filters.clone();
+    let mut h = Holds::default();
+    (info.run)(trace, &cfg, &mut h)?;
+    Ok(Some(h))
+}
+
 /// Records `command` with what the answer needs into `out`.
 fn record(command: &[String], out: &Path) -> Result<(), Error> {
     let mut opts = kstate_record::Options::new(out.to_path_buf());
     opts.events = vec!["futex".into(), "task:task_newtask".into()];
     opts.command = command.to_vec();
     opts.stacks = true;
+    opts.holds = true;
     opts.sysinfo_interval_ms = 0;
     opts.argv = std::env::args().collect();
     let mut notify = |m: &str| eprintln!("kstate: {m}");
@@ -166,11 +198,20 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         Err(e) if e.kind == ErrorKind::Unsupported || e.msg.contains("--stacks") => {
             sum = Sum::default();
             let mut cfg = Config::new(Mode::Log);
-            cfg.filters = filters;
+            cfg.filters = filters.clone();
             (info.run)(&trace, &cfg, &mut sum)?
         }
         Err(e) => return Err(e),
     };
+    let held = holds(&trace, &filters)?;
+    let hold_of = |k: &str| {
+        held.as_ref()
+            .map(|h| h.locks.get(k).copied().unwrap_or((0, 0)))
+    };
+    let mut notes = o.notes.clone();
+    if held.is_none() {
+        notes.push("hold times: not recorded (kstate record --holds)".into());
+    }
     let span = o.span.map_or(0, |(lo, hi)| hi - lo);
     let mut locks: Vec<(String, Lock)> = sum.locks.into_iter().collect();
     locks.sort_by(|x, y| y.1.wait_ns.cmp(&x.1.wait_ns).then(x.0.cmp(&y.0)));
@@ -201,6 +242,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
             "locks": locks.iter().map(|(k, l)| json!({
                 "lock": k, "threads": l.threads.len(), "waits": l.waits,
                 "wait_ns": l.wait_ns, "pct_of_thread_time": (pct(l) * 100.0).round() / 100.0,
+                "holds": hold_of(k).map(|h| h.0), "hold_ns": hold_of(k).map(|h| h.1),
                 "tids": l.threads.keys().collect::<Vec<_>>(),
                 "callers": callers(l).iter().map(|(c, (n, ns))| json!({
                     "caller": c, "waits": n, "wait_ns": ns,
@@ -208,13 +250,13 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
             })).collect::<Vec<_>>(),
             "lost_events": o.lost_total().0,
             "broken_by_loss": o.counts.broken_by_loss,
-            "notes": o.notes,
+            "notes": notes,
         });
         println!("{v}");
     } else if locks.is_empty() {
         println!("no futex waits in {shown} ({} analysed)", fmt_dur(span));
     } else {
-        for n in &o.notes {
+        for n in &notes {
             println!("# {n}");
         }
         for (k, l) in &locks {
@@ -238,6 +280,14 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
                 fmt_dur(l.wait_ns),
                 fmt_dur(span),
             );
+            // Held next to waited (plockstat -H with -C).
+            if let Some((n, ns)) = hold_of(k).filter(|h| h.0 > 0) {
+                println!(
+                    "    held {n} times, {} in all, {} on average",
+                    fmt_dur(ns),
+                    fmt_dur(ns / n)
+                );
+            }
             if cs.len() > 1 {
                 for (c, (n, ns)) in cs.iter().take(a.callers) {
                     println!(
