@@ -28,8 +28,9 @@ impl Kind {
     pub const RESTORE: &'static str = "restore";
     /// The kernel dropped events (a CPU's buffer was full).
     pub const LOST: &'static str = "lost";
-    /// The live analysis fell behind and skipped pages (they are still recorded).
-    pub const SKIPPED: &'static str = "skipped";
+    /// The live analysis fell behind the recording (or caught up again): its alarms come
+    /// late; the flight recorder keeps no more than twice its window and --after for them.
+    pub const BEHIND: &'static str = "behind";
     /// The flight recorder gave back the disk space of pages older than its window.
     pub const DROPPED: &'static str = "dropped";
 }

@@ -100,7 +100,9 @@ pub struct Args {
     alarm_every: Duration,
     /// Flight recorder: keep only the last TIME of the recording on disk, and when an
     /// alarm fires write a trace.dat from TIME before it to --after after it, named after
-    /// the alarm, into --save-dir
+    /// the alarm, into --save-dir. Pages older than that are given back as it goes: the
+    /// disk holds at most twice TIME and --after of them, however far the live analysis
+    /// falls behind
     #[arg(long, value_name = "TIME", value_parser = numbers::duration)]
     keep: Option<Duration>,
     /// With --keep: how long after the alarm the saved recording goes on
@@ -260,6 +262,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         clock: String::new(),
         command: args.command.clone(),
         pids: Vec::new(),
+        behind: false,
     };
     let mut notify = |m: &str| eprintln!("kstate: {m}");
     let summary = kstate_record::record_watched(&opts, &mut notify, &mut w)
@@ -396,6 +399,8 @@ struct Watch {
     /// The command watched and the processes traced, for the same.
     command: Vec<String>,
     pids: Vec<i32>,
+    /// The live analysis is behind the recording (logged once until it catches up).
+    behind: bool,
 }
 
 impl Watch {
@@ -571,6 +576,7 @@ impl Watcher for Watch {
             .map_err(|e| kstate_record::Error::new(e.to_string()))?;
         let position = live.position();
         self.report(done)?;
+        self.note_lag(horizon, position);
         self.adapt.tick(ongoing, horizon)?;
         if let Some(d) = &self.dashboard {
             // The alarms are on it already.
@@ -584,13 +590,16 @@ impl Watcher for Watch {
             // Pages a save to come may want stay: the pending saves', and the window
             // before any interval not yet analysed (its alarms are still to come).
             let keep = self.keep.unwrap_or(0);
+            // An analysis far behind holds no more than twice the window and --after: the
+            // disk bound holds, and a save that lost its start says so.
             let hold = self
                 .saves
                 .iter()
                 .map(|s| s.1)
                 .min()
                 .unwrap_or(u64::MAX)
-                .min(position.saturating_sub(keep));
+                .min(position.saturating_sub(keep))
+                .max(horizon.saturating_sub(2 * keep + self.after));
             if let Some(fl) = &mut self.flight {
                 fl.update(ongoing, horizon, Some(hold));
             }
@@ -652,6 +661,31 @@ impl Watch {
 }
 
 impl Watch {
+    /// Logs when the live analysis falls behind the recording by more than three
+    /// intervals (or the flight recorder's window), and when it has caught up.
+    fn note_lag(&mut self, horizon: u64, position: u64) {
+        let every = self.interval.as_nanos() as u64;
+        let behind = horizon.saturating_sub(position);
+        let limit = (3 * every).max(self.keep.unwrap_or(0));
+        let text = match (self.behind, behind) {
+            (false, b) if b > limit => format!(
+                "the live analysis is {:.1} s behind the recording: its intervals and \
+                 alarms come late{}",
+                b as f64 / 1e9,
+                match self.keep {
+                    Some(_) => "; the flight recorder keeps no more than twice its window and --after for them",
+                    None => "",
+                }
+            ),
+            (true, b) if b <= 2 * every => "the live analysis has caught up".to_string(),
+            _ => return,
+        };
+        self.behind = !self.behind;
+        self.adapt
+            .log
+            .add(horizon, watch_log::Kind::BEHIND, text, true);
+    }
+
     /// A save's own sections: how it was made (RECORDING) and the watch log of its
     /// window, led by what the flight recorder had already given back.
     fn save_sections(
