@@ -169,7 +169,7 @@ fn stream_broke(e: std::io::Error, packing: Option<Packing>, stored: u64, unpack
         ),
         Some(p) if e.kind() == std::io::ErrorKind::Unsupported => Error::new(
             ErrorKind::Unsupported,
-            Some(stored),
+            None,
             format!("the {} stream cannot be read: {e}", p.name()),
         ),
         Some(p) if e.kind() == std::io::ErrorKind::UnexpectedEof => Error::new(
