@@ -138,6 +138,12 @@ fn json_intervals_equal_analyze_of_the_recording_and_the_alarm_fires() {
             all[i].1 += v;
             all[i].2 = all[i].2.max(v);
         }
+        // offcpu may know a sample only after its end: where the kernel did not trace a
+        // CPU leaving idle, the time off ends at the wake-up, seen at the switch that
+        // follows (on a loaded machine, often an interval later). It reports each sample
+        // once, never before its end: in the interval of its end or a later one.
+        let late_ok = analyzer == "offcpu";
+        let (mut live_sum, mut file_sum) = ((0, 0), (0, 0));
         for (i, l) in lines.iter().enumerate() {
             let a = &l["analyzers"][analyzer];
             assert_eq!(a["by"], by);
@@ -146,6 +152,18 @@ fn json_intervals_equal_analyze_of_the_recording_and_the_alarm_fires() {
                 a["total"].as_u64().unwrap(),
                 a["max"].as_u64().unwrap(),
             );
+            live_sum = (live_sum.0 + got.0, live_sum.1 + got.1);
+            file_sum = (file_sum.0 + all[i].0, file_sum.1 + all[i].1);
+            if late_ok {
+                assert!(
+                    live_sum.0 <= file_sum.0 && live_sum.1 <= file_sum.1,
+                    "{analyzer} up to interval {i}: {live_sum:?} reported, {file_sum:?} ended"
+                );
+                if i + 1 == lines.len() {
+                    assert_eq!(live_sum, file_sum, "{analyzer}: every sample once");
+                }
+                continue;
+            }
             assert_eq!(got, all[i], "{analyzer} interval {i}: count, total, max");
             let mut rows = Sums::new();
             for r in a["rows"].as_array().unwrap() {
@@ -162,13 +180,17 @@ fn json_intervals_equal_analyze_of_the_recording_and_the_alarm_fires() {
     }
     assert!(checked_rows > 20, "only {checked_rows} rows compared");
 
-    // The 300 ms sleep: the first rule fires once, in the interval in which it ended.
+    // The 300 ms sleep fires the first rule in the interval in which it ended. On a
+    // loaded machine a 150 ms sleep may also run past 200 ms: every firing is an interval
+    // in which such a call ended, with that call's time as its value.
     let long: Vec<(u64, u64)> = nanosleeps(&dat)
         .into_iter()
         .filter(|&(_, v)| v > 200_000_000)
         .collect();
-    assert_eq!(long.len(), 1, "one long clock_nanosleep: {long:?}");
-    let (ts, v) = long[0];
+    let (ts, v) = *long
+        .iter()
+        .max_by_key(|c| c.1)
+        .expect("no long clock_nanosleep");
     assert!(
         (300_000_000..1_000_000_000).contains(&v),
         "sleep 0.3 took {v} ns"
@@ -178,37 +200,61 @@ fn json_intervals_equal_analyze_of_the_recording_and_the_alarm_fires() {
         .enumerate()
         .flat_map(|(i, l)| l["alarms"].as_array().unwrap().iter().map(move |a| (i, a)))
         .collect();
-    assert_eq!(fired.len(), 1, "firings: {fired:?}");
-    let (i, a) = fired[0];
-    assert_eq!(a["alarm"], "syscall.max{name=clock_nanosleep} > 200ms");
-    assert_eq!(a["value"].as_f64().unwrap() as u64, v);
-    assert_eq!(a["key"], "clock_nanosleep");
-    let l = &lines[i];
+    assert!(!fired.is_empty(), "no firing");
+    for &(i, a) in &fired {
+        assert_eq!(a["alarm"], "syscall.max{name=clock_nanosleep} > 200ms");
+        assert_eq!(a["key"], "clock_nanosleep");
+        let l = &lines[i];
+        let (s, e) = (
+            l["start_ns"].as_u64().unwrap(),
+            l["end_ns"].as_u64().unwrap(),
+        );
+        let ended_here = long
+            .iter()
+            .filter(|&&(t, d)| (s..e).contains(&(t + d)))
+            .map(|c| c.1)
+            .max();
+        assert_eq!(Some(a["value"].as_f64().unwrap() as u64), ended_here, "{a}");
+    }
     assert!(
-        l["start_ns"].as_u64().unwrap() <= ts + v && ts + v < l["end_ns"].as_u64().unwrap(),
-        "fired in the interval where the call ended"
+        fired
+            .iter()
+            .any(|(_, a)| a["value"].as_f64().unwrap() as u64 == v),
+        "the {v} ns call at {ts} fired nothing: {fired:?}"
     );
     assert!(
         stderr.contains("ALARM syscall.max{name=clock_nanosleep} > 200ms"),
         "{stderr}"
     );
     let logged = std::fs::read_to_string(&alarm_log).unwrap();
-    assert_eq!(logged.lines().count(), 1, "{logged}");
-    let logged: Value = serde_json::from_str(logged.trim()).unwrap();
-    assert_eq!(logged["value"], a["value"]);
-    // --on-alarm ran with the details (it runs beside kstate: wait for it a little).
+    assert_eq!(logged.lines().count(), fired.len(), "{logged}");
+    for (l, (_, a)) in logged.lines().zip(&fired) {
+        let l: Value = serde_json::from_str(l).unwrap();
+        assert_eq!(l["value"], a["value"]);
+    }
+    // --on-alarm ran with the details, once per firing (it runs beside kstate: wait for
+    // it a little).
     let mut env = String::new();
     for _ in 0..100 {
         env = std::fs::read_to_string(&env_file).unwrap_or_default();
-        if !env.is_empty() {
+        if env.lines().count() >= fired.len() {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    assert_eq!(
-        env.trim(),
-        format!("syscall.max{{name=clock_nanosleep}} > 200ms|{v}|clock_nanosleep")
-    );
+    let mut got: Vec<&str> = env.lines().collect();
+    let mut want: Vec<String> = fired
+        .iter()
+        .map(|(_, a)| {
+            format!(
+                "syscall.max{{name=clock_nanosleep}} > 200ms|{}|clock_nanosleep",
+                a["value"].as_f64().unwrap() as u64
+            )
+        })
+        .collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
 }
 
 fn refused(args: &[&str], why: &str) {
