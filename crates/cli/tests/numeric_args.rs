@@ -229,6 +229,9 @@ fn numbers_in_commands_that_record_or_run() {
     for opt in ["--top", "--ratio", "--min-share", "--ll"] {
         check(&["cachesim"], &[opt], &["--", "true"], &all);
     }
+    for opt in ["--level", "--min-lines", "--cache"] {
+        check(&["cachesim", "--sets"], &[opt], &["--", "true"], &all);
+    }
     for opt in ["--calls", "--runs", "--cpu"] {
         check(&["bench", "record"], &[opt], &[], &all);
     }

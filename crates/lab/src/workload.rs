@@ -149,6 +149,32 @@ pub enum Workload {
         #[arg(long, value_parser = kstate_args::int::<usize>(crate::bench::CPU))]
         cpu: Option<usize>,
     },
+    /// Seed 001's walk (`kstate bench colour`) for `kstate cachesim --sets`: NODES
+    /// structures STRIDE bytes apart in a ring, 3 hot fields each, coloured COLOURS ways
+    /// (1: not coloured) by the address bits above WAY bytes, walked PASSES times in
+    /// `walk`; prints the sum it read
+    ColourWalk {
+        #[arg(long, default_value_t = 1024, value_parser = kstate_args::int::<u64>(1..=1 << 15))]
+        nodes: u64,
+        #[arg(long, default_value_t = 8192, value_parser = kstate_args::int::<u64>(4096..=1 << 20))]
+        stride: u64,
+        #[arg(long, default_value_t = 1, value_parser = kstate_args::int::<u64>(1..=64))]
+        colours: u64,
+        /// One way's span of the cache the colours target (bytes)
+        #[arg(long, default_value_t = 128 << 10, value_parser = kstate_args::int::<u64>(4096..=1 << 30))]
+        way: u64,
+        #[arg(long, default_value_t = 2, value_parser = kstate_args::int::<u64>(1..=1_000_000))]
+        passes: u64,
+    },
+    /// An ordinary program for `kstate cachesim --sets`: LOOKUPS reads at hashed slots of
+    /// a table of SLOTS 8-byte slots in `hash_probe` (every set of the cache gets its
+    /// share); prints the sum it read
+    HashProbe {
+        #[arg(long, default_value_t = 1 << 17, value_parser = kstate_args::int::<u64>(1..=1 << 24))]
+        slots: u64,
+        #[arg(long, default_value_t = 200_000, value_parser = kstate_args::int::<u64>(1..=1 << 32))]
+        lookups: u64,
+    },
 }
 
 pub fn run(w: Workload) -> Result<ExitCode, Error> {
@@ -298,8 +324,38 @@ pub fn run(w: Workload) -> Result<ExitCode, Error> {
             }
             cache_pollution::run(mib, hot)?
         }
+        Workload::ColourWalk {
+            nodes,
+            stride,
+            colours,
+            way,
+            passes,
+        } => {
+            use crate::bench::colour::layout::{walk, Layout, Region};
+            let l = Layout::new(nodes, stride, 3, 64, way, colours)?;
+            let mut r = Region::new(l.bytes() as usize)?;
+            let head = r.link(&l);
+            // SAFETY: head from link with this layout; the region lives and is not written.
+            let sum = unsafe { walk(head, l.fields, l.spacing, passes * nodes) };
+            println!("colour-walk: {nodes} structures, {colours} colour(s), sum {sum}");
+        }
+        Workload::HashProbe { slots, lookups } => {
+            println!("hash-probe: sum {}", hash_probe(slots, lookups));
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Reads `lookups` slots of a table of `slots`, each at a hash of the lookup's number.
+#[inline(never)]
+fn hash_probe(slots: u64, lookups: u64) -> u64 {
+    let table: Vec<u64> = (0..slots).map(|i| i.wrapping_mul(31)).collect();
+    let mut sum = 0u64;
+    for k in 0..lookups {
+        let h = k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 20;
+        sum = sum.wrapping_add(std::hint::black_box(table[(h % slots) as usize]));
+    }
+    sum
 }
 
 /// Maps, touches and unmaps one anonymous page `n` times (mmap_lock taken for writing

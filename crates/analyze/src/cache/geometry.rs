@@ -132,6 +132,22 @@ impl Geometry {
     pub fn level(&self, n: u32) -> Option<&Level> {
         self.levels.iter().find(|l| l.level == n)
     }
+
+    /// Level `n` (asked for with `--level`), or an error naming the levels there are.
+    pub fn require(&self, n: u32) -> Result<Level, Error> {
+        self.level(n).copied().ok_or_else(|| {
+            let have: Vec<String> = self.levels.iter().map(|l| l.level.to_string()).collect();
+            Error::new(
+                ErrorKind::Input,
+                None,
+                format!(
+                    "--level {n}: {} describes levels {}",
+                    self.source.display(),
+                    have.join(", ")
+                ),
+            )
+        })
+    }
 }
 
 /// `48K`, `2048K`, `1M`, `64`: sysfs's sizes and counts.

@@ -192,18 +192,25 @@ pub fn read_lackey(r: impl BufRead, d: &mut Detector) -> Result<Trace, Error> {
     let mut ip = 0u64;
     let mut reading: Option<String> = None;
     let mut offset = 0u64;
-    for line in r.split(b'\n') {
-        let line = line.map_err(|e| {
+    let mut buf = Vec::with_capacity(256);
+    let mut r = r;
+    loop {
+        buf.clear();
+        let n = r.read_until(b'\n', &mut buf).map_err(|e| {
             Error::new(
                 ErrorKind::Io,
                 Some(offset),
                 format!("reading valgrind's output: {e}"),
             )
         })?;
-        offset += line.len() as u64 + 1;
-        let Ok(line) = std::str::from_utf8(&line) else {
+        if n == 0 {
+            break;
+        }
+        offset += n as u64;
+        let Ok(line) = std::str::from_utf8(&buf) else {
             continue;
         };
+        let line = line.trim_end_matches('\n');
         let b = line.as_bytes();
         match b {
             [b'I', b' ', ..] => {

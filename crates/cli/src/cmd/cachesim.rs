@@ -22,8 +22,20 @@ A function is flagged (*) when its share of D1 or LL misses is at least --ratio 
 share of the references and at least --min-share %: it streams through data that does not
 stay in the cache (and evicts what others reuse), the seed's cache-pollution signature.
 
+With --sets the question is another: which data piles into few cache sets. CMD runs under
+valgrind's lackey (--trace-mem, some 100 times slower than natively), every data access
+is charged to the instruction that made it, and each site's distinct lines are placed in
+the sets of one cache level (--level, from sysfs, or --cache). A site is flagged when its
+lines overflow the sets they use (more lines than sets used x ways) while spread evenly
+they would fit and use at least twice as many sets: structures laid at a large power-of-
+two stride (page-aligned, like seed 001's task_structs in 8 KiB stacks) that collide by
+alignment. The suggested colour count is lines / (sets used x ways), rounded up: shift
+each structure by one of that many multiples of the line size.
+
 Examples:
   kstate cachesim -- ./myprog arg
+  kstate cachesim --sets -- ./myprog arg
+  kstate cachesim --sets --cache 2097152,16,64 --json -- ./myprog
   kstate cachesim --ll 8388608,16,64 --keep cg.out -- ./myprog
   kstate cachesim --input cachegrind.out.1234 --json";
 
@@ -32,10 +44,10 @@ Examples:
 pub struct Args {
     /// Print JSON (one line, after what the command itself prints)
     #[arg(long)]
-    json: bool,
-    /// Only the N first functions: the flagged, then the largest shares (0: all)
+    pub(super) json: bool,
+    /// Only the N first functions (with --sets, sites): the flagged, then the largest (0: all)
     #[arg(long, value_name = "N", default_value_t = 30)]
-    top: usize,
+    pub(super) top: usize,
     /// Flag a function whose miss share is at least RATIO times its reference share
     #[arg(long, value_name = "RATIO", default_value_t = compare::Thresholds::default().ratio)]
     ratio: f64,
@@ -44,7 +56,7 @@ pub struct Args {
     min_share: f64,
     /// The valgrind to run
     #[arg(long, value_name = "PATH", default_value = "valgrind")]
-    valgrind: PathBuf,
+    pub(super) valgrind: PathBuf,
     /// Simulated D1 cache: SIZE,ASSOC,LINE in bytes (default: this CPU's, as cachegrind
     /// reads it)
     #[arg(long, value_name = "SIZE,ASSOC,LINE")]
@@ -58,17 +70,34 @@ pub struct Args {
     /// Read an existing cachegrind output file instead of running a command
     #[arg(long, value_name = "FILE", conflicts_with_all = ["command", "keep", "d1", "ll"])]
     input: Option<PathBuf>,
+    /// Cache sets instead: per load/store site, the sets of one cache level its lines
+    /// fall in against an even spread; flags the sites whose structures collide by
+    /// alignment, with the colours that would cure it (valgrind lackey's address trace)
+    #[arg(long, conflicts_with_all = ["input", "keep", "d1", "ll", "ratio", "min_share"])]
+    pub(super) sets: bool,
+    /// With --sets: the cache level to check (from sysfs)
+    #[arg(long, default_value_t = 2, value_parser = kstate_args::int::<u32>(1..=4), requires = "sets")]
+    pub(super) level: u32,
+    /// With --sets: the cache as SIZE,ASSOC,LINE in bytes instead of this CPU's
+    #[arg(long, value_name = "SIZE,ASSOC,LINE", requires = "sets")]
+    pub(super) cache: Option<String>,
+    /// With --sets: the sysfs root the cache geometry is read from
+    #[arg(long, value_name = "ROOT", default_value = "/sys", requires = "sets")]
+    pub(super) sysfs: PathBuf,
+    /// With --sets: only sites with at least N distinct lines
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = kstate_args::int::<u64>(1..=1 << 30), requires = "sets")]
+    pub(super) min_lines: u64,
     /// The command to run under cachegrind
     #[arg(last = true, value_name = "CMD")]
-    command: Vec<String>,
+    pub(super) command: Vec<String>,
 }
 
-fn usage(msg: impl Into<String>) -> Error {
+pub(super) fn usage(msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::Unsupported, None, msg.into())
 }
 
 /// `SIZE,ASSOC,LINE`, checked here so that a typo is not a valgrind usage message.
-fn cache_spec(opt: &str, v: &str) -> Result<String, Error> {
+pub(super) fn cache_spec(opt: &str, v: &str) -> Result<String, Error> {
     let n: Vec<Option<u64>> = v.split(',').map(|x| x.trim().parse().ok()).collect();
     match n.as_slice() {
         [Some(s), Some(a), Some(l)] if *s > 0 && *a > 0 && *l > 0 => Ok(format!("{s},{a},{l}")),
@@ -79,7 +108,7 @@ fn cache_spec(opt: &str, v: &str) -> Result<String, Error> {
 }
 
 /// valgrind's version line, which also proves it is valgrind.
-fn valgrind_version(valgrind: &Path) -> Result<String, Error> {
+pub(super) fn valgrind_version(valgrind: &Path) -> Result<String, Error> {
     let out = Command::new(valgrind)
         .arg("--version")
         .stdin(Stdio::null())
@@ -176,6 +205,9 @@ fn simulate(args: &Args) -> Result<(String, String, std::process::ExitStatus), E
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
+    if args.sets {
+        return super::cachesim_sets::run(&args);
+    }
     let t = compare::Thresholds::checked(args.ratio, args.min_share)?;
     let (text, version, status) = match &args.input {
         Some(p) => {

@@ -1,5 +1,6 @@
 pub mod analyze;
 pub mod cachesim;
+mod cachesim_sets;
 pub mod classify;
 pub mod compare;
 pub mod convert;

@@ -149,9 +149,9 @@ impl Region {
         // SAFETY: [start, start + len) lies inside the mapping; advice failure only
         // means 4 KiB pages, which `huge_bytes` reports.
         unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE) };
+        // The pages come on first touch, when `link` writes the fields (zeroed memory:
+        // nothing else needs writing, and under valgrind a memset would be most of the trace).
         let ptr = NonNull::new(start as *mut u8).expect("mmap returned a non-null mapping");
-        // SAFETY: writable memory of `len` bytes; touching it now makes the pages.
-        unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, len) };
         Ok(Region {
             ptr,
             map,

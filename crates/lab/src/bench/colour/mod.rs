@@ -172,18 +172,7 @@ fn pmu() -> Result<(), String> {
 
 pub fn run(a: Args) -> Result<ExitCode, Error> {
     let geo = Geometry::read(&a.sysfs)?;
-    let target = *geo.level(a.level).ok_or_else(|| {
-        bad(format!(
-            "--level {}: {} describes levels {}",
-            a.level,
-            geo.source.display(),
-            geo.levels
-                .iter()
-                .map(|l| l.level.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))
-    })?;
+    let target = geo.require(a.level)?;
     let fit = model::fit_per_colour(&target, a.stride);
     let nodes = a.nodes.unwrap_or(4 * fit);
     let threshold = model::threshold(nodes, &target, a.stride);
@@ -219,6 +208,8 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         .map(|&c| Layout::new(nodes, a.stride, a.fields, target.line, target.way_size(), c))
         .collect::<Result<_, _>>()?;
     let mut region = Region::new(base_layout.bytes() as usize)?;
+    // The pages exist once written.
+    region.link(&base_layout);
     let huge = region.huge_bytes();
     let sims: Vec<Simulated> = layouts
         .iter()
