@@ -162,6 +162,27 @@ fn guest_time_shift_matches_trace_cmd_alone_and_beside_its_host() {
         "host and guest events interleave ({switches} switches)"
     );
 
+    // NDJSON names each event's file, with the timestamps trace-cmd printed.
+    let json = support::kstate(&[
+        "dump".as_ref(),
+        "--json".as_ref(),
+        host.as_os_str(),
+        guest.as_os_str(),
+    ]);
+    let objs: Vec<serde_json::Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ts: Vec<u64> = objs.iter().map(|o| o["ts"].as_u64().unwrap()).collect();
+    assert_eq!(ts, timestamps(&theirs));
+    let files: Vec<&str> = objs.iter().map(|o| o["file"].as_str().unwrap()).collect();
+    let event_files: Vec<&str> = theirs
+        .lines()
+        .filter(|l| !l.contains(": cpus="))
+        .filter_map(|l| l.split_once(": ").map(|(n, _)| n.trim()))
+        .collect();
+    assert_eq!(files, event_files);
+
     // `info` says the file is time-shifted, and how.
     let info = support::kstate(&["info".as_ref(), guest.as_os_str()]);
     let samples: usize = shift.cpus.iter().map(Vec::len).sum();
