@@ -62,6 +62,8 @@ fn make_guest(guest: &Path, host_start: i64, lands_at: i64, out: &Path) -> TimeS
     for s in &mut shift.cpus[2] {
         s.offset += first / 4;
     }
+    // A guest's clock is the TSC (trace-cmd prints it in seconds once TSC2NSEC maps it).
+    t.clock = Some("x86-tsc".into());
     t.clock_map.mult = 3;
     t.clock_map.shift = 1;
     t.time_shift = Some(std::sync::Arc::new(shift.clone()));

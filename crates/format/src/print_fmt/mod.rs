@@ -123,7 +123,15 @@ pub fn report_header(trace: &Trace) -> String {
 
 impl<'t> TextFormatter<'t> {
     pub fn new(trace: &'t Trace, nanoseconds: bool) -> TextFormatter<'t> {
-        let raw_clock = matches!(trace.clock.as_deref(), Some("x86-tsc" | "counter"));
+        // trace-cmd prints a counter clock's raw counts, unless a TSC2NSEC option maps them
+        // to ns: in v7 the options, TRACECLOCK before TSC2NSEC, decide last; a v6 file's
+        // trace_clock text comes after its options and decides.
+        let v7_mapped = trace.clock_map.mult != 0
+            && matches!(
+                trace.container,
+                crate::Container::TraceDat { version: 7, .. }
+            );
+        let raw_clock = matches!(trace.clock.as_deref(), Some("x86-tsc" | "counter")) && !v7_mapped;
         TextFormatter {
             trace,
             syms: Symbols::new(trace.kallsyms.as_deref(), trace.printk_formats.as_deref()),
