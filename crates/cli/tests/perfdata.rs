@@ -2,6 +2,8 @@
 //! `perf script` is the oracle for events and field values; an analyzer gives the same
 //! figures on a perf.data and on a kstate recording of the same deterministic workload.
 
+mod support;
+
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -12,22 +14,11 @@ const NR_GETPPID: u64 = 110;
 #[cfg(target_arch = "aarch64")]
 const NR_GETPPID: u64 = 173;
 
+/// `perf record -o OUT EXTRA -- kstate workload WORKLOAD`.
 fn perf_record(out: &Path, extra: &[&str], workload: &[&str]) {
-    let o = Command::new("perf")
-        .args(["record", "-q", "-o"])
-        .arg(out)
-        .args(extra)
-        .arg("--")
-        .arg(KSTATE)
-        .arg("workload")
-        .args(workload)
-        .output()
-        .expect("perf must be installed (apt-get install linux-perf)");
-    assert!(
-        o.status.success(),
-        "perf record: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let mut w = vec![KSTATE, "workload"];
+    w.extend_from_slice(workload);
+    support::perf_record(out, extra, false, &w);
 }
 
 fn kstate(args: &[&str]) -> String {
@@ -46,36 +37,33 @@ type Ev = (u64, u32, i64, String, Option<u64>);
 
 /// `perf script --ns -F tid,cpu,time,event,trace`: "  1234 [001]  6313.310020127: raw_syscalls:sys_exit: NR 59 = 0".
 fn perf_script(file: &Path) -> Vec<Ev> {
-    let o = Command::new("perf")
-        .args(["script", "--ns", "-F", "tid,cpu,time,event,trace", "-i"])
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let mut it = l.split_whitespace();
-            let tid: i64 = it.next().unwrap().parse().unwrap();
-            let cpu: u32 = it
-                .next()
-                .unwrap()
-                .trim_matches(|c| c == '[' || c == ']')
-                .parse()
-                .unwrap();
-            let t = it.next().unwrap().trim_end_matches(':');
-            let (s, ns) = t.split_once('.').unwrap();
-            let ts = s.parse::<u64>().unwrap() * 1_000_000_000 + ns.parse::<u64>().unwrap();
-            let event = it.next().unwrap().trim_end_matches(':');
-            let name = event.rsplit(':').next().unwrap().to_string();
-            let nr = match it.next() {
-                Some("NR") => it.next().and_then(|n| n.parse().ok()),
-                _ => None,
-            };
-            (ts, cpu, tid, name, nr)
-        })
-        .collect()
+    support::perf_stdout(
+        &["script", "--ns", "-F", "tid,cpu,time,event,trace", "-i"],
+        file,
+    )
+    .lines()
+    .filter(|l| !l.trim().is_empty())
+    .map(|l| {
+        let mut it = l.split_whitespace();
+        let tid: i64 = it.next().unwrap().parse().unwrap();
+        let cpu: u32 = it
+            .next()
+            .unwrap()
+            .trim_matches(|c| c == '[' || c == ']')
+            .parse()
+            .unwrap();
+        let t = it.next().unwrap().trim_end_matches(':');
+        let (s, ns) = t.split_once('.').unwrap();
+        let ts = s.parse::<u64>().unwrap() * 1_000_000_000 + ns.parse::<u64>().unwrap();
+        let event = it.next().unwrap().trim_end_matches(':');
+        let name = event.rsplit(':').next().unwrap().to_string();
+        let nr = match it.next() {
+            Some("NR") => it.next().and_then(|n| n.parse().ok()),
+            _ => None,
+        };
+        (ts, cpu, tid, name, nr)
+    })
+    .collect()
 }
 
 fn kstate_dump(file: &Path) -> Vec<Ev> {

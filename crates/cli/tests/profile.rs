@@ -366,7 +366,8 @@ fn agrees_with_perf_report() {
 }
 
 /// A mapped file that changed since the recording (a rebuilt binary) gives no names for
-/// its samples, and says why.
+/// its samples, and says why; with the original in perf's build-id cache (`~/.debug`),
+/// its names come from there.
 #[test]
 fn build_id_mismatch_names_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -386,12 +387,24 @@ fn build_id_mismatch_names_nothing() {
         "--ms",
         "300",
     ]);
-    let p = profile(&file, &[]);
+    // perf may have cached this binary for other tests: a home of its own has no cache.
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let profile_in = |home: &Path| -> Value {
+        let o = Command::new(KSTATE)
+            .args(["profile", "--json", file.to_str().unwrap()])
+            .env("HOME", home)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let p = profile_in(&home);
     assert_eq!(rows(&p)[0]["symbol"], HOT);
     // Replace the binary with another ELF file (a different build id).
     let other = std::fs::read_link("/proc/self/exe").unwrap();
     std::fs::copy(other, &exe).unwrap();
-    let p = profile(&file, &[]);
+    let p = profile_in(&home);
     let top = &rows(&p)[0];
     assert_eq!(top["symbol"], "[build-id mismatch]", "{p}");
     assert_eq!(top["image"], "spinner");
@@ -401,6 +414,23 @@ fn build_id_mismatch_names_nothing() {
         "{w}"
     );
     assert!(!rows(&p).iter().any(|r| r["symbol"] == HOT));
+    // The original in the cache, where perf keeps it: .debug/.build-id/ab/cdef.../elf.
+    let notes = Command::new("readelf")
+        .args(["-n", KSTATE])
+        .output()
+        .unwrap();
+    let notes = String::from_utf8_lossy(&notes.stdout);
+    let id = notes
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .expect("readelf shows the build id")
+        .to_string();
+    let slot = home.join(".debug/.build-id").join(&id[..2]).join(&id[2..]);
+    std::fs::create_dir_all(&slot).unwrap();
+    std::fs::copy(KSTATE, slot.join("elf")).unwrap();
+    let p = profile_in(&home);
+    assert_eq!(rows(&p)[0]["symbol"], HOT, "{p}");
+    assert_eq!(rows(&p)[0]["image"], "spinner", "{p}");
 }
 
 /// Without --sample there is nothing to profile: a clear error.

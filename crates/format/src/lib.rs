@@ -19,6 +19,8 @@ pub mod output;
 pub mod page;
 pub mod page_builder;
 pub mod pages;
+pub mod perf_file;
+mod perf_records;
 mod perf_stream;
 pub mod perfdata;
 pub mod print_fmt;

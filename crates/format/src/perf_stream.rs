@@ -9,16 +9,14 @@
 //! path in `perfdata`.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::bytes::Endian;
 use crate::error::{Error, Result};
 use crate::layout::PageLayout;
-use crate::mapped::Window;
 use crate::page_builder::PageBuilder;
 use crate::pages::PageSource;
+use crate::perf_records::Records;
 use crate::trace::BuildPages;
 
 const RECORD_LOST: u32 = 2;
@@ -189,113 +187,6 @@ impl Layouts {
                 m.get(&u64::from_le_bytes(b[at..].try_into().unwrap()))
             }
         }
-    }
-}
-
-/// Bytes mapped (or read) at a time: a record is at most 64 KiB, so one always fits.
-const WINDOW: usize = 4 << 20;
-
-/// Walks the records of the data section through a moving window of the file.
-struct Records {
-    file: File,
-    path: PathBuf,
-    pos: u64,
-    end: u64,
-    win: Option<Window>,
-    buf: Vec<u8>,
-    /// File offset of the window's first byte, and its length.
-    win_at: u64,
-    win_len: usize,
-}
-
-impl Records {
-    fn open(path: &Path, start: u64, end: u64) -> Result<Records> {
-        let file = File::open(path).map_err(|e| Error::io(path, e))?;
-        Ok(Records {
-            file,
-            path: path.to_path_buf(),
-            pos: start,
-            end,
-            win: None,
-            buf: Vec::new(),
-            win_at: start,
-            win_len: 0,
-        })
-    }
-
-    fn bytes(&self) -> &[u8] {
-        match &self.win {
-            Some(w) => w.bytes(),
-            None => &self.buf[..self.win_len],
-        }
-    }
-
-    /// Makes `[at, at + n)` part of the window.
-    #[inline]
-    fn ensure(&mut self, at: u64, n: usize) -> Result<bool> {
-        if at >= self.win_at && at + n as u64 <= self.win_at + self.win_len as u64 {
-            return Ok(true);
-        }
-        self.slide(at, n)
-    }
-
-    #[cold]
-    fn slide(&mut self, at: u64, n: usize) -> Result<bool> {
-        let len = (self.end - at).min(WINDOW as u64) as usize;
-        if len < n {
-            return Ok(false);
-        }
-        self.win = None;
-        self.win = Window::map(&self.file, at, len);
-        if self.win.is_none() {
-            self.buf.resize(len, 0);
-            self.file
-                .read_exact_at(&mut self.buf[..len], at)
-                .map_err(|e| Error::io(&self.path, e))?;
-        }
-        self.win_at = at;
-        self.win_len = len;
-        Ok(true)
-    }
-
-    /// The next record: (file offset, type, body after the 8-byte header).
-    #[inline]
-    fn next(&mut self) -> Result<Option<(u64, u32, &[u8])>> {
-        if self.pos >= self.end {
-            return Ok(None);
-        }
-        let at = self.pos;
-        if !self.ensure(at, 8)? {
-            return Err(Error::truncated(
-                at,
-                format!(
-                    "perf.data: the data section ends inside a record header ({} bytes left)",
-                    self.end - at
-                ),
-            ));
-        }
-        let o = (at - self.win_at) as usize;
-        let h = &self.bytes()[o..o + 8];
-        let kind = u32::from_le_bytes(h[..4].try_into().unwrap());
-        let size = u16::from_le_bytes(h[6..8].try_into().unwrap()) as usize;
-        if size < 8 {
-            return Err(Error::corrupt(
-                at,
-                format!("perf.data: record of type {kind} has size {size}, less than its header"),
-            ));
-        }
-        if !self.ensure(at, size)? {
-            return Err(Error::truncated(
-                at,
-                format!(
-                    "perf.data: record of type {kind} ({size} bytes) runs past the data section's end at {}",
-                    self.end
-                ),
-            ));
-        }
-        self.pos = at + size as u64;
-        let o = (at - self.win_at) as usize;
-        Ok(Some((at, kind, &self.bytes()[o + 8..o + size])))
     }
 }
 

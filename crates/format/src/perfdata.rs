@@ -21,31 +21,140 @@ use std::path::Path;
 use std::sync::Arc;
 
 use linux_perf_data::linux_perf_event_reader::{EventRecord, RecordType};
-use linux_perf_data::{Feature, PerfFileReader, PerfFileRecord};
+use linux_perf_data::{PerfFileReader, PerfFileRecord};
 
 use crate::built_pages::{CpuStream, SpooledPages};
 use crate::bytes::{Endian, Reader};
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::PageLayout;
+use crate::perf_file::{feature, PerfFile};
 use crate::perf_stream::{self, Layouts, PerfPages, SampleLayout};
 use crate::trace::{Container, CpuData, DataLoc, Trace};
 use crate::tracedat::meta::Meta;
 
-pub const MAGIC: &[u8; 8] = b"PERFILE2";
+pub use crate::perf_file::MAGIC;
 
 /// Page size of the synthesized pages (perf records no ring-buffer pages of its own).
 const PAGE_SIZE: usize = 4096;
 
 pub fn open(path: &Path) -> Result<Trace> {
-    check_sections(path).map_err(|e| e.in_file(path))?;
-    // The parsing crate is not hardened against every malformed file; a panic in it must
-    // still come out as an error naming the file.
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read(path))) {
-        Ok(r) => r.map_err(|e| e.in_file(path)),
-        Err(_) => Err(
-            Error::corrupt(0, "perf.data: malformed records (the parser gave up)").in_file(path),
-        ),
+    let pf = PerfFile::open(path)?;
+    let trace = match pf.feature(feature::TRACING_DATA) {
+        None => samples_only(pf),
+        Some(_) => with_tracepoints(pf),
+    };
+    trace.map_err(|e| e.in_file(path))
+}
+
+/// What the feature sections say about the recording machine and tool.
+fn fill_meta(meta: &mut Meta, pf: &PerfFile) {
+    meta.uname = match (
+        pf.string(feature::HOSTNAME),
+        pf.string(feature::OSRELEASE),
+        pf.string(feature::ARCH),
+    ) {
+        (Some(h), Some(r), Some(a)) => Some(format!("Linux {h} {r} {a}")),
+        _ => None,
+    };
+    meta.tool_version = pf.string(feature::VERSION).map(|v| format!("perf {v}"));
+    // perf's sample time is the kernel's perf clock (local_clock) in ns.
+    meta.clock = Some(pf.events[0].clock.clone());
+}
+
+/// A perf.data of samples without tracepoints (`perf record -g`, `-e cpu-clock`): no
+/// pages; its records are read by `kstate profile`, `info` and `dump` through `Trace::perf`.
+fn samples_only(pf: PerfFile) -> Result<Trace> {
+    let mut meta = Meta::new(Endian::Little, 8, PAGE_SIZE);
+    fill_meta(&mut meta, &pf);
+    let cpus = pf.nr_cpus().map_or(0, |n| n.0).min(crate::trace::MAX_CPUS);
+    let path = pf.path.clone();
+    let mut trace = meta.finish(
+        &path,
+        Container::PerfData,
+        cpus,
+        Vec::new(),
+        pf.truncated.clone(),
+    );
+    trace.perf = Some(Arc::new(pf));
+    Ok(trace)
+}
+
+fn with_tracepoints(mut pf: PerfFile) -> Result<Trace> {
+    let path = pf.path.clone();
+    let mut meta = tracing_data(pf.feature(feature::TRACING_DATA).unwrap_or_default())?;
+    fill_meta(&mut meta, &pf);
+    let nr_cpus = pf.nr_cpus().map(|n| n.0);
+    let layout = PageLayout::default_for(meta.endian, meta.long_size, PAGE_SIZE);
+    let cpu_limit = nr_cpus.unwrap_or(crate::trace::MAX_CPUS);
+    let mut in_order = None;
+    if let Some(layouts) = layouts_of(&pf) {
+        let scan = perf_stream::scan(&path, pf.data, &layouts, cpu_limit)?;
+        if scan.in_order {
+            in_order = Some((layouts, scan));
+        }
     }
+    let mut trace = match in_order {
+        Some((layouts, scan)) => {
+            let src = Arc::new(PerfPages {
+                path: path.clone(),
+                data: pf.data,
+                layouts,
+                layout,
+            });
+            let cpu_data: Vec<CpuData> = scan
+                .cpus
+                .iter()
+                .map(|&(cpu, bytes)| CpuData {
+                    cpu,
+                    file_bytes: bytes,
+                    loc: DataLoc::Built(src.clone()),
+                })
+                .collect();
+            let max_cpu = cpu_data.last().map_or(0, |c| c.cpu + 1);
+            let header_cpus = nr_cpus.unwrap_or(max_cpu).max(max_cpu);
+            let mut trace = meta.finish(
+                &path,
+                Container::PerfData,
+                header_cpus,
+                cpu_data,
+                pf.truncated.clone(),
+            );
+            trace.layout = layout;
+            trace.comms.extend(scan.comms);
+            trace
+        }
+        None if pf.pipe || pf.truncated.is_some() => {
+            return Err(Error::unsupported(
+                None,
+                "perf.data: one CPU's records are out of time order, which kstate sorts only in a whole perf.data written to a file (not a pipe-mode or cut one)",
+            ));
+        }
+        None => {
+            check_sections(&path)?;
+            // The parsing crate is not hardened against every malformed file; a panic in
+            // it must still come out as an error naming the file.
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                sorted(&path, meta, layout, nr_cpus, cpu_limit)
+            })) {
+                Ok(r) => r?,
+                Err(_) => {
+                    return Err(Error::corrupt(
+                        0,
+                        "perf.data: malformed records (the parser gave up)",
+                    ))
+                }
+            }
+        }
+    };
+    pf.name_tracepoints(|id| {
+        trace
+            .events
+            .get(id as u32)
+            .filter(|_| id <= u16::MAX as u64)
+            .map(|e| format!("{}:{}", e.system, e.name))
+    });
+    trace.perf = Some(Arc::new(pf));
+    Ok(trace)
 }
 
 /// Checks that the header's sections and the feature-section table lie inside the file
@@ -162,72 +271,20 @@ fn perf_err(e: impl std::fmt::Display) -> Error {
     Error::new(ErrorKind::Corrupt, None, format!("perf.data: {e}"))
 }
 
-fn read(path: &Path) -> Result<Trace> {
+/// Reads a file whose CPUs' records are out of time order: the parsing crate sorts them,
+/// round by round, and each CPU's pages go to an unnamed temporary file.
+fn sorted(
+    path: &Path,
+    meta: Meta,
+    layout: PageLayout,
+    nr_cpus: Option<u32>,
+    cpu_limit: u32,
+) -> Result<Trace> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
     let PerfFileReader {
         mut perf_file,
         mut record_iter,
     } = PerfFileReader::parse_file(BufReader::new(file)).map_err(perf_err)?;
-    let tracing = perf_file
-        .feature_section_data(Feature::TRACING_DATA)
-        .ok_or_else(|| {
-            Error::unsupported(
-                None,
-                "perf.data without tracepoint events (no TRACING_DATA section): record with \
-                 `perf record -e SYSTEM:EVENT ...`",
-            )
-        })?;
-    let mut meta = tracing_data(tracing)?;
-    meta.uname = match (
-        perf_file.hostname(),
-        perf_file.os_release(),
-        perf_file.arch(),
-    ) {
-        (Ok(Some(h)), Ok(Some(r)), Ok(Some(a))) => Some(format!("Linux {h} {r} {a}")),
-        _ => None,
-    };
-    meta.tool_version = perf_file
-        .perf_version()
-        .ok()
-        .flatten()
-        .map(|v| format!("perf {v}"));
-    // perf's sample time is the kernel's perf clock (local_clock) in ns.
-    meta.clock = Some("perf".into());
-    let nr_cpus = perf_file
-        .nr_cpus()
-        .ok()
-        .flatten()
-        .map(|n| n.nr_cpus_available);
-
-    let layout = PageLayout::default_for(meta.endian, meta.long_size, PAGE_SIZE);
-    let cpu_limit = nr_cpus.unwrap_or(crate::trace::MAX_CPUS);
-    if let Some(layouts) = layouts_of(&perf_file) {
-        let data = data_section(path)?;
-        let scan = perf_stream::scan(path, data, &layouts, cpu_limit)?;
-        if scan.in_order {
-            let src = Arc::new(PerfPages {
-                path: path.to_path_buf(),
-                data,
-                layouts,
-                layout,
-            });
-            let cpu_data: Vec<CpuData> = scan
-                .cpus
-                .iter()
-                .map(|&(cpu, bytes)| CpuData {
-                    cpu,
-                    file_bytes: bytes,
-                    loc: DataLoc::Built(src.clone()),
-                })
-                .collect();
-            let max_cpu = cpu_data.last().map_or(0, |c| c.cpu + 1);
-            let header_cpus = nr_cpus.unwrap_or(max_cpu).max(max_cpu);
-            let mut trace = meta.finish(path, Container::PerfData, header_cpus, cpu_data, None);
-            trace.layout = layout;
-            trace.comms.extend(scan.comms);
-            return Ok(trace);
-        }
-    }
     // Some CPU's records are out of time order in the file: sort them (the parsing crate
     // does, round by round) and keep each CPU's pages in an unnamed temporary file.
     let mut cpus: BTreeMap<u32, CpuStream> = BTreeMap::new();
@@ -334,43 +391,33 @@ fn read(path: &Path) -> Result<Trace> {
 
 /// How this file's records find their attribute's sample layout; None where the direct
 /// reader cannot tell (attributes that differ without an IDENTIFIER to tell them apart).
-fn layouts_of(perf_file: &linux_perf_data::PerfFile) -> Option<Layouts> {
-    use linux_perf_data::linux_perf_event_reader::{AttrFlags, SampleFormat};
-    let attrs = perf_file.event_attributes();
-    let of = |a: &linux_perf_data::AttributeDescription| {
+fn layouts_of(pf: &PerfFile) -> Option<Layouts> {
+    use crate::samples::{flag, sample};
+    let of = |h: &crate::samples::Header| {
+        let read_format = h
+            .attr_bytes
+            .get(32..40)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
         SampleLayout::new(
-            a.attr.sample_format.bits(),
-            a.attr.read_format.bits(),
-            a.attr.flags.contains(AttrFlags::SAMPLE_ID_ALL),
+            h.attr.sample_type,
+            read_format,
+            h.attr.flags & flag::SAMPLE_ID_ALL != 0,
         )
     };
-    let first = of(attrs.first()?);
-    if attrs.iter().all(|a| of(a) == first) {
+    let first = of(pf.events.first()?);
+    if pf.events.iter().all(|h| of(h) == first) {
         return Some(Layouts::One(first));
     }
-    let mut by_id = HashMap::new();
-    for a in attrs {
-        if !a.attr.sample_format.contains(SampleFormat::IDENTIFIER) {
-            return None;
-        }
-        for id in &a.event_ids {
-            by_id.insert(*id, of(a));
-        }
+    if pf
+        .events
+        .iter()
+        .any(|h| h.attr.sample_type & sample::IDENTIFIER == 0)
+    {
+        return None;
     }
-    Some(Layouts::ById(by_id))
-}
-
-/// The data section's (start, end) from the header (checked against the file by
-/// `check_sections`).
-fn data_section(path: &Path) -> Result<(u64, u64)> {
-    use std::os::unix::fs::FileExt;
-    let f = File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut h = [0u8; 16];
-    f.read_exact_at(&mut h, 40)
-        .map_err(|e| Error::io(path, e))?;
-    let off = u64::from_le_bytes(h[..8].try_into().expect("8 bytes"));
-    let size = u64::from_le_bytes(h[8..].try_into().expect("8 bytes"));
-    Ok((off, off + size))
+    Some(Layouts::ById(
+        pf.ids().map(|(id, ev)| (id, of(&pf.events[ev]))).collect(),
+    ))
 }
 
 /// Parses perf's TRACING_DATA: `\x17\x08\x44tracing`, a version string ("0.5", "0.6"),

@@ -122,6 +122,7 @@ pub fn open(dir: &Path) -> Result<Trace> {
         truncated: None,
         lost_sections: Vec::new(),
         spool: None,
+        perf: None,
     })
 }
 

@@ -571,6 +571,8 @@ pub enum PerfRecord {
         pid: u32,
         ppid: u32,
         tid: u32,
+        /// The thread that forked.
+        ptid: u32,
         time: u64,
     },
     Exit {
@@ -636,12 +638,12 @@ pub struct Mmap2Rec {
     pub time: u64,
 }
 
-/// Iterates the perf records of a run; each item is `(offset in the run, record)`.
-/// A record that cannot be read ends the run with an error.
-pub fn records<'a>(
-    data: &'a [u8],
-    h: &'a Header,
-) -> impl Iterator<Item = Result<(usize, PerfRecord)>> + 'a {
+/// Splits a run into its perf records: `(offset in the run, type, misc, body)`. A record
+/// whose header cannot be read ends the run with an error.
+pub fn raw_records(
+    data: &[u8],
+    e: Endian,
+) -> impl Iterator<Item = Result<(usize, u32, u16, &[u8])>> + '_ {
     let mut pos = 0usize;
     let mut done = false;
     std::iter::from_fn(move || {
@@ -649,7 +651,6 @@ pub fn records<'a>(
             return None;
         }
         let at = pos;
-        let e = h.endian;
         if data.len() - pos < 8 {
             done = true;
             return Some(Err(Error::corrupt(
@@ -671,17 +672,108 @@ pub fn records<'a>(
             )));
         }
         pos += size;
-        match parse_record(ty, misc, &data[at + 8..at + size], h) {
-            Ok(r) => Some(Ok((at, r))),
-            Err(msg) => {
-                done = true;
-                Some(Err(Error::corrupt(
-                    at as u64,
-                    format!("perf record of type {ty}: {msg}"),
-                )))
+        Some(Ok((at, ty, misc, &data[at + 8..at + size])))
+    })
+}
+
+/// Iterates the perf records of a run; each item is `(offset in the run, record)`.
+/// A record that cannot be read ends the run with an error.
+pub fn records<'a>(
+    data: &'a [u8],
+    h: &'a Header,
+) -> impl Iterator<Item = Result<(usize, PerfRecord)>> + 'a {
+    let mut failed = false;
+    raw_records(data, h.endian).map_while(move |r| {
+        if failed {
+            return None;
+        }
+        let r = r.and_then(|(at, ty, misc, body)| {
+            parse_record(ty, misc, body, h)
+                .map(|p| (at, p))
+                .map_err(|msg| {
+                    Error::corrupt(at as u64, format!("perf record of type {ty}: {msg}"))
+                })
+        });
+        failed = r.is_err();
+        Some(r)
+    })
+}
+
+/// One perf record as a [`RecordSource`] hands it out: the event whose attr describes
+/// it, where it came from, its offset (in the file, or in the section's payload), type,
+/// misc bits and body after the header.
+#[derive(Debug, Clone, Copy)]
+pub struct RawRec<'a> {
+    pub event: usize,
+    pub source: Source,
+    pub at: u64,
+    pub kind: u32,
+    pub misc: u16,
+    pub body: &'a [u8],
+}
+
+impl RawRec<'_> {
+    pub fn parse(&self, events: &[Header]) -> Result<PerfRecord> {
+        parse_record(self.kind, self.misc, self.body, &events[self.event]).map_err(|msg| {
+            Error::corrupt(self.at, format!("perf record of type {}: {msg}", self.kind))
+        })
+    }
+
+    /// A SAMPLE record's time, read without parsing the rest.
+    pub fn sample_time(&self, events: &[Header]) -> Option<u64> {
+        let st = events[self.event].attr.sample_type;
+        if st & sample::TIME == 0 {
+            return None;
+        }
+        let at = 8 * [sample::IDENTIFIER, sample::IP, sample::TID]
+            .iter()
+            .filter(|&&b| st & b != 0)
+            .count();
+        self.body
+            .get(at..at + 8)
+            .map(|b| events[self.event].endian.r64(b))
+    }
+}
+
+/// Where a profile's perf records come from: kstate's SAMPLES or STACKS section, or a
+/// perf.data file. Records are visited, never collected, so memory does not grow with them.
+pub trait RecordSource {
+    /// The sampled events, in the file's order (never empty).
+    fn events(&self) -> &[Header];
+    /// Hands every record to `f` in file order; the first error (of the data or of `f`)
+    /// ends the walk.
+    fn visit(&self, f: &mut dyn FnMut(&RawRec<'_>) -> Result<()>) -> Result<()>;
+}
+
+impl<T: RecordSource + ?Sized> RecordSource for &T {
+    fn events(&self) -> &[Header] {
+        (**self).events()
+    }
+    fn visit(&self, f: &mut dyn FnMut(&RawRec<'_>) -> Result<()>) -> Result<()> {
+        (**self).visit(f)
+    }
+}
+
+impl RecordSource for Samples<'_> {
+    fn events(&self) -> &[Header] {
+        &self.events
+    }
+    fn visit(&self, f: &mut dyn FnMut(&RawRec<'_>) -> Result<()>) -> Result<()> {
+        for ch in &self.chunks {
+            for r in raw_records(ch.data, self.header_of(ch).endian) {
+                let (at, kind, misc, body) = r.map_err(|e| e.shifted(ch.offset as u64))?;
+                f(&RawRec {
+                    event: ch.event,
+                    source: ch.source,
+                    at: (ch.offset + at) as u64,
+                    kind,
+                    misc,
+                    body,
+                })?;
             }
         }
-    })
+        Ok(())
+    }
 }
 
 struct Body<'a> {
@@ -759,7 +851,7 @@ pub fn parse_record(
         return Err("shorter than its sample_id trailer".into());
     }
     Ok(match ty {
-        record::SAMPLE => PerfRecord::Sample(parse_sample(&mut r, misc, &h.attr)?),
+        record::SAMPLE => PerfRecord::Sample(parse_sample(&mut r, misc, h)?),
         record::MMAP2 => {
             let pid = r.u32()?;
             let tid = r.u32()?;
@@ -820,13 +912,14 @@ pub fn parse_record(
             let pid = r.u32()?;
             let ppid = r.u32()?;
             let tid = r.u32()?;
-            let _ptid = r.u32()?;
+            let ptid = r.u32()?;
             let time = r.u64()?;
             if ty == record::FORK {
                 PerfRecord::Fork {
                     pid,
                     ppid,
                     tid,
+                    ptid,
                     time,
                 }
             } else {
@@ -843,19 +936,13 @@ pub fn parse_record(
     })
 }
 
-fn parse_sample(
-    r: &mut Body<'_>,
-    misc: u16,
-    attr: &Attr,
-) -> std::result::Result<SampleRec, String> {
+fn parse_sample(r: &mut Body<'_>, misc: u16, h: &Header) -> std::result::Result<SampleRec, String> {
+    let attr = &h.attr;
     let st = attr.sample_type;
     let mut s = SampleRec {
         misc,
         ..SampleRec::default()
     };
-    if st & sample::READ != 0 {
-        return Err("samples with PERF_SAMPLE_READ are not supported".into());
-    }
     if st & sample::IDENTIFIER != 0 {
         r.u64()?;
     }
@@ -887,6 +974,9 @@ fn parse_sample(
     } else {
         1
     };
+    if st & sample::READ != 0 {
+        skip_read(r, h)?;
+    }
     if st & sample::CALLCHAIN != 0 {
         let n = r.u64()?;
         if n > ((r.b.len() - r.pos) / 8) as u64 {
@@ -932,6 +1022,32 @@ fn parse_sample(
     Ok(s)
 }
 
+/// Steps over a sample's PERF_SAMPLE_READ values (`perf_event_attr.read_format` says
+/// which: a group's or one counter's, with times, ids and lost counts).
+fn skip_read(r: &mut Body<'_>, h: &Header) -> std::result::Result<(), String> {
+    const ENABLED: u64 = 1 << 0;
+    const RUNNING: u64 = 1 << 1;
+    const ID: u64 = 1 << 2;
+    const GROUP: u64 = 1 << 3;
+    const LOST: u64 = 1 << 4;
+    let rf = h.attr_bytes.get(32..40).map_or(0, |b| h.endian.r64(b));
+    let times = (rf & ENABLED != 0) as usize + (rf & RUNNING != 0) as usize;
+    let per_value = 1 + (rf & ID != 0) as usize + (rf & LOST != 0) as usize;
+    let words = if rf & GROUP != 0 {
+        let nr = r.u64()?;
+        if nr > ((r.b.len() - r.pos) / 8) as u64 {
+            return Err(format!("read group of {nr} values runs past the record"));
+        }
+        times + nr as usize * per_value
+    } else {
+        times + per_value
+    };
+    for _ in 0..words {
+        r.u64()?;
+    }
+    Ok(())
+}
+
 /// Totals over a payload: samples, lost records, throttle events, the processes and
 /// mappings seen; for the recorder's summary and `kstate info`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -955,12 +1071,20 @@ pub struct Counts {
     pub start_processes: u64,
     pub forks: u64,
     pub execs: u64,
+    /// The earliest and latest sample times.
+    pub first_time: Option<u64>,
+    pub last_time: Option<u64>,
 }
 
 pub fn count(b: &[u8]) -> Result<Counts> {
-    let s = decode(b)?;
+    count_source(&decode(b)?)
+}
+
+/// [`count`] over any source of records.
+pub fn count_source(s: &dyn RecordSource) -> Result<Counts> {
+    let events = s.events();
     let mut c = Counts {
-        per_event: s.events.iter().map(|h| (h.event.clone(), 0)).collect(),
+        per_event: events.iter().map(|h| (h.event.clone(), 0)).collect(),
         ..Counts::default()
     };
     let (mut pids, mut tids, mut start_pids) = (
@@ -968,33 +1092,36 @@ pub fn count(b: &[u8]) -> Result<Counts> {
         std::collections::HashSet::new(),
         std::collections::HashSet::new(),
     );
-    for ch in &s.chunks {
-        let at_start = ch.source == Source::Maps;
+    s.visit(&mut |r| {
+        let at_start = r.source == Source::Maps;
         if !at_start {
-            c.bytes += ch.data.len() as u64;
+            c.bytes += 8 + r.body.len() as u64;
         }
-        for r in records(ch.data, s.header_of(ch)) {
-            match r.map_err(|e| e.shifted(ch.offset as u64))?.1 {
-                PerfRecord::Sample(x) => {
-                    c.samples += 1;
-                    c.per_event[ch.event].1 += 1;
-                    c.kernel_samples += x.is_kernel() as u64;
-                    pids.insert(x.pid);
-                    tids.insert(x.tid);
+        match r.parse(events)? {
+            PerfRecord::Sample(x) => {
+                c.samples += 1;
+                c.per_event[r.event].1 += 1;
+                c.kernel_samples += x.is_kernel() as u64;
+                if events[r.event].attr.sample_type & sample::TIME != 0 {
+                    c.first_time = Some(c.first_time.map_or(x.time, |t| t.min(x.time)));
+                    c.last_time = Some(c.last_time.map_or(x.time, |t| t.max(x.time)));
                 }
-                PerfRecord::Lost { lost } => c.lost = c.lost.saturating_add(lost),
-                PerfRecord::Throttle => c.throttled += 1,
-                PerfRecord::Mmap2(m) if at_start => {
-                    c.start_mmaps += 1;
-                    start_pids.insert(m.pid);
-                }
-                PerfRecord::Mmap2(_) => c.mmaps += 1,
-                PerfRecord::Fork { pid, tid, .. } if pid == tid => c.forks += 1,
-                PerfRecord::Comm { exec: true, .. } => c.execs += 1,
-                _ => {}
+                pids.insert(x.pid);
+                tids.insert(x.tid);
             }
+            PerfRecord::Lost { lost } => c.lost = c.lost.saturating_add(lost),
+            PerfRecord::Throttle => c.throttled += 1,
+            PerfRecord::Mmap2(m) if at_start => {
+                c.start_mmaps += 1;
+                start_pids.insert(m.pid);
+            }
+            PerfRecord::Mmap2(_) => c.mmaps += 1,
+            PerfRecord::Fork { pid, tid, .. } if pid == tid => c.forks += 1,
+            PerfRecord::Comm { exec: true, .. } => c.execs += 1,
+            _ => {}
         }
-    }
+        Ok(())
+    })?;
     (c.processes, c.threads, c.start_processes) = (
         pids.len() as u64,
         tids.len() as u64,

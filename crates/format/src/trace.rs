@@ -174,6 +174,8 @@ pub struct Trace {
     /// The unnamed copy the trace is read from when it was compressed or came through a
     /// pipe (see `spool`); None for a file read in place.
     pub spool: Option<Arc<Spool>>,
+    /// A perf.data's header and records, for what reads its samples (`kstate profile`).
+    pub perf: Option<std::sync::Arc<crate::perf_file::PerfFile>>,
 }
 
 impl Trace {

@@ -25,6 +25,14 @@ pub struct ElfImage {
 
 impl ElfImage {
     pub fn load(path: &str) -> ElfImage {
+        // A recording names its mapped files; only a regular file is read (a map of a
+        // device such as /dev/zero would never end).
+        if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            return ElfImage {
+                problem: Some(format!("{path} is not a regular file")),
+                ..ElfImage::default()
+            };
+        }
         let data = match std::fs::read(path) {
             Ok(d) => d,
             Err(e) => {

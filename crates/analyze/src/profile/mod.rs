@@ -21,7 +21,9 @@ pub mod unwind;
 
 use std::collections::{BTreeMap, HashMap};
 
-use kstate_format::samples::{self, PerfRecord, SampleRec, Source, CONTEXT_MAX, CONTEXT_USER};
+use kstate_format::samples::{
+    self, PerfRecord, RecordSource, SampleRec, Source, CONTEXT_MAX, CONTEXT_USER,
+};
 use kstate_format::{extras, Error, ErrorKind, Trace};
 
 use crate::filter::{Filters, TimeSel};
@@ -242,6 +244,8 @@ impl Kernel {
 /// Resolves addresses to interned symbols.
 pub(crate) struct Symbolizer {
     kernel: Kernel,
+    /// Whether there are kernel symbols (the recording's, or this machine's for a perf.data).
+    kernel_named: bool,
     maps: HashMap<u32, Vec<Map>>,
     /// (pid, ip) -> indices into the pid's maps that hold ip, whatever their time.
     candidates: HashMap<(u32, u64), Vec<usize>>,
@@ -260,9 +264,31 @@ impl Symbolizer {
     /// For a recording's kernel symbols and the side-band records of one of its sample
     /// sections (sorted here).
     pub(crate) fn new(trace: &Trace, side: &mut [(u64, PerfRecord)]) -> Symbolizer {
+        let mut maps = build_maps(side);
+        let machine = machine_kallsyms(trace);
+        let kallsyms = match trace.kallsyms.as_deref() {
+            Some(k) if !k.is_empty() => k,
+            _ => machine.as_deref().unwrap_or_default(),
+        };
+        if let Some(pf) = &trace.perf {
+            // perf.data keeps the build ids of the binaries hit in a feature section, not
+            // in its maps: give them to the maps, so a binary changed since is not misread.
+            let ids: HashMap<String, Vec<u8>> = pf
+                .build_ids()
+                .into_iter()
+                .filter(|b| !b.kernel)
+                .map(|b| (b.path, b.build_id))
+                .collect();
+            for m in maps.values_mut().flatten() {
+                if m.build_id.is_none() {
+                    m.build_id = ids.get(&m.path).cloned();
+                }
+            }
+        }
         Symbolizer {
-            kernel: Kernel::new(trace.kallsyms.as_deref().unwrap_or_default()),
-            maps: build_maps(side),
+            kernel: Kernel::new(kallsyms),
+            kernel_named: !kallsyms.is_empty(),
+            maps,
             candidates: HashMap::new(),
             images: HashMap::new(),
             mismatched: HashMap::new(),
@@ -356,6 +382,15 @@ impl Symbolizer {
         i
     }
 
+    /// The binary with this build id in perf's build-id cache, loaded: its key in `images`.
+    fn cached(&mut self, want: &[u8]) -> Option<String> {
+        let c = build_id_cache(want)?;
+        if !self.images.contains_key(&c) {
+            self.images.insert(c.clone(), ElfImage::load(&c));
+        }
+        (self.images[&c].build_id.as_deref() == Some(want)).then_some(c)
+    }
+
     fn user_sym(&mut self, m: &Map, addr: u64) -> Sym {
         let base = m.path.rsplit('/').next().unwrap_or(&m.path).to_string();
         let unknown = |image: String, kind: Kind, path: Option<String>| Sym {
@@ -382,20 +417,28 @@ impl Symbolizer {
         };
         let path = Some(m.path.clone());
         self.image(&m.path);
-        let img = &self.images[&m.path];
-        if let (Some(want), Some(have)) = (&m.build_id, &img.build_id) {
+        let mut key = m.path.clone();
+        let have = self.images[&m.path].build_id.clone();
+        if let (Some(want), Some(have)) = (&m.build_id, &have) {
             if want != have {
-                self.mismatched
-                    .entry(m.path.clone())
-                    .or_insert_with(|| (samples::hex(want), samples::hex(have)));
-                return Sym {
-                    name: "[build-id mismatch]".into(),
-                    image: base,
-                    path,
-                    kind,
-                };
+                // perf's build-id cache may hold the binary as it was.
+                match self.cached(want) {
+                    Some(c) => key = c,
+                    None => {
+                        self.mismatched
+                            .entry(m.path.clone())
+                            .or_insert_with(|| (samples::hex(want), samples::hex(have)));
+                        return Sym {
+                            name: "[build-id mismatch]".into(),
+                            image: base,
+                            path,
+                            kind,
+                        };
+                    }
+                }
             }
         }
+        let img = &self.images[&key];
         let off = addr - m.start + m.pgoff;
         match img.offset_to_addr(off).and_then(|a| img.lookup(a)) {
             Some(name) => Sym {
@@ -407,6 +450,56 @@ impl Symbolizer {
             None => unknown(base, kind, path),
         }
     }
+}
+
+/// Where perf's build-id cache (`~/.debug`, filled by `perf record` and `perf buildid-cache`)
+/// keeps a binary with this build id.
+fn build_id_cache(id: &[u8]) -> Option<String> {
+    let home = std::env::var_os("HOME")?;
+    let hex = samples::hex(id);
+    if hex.len() < 3 {
+        return None;
+    }
+    let link = std::path::Path::new(&home)
+        .join(".debug/.build-id")
+        .join(&hex[..2])
+        .join(&hex[2..]);
+    // Newer perf links a directory holding `elf`; older ones link the file.
+    [link.join("elf"), link]
+        .into_iter()
+        .find(|p| p.is_file())
+        .map(|p| p.display().to_string())
+}
+
+/// This machine's kernel symbols for a perf.data recorded on this kernel (its build id,
+/// or without one its release and host, are this machine's): perf.data carries none.
+fn machine_kallsyms(trace: &Trace) -> Option<Vec<u8>> {
+    let pf = trace.perf.as_ref()?;
+    use kstate_format::perf_file::feature;
+    let recorded = pf
+        .build_ids()
+        .into_iter()
+        .find(|b| b.kernel && b.path == "[kernel.kallsyms]");
+    let running = std::fs::read("/sys/kernel/notes")
+        .ok()
+        .and_then(|n| samples::find_build_id(&n, kstate_format::Endian::Little));
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
+    let same = match (recorded, running) {
+        (Some(r), Some(k)) => r.build_id == k,
+        _ => {
+            pf.string(feature::OSRELEASE).is_some()
+                && pf.string(feature::OSRELEASE) == read("/proc/sys/kernel/osrelease")
+                && pf.string(feature::HOSTNAME) == read("/proc/sys/kernel/hostname")
+        }
+    };
+    if !same {
+        return None;
+    }
+    std::fs::read("/proc/kallsyms").ok()
 }
 
 /// Builds the per-process mappings from the side-band records, in time order.
@@ -466,13 +559,28 @@ fn build_maps(events: &mut [(u64, PerfRecord)]) -> HashMap<u32, Vec<Map>> {
 
 /// Comm of a thread at a time: the COMM records, then the process table at start and
 /// the trace's saved cmdlines.
-struct Comms {
+pub struct Comms {
     changes: HashMap<u32, Vec<(u64, String)>>,
     start: HashMap<u32, String>,
 }
 
 impl Comms {
-    fn get(&self, tid: u32, t: u64) -> Option<&str> {
+    /// The thread names over time of a recording's sampled records (kstate's SAMPLES
+    /// section or a perf.data), from one pass over their side-band records; None where it
+    /// has no samples.
+    pub fn of_samples(trace: &Trace) -> Result<Option<Comms>, Error> {
+        let id = extras::ids::SAMPLES;
+        let Some(src) = source(trace, id)? else {
+            return Ok(None);
+        };
+        let side = read_side(trace, &*src, id, None)?;
+        Ok(Some(Comms {
+            changes: side.changes,
+            start: start_comms(trace),
+        }))
+    }
+
+    pub fn get(&self, tid: u32, t: u64) -> Option<&str> {
         if tid == 0 {
             return Some("swapper");
         }
@@ -488,6 +596,25 @@ impl Comms {
         }
         self.start.get(&tid).map(String::as_str)
     }
+}
+
+/// Names of the processes when the recording started: its saved cmdlines, then its
+/// process table.
+fn start_comms(trace: &Trace) -> HashMap<u32, String> {
+    let mut start: HashMap<u32, String> = trace
+        .comms
+        .iter()
+        .map(|(&p, c)| (p as u32, c.clone()))
+        .collect();
+    if let Some(Ok(ps)) = trace
+        .extra(extras::ids::PROCESSES)
+        .map(extras::decode_processes)
+    {
+        for p in ps {
+            start.insert(p.pid as u32, p.comm);
+        }
+    }
+    start
 }
 
 /// The sampled instruction's address and whether it is user code: the first entry of
@@ -553,35 +680,59 @@ fn first_event(trace: &Trace) -> Option<u64> {
     m.next().ok().flatten().map(|e| e.ts)
 }
 
-/// A section in the SAMPLES layout, its records sorted out.
-pub(crate) struct Section {
-    /// The header of the event whose samples these are.
+/// The perf records of a recording: kstate's section `id` (SAMPLES or STACKS), or for
+/// SAMPLES a perf.data's own records; None where the recording has neither.
+pub(crate) fn source<'t>(
+    trace: &'t Trace,
+    id: u16,
+) -> Result<Option<Box<dyn RecordSource + 't>>, Error> {
+    if let Some(payload) = trace.extra(id) {
+        let sec = samples::decode(payload).map_err(|e| corrupt(trace, id, e))?;
+        return Ok(Some(Box::new(sec)));
+    }
+    match &trace.perf {
+        Some(pf) if id == extras::ids::SAMPLES => Ok(Some(Box::new(pf.as_ref()))),
+        _ => Ok(None),
+    }
+}
+
+/// An error of a walk over a source: a kstate section's offsets are in its payload.
+fn walk_err(trace: &Trace, id: u16, e: Error) -> Error {
+    if e.path.is_some() {
+        e
+    } else {
+        corrupt(trace, id, e)
+    }
+}
+
+/// A source's records other than samples, sorted out (one pass; samples are only counted).
+pub(crate) struct Side {
+    /// Index of the event whose samples are read, and its header.
+    pub event: usize,
     pub header: samples::Header,
     /// Every sampled event's name, in the file's order.
     pub events: Vec<String>,
-    pub samples: Vec<SampleRec>,
+    /// That event's samples and the earliest of their times.
+    pub samples: u64,
+    pub first_time: Option<u64>,
     /// Records the kernel lost.
     pub lost: u64,
     /// Side-band records (maps, comms, forks) with their times.
     pub side: Vec<(u64, PerfRecord)>,
-    /// Comm changes per thread, in time order.
+    /// Comm changes per thread, in time order (a forked thread starts with its parent's).
     pub changes: HashMap<u32, Vec<(u64, String)>>,
-    /// How the samples' user chains were found.
-    pub chains: unwind::ChainCounts,
 }
 
-/// Reads section `id` (SAMPLES or STACKS) of a recording, with the samples of `event`
-/// (default: the first sampled); None where the recording has no such section.
-pub(crate) fn read_section(
+/// Reads the side-band records of a source, for the samples of `event` (default: the
+/// first sampled).
+pub(crate) fn read_side(
     trace: &Trace,
+    src: &dyn RecordSource,
     id: u16,
     event: Option<&str>,
-) -> Result<Option<Section>, Error> {
-    let Some(payload) = trace.extra(id) else {
-        return Ok(None);
-    };
-    let sec = samples::decode(payload).map_err(|e| corrupt(trace, id, e))?;
-    let events: Vec<String> = sec.events.iter().map(|h| h.event.clone()).collect();
+) -> Result<Side, Error> {
+    let headers = src.events();
+    let events: Vec<String> = headers.iter().map(|h| h.event.clone()).collect();
     let ev = match event {
         None => 0,
         Some(name) => events.iter().position(|e| e == name).ok_or_else(|| {
@@ -596,61 +747,111 @@ pub(crate) fn read_section(
             .in_file(&trace.path)
         })?,
     };
-    let h = &sec.events[ev];
     let mut side: Vec<(u64, PerfRecord)> = Vec::new();
-    let mut lost: u64 = 0;
+    let (mut n, mut first_time, mut lost) = (0u64, None::<u64>, 0u64);
+    src.visit(&mut |r| {
+        if r.kind == samples::record::SAMPLE {
+            if r.event == ev {
+                n += 1;
+                if let Some(t) = r.sample_time(headers) {
+                    first_time = Some(first_time.map_or(t, |f| f.min(t)));
+                }
+            }
+            return Ok(());
+        }
+        let rec = r.parse(headers)?;
+        match rec {
+            PerfRecord::Lost { lost: k } if r.event == ev => lost = lost.saturating_add(k),
+            PerfRecord::Comm { time, .. } | PerfRecord::Fork { time, .. } => side.push((time, rec)),
+            PerfRecord::Mmap2(ref m) => {
+                let t = if r.source == Source::Maps { 0 } else { m.time };
+                side.push((t, rec));
+            }
+            _ => {}
+        }
+        Ok(())
+    })
+    .map_err(|e| walk_err(trace, id, e))?;
+    side.sort_by_key(|e| e.0);
     let mut changes: HashMap<u32, Vec<(u64, String)>> = HashMap::new();
-    // First the side-band records: the mappings the user stacks are unwound with.
-    for ch in &sec.chunks {
-        for r in samples::records(ch.data, sec.header_of(ch)) {
-            let (_, r) = r.map_err(|e| corrupt(trace, id, e.shifted(ch.offset as u64)))?;
-            match r {
-                PerfRecord::Lost { lost: n } if ch.event == ev => lost = lost.saturating_add(n),
-                PerfRecord::Comm {
-                    tid,
-                    ref comm,
-                    time,
-                    ..
-                } => {
-                    changes.entry(tid).or_default().push((time, comm.clone()));
-                    side.push((time, r));
-                }
-                PerfRecord::Mmap2(ref m) => {
-                    let t = if ch.source == Source::Maps { 0 } else { m.time };
-                    side.push((t, r));
-                }
-                PerfRecord::Fork { time, .. } => side.push((time, r)),
-                _ => {}
+    for (t, r) in &side {
+        match r {
+            PerfRecord::Comm { tid, comm, .. } => {
+                changes.entry(*tid).or_default().push((*t, comm.clone()));
             }
+            PerfRecord::Fork { tid, ptid, .. } if tid != ptid => {
+                let parent = changes
+                    .get(ptid)
+                    .and_then(|v| v.last())
+                    .map(|c| c.1.clone());
+                if let Some(c) = parent {
+                    changes.entry(*tid).or_default().push((*t, c));
+                }
+            }
+            _ => {}
         }
     }
-    let maps = build_maps(&mut side.clone());
-    let mut unwinder = unwind::ChainUnwinder::new(&maps);
-    let mut all: Vec<SampleRec> = Vec::new();
-    for ch in sec.chunks.iter().filter(|ch| ch.event == ev) {
-        for r in samples::records(ch.data, sec.header_of(ch)).flatten() {
-            if let (_, PerfRecord::Sample(mut s)) = r {
-                unwinder.unwind(&mut s, h.attr.sample_regs_user);
-                all.push(s);
-            }
-        }
-    }
-    for v in changes.values_mut() {
-        v.sort_by_key(|c| c.0);
-    }
-    Ok(Some(Section {
-        header: h.clone(),
+    Ok(Side {
+        event: ev,
+        header: headers[ev].clone(),
         events,
-        samples: all,
+        samples: n,
+        first_time,
         lost,
         side,
         changes,
+    })
+}
+
+/// A section in the SAMPLES layout, its records sorted out.
+pub(crate) struct Section {
+    /// The header of the event whose samples these are.
+    pub header: samples::Header,
+    pub samples: Vec<SampleRec>,
+    /// Records the kernel lost.
+    pub lost: u64,
+    /// Side-band records (maps, comms, forks) with their times.
+    pub side: Vec<(u64, PerfRecord)>,
+    /// How the samples' user chains were found.
+    pub chains: unwind::ChainCounts,
+}
+
+/// Reads section `id` (SAMPLES or STACKS) of a recording with the samples of its first
+/// event (for the lock views, which keep them by thread); None where the recording has
+/// no such section.
+pub(crate) fn read_section(trace: &Trace, id: u16) -> Result<Option<Section>, Error> {
+    let Some(src) = source(trace, id)? else {
+        return Ok(None);
+    };
+    let side = read_side(trace, &*src, id, None)?;
+    // The mappings the user stacks are unwound with.
+    let maps = build_maps(&mut side.side.clone());
+    let mut unwinder = unwind::ChainUnwinder::new(&maps);
+    let regs = side.header.attr.sample_regs_user;
+    let mut all = Vec::new();
+    let headers = src.events();
+    src.visit(&mut |r| {
+        if r.kind == samples::record::SAMPLE && r.event == side.event {
+            if let PerfRecord::Sample(mut s) = r.parse(headers)? {
+                unwinder.unwind(&mut s, regs);
+                all.push(s);
+            }
+        }
+        Ok(())
+    })
+    .map_err(|e| walk_err(trace, id, e))?;
+    Ok(Some(Section {
+        header: side.header,
+        samples: all,
+        lost: side.lost,
+        side: side.side,
         chains: unwinder.counts,
     }))
 }
 
 pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
-    let Some(sec) = read_section(trace, extras::ids::SAMPLES, opts.event.as_deref())? else {
+    let id = extras::ids::SAMPLES;
+    let Some(src) = source(trace, id)? else {
         return Err(Error::new(
             ErrorKind::Unsupported,
             None,
@@ -658,46 +859,34 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
         )
         .in_file(&trace.path));
     };
-    let Section {
+    let Side {
+        event: ev,
         header: h,
         events,
-        samples: all,
+        samples: total_samples,
+        first_time,
         lost,
         mut side,
         changes,
-        chains,
-    } = sec;
+    } = read_side(trace, &*src, id, opts.event.as_deref())?;
     let h = &h;
-    let mut start_comms: HashMap<u32, String> = trace
-        .comms
-        .iter()
-        .map(|(&p, c)| (p as u32, c.clone()))
-        .collect();
-    if let Some(Ok(ps)) = trace
-        .extra(extras::ids::PROCESSES)
-        .map(extras::decode_processes)
-    {
-        for p in ps {
-            start_comms.insert(p.pid as u32, p.comm);
-        }
-    }
     let comms = Comms {
         changes,
-        start: start_comms,
+        start: start_comms(trace),
     };
 
-    let trace_start = first_event(trace)
-        .or_else(|| all.iter().map(|s| s.time).min())
-        .unwrap_or(0);
+    let trace_start = first_event(trace).or(first_time).unwrap_or(0);
     let f = &opts.filters;
     let sel = TimeSel {
         include: f.window.map_or((0, u64::MAX), |w| w.resolve(trace_start)),
         exclude: f.not_window.map(|w| w.resolve(trace_start)),
     };
 
+    // The mappings the user stacks are unwound with.
+    let maps = build_maps(&mut side.clone());
+    let mut unwinder = unwind::ChainUnwinder::new(&maps);
     let mut sy = Symbolizer::new(trace, &mut side);
 
-    let total_samples = all.len() as u64;
     let mut p = Profile {
         event: h.event.clone(),
         events,
@@ -719,7 +908,7 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
         first_ts: None,
         last_ts: None,
         warnings: Vec::new(),
-        chains,
+        chains: unwind::ChainCounts::default(),
     };
     let mut per_sym: HashMap<u32, (u64, u64)> = HashMap::new();
     let callers_of = opts.callers.clone();
@@ -745,18 +934,27 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
         }),
     );
     let mut chain = Vec::new();
-    for s in &all {
+    let headers = src.events();
+    src.visit(&mut |r| {
+        if r.kind != samples::record::SAMPLE || r.event != ev {
+            return Ok(());
+        }
+        let PerfRecord::Sample(mut s) = r.parse(headers)? else {
+            return Ok(());
+        };
+        unwinder.unwind(&mut s, h.attr.sample_regs_user);
+        let s = &s;
         if !sel.contains(s.time)
             || (!f.pids.is_empty() && !f.pids.contains(&(s.pid as i32)))
             || (!f.tids.is_empty() && !f.tids.contains(&(s.tid as i32)))
             || (!f.cpus.is_empty() && !f.cpus.contains(&s.cpu))
         {
-            continue;
+            return Ok(());
         }
         if !f.comms.is_empty() {
             let c = comms.get(s.tid, s.time).unwrap_or("");
             if !f.comms.iter().any(|x| x == c) {
-                continue;
+                return Ok(());
             }
         }
         p.samples += 1;
@@ -832,7 +1030,10 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
             stack.dedup_by(|x, y| x == y && sy.syms[*x as usize].name == "[unknown]");
             *folded.entry(stack).or_default() += 1;
         }
-    }
+        Ok(())
+    })
+    .map_err(|e| walk_err(trace, id, e))?;
+    p.chains = unwinder.counts;
     let mut rows: Vec<Row> = per_sym
         .into_iter()
         .map(|(i, (n, per))| Row {
@@ -912,7 +1113,10 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
     sy.unreadable.sort();
     sy.unreadable.dedup();
     p.warnings.extend(sy.unreadable);
-    if trace.kallsyms.as_deref().is_none_or(|k| k.is_empty()) && p.kernel_samples > 0 {
+    if let Some(e) = &trace.truncated {
+        p.warnings.push(e.msg.clone());
+    }
+    if !sy.kernel_named && p.kernel_samples > 0 {
         p.warnings
             .push("the recording has no kallsyms: kernel samples are shown as addresses".into());
     }

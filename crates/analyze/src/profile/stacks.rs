@@ -77,8 +77,8 @@ impl Stacks {
     /// The STACKS section's chains, with the mappings of it and of the SAMPLES section;
     /// None where the recording has neither.
     pub fn load(trace: &Trace) -> Result<Option<Stacks>, Error> {
-        let stacks = read_section(trace, extras::ids::STACKS, None)?;
-        let samples = read_section(trace, extras::ids::SAMPLES, None)?;
+        let stacks = read_section(trace, extras::ids::STACKS)?;
+        let samples = read_section(trace, extras::ids::SAMPLES)?;
         if stacks.is_none() && samples.is_none() {
             return Ok(None);
         }

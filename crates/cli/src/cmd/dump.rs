@@ -67,6 +67,11 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         .iter()
         .map(|f| super::open(f))
         .collect::<Result<Vec<_>, _>>()?;
+    if let [trace] = &traces[..] {
+        if trace.cpu_data.is_empty() && trace.perf.is_some() {
+            return samples(trace, &args);
+        }
+    }
     let filters = id_filters(&traces, &args.events)?;
     let cpus = (!args.cpu.is_empty()).then_some(args.cpu.as_slice());
     let mut mergers = Vec::new();
@@ -238,6 +243,113 @@ fn id_filters(traces: &[Trace], names: &[String]) -> Result<Vec<IdFilter>, Error
         id_filter(&traces[0], std::slice::from_ref(missing.0))?;
     }
     Ok(filters)
+}
+
+/// A perf.data's samples in file order, as `perf script` prints them without symbols:
+/// `COMM PID/TID [CPU] TIME: PERIOD EVENT: IP`, and with a call chain its addresses below,
+/// one a line, and an empty line. `--json`: one object per sample.
+fn samples(trace: &Trace, args: &Args) -> Result<ExitCode, Error> {
+    use kstate_analyze::profile::Comms;
+    use kstate_format::samples::{record, PerfRecord, RecordSource, CONTEXT_MAX};
+    let pf = trace.perf.as_deref().expect("a perf.data");
+    let headers = pf.events();
+    for e in &args.events {
+        if !headers.iter().any(|h| h.event == *e) {
+            let have: Vec<&str> = headers.iter().map(|h| h.event.as_str()).collect();
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                None,
+                format!(
+                    "no event {e:?} in this perf.data; it has {}",
+                    have.join(", ")
+                ),
+            )
+            .in_file(&trace.path));
+        }
+    }
+    let wanted: Vec<bool> = headers
+        .iter()
+        .map(|h| args.events.is_empty() || args.events.contains(&h.event))
+        .collect();
+    let comms = Comms::of_samples(trace)?.expect("a perf.data has samples");
+    let (from, to) = (args.from.unwrap_or(0), args.to.unwrap_or(u64::MAX));
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
+    let mut line: Vec<u8> = Vec::with_capacity(1 << 17);
+    let mut closed = None;
+    let walk = pf.visit(&mut |r| {
+        if r.kind != record::SAMPLE || !wanted[r.event] {
+            return Ok(());
+        }
+        let PerfRecord::Sample(s) = r.parse(headers)? else {
+            return Ok(());
+        };
+        if s.time < from
+            || s.time > to
+            || (!args.cpu.is_empty() && !args.cpu.contains(&s.cpu))
+            || args.pid.is_some_and(|p| p != s.pid as i32)
+        {
+            return Ok(());
+        }
+        let comm = comms.get(s.tid, s.time).unwrap_or(":-1");
+        let event = &headers[r.event].event;
+        let chain = s.callchain.iter().filter(|&&a| a < CONTEXT_MAX);
+        if args.json {
+            let _ = write!(
+                line,
+                "{{\"ts\":{},\"cpu\":{},\"pid\":{},\"tid\":{},\"comm\":",
+                s.time, s.cpu, s.pid, s.tid
+            );
+            write_json_str(comm, &mut line);
+            line.extend_from_slice(b",\"event\":");
+            write_json_str(event, &mut line);
+            let _ = write!(
+                line,
+                ",\"period\":{},\"ip\":{},\"callchain\":[",
+                s.period, s.ip
+            );
+            for (i, a) in chain.enumerate() {
+                let _ = write!(line, "{}{a}", if i > 0 { "," } else { "" });
+            }
+            line.extend_from_slice(b"]}\n");
+        } else {
+            let _ = writeln!(
+                line,
+                "{comm:>16} {:>7}/{:<7} [{:03}] {}: {:>10} {event}: {:16x}",
+                s.pid,
+                s.tid,
+                s.cpu,
+                fmt_secs(s.time),
+                s.period,
+                s.ip
+            );
+            if !s.callchain.is_empty() {
+                for a in chain {
+                    let _ = writeln!(line, "\t{a:16x}");
+                }
+                line.push(b'\n');
+            }
+        }
+        if line.len() >= 1 << 16 {
+            if let Err(e) = out.write_all(&line) {
+                closed = Some(e);
+                return Err(Error::new(ErrorKind::Io, None, "stdout closed"));
+            }
+            line.clear();
+        }
+        Ok(())
+    });
+    if let Some(e) = closed {
+        return stdout_closed(e);
+    }
+    if let Err(e) = out.write_all(&line).and_then(|_| out.flush()) {
+        return stdout_closed(e);
+    }
+    walk?;
+    match &trace.truncated {
+        None => Ok(ExitCode::SUCCESS),
+        Some(e) => Err(e.clone()),
+    }
 }
 
 /// Reading into `head` or a closed pager is not an error.

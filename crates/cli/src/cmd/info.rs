@@ -52,6 +52,94 @@ struct Sections {
     recovered: Option<String>,
     /// What `kstate watch` did and saw: alarms, escalations, shedding, losses.
     watch_log: Option<Option<Vec<watch_log::Entry>>>,
+    /// A perf.data's header: how and where it was recorded.
+    perf: Option<PerfInfo>,
+}
+
+/// What a perf.data's header and feature sections say.
+struct PerfInfo {
+    pipe: bool,
+    attr_size: u64,
+    cmdline: Option<Vec<String>>,
+    host: Option<String>,
+    os_release: Option<String>,
+    arch: Option<String>,
+    version: Option<String>,
+    cpu_desc: Option<String>,
+    nr_cpus: Option<(u32, u32)>,
+    total_mem_kib: Option<u64>,
+    features: Vec<&'static str>,
+}
+
+impl PerfInfo {
+    fn of(pf: &kstate_format::perf_file::PerfFile) -> PerfInfo {
+        use kstate_format::perf_file::feature;
+        PerfInfo {
+            pipe: pf.pipe,
+            attr_size: pf.events[0].attr_bytes.len() as u64,
+            cmdline: pf.cmdline(),
+            host: pf.string(feature::HOSTNAME),
+            os_release: pf.string(feature::OSRELEASE),
+            arch: pf.string(feature::ARCH),
+            version: pf.string(feature::VERSION),
+            cpu_desc: pf.string(feature::CPUDESC),
+            nr_cpus: pf.nr_cpus(),
+            total_mem_kib: pf.total_mem_kib(),
+            features: pf.features.iter().map(|(b, _)| feature::name(*b)).collect(),
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        json!({
+            "pipe_mode": self.pipe, "attr_size": self.attr_size, "command": self.cmdline,
+            "hostname": self.host, "os_release": self.os_release, "arch": self.arch,
+            "perf_version": self.version, "cpu_desc": self.cpu_desc,
+            "nr_cpus_available": self.nr_cpus.map(|n| n.0),
+            "nr_cpus_online": self.nr_cpus.map(|n| n.1),
+            "total_mem_kib": self.total_mem_kib, "features": self.features,
+        })
+    }
+
+    fn text(&self, s: &mut String) {
+        use std::fmt::Write;
+        let or = |v: &Option<String>| v.as_deref().map_or("(not recorded)".into(), printable);
+        let _ = writeln!(
+            s,
+            "
+perf:"
+        );
+        let _ = writeln!(
+            s,
+            "  command:     {}",
+            self.cmdline
+                .as_deref()
+                .map_or("(not recorded)".into(), |c| printable(&shell_words(c)))
+        );
+        let _ = writeln!(s, "  host:        {}", or(&self.host));
+        let _ = writeln!(
+            s,
+            "  kernel:      {} {}",
+            or(&self.os_release),
+            self.arch.as_deref().map(printable).unwrap_or_default()
+        );
+        let _ = writeln!(s, "  perf:        {}", or(&self.version));
+        if let Some(c) = &self.cpu_desc {
+            let _ = writeln!(s, "  cpu:         {}", printable(c));
+        }
+        if let Some((avail, online)) = self.nr_cpus {
+            let _ = writeln!(s, "  cpus:        {online} online of {avail}");
+        }
+        if let Some(m) = self.total_mem_kib {
+            let _ = writeln!(s, "  memory:      {:.1} GiB", m as f64 / (1 << 20) as f64);
+        }
+        let _ = writeln!(
+            s,
+            "  layout:      {}, {}-byte perf_event_attr",
+            if self.pipe { "pipe mode" } else { "file" },
+            self.attr_size
+        );
+        let _ = writeln!(s, "  features:    {}", self.features.join(", "));
+    }
 }
 
 impl Sections {
@@ -78,9 +166,12 @@ struct SamplesInfo {
 
 impl SamplesInfo {
     fn decode(b: &[u8]) -> Result<SamplesInfo, Error> {
+        Self::of(&kstate_format::samples::decode(b)?)
+    }
+
+    fn of(s: &dyn kstate_format::samples::RecordSource) -> Result<SamplesInfo, Error> {
         use kstate_format::samples;
-        let s = samples::decode(b)?;
-        let h = s.header().clone();
+        let h = s.events()[0].clone();
         let freq_hz = h.attr.freq();
         Ok(SamplesInfo {
             period: freq_hz.is_none().then_some(h.attr.period_or_freq),
@@ -88,13 +179,13 @@ impl SamplesInfo {
             call_chains: h.attr.sample_type & samples::sample::CALLCHAIN != 0,
             // Every sampled event (the rate shown is the first one's).
             event: s
-                .events
+                .events()
                 .iter()
                 .map(|h| h.event.as_str())
                 .collect::<Vec<_>>()
                 .join(", "),
             clock: h.clock,
-            counts: samples::count(b)?,
+            counts: samples::count_source(s)?,
         })
     }
 
@@ -118,6 +209,7 @@ impl SamplesInfo {
             "processes": c.processes, "threads": c.threads,
             "mmaps_at_start": c.start_mmaps, "processes_at_start": c.start_processes,
             "mmaps": c.mmaps, "forks": c.forks, "execs": c.execs,
+            "first_time": c.first_time, "last_time": c.last_time,
         })
     }
 }
@@ -165,7 +257,18 @@ fn read_sections(trace: &Trace, errors: &mut Vec<Error>) -> Sections {
             extras::sysinfo_snapshots(b).try_fold(0u64, |n, s| s.map(|_| n + 1))
         }),
         ring_stats: decode(trace, ids::RING_STATS, errors, extras::decode_ring_stats),
-        samples: decode(trace, ids::SAMPLES, errors, SamplesInfo::decode),
+        samples: match &trace.perf {
+            // A perf.data's records are its samples.
+            Some(pf) if trace.extra(ids::SAMPLES).is_none() => match SamplesInfo::of(pf.as_ref()) {
+                Ok(i) => Some(Some(i)),
+                Err(e) => {
+                    errors.push(e.in_file(&trace.path));
+                    Some(None)
+                }
+            },
+            _ => decode(trace, ids::SAMPLES, errors, SamplesInfo::decode),
+        },
+        perf: trace.perf.as_deref().map(PerfInfo::of),
         recovered: trace
             .extra(ids::RECOVERED)
             .map(|t| String::from_utf8_lossy(t).into_owned()),
@@ -323,7 +426,18 @@ impl Report<'_> {
                 compression,
             } => ("trace.dat".into(), Some(*version), compression.clone()),
             Container::RawDir => ("raw tracefs capture".into(), None, None),
-            Container::PerfData => ("perf.data (tracepoint samples)".into(), None, None),
+            Container::PerfData => {
+                let what = if self.trace.events.iter().next().is_some() {
+                    "tracepoint samples"
+                } else {
+                    "samples"
+                };
+                let pipe = match &self.trace.perf {
+                    Some(pf) if pf.pipe => ", pipe mode",
+                    _ => "",
+                };
+                (format!("perf.data ({what}{pipe})"), None, None)
+            }
             Container::Parquet => ("kstate Parquet tables".into(), None, None),
         }
     }
@@ -405,6 +519,9 @@ impl Report<'_> {
         }
         if let Some(n) = &sec.sysinfo_snapshots {
             o.insert("sysinfo_snapshots".into(), json!(n));
+        }
+        if let Some(pi) = &sec.perf {
+            o.insert("perf".into(), pi.json());
         }
         if let Some(smp) = &sec.samples {
             let v = smp.as_ref().map(SamplesInfo::json);
@@ -549,6 +666,20 @@ impl Report<'_> {
                     "               mappings: {} of {} processes at the start, {} made during the recording; {} forks, {} execs",
                     c.start_mmaps, c.start_processes, c.mmaps, c.forks, c.execs
                 );
+                if c.per_event.len() > 1 {
+                    for (e, n) in &c.per_event {
+                        let _ = writeln!(s, "               {n:>10}  {}", printable(e));
+                    }
+                }
+                if let (Some(a), Some(b)) = (c.first_time, c.last_time) {
+                    let _ = writeln!(
+                        s,
+                        "               samples from {} to {} ({:.6} s)",
+                        fmt_secs(a),
+                        fmt_secs(b),
+                        b.saturating_sub(a) as f64 / 1e9
+                    );
+                }
             }
             Some(None) => {
                 let _ = writeln!(s, "  samples:     {DAMAGED}");
@@ -720,6 +851,9 @@ impl Report<'_> {
                 s,
                 "TRUNCATED:   the file ends early; figures cover what could be read"
             );
+        }
+        if let Some(p) = &self.sections.perf {
+            p.text(&mut s);
         }
         self.recording_text(&mut s);
         let _ = writeln!(

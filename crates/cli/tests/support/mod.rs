@@ -500,3 +500,40 @@ pub fn oracle_keys(o: &Oracle, keep: impl Fn(&EventLine) -> bool) -> Vec<(Key, S
         })
         .collect()
 }
+
+/// `perf record ARGS -o FILE -- WORKLOAD`, or with `pipe` `perf record ARGS -o - > FILE`.
+pub fn perf_record(out: &Path, args: &[&str], pipe: bool, workload: &[&str]) {
+    let mut c = Command::new("perf");
+    c.arg("record").arg("-q").args(args);
+    if pipe {
+        c.args(["-o", "-"])
+            .stdout(std::fs::File::create(out).unwrap());
+    } else {
+        c.arg("-o").arg(out).stdout(std::process::Stdio::null());
+    }
+    let o = c
+        .arg("--")
+        .args(workload)
+        .output()
+        .expect("perf must be installed (apt-get install linux-perf)");
+    assert!(
+        o.status.success(),
+        "perf record {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// `perf ARGS FILE`'s standard output; perf must succeed.
+pub fn perf_stdout(args: &[&str], file: &Path) -> String {
+    let o = Command::new("perf")
+        .args(args)
+        .arg(file)
+        .output()
+        .expect("perf must be installed (apt-get install linux-perf)");
+    assert!(
+        o.status.success(),
+        "perf {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}

@@ -407,5 +407,6 @@ pub fn open(dir: &Path) -> Result<Trace> {
         truncated: None,
         lost_sections: Vec::new(),
         spool: None,
+        perf: None,
     })
 }

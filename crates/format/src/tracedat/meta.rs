@@ -298,6 +298,7 @@ impl Meta {
                 .map(|e| e.in_file(path))
                 .collect(),
             spool: None,
+            perf: None,
         }
     }
 }

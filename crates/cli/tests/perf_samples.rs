@@ -1,0 +1,344 @@
+//! perf.data without tracepoints, the kind `perf record` makes by default: recorded at test
+//! time by Debian's perf in every layout a user meets (`-g`, `--call-graph dwarf`, `-a`,
+//! two events, `-z`, pipe mode), read by `info`, `dump` and `profile`. `perf script` is the
+//! oracle for the samples per event and per command, `perf report` for the top functions.
+//! There is no hardware PMU here: the events are software ones.
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use support::{kstate_json, perf_record, perf_stdout, run};
+
+const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
+
+/// Samples per event and per (command, thread) as `perf script` prints them.
+type Counts = (BTreeMap<String, u64>, BTreeMap<(String, u32), u64>);
+
+fn perf_script_counts(file: &Path) -> Counts {
+    let text = perf_stdout(&["script", "-G", "-F", "comm,tid,event", "-i"], file);
+    let mut by_event = BTreeMap::new();
+    let mut by_comm = BTreeMap::new();
+    // "              ls 17385 page-faults: "
+    for l in text.lines() {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        if w.len() < 3 {
+            continue;
+        }
+        let event = w[w.len() - 1].trim_end_matches(':').to_string();
+        let tid: u32 = w[w.len() - 2]
+            .parse()
+            .unwrap_or_else(|_| panic!("perf script line {l:?}"));
+        let comm = w[..w.len() - 2].join(" ");
+        *by_event.entry(event).or_default() += 1;
+        *by_comm.entry((comm, tid)).or_default() += 1;
+    }
+    (by_event, by_comm)
+}
+
+fn kstate_counts(file: &Path) -> Counts {
+    let o = run(&["dump", "--json", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut by_event = BTreeMap::new();
+    let mut by_comm = BTreeMap::new();
+    for l in String::from_utf8_lossy(&o.stdout).lines() {
+        let v: Value = serde_json::from_str(l).unwrap();
+        *by_event
+            .entry(v["event"].as_str().unwrap().to_string())
+            .or_default() += 1;
+        let key = (
+            v["comm"].as_str().unwrap().to_string(),
+            v["tid"].as_u64().unwrap() as u32,
+        );
+        *by_comm.entry(key).or_default() += 1;
+    }
+    (by_event, by_comm)
+}
+
+/// Each layout: samples per event and per command equal perf script's; `info` counts the
+/// same per event and names the file's layout.
+#[test]
+fn samples_per_event_and_command_match_perf_script() {
+    let dir = tempfile::tempdir().unwrap();
+    let spin = [KSTATE, "workload", "spin", "--ms", "300"];
+    // In pipe mode perf's standard output is the file: the workload must write elsewhere.
+    let quiet_spin = [
+        "sh",
+        "-c",
+        "exec \"$0\" workload spin --ms 300 > /dev/null",
+        KSTATE,
+    ];
+    let cases: [(&str, &[&str], bool, &[&str]); 6] = [
+        ("g", &["-g", "-F", "999"], false, &spin),
+        (
+            "dwarf",
+            &["--call-graph", "dwarf", "-F", "499"],
+            false,
+            &spin,
+        ),
+        ("all", &["-F", "999", "-a"], false, &["sleep", "0.3"]),
+        (
+            "two-events",
+            &["-e", "cpu-clock,page-faults", "-g"],
+            false,
+            &["sh", "-c", "ls -R /usr/share/doc > /dev/null"],
+        ),
+        ("z", &["-z", "-g", "-F", "999"], false, &spin),
+        ("pipe", &["-g", "-F", "999"], true, &quiet_spin),
+    ];
+    for (name, args, pipe, workload) in cases {
+        let f = dir.path().join(format!("{name}.data"));
+        perf_record(&f, args, pipe, workload);
+        let want = perf_script_counts(&f);
+        assert!(
+            want.0.values().sum::<u64>() > 20,
+            "{name}: perf script shows too few samples: {want:?}"
+        );
+        let got = kstate_counts(&f);
+        assert_eq!(got.0, want.0, "{name}: samples per event");
+        assert_eq!(got.1, want.1, "{name}: samples per command and thread");
+        let info = kstate_json(&["info", "--json", f.to_str().unwrap()]);
+        let per_event: BTreeMap<String, u64> = info["samples"]["per_event"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["event"].as_str().unwrap().to_string(),
+                    e["samples"].as_u64().unwrap(),
+                )
+            })
+            // `-a` adds perf's `dummy` event, which samples nothing.
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        assert_eq!(per_event, want.0, "{name}: info per event");
+        assert_eq!(info["perf"]["pipe_mode"], pipe, "{name}: {info}");
+        assert!(
+            info["perf"]["perf_version"].is_string(),
+            "{name}: no perf version: {info}"
+        );
+    }
+}
+
+/// `perf report --stdio --no-children` rows: (share, dso, symbol).
+fn perf_report(file: &Path) -> Vec<(f64, String, String)> {
+    let args = ["report", "--stdio", "--no-children", "-g", "none"];
+    let text = perf_stdout(&[&args[..], &["--sort", "dso,sym", "-i"]].concat(), file);
+    // "    98.40%  kstate  [.] kstate_spin_hot_loop"
+    text.lines()
+        .filter(|l| !l.starts_with('#') && l.contains('%'))
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let pct = w.next()?.strip_suffix('%')?.parse().ok()?;
+            let dso = w.next()?.to_string();
+            let _mark = w.next()?;
+            Some((pct, dso, w.collect::<Vec<_>>().join(" ")))
+        })
+        .collect()
+}
+
+/// kstate's top functions on a perf.data of a binary with symbols are perf report's: the
+/// same symbols with the same shares (both weigh by period), in the same order where the
+/// shares differ.
+#[test]
+fn profile_top_functions_match_perf_report() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, args) in [
+        ("g", &["-g", "-F", "999"][..]),
+        ("dwarf", &["--call-graph", "dwarf", "-F", "499"][..]),
+        ("z", &["-z", "-F", "999"][..]),
+    ] {
+        let f = dir.path().join(format!("{name}.data"));
+        perf_record(
+            &f,
+            args,
+            false,
+            &[KSTATE, "workload", "spin", "--ms", "500"],
+        );
+        let perf = perf_report(&f);
+        let p = kstate_json(&["profile", "--json", f.to_str().unwrap()]);
+        let ours: Vec<(f64, String)> = p["symbols"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["percent"].as_f64().unwrap(),
+                    r["symbol"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        // Rows perf names (not an address), above 1 %: kstate has each with its share.
+        let named: Vec<&(f64, String, String)> = perf
+            .iter()
+            .filter(|(pct, _, sym)| *pct >= 1.0 && !sym.starts_with("0x"))
+            .collect();
+        assert!(!named.is_empty(), "{name}: {perf:?}");
+        assert!(
+            named[0].2.contains("kstate_spin_hot_loop"),
+            "{name}: perf's top is {:?}",
+            named[0]
+        );
+        let mut last_pos = 0usize;
+        let mut last_pct = f64::MAX;
+        for (pct, dso, sym) in named {
+            let pos = ours.iter().position(|(_, s)| s == sym).unwrap_or_else(|| {
+                panic!("{name}: {sym} ({dso}, {pct}%) not in kstate's {ours:?}")
+            });
+            assert!(
+                (ours[pos].0 - pct).abs() < 0.011,
+                "{name}: {sym}: perf {pct:.2}% kstate {:.2}%",
+                ours[pos].0
+            );
+            if *pct < last_pct - 0.011 {
+                assert!(
+                    pos >= last_pos,
+                    "{name}: {sym} comes before a larger share in kstate's order: {ours:?}"
+                );
+            }
+            last_pos = pos;
+            last_pct = *pct;
+        }
+    }
+}
+
+/// A newer perf's attributes (152 bytes, which Debian's perf 6.1 refuses) are read: the
+/// file's attribute table rewritten with 24 more bytes each gives the same profile.
+#[test]
+fn larger_attributes_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("perf.data");
+    perf_record(
+        &f,
+        &["-e", "cpu-clock,page-faults", "-F", "999"],
+        false,
+        &[KSTATE, "workload", "spin", "--ms", "200"],
+    );
+    let mut b = std::fs::read(&f).unwrap();
+    let u = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    let (attr_size, at, size) = (u(&b, 16) as usize, u(&b, 24) as usize, u(&b, 32) as usize);
+    let grown = attr_size + 24;
+    let mut table = Vec::new();
+    for a in b[at..at + size].chunks(attr_size) {
+        let attr = &a[..attr_size - 16];
+        table.extend_from_slice(attr);
+        table.extend_from_slice(&[0u8; 24]);
+        table.extend_from_slice(&a[attr_size - 16..]);
+        let n = table.len() - grown;
+        table[n + 4..n + 8].copy_from_slice(&((grown - 16) as u32).to_le_bytes());
+    }
+    // The new table goes at the end (nothing else is located relative to it).
+    let new_at = b.len() as u64;
+    b.extend_from_slice(&table);
+    b[16..24].copy_from_slice(&(grown as u64).to_le_bytes());
+    b[24..32].copy_from_slice(&new_at.to_le_bytes());
+    b[32..40].copy_from_slice(&(table.len() as u64).to_le_bytes());
+    let g = dir.path().join("grown.data");
+    std::fs::write(&g, &b).unwrap();
+    let want = kstate_counts(&f);
+    assert_eq!(kstate_counts(&g), want);
+    assert_eq!(want, perf_script_counts(&f));
+    let info = kstate_json(&["info", "--json", g.to_str().unwrap()]);
+    assert_eq!(info["perf"]["attr_size"], grown as u64 - 16, "{info}");
+}
+
+/// Tracepoints recorded to a pipe read like any other trace: the analyzer gets every
+/// system call perf script shows.
+#[test]
+fn pipe_mode_tracepoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("pipe.data");
+    perf_record(
+        &f,
+        &["-e", "raw_syscalls:*"],
+        true,
+        &["sh", "-c", "ls /usr > /dev/null"],
+    );
+    let text = perf_stdout(&["script", "-F", "event", "-i"], &f);
+    let enters = text.lines().filter(|l| l.contains("sys_enter")).count() as u64;
+    assert!(enters > 20, "{text}");
+    let info = kstate_json(&["info", "--json", f.to_str().unwrap()]);
+    assert_eq!(
+        info["event_counts"]["sys_enter"].as_u64(),
+        Some(enters),
+        "{info}"
+    );
+    // And from standard input, as `perf record -o - ... | kstate analyze syscall -`.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_kstate"))
+        .args(["analyze", "syscall", "-"])
+        .stdin(std::fs::File::open(&f).unwrap())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let from_file = run(&["analyze", "syscall", f.to_str().unwrap()]);
+    let without_name = |b: &[u8]| -> String {
+        String::from_utf8_lossy(b)
+            .lines()
+            .filter(|l| !l.starts_with("file:"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(without_name(&o.stdout), without_name(&from_file.stdout));
+    assert!(without_name(&o.stdout).contains("pairs:"));
+}
+
+fn stderr_of(args: &[&str]) -> (i32, String) {
+    let o = run(args);
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Empty, version-1 and cut files each say what they are; a cut one reads what came
+/// before the cut and says where it ended.
+#[test]
+fn empty_old_and_cut_files_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.data");
+    std::fs::write(&empty, b"").unwrap();
+    let (code, err) = stderr_of(&["info", empty.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("empty (0 bytes): nothing was recorded"),
+        "{err}"
+    );
+
+    let v1 = dir.path().join("v1.data");
+    let mut b = b"PERFFILE".to_vec();
+    b.extend_from_slice(&[0u8; 200]);
+    std::fs::write(&v1, &b).unwrap();
+    let (code, err) = stderr_of(&["profile", v1.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("version 1") && err.contains("PERFFILE"),
+        "{err}"
+    );
+
+    let f = dir.path().join("perf.data");
+    perf_record(
+        &f,
+        &["-F", "999", "-g"],
+        false,
+        &[KSTATE, "workload", "spin", "--ms", "300"],
+    );
+    let whole = kstate_counts(&f).0.values().sum::<u64>();
+    let b = std::fs::read(&f).unwrap();
+    let data_at = u64::from_le_bytes(b[40..48].try_into().unwrap()) as usize;
+    let data_len = u64::from_le_bytes(b[48..56].try_into().unwrap()) as usize;
+    let cut: PathBuf = dir.path().join("cut.data");
+    std::fs::write(&cut, &b[..data_at + data_len / 2 + 3]).unwrap();
+    let o = run(&["dump", "--json", cut.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("runs past the end") && err.contains("record") && err.contains("offset"),
+        "{err}"
+    );
+    let part = String::from_utf8_lossy(&o.stdout).lines().count() as u64;
+    assert!(
+        part > 0 && part < whole,
+        "{part} of {whole} samples before the cut"
+    );
+}
