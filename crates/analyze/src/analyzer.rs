@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use kstate_format::{Error, ErrorKind, EventFormat, Lost, Trace};
 
-use crate::filter::{Filters, TimeSel};
+use crate::filter::{fmt_secs, Filters, TimeSel};
 use crate::fxmap::FxMap;
 use crate::merge::{Event, IdFilter, LossMark, Merger};
 use crate::stats::Agg;
@@ -59,6 +59,11 @@ pub struct Traits {
     /// Its values come from the recording's memory snapshots, not from events; charts draw
     /// them as memory over time.
     pub snapshots: bool,
+    /// Each sample is a pair of events at or after its start, and nothing from earlier
+    /// events changes it (its key, task or value): given a page index, a window query
+    /// starts reading at the window and stops once no pair started in it is open
+    /// ([`Analyzer::open_in`]).
+    pub window_local: bool,
 }
 
 impl Traits {
@@ -69,6 +74,7 @@ impl Traits {
         level: "level",
         per_interval: false,
         snapshots: false,
+        window_local: false,
     };
 }
 
@@ -118,6 +124,12 @@ pub trait Analyzer: Sized {
 
     /// Called after the last event; returns how many pairs were still open.
     fn finish(&mut self, out: &mut Out) -> u64;
+
+    /// Whether a pair that started in [from, to] (ns) is still open. Asked only of
+    /// `window_local` analyzers, after the window.
+    fn open_in(&self, _from: u64, _to: u64) -> bool {
+        true
+    }
 
     /// The key as printed.
     fn key_name(&self, key: u64, tasks: &Tasks) -> String;
@@ -182,6 +194,9 @@ pub struct Config {
     pub tgids: FxMap<i32, i32>,
     /// Time-series step in ns, for analyzers that report per interval (`microstate`).
     pub interval: Option<u64>,
+    /// The file's pages, indexed once by a front end that asks many questions of it: a
+    /// pass then skips the pages it would read for nothing ([`crate::page_index`]).
+    pub pages: Option<std::sync::Arc<crate::page_index::PageIndex>>,
 }
 
 impl Config {
@@ -192,6 +207,7 @@ impl Config {
             filters: Filters::default(),
             tgids: FxMap::default(),
             interval: None,
+            pages: None,
         }
     }
 }
@@ -668,7 +684,20 @@ pub fn drive<A: Analyzer>(
     log: &mut dyn LogSink,
 ) -> Result<Outcome, Error> {
     let (mut pass, ids) = Pass::<A>::new(trace, cfg, || trace_start(trace))?;
-    let mut merger = Merger::new(trace, None, IdFilter::only(ids.iter().copied()))?;
+    let filter = IdFilter::only(ids.iter().copied());
+    // With a page index, a window-local analyzer reads only around the window.
+    let window = match (&cfg.pages, A::INFO.traits.window_local, pass.sel) {
+        (Some(_), true, sel) if sel.exclude.is_none() && sel.include != (0, u64::MAX) => {
+            Some(sel.include)
+        }
+        _ => None,
+    };
+    let mut merger = match &cfg.pages {
+        Some(index) => Merger::indexed(trace, filter, index, window.map(|w| w.0))?,
+        None => Merger::new(trace, None, filter)?,
+    };
+    let mut stopped = None;
+    let mut since_check = 0u32;
     loop {
         let ev = match merger.next() {
             Ok(Some(ev)) => ev,
@@ -678,9 +707,24 @@ pub fn drive<A: Analyzer>(
                 continue;
             }
         };
+        if let Some((from, to)) = window {
+            if ev.ts > to {
+                since_check += 1;
+                if since_check >= 64 {
+                    since_check = 0;
+                    if !pass.a.open_in(from, to) {
+                        stopped = Some(ev.ts);
+                        break;
+                    }
+                }
+            }
+        }
         if let Some(msg) = pass.event(&ev, log)? {
             pass.damaged_record(merger.record_error(&msg));
         }
+    }
+    if let (Some(w), true) = (window, stopped.is_some() || merger.seeked()) {
+        pass.read_only(w, stopped);
     }
     if pass.out.counts.events == 0 && pass.errors.is_empty() {
         let info = A::INFO;
@@ -863,6 +907,17 @@ impl<A: Analyzer> Pass<A> {
             flush_log(&self.a, out, log, &mut self.key_filter)?;
         }
         Ok(damaged)
+    }
+
+    /// A window-local pass read only the pages around `window` (and stopped before the
+    /// event at `stopped`, if it did): the counts beside the samples cover that stretch.
+    fn read_only(&mut self, window: (u64, u64), stopped: Option<u64>) {
+        let from = self.first.unwrap_or(window.0);
+        let to = stopped.map_or("the end".to_string(), |t| format!("@{}", fmt_secs(t)));
+        self.notes.push(format!(
+            "read from @{} to {to} (the pages around the window): events read, pairs outside the filters, unmatched and open count that stretch",
+            fmt_secs(from)
+        ));
     }
 
     /// A record the analyzer found damaged, with its place in the file.

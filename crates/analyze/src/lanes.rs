@@ -225,7 +225,10 @@ fn busy_and_lost(source: &Source, o: &mut Overview) -> Result<(), Error> {
     // Per CPU: since when it ran a task (not idle), if it does.
     let mut running: Vec<Option<u64>> = vec![None; cpus];
     let mut seen = vec![false; cpus];
-    let mut m = Merger::new(trace, None, filter)?;
+    let mut m = match source.pages() {
+        Some(index) => Merger::indexed(trace, filter, index, None)?,
+        None => Merger::new(trace, None, filter)?,
+    };
     let mut first = None;
     let mut last = 0;
     while let Some(ev) = m.next()? {

@@ -61,6 +61,7 @@ pub mod ksyms;
 pub mod lanes;
 pub mod live;
 pub mod merge;
+pub mod page_index;
 pub mod pair;
 pub mod profile;
 mod source;

@@ -9,12 +9,15 @@
 //! and a borrowed payload; analyzers read the fields they need from it. Memory is one
 //! read buffer per CPU, whatever the trace size.
 
-use kstate_format::page::{read_header, PageCursor};
 use std::sync::Arc;
+
+use kstate_format::page::{read_header, PageCursor};
 
 use kstate_format::{
     ClockMap, Endian, Error, Lost, PageLayout, PageSource, Result, TimeShift, Trace,
 };
+
+use crate::page_index::{id_bits, PageIndex};
 
 /// One event, borrowed from the page it lives in; valid until the next call to `next`.
 #[derive(Debug, Clone, Copy)]
@@ -100,6 +103,12 @@ struct CpuStream {
     pending_lost: Lost,
     head_lost: Lost,
     totals: CpuTotals,
+    /// The stream's pages as indexed ([`PageIndex::pages`]), if they are.
+    index: Option<(Arc<PageIndex>, usize)>,
+    /// Pages advanced over so far.
+    page_no: usize,
+    /// Pages at the start not read at all ([`Merger::indexed`]).
+    seek_pages: usize,
 }
 
 pub struct Merger {
@@ -125,6 +134,8 @@ pub struct Merger {
     live: bool,
     /// Raw time past which nothing is delivered yet ([`Merger::set_horizon`]).
     horizon: u64,
+    /// The filter's ids as indexed pages record them ([`id_bits`]).
+    filter_bits: u64,
 }
 
 /// Where the merge stands with respect to lost events, for pairing: a pair whose start
@@ -152,6 +163,33 @@ impl Merger {
         Ok(Merger::build(trace, sources, filter, false))
     }
 
+    /// [`Merger::new`] over every CPU, reading only the pages `index` says hold a wanted
+    /// event and, with `from` (trace-clock ns), starting each CPU at the last page that
+    /// begins before it: events earlier than `from` may still come (from that page), and
+    /// a loss flagged on a page never read is not reported.
+    pub fn indexed(
+        trace: &Trace,
+        filter: IdFilter,
+        index: &Arc<PageIndex>,
+        from: Option<u64>,
+    ) -> Result<Merger> {
+        let mut sources = Vec::new();
+        for (i, cd) in trace.cpu_data.iter().enumerate() {
+            sources.push((cd.cpu, trace.pages_for(i, filter.wanted.as_deref())?));
+        }
+        let filter_bits = match &filter.wanted {
+            None => u64::MAX,
+            Some(w) => id_bits((0..w.len() as u32).filter(|&id| w[id as usize])),
+        };
+        Ok(Merger::start(trace, sources, filter, false, |m| {
+            m.filter_bits = filter_bits;
+            for (i, s) in m.streams.iter_mut().enumerate() {
+                s.index = Some((index.clone(), i));
+                s.seek_pages = from.map_or(0, |t| index.seek(i, t));
+            }
+        }))
+    }
+
     /// Merges per-CPU page streams that are still growing (a recording in progress): a
     /// stream that runs out of pages waits for more ([`Merger::refill`]) instead of
     /// ending, and nothing later than the horizon is delivered ([`Merger::set_horizon`]),
@@ -173,6 +211,17 @@ impl Merger {
         filter: IdFilter,
         live: bool,
     ) -> Merger {
+        Merger::start(trace, sources, filter, live, |_| {})
+    }
+
+    /// Builds the merge, lets `setup` adjust it, then primes every stream.
+    fn start(
+        trace: &Trace,
+        sources: Vec<(u32, Box<dyn PageSource>)>,
+        filter: IdFilter,
+        live: bool,
+        setup: impl FnOnce(&mut Merger),
+    ) -> Merger {
         let streams = sources
             .into_iter()
             .map(|(cpu, src)| CpuStream {
@@ -183,6 +232,9 @@ impl Merger {
                 pending_lost: Lost::None,
                 head_lost: Lost::None,
                 totals: CpuTotals::default(),
+                index: None,
+                page_no: 0,
+                seek_pages: 0,
             })
             .collect();
         let mut m = Merger {
@@ -199,7 +251,9 @@ impl Merger {
             gaps_open: 0,
             live,
             horizon: u64::MAX,
+            filter_bits: u64::MAX,
         };
+        setup(&mut m);
         // Prime every stream; a stream that fails here reports its error on the first `next`.
         let mut first_err = None;
         for i in 0..m.streams.len() {
@@ -260,6 +314,11 @@ impl Merger {
             gen: self.loss_gen,
             open: self.gaps_open,
         }
+    }
+
+    /// Whether some CPU started past its first page ([`Merger::indexed`]).
+    pub fn seeked(&self) -> bool {
+        self.streams.iter().any(|s| s.seek_pages > 0)
     }
 
     /// Totals per CPU so far (complete once `next` has returned None).
@@ -378,6 +437,7 @@ impl Merger {
         let live = self.live;
         let (loss_gen, gaps_open, filter) = (&mut self.loss_gen, &mut self.gaps_open, &self.filter);
         let shift = self.shift.as_deref();
+        let filter_bits = self.filter_bits;
         let s = &mut self.streams[i];
         s.head = None;
         s.head_lost = Lost::None;
@@ -403,6 +463,19 @@ impl Merger {
                     return Ok(());
                 }
                 None => {
+                    if let Some((ix, si)) = &s.index {
+                        let n = ix.skippable(*si, s.page_no, s.seek_pages, filter_bits);
+                        if n > 0 {
+                            // Pages before the window, or holding none of the wanted
+                            // events and no loss: passed over unread.
+                            let skipped = match s.src.skip(n as u64) {
+                                Ok(k) => k as usize,
+                                Err(e) => return Err(s.fail(e)),
+                            };
+                            s.page_no += skipped;
+                            s.totals.pages += skipped as u64;
+                        }
+                    }
                     match s.src.advance() {
                         Ok(true) => {}
                         // More pages may come: a loss flagged so far waits for them.
@@ -418,6 +491,8 @@ impl Merger {
                         }
                         Err(e) => return Err(s.fail(e)),
                     }
+                    let k = s.page_no;
+                    s.page_no += 1;
                     let header = match read_header(s.src.page(), &layout) {
                         Ok(h) => h,
                         Err(e) => return Err(s.fail(e)),
@@ -429,7 +504,17 @@ impl Merger {
                         Lost::Count(n) => s.totals.lost_counted += n,
                     }
                     s.pending_lost = merge_lost(s.pending_lost, header.lost);
-                    s.cursor = PageCursor::new(&header, &layout);
+                    let holds = |(ix, i): &(Arc<PageIndex>, usize)| {
+                        ix.pages(*i)
+                            .and_then(|p| p.get(k))
+                            .is_none_or(|p| p.ids & filter_bits != 0)
+                    };
+                    s.cursor = if s.index.as_ref().is_none_or(holds) {
+                        PageCursor::new(&header, &layout)
+                    } else {
+                        // None of the wanted events: nothing to walk.
+                        PageCursor::default()
+                    };
                 }
             }
         }

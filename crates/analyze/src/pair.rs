@@ -87,6 +87,11 @@ impl<K: Hash + Eq + Copy, V> Pairs<K, V> {
     pub fn contains(&self, k: K) -> bool {
         matches!(&self.hot, Some((hk, _)) if *hk == k) || self.open.contains_key(&k)
     }
+    /// Whether a pair that started in [from, to] is open.
+    pub fn open_in(&self, from: u64, to: u64) -> bool {
+        let inside = |o: &Open<V>| (from..=to).contains(&o.start);
+        self.hot.as_ref().is_some_and(|(_, o)| inside(o)) || self.open.values().any(inside)
+    }
     pub fn len(&self) -> usize {
         self.open.len() + self.hot.is_some() as usize
     }

@@ -5,6 +5,7 @@
 //! gives the same numbers whichever front end asks it.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use kstate_format::Trace;
 
@@ -12,6 +13,7 @@ use crate::analyzer::{sort_rows, Config, LogSink, Mode, NoLog, Outcome};
 use crate::error::Error;
 use crate::filter::Filters;
 use crate::fxmap::FxMap;
+use crate::page_index::PageIndex;
 use crate::survey::Survey;
 use crate::{analyzers, Info};
 
@@ -21,6 +23,7 @@ pub struct Source {
     trace: Trace,
     label: String,
     tgids: FxMap<i32, i32>,
+    pages: Option<Arc<PageIndex>>,
 }
 
 impl Source {
@@ -44,7 +47,23 @@ impl Source {
             trace,
             label,
             tgids,
+            pages: None,
         }
+    }
+
+    /// Indexes the file's pages (one walk over them) so that later passes skip the pages
+    /// they would read for nothing: worth it for a front end that asks many questions of
+    /// one file (`kstate ui`), not for one question. Results stay the same, except that a
+    /// window query of a `window_local` analyzer counts only the events around the window
+    /// (its outcome says so in a note).
+    pub fn index_pages(&mut self) -> Result<(), Error> {
+        self.pages = Some(Arc::new(PageIndex::build(&self.trace)?));
+        Ok(())
+    }
+
+    /// The page index, once [`Source::index_pages`] made it.
+    pub fn pages(&self) -> Option<&Arc<PageIndex>> {
+        self.pages.as_ref()
     }
 
     pub fn trace(&self) -> &Trace {
@@ -66,7 +85,8 @@ impl Source {
     /// counts, losses and notes of the pass).
     pub fn run(&self, query: &Query, log: &mut dyn LogSink) -> Result<Outcome, Error> {
         query.check()?;
-        let cfg = query.config(&self.tgids);
+        let mut cfg = query.config(&self.tgids);
+        cfg.pages = self.pages.clone();
         let mut o = (query.analyzer.run)(&self.trace, &cfg, log)?;
         if query.mode != Mode::Log {
             let sort = query.sort.as_deref().unwrap_or("total");

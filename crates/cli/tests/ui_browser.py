@@ -1,7 +1,7 @@
 """The browser half of tests/ui_browser.rs: drives `kstate ui` in headless Chromium
 (Debian's, through Playwright) and checks the page's numbers against the kstate CLI's.
 
-Usage: ui_browser.py KSTATE SHOTS_DIR STALL_URL STALL_FILE AB_URL FILE_A FILE_B BAD_URL
+Usage: ui_browser.py KSTATE SHOTS_DIR STALL_URL STALL_FILE AB_URL FILE_A FILE_B BAD_URL DISJOINT_URL
 
 Prints one JSON object of what it measured; exits non-zero with the reason on failure.
 """
@@ -13,7 +13,7 @@ import urllib.request
 
 from playwright.sync_api import sync_playwright
 
-KSTATE, SHOTS, STALL_URL, STALL, AB_URL, FILE_A, FILE_B, BAD_URL = sys.argv[1:9]
+KSTATE, SHOTS, STALL_URL, STALL, AB_URL, FILE_A, FILE_B, BAD_URL, DISJOINT_URL = sys.argv[1:10]
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run",
         "--disable-default-apps", "--disable-extensions"]
@@ -147,6 +147,8 @@ with sync_playwright() as p:
     peak_in = max((q["max_len"] for q in q_cli["queue"]), default=0)
     peak_all = max((q["max_len"] for q in q_all["queue"]), default=0)
     report["blkqueue_peak_inside"], report["blkqueue_peak_whole"] = peak_in, peak_all
+    report["blkqueue_peaks"] = {q["key"]: [q["max_len"], next((x["max_len"] for x in q_all["queue"] if x["key"] == q["key"]), None)]
+                                for q in q_cli["queue"]}
     # The overview's block lanes, for the zoomed-out view: the peak's time.
     lanes = page.evaluate("kstateUi.lanes[0].lanes.blk")
     report["blk_lane_peaks"] = [(l["name"], l["peak"], l["peak_at"]) for l in lanes]
@@ -169,6 +171,7 @@ with sync_playwright() as p:
     if w_key:
         inside, outside = rows_c[w_key]["b"]["p99"], (rows_c[w_key]["a"] or {}).get("p99")
         report["biotime_p99_inside_ns"], report["biotime_p99_outside_ns"] = inside, outside
+        report["biotime_key"] = w_key
         # The difference is marked: the ratio cell says which way it went.
         ratio_cell = page.locator(f"#panel-biotime tr[data-key='{w_key}'] td[data-col='p99_ratio']")
         r = rows_c[w_key]["ratio"]["p99"]
@@ -239,6 +242,17 @@ with sync_playwright() as p:
     check("cannot be restored" in msg, f"a malformed link's message is unclear: {msg}")
     ready(page)
     page.screenshot(path=f"{SHOTS}/7-bad-link.png", full_page=True)
+    check(errors == [], f"{len(errors)} console errors, the first: {errors[:3]}")
+    page.close()
+    # Two recordings with no analyzer in common: the page says so, the server serves on.
+    page = browser.new_page(viewport={"width": 1400, "height": 700})
+    errors = []
+    watch(page, DISJOINT_URL, errors, requests)
+    page.goto(DISJOINT_URL + "#m=ab")
+    page.wait_for_selector("#panels .error")
+    msg = page.locator("#panels .error").inner_text()
+    check("no analyzer in common" in msg, f"two recordings with nothing in common: {msg}")
+    page.screenshot(path=f"{SHOTS}/8-nothing-in-common.png", full_page=True)
     check(errors == [], f"{len(errors)} console errors, the first: {errors[:3]}")
     page.close()
     browser.close()

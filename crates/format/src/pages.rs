@@ -21,6 +21,17 @@ pub trait PageSource: Send {
     fn page_offset(&self) -> u64;
     /// The file the pages come from.
     fn path(&self) -> &Path;
+    /// Passes over the next `n` pages without reading them (where the source can), so
+    /// that the following `advance` moves to the page after them. Returns how many there
+    /// were (fewer at the end of the data).
+    fn skip(&mut self, n: u64) -> Result<u64> {
+        for i in 0..n {
+            if !self.advance()? {
+                return Ok(i);
+            }
+        }
+        Ok(n)
+    }
 }
 
 /// Reads uncompressed pages a window at a time: mapped where the file can be mapped (no
@@ -195,5 +206,19 @@ impl PageSource for PlainPages {
     }
     fn path(&self) -> &Path {
         &self.path
+    }
+    fn skip(&mut self, n: u64) -> Result<u64> {
+        let ps = self.page_size as u64;
+        let in_window = (self.buf_len - self.cur_end) as u64 / ps;
+        if n <= in_window {
+            self.cur_end += (n * ps) as usize;
+            return Ok(n);
+        }
+        // Past the window: the next refill starts after the skipped pages, which are
+        // neither mapped nor read.
+        let beyond = ((n - in_window) * ps).min(self.end.saturating_sub(self.next_read));
+        self.cur_end = self.buf_len;
+        self.next_read += beyond - beyond % ps;
+        Ok(in_window + beyond / ps)
     }
 }

@@ -630,6 +630,12 @@ async function loadChanges() {
     ...["p99", "avg", "total", "count"].map((m) => { const o = el("option", { value: m }, "regressed by " + m); if (m === st.metric) o.selected = true; return o; }));
   title.append(" ", pick);
   const gen = ++UI.changesGen;
+  if (!panelAnalyzers().length) {
+    // Nothing to compare: the panels say why; asking the server would only get its 400.
+    body.textContent = "";
+    body.append(el("div", { class: "none" }, "No analyzer applies to both sides."));
+    return;
+  }
   const p = filterParams(null, { a: "*", kind: mode, f: st.f, metric: st.metric });
   body.textContent = "";
   body.append(el("div", { class: "loading" }, "comparing every analyzer\u2026"));

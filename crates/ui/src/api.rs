@@ -41,7 +41,13 @@ pub struct File {
 }
 
 impl File {
-    pub fn open(label: String, source: Result<Source, String>) -> File {
+    /// Indexes the pages of a file that opened: every question after that skips the
+    /// pages it would read for nothing. (An index that cannot be made leaves the passes
+    /// to read everything, and to report the damage where they meet it.)
+    pub fn open(label: String, mut source: Result<Source, String>) -> File {
+        if let Ok(s) = &mut source {
+            let _ = s.index_pages();
+        }
         File {
             label,
             source,

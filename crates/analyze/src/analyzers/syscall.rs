@@ -67,7 +67,10 @@ impl Analyzer for Syscall {
         flag_column: Some("errors"),
         value: "duration",
         unit: Unit::Ns,
-        traits: Traits::DEFAULT,
+        traits: Traits {
+            window_local: true,
+            ..Traits::DEFAULT
+        },
         run: crate::analyzer::drive::<Syscall>,
         live: Some(crate::analyzer::live::<Syscall>),
     };
@@ -176,6 +179,10 @@ impl Analyzer for Syscall {
 
     fn finish(&mut self, _out: &mut Out) -> u64 {
         self.pairs.len() as u64
+    }
+
+    fn open_in(&self, from: u64, to: u64) -> bool {
+        self.pairs.open_in(from, to)
     }
 
     fn key_name(&self, key: u64, tasks: &Tasks) -> String {

@@ -4,6 +4,7 @@
 //! it needs.
 #![allow(dead_code)]
 
+pub mod block;
 pub mod normalize;
 pub mod tcline;
 pub mod tracecmd;

@@ -9,6 +9,7 @@ pub mod malloc;
 pub mod overhead;
 pub mod record;
 pub mod sample;
+pub mod ui;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -92,6 +93,11 @@ pub enum Bench {
     /// uncoloured and with c colours; ns per visit, speed-up, the model's threshold
     /// c >= p / (s / stride) from the host's cache geometry, and simulated misses
     Colour(colour::Args),
+    /// Browser UI responsiveness: `kstate ui`'s answer time per interaction (open, a new
+    /// window, the same again, a key filter, a zoom) asked over HTTP as the page asks,
+    /// next to the equivalent `kstate analyze` commands and `trace-cmd report | awk`;
+    /// `--baseline` times another kstate binary in the same run
+    Ui(ui::Args),
     /// One fixed-work run in this process (used by `bench sample`)
     #[command(hide = true)]
     SamplePass(sample::PassArgs),
@@ -111,6 +117,7 @@ pub fn run(b: Bench) -> Result<ExitCode, Error> {
         Bench::Chat(a) => chat::run(a),
         Bench::Colour(a) => colour::run(a),
         Bench::Sample(a) => sample::run(a),
+        Bench::Ui(a) => ui::run(a),
         Bench::SamplePass(a) => sample::pass(a),
         Bench::MallocPass(a) => malloc::pass(a),
         Bench::Read {

@@ -1,0 +1,397 @@
+//! `kstate bench ui`: how long `kstate ui` takes to answer each interaction on one file,
+//! asked over HTTP as the page asks (one request after another), next to the equivalent
+//! `kstate analyze` commands and, where the file has system calls, `trace-cmd report`
+//! piped into an awk script that pairs them (what a user without kstate would run). With
+//! `--baseline BIN` another kstate binary answers the same interactions in the same run
+//! (e.g. main before a change), so before and after share the machine's load.
+//!
+//! Interactions (each a fresh question, so no answer comes from the server's cache except
+//! where said):
+//!   open     api/meta (every analyzer's first pass) + each panel + the overview lanes
+//!   window   a new window (a tenth of the trace, moved on each run): every panel's
+//!            statistics and distribution
+//!   again    the same window once more (answered from the cache)
+//!   filter   a key filter (the first panel's largest key) inside the window
+//!   zoom     the overview lanes for the window, at 1200 bins
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::Instant;
+
+use kstate_format::{Error, ErrorKind};
+use serde_json::{json, Value};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A recording (make an 11 M-event one with scripts/make-bench-trace, or `kstate
+    /// record` a system-call storm)
+    file: PathBuf,
+    /// Another kstate binary to time the same way, in the same run
+    #[arg(long)]
+    baseline: Option<PathBuf>,
+    /// Windows asked for (each a new tenth of the trace); the fastest answer is reported
+    #[arg(long, default_value_t = 3, value_parser = kstate_args::int::<u32>(1..=9))]
+    runs: u32,
+    /// Skip the trace-cmd comparison
+    #[arg(long)]
+    no_peer: bool,
+    /// Print the result as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+fn err(msg: String) -> Error {
+    Error::new(ErrorKind::Io, None, msg)
+}
+
+/// A `kstate ui` server, stopped when dropped.
+struct Server {
+    child: Child,
+    /// host:port and the path prefix with the token.
+    addr: String,
+    prefix: String,
+}
+
+impl Server {
+    fn start(kstate: &Path, file: &Path) -> Result<Server, Error> {
+        let mut child = Command::new(kstate)
+            .arg("ui")
+            .arg(file)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| err(format!("cannot run {}: {e}", kstate.display())))?;
+        let mut line = String::new();
+        let out = child.stdout.take().expect("piped");
+        let _ = BufReader::new(out).read_line(&mut line);
+        let url = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("http://"))
+            .map(str::to_string);
+        let Some((addr, prefix)) = url.as_deref().and_then(|u| u.split_once('/')) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(err(format!(
+                "{} ui printed no URL: {line:?}",
+                kstate.display()
+            )));
+        };
+        Ok(Server {
+            addr: addr.to_string(),
+            prefix: format!("/{prefix}"),
+            child,
+        })
+    }
+
+    /// One request, its JSON answer.
+    fn get(&self, path: &str) -> Result<Value, Error> {
+        let mut s = TcpStream::connect(&self.addr).map_err(|e| err(e.to_string()))?;
+        write!(
+            s,
+            "GET {}{path} HTTP/1.0\r\nHost: {}\r\n\r\n",
+            self.prefix, self.addr
+        )
+        .map_err(|e| err(e.to_string()))?;
+        let mut resp = Vec::new();
+        s.read_to_end(&mut resp).map_err(|e| err(e.to_string()))?;
+        let text = String::from_utf8_lossy(&resp);
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        if head.split_whitespace().nth(1) != Some("200") {
+            return Err(err(format!(
+                "kstate ui answered {path} with {}: {body}",
+                head.lines().next().unwrap_or("")
+            )));
+        }
+        serde_json::from_str(body).map_err(|e| err(format!("{path}: invalid JSON: {e}")))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// CPU seconds the server has used (user + system): on a shared machine, what an
+    /// answer cost it whatever else ran.
+    fn cpu(&self) -> f64 {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // Fields after the command name in parentheses; utime and stime are 14 and 15.
+        let rest = stat.rsplit_once(')').map_or("", |r| r.1);
+        let f: Vec<f64> = rest
+            .split_whitespace()
+            .map(|x| x.parse().unwrap_or(0.0))
+            .collect();
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        (f.get(11).unwrap_or(&0.0) + f.get(12).unwrap_or(&0.0)) / hz
+    }
+
+    /// Wall and CPU seconds of `f`'s requests.
+    fn timed<T>(&self, f: impl FnOnce() -> Result<T, Error>) -> Result<(Cost, T), Error> {
+        let (c, t) = (self.cpu(), Instant::now());
+        let v = f()?;
+        let cost = Cost {
+            wall: t.elapsed().as_secs_f64(),
+            cpu: self.cpu() - c,
+        };
+        Ok((cost, v))
+    }
+}
+
+/// What one interaction cost the server.
+#[derive(Default, Clone, Copy)]
+struct Cost {
+    wall: f64,
+    cpu: f64,
+}
+
+impl Cost {
+    fn add(self, o: Cost) -> Cost {
+        Cost {
+            wall: self.wall + o.wall,
+            cpu: self.cpu + o.cpu,
+        }
+    }
+    fn min(self, o: Cost) -> Cost {
+        if o.wall < self.wall {
+            o
+        } else {
+            self
+        }
+    }
+}
+
+/// What each interaction cost on one server (the fastest of the runs).
+#[derive(Default, Clone, Copy)]
+struct Times {
+    open: Cost,
+    window: Cost,
+    again: Cost,
+    filter: Cost,
+    zoom: Cost,
+}
+
+/// What the file holds, as the first server saw it.
+struct Shape {
+    names: Vec<String>,
+    span: f64,
+}
+
+fn window(span: f64, run: u32) -> String {
+    let from = span * (0.30 + 0.15 * run as f64);
+    format!("{:.9}:{:.9}", from, from + span * 0.1)
+}
+
+fn panels(s: &Server, names: &[String], extra: &str) -> Result<(), Error> {
+    for n in names {
+        s.get(&format!("api/panel?a={n}&mode=stat{extra}"))?;
+        s.get(&format!("api/panel?a={n}&mode=dist{extra}"))?;
+    }
+    Ok(())
+}
+
+/// Percent-encodes a key for a URL.
+fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn time_server(kstate: &Path, file: &Path, runs: u32) -> Result<(Times, Shape), Error> {
+    let s = Server::start(kstate, file)?;
+    let (t_meta, meta) = s.timed(|| s.get("api/meta"))?;
+    let f = &meta["files"][0];
+    if let Some(e) = f["error"].as_str() {
+        return Err(err(format!("{}: {e}", file.display())));
+    }
+    let names: Vec<String> = f["analyzers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["name"].as_str().map(str::to_string))
+        .collect();
+    let span = (f["end"].as_u64().unwrap_or(1) - f["start"].as_u64().unwrap_or(0)) as f64 / 1e9;
+    let (t_open, _) = s.timed(|| {
+        panels(&s, &names, "")?;
+        s.get(&format!("api/lanes?from=0&to={span:.9}&w=1200"))
+    })?;
+    let mut best: Option<Times> = None;
+    for run in 0..runs {
+        let w = window(span, run);
+        let extra = format!("&window={w}");
+        let (window, _) = s.timed(|| panels(&s, &names, &extra))?;
+        let (again, _) = s.timed(|| panels(&s, &names, &extra))?;
+        let first = names.first().cloned().unwrap_or_default();
+        let rows = s.get(&format!("api/panel?a={first}&mode=stat{extra}"))?;
+        let filter = match rows["rows"][0]["key"].as_str() {
+            Some(k) => {
+                let extra = format!("{extra}&key={}", enc(k));
+                s.timed(|| panels(&s, std::slice::from_ref(&first), &extra))?
+                    .0
+            }
+            None => Cost::default(),
+        };
+        let (lo, hi) = w.split_once(':').expect("a window");
+        let (zoom, _) = s.timed(|| s.get(&format!("api/lanes?from={lo}&to={hi}&w=1200")))?;
+        let t = Times {
+            open: t_meta.add(t_open),
+            window,
+            again,
+            filter,
+            zoom,
+        };
+        best = Some(match best {
+            None => t,
+            Some(b) => Times {
+                open: b.open,
+                window: b.window.min(t.window),
+                again: b.again.min(t.again),
+                filter: b.filter.min(t.filter),
+                zoom: b.zoom.min(t.zoom),
+            },
+        });
+    }
+    Ok((best.expect("runs >= 1"), Shape { names, span }))
+}
+
+/// `kstate analyze` doing the work of the window and filter interactions.
+fn time_cli(file: &Path, shape: &Shape) -> Result<(f64, f64), Error> {
+    let exe = std::env::current_exe().map_err(|e| err(e.to_string()))?;
+    let w = window(shape.span, 0);
+    let run = |args: &[&str]| -> Result<f64, Error> {
+        let t = Instant::now();
+        let o = Command::new(&exe)
+            .arg("analyze")
+            .args(args)
+            .arg(file)
+            .args(["--window", &w, "--format", "json"])
+            .stderr(Stdio::null())
+            .output()
+            .map_err(|e| err(e.to_string()))?;
+        if !o.status.success() {
+            return Err(err(format!("kstate analyze {} failed", args.join(" "))));
+        }
+        Ok(t.elapsed().as_secs_f64())
+    };
+    let mut window = 0.0;
+    for n in &shape.names {
+        window += run(&[n])? + run(&[n, "--dist", "--buckets", "log10"])?;
+    }
+    let filter = match shape.names.first() {
+        Some(n) => run(&[n])?,
+        None => 0.0,
+    };
+    Ok((window, filter))
+}
+
+/// `trace-cmd report | awk` pairing system calls over the file (it reads it all
+/// whatever the window).
+fn time_peer(file: &Path) -> Result<f64, Error> {
+    let script = format!(
+        "trace-cmd report -t -R -i '{}' | awk '{}' > /dev/null",
+        file.display().to_string().replace('\'', "'\\''"),
+        super::AWK_SYSCALL
+    );
+    let t = Instant::now();
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .status()
+        .map_err(|e| err(e.to_string()))?;
+    if !o.success() {
+        return Err(err("trace-cmd report | awk failed".into()));
+    }
+    Ok(t.elapsed().as_secs_f64())
+}
+
+pub fn run(a: Args) -> Result<ExitCode, Error> {
+    let exe = std::env::current_exe().map_err(|e| err(e.to_string()))?;
+    let (now, shape) = time_server(&exe, &a.file, a.runs)?;
+    let base = match &a.baseline {
+        Some(b) => Some(time_server(b, &a.file, a.runs)?.0),
+        None => None,
+    };
+    let (cli_window, cli_filter) = time_cli(&a.file, &shape)?;
+    let peer = if a.no_peer || !shape.names.iter().any(|n| n == "syscall") {
+        None
+    } else {
+        Some(time_peer(&a.file)?)
+    };
+    let rows = [
+        ("open", now.open, base.map(|b| b.open), None),
+        (
+            "window",
+            now.window,
+            base.map(|b| b.window),
+            Some(cli_window),
+        ),
+        ("again", now.again, base.map(|b| b.again), Some(cli_window)),
+        (
+            "filter",
+            now.filter,
+            base.map(|b| b.filter),
+            Some(cli_filter),
+        ),
+        ("zoom", now.zoom, base.map(|b| b.zoom), None),
+    ];
+    if a.json {
+        let out = json!({
+            "file": a.file.display().to_string(),
+            "analyzers": shape.names,
+            "seconds": shape.span,
+            "interactions": rows.iter().map(|(n, k, b, c)| json!({
+                "interaction": n, "ui": k.wall, "ui_cpu": k.cpu,
+                "baseline_ui": b.map(|b| b.wall), "baseline_ui_cpu": b.map(|b| b.cpu),
+                "kstate_analyze": c,
+            })).collect::<Vec<_>>(),
+            "trace_cmd_report_awk": peer,
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).expect("plain values")
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "file:      {} ({:.3} s; panels: {})",
+        a.file.display(),
+        shape.span,
+        shape.names.join(", ")
+    );
+    println!(
+        "{:<8} {:>17} {:>17} {:>15}",
+        "", "kstate ui", "baseline ui", "kstate analyze"
+    );
+    println!(
+        "{:<8} {:>8} {:>8} {:>8} {:>8} {:>15}",
+        "", "wall", "cpu", "wall", "cpu", "wall"
+    );
+    let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.3}"));
+    for (n, k, b, c) in rows {
+        println!(
+            "{n:<8} {:>8.3} {:>8.3} {:>8} {:>8} {:>15}",
+            k.wall,
+            k.cpu,
+            f(b.map(|b| b.wall)),
+            f(b.map(|b| b.cpu)),
+            f(c)
+        );
+    }
+    if let Some(p) = peer {
+        println!("peer:     trace-cmd report | awk pairing system calls over the file: {p:.3} s");
+    }
+    println!(
+        "seconds; wall: fastest of {} windows, cpu: the server's CPU for it; window/again: every panel's statistics and distribution",
+        a.runs
+    );
+    Ok(ExitCode::SUCCESS)
+}
