@@ -655,6 +655,44 @@ fn an_escalation_turns_block_events_on_only_after_the_alarm() {
         "{section}"
     );
     assert!(section.contains("<td>escalate</td>"), "{section}");
+    // kstate ui hands the log to the page, which marks it on the overview's time axis.
+    let meta = ui_meta(&dat);
+    let log_ui = meta["files"][0]["watch_log"].as_array().unwrap();
+    assert_eq!(log_ui.len(), log.len(), "{meta}");
+    assert!(
+        log_ui
+            .iter()
+            .any(|e| e["kind"] == "escalate" && e["ts"] == on.0),
+        "{meta}"
+    );
+}
+
+/// `kstate ui FILE`'s api/meta answer (a GET over a plain socket).
+fn ui_meta(file: &Path) -> Value {
+    use std::io::{BufRead, Read, Write};
+    let mut ui = Command::new(KSTATE)
+        .arg("ui")
+        .arg(file)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(ui.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap();
+    let (host, path) = url["http://".len()..].split_once('/').unwrap();
+    let mut conn = std::net::TcpStream::connect(host).unwrap();
+    write!(conn, "GET /{path}api/meta HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    let _ = ui.kill();
+    let _ = ui.wait();
+    let body = answer.split_once("\r\n\r\n").unwrap().1;
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {answer}"))
 }
 
 #[test]

@@ -284,6 +284,20 @@ function drawLanes() {
     r.y = y;
     y += r.h + 4;
   }
+  // kstate watch's log (alarms, escalations, shedding, losses): a marker each.
+  for (const { f } of UI.lanes) {
+    const file = goodFile(f);
+    for (const e of (file && file.watch_log) || []) {
+      const x = X((e.ts - file.start) / 1e9);
+      if (x < x0 || x > x1) continue;
+      g.strokeStyle = "#d35400"; g.lineWidth = 1; g.setLineDash([4, 3]);
+      g.beginPath(); g.moveTo(x, AXIS_H); g.lineTo(x, height); g.stroke();
+      g.setLineDash([]);
+      g.font = "10px system-ui, sans-serif";
+      g.fillStyle = "rgba(255,255,255,0.9)"; g.fillRect(x + 1, AXIS_H, g.measureText(e.kind).width + 3, 12);
+      g.fillStyle = "#d35400"; g.fillText(e.kind, x + 2, AXIS_H + 9);
+    }
+  }
   // The selected window, and the brush being drawn.
   const sel = UI.drag && UI.drag.kind === "brush" ? [UI.geom.T(Math.min(UI.drag.a, UI.drag.b)), UI.geom.T(Math.max(UI.drag.a, UI.drag.b))] : UI.st.win;
   if (sel) {

@@ -232,13 +232,26 @@ impl App {
                         .iter()
                         .map(|(n, w)| format!("{{\"analyzer\":{},\"why\":{}}}", js(n), js(w)))
                         .collect();
+                    // What kstate watch did and saw, for markers on the time axis.
+                    let log: Vec<String> = kstate_analyze::survey::watch_log(src.trace())
+                        .iter()
+                        .map(|e| {
+                            format!(
+                                "{{\"ts\":{},\"kind\":{},\"text\":{}}}",
+                                e.ts,
+                                js(&e.kind),
+                                js(&e.text)
+                            )
+                        })
+                        .collect();
                     s.push_str(&format!(
-                        ",\"error\":null,\"start\":{},\"end\":{},\"cpus\":{},\"analyzers\":[{}],\"skipped\":[{}]}}",
+                        ",\"error\":null,\"start\":{},\"end\":{},\"cpus\":{},\"analyzers\":[{}],\"skipped\":[{}],\"watch_log\":[{}]}}",
                         file.range.0,
                         file.range.1,
                         src.trace().cpu_count,
                         an.join(","),
-                        sk.join(",")
+                        sk.join(","),
+                        log.join(",")
                     ));
                 }
             }
