@@ -8,6 +8,13 @@ use std::time::Duration;
 
 use clap::builder::RangedU64ValueParser;
 
+/// Ring-buffer sizes `-b` takes, in KiB (64 KiB to 16 GiB per CPU).
+pub const BUFFER_KIB: RangeInclusive<u64> = 64..=16 * 1024 * 1024;
+/// Memory snapshot intervals, in ms (0: off; at most an hour).
+pub const SYSINFO_MS: RangeInclusive<u64> = 0..=3_600_000;
+/// The largest process id Linux gives (PID_MAX_LIMIT on 64-bit).
+pub const PID_MAX: u64 = 4 * 1024 * 1024;
+
 /// A whole number in `range`, of type `T` (`usize`, `u32`, ...).
 pub fn int<T>(range: RangeInclusive<u64>) -> RangedU64ValueParser<T>
 where

@@ -84,7 +84,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let template = Fleet::new(by, args.analyzer.clone(), args.key.clone());
     let (merged, failed) = fleet::reduce(
         &files,
-        |p| kstate_export::parquet::read_summary(p).map_err(|e| super::summarize::with_path(p, &e)),
+        |p| kstate_export::parquet::read_summary(p).map_err(|e| super::with_path(p, &e)),
         &template,
     );
     let outliers = merged.outliers(args.k);

@@ -53,3 +53,15 @@ pub fn source(path: &Path) -> Result<kstate_analyze::Source, Error> {
         path.display().to_string(),
     ))
 }
+
+#[cfg(feature = "parquet")]
+/// The error's text, led by the file's path unless it already names it.
+pub fn with_path(file: &Path, e: &dyn std::fmt::Display) -> String {
+    let msg = e.to_string();
+    let p = file.display().to_string();
+    if msg.contains(&p) {
+        msg
+    } else {
+        format!("{p}: {msg}")
+    }
+}

@@ -35,7 +35,7 @@ pub struct Args {
     events: Vec<String>,
     /// Record only these processes (all their threads, and children they start); the
     /// recording ends within a second of the last one's exit
-    #[arg(short, long = "pid", value_name = "PID", value_parser = numbers::int::<i32>(1..=PID_MAX))]
+    #[arg(short, long = "pid", value_name = "PID", value_parser = numbers::int::<i32>(1..=numbers::PID_MAX))]
     pids: Vec<i32>,
     /// With a command: record the whole system, not only the command and its children
     #[arg(short, long)]
@@ -46,7 +46,7 @@ pub struct Args {
     duration: Option<Duration>,
     /// Ring-buffer size per CPU, in KiB
     #[arg(short = 'b', long = "buffer", value_name = "KIB", default_value_t = DEFAULT_BUFFER_KIB,
-          value_parser = numbers::int::<u64>(BUFFER_KIB))]
+          value_parser = numbers::int::<u64>(numbers::BUFFER_KIB))]
     buffer_kib: u64,
     /// Ring-buffer sub-buffer size in KiB, a power of two up to 512 (Linux 6.8+; larger
     /// pages cost less per byte to move) [default: the largest that leaves 16 per buffer,
@@ -63,7 +63,7 @@ pub struct Args {
     filters: Vec<String>,
     /// Snapshot /proc/meminfo and /proc/vmstat every MS milliseconds into the file (0: off)
     #[arg(long = "sysinfo-interval", value_name = "MS", default_value_t = 1000,
-          value_parser = numbers::int::<u64>(SYSINFO_MS))]
+          value_parser = numbers::int::<u64>(numbers::SYSINFO_MS))]
     sysinfo_interval: u64,
     /// Compress the file (trace-cmd reads it)
     #[arg(long, value_name = "ALGO", value_parser = ["zstd", "none"])]
@@ -110,13 +110,6 @@ pub struct Args {
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
 }
-
-/// Ring-buffer sizes `-b` takes, in KiB (64 KiB to 16 GiB per CPU).
-pub const BUFFER_KIB: std::ops::RangeInclusive<u64> = 64..=16 * 1024 * 1024;
-/// Memory snapshot intervals, in ms (0: off; at most an hour).
-pub const SYSINFO_MS: std::ops::RangeInclusive<u64> = 0..=3_600_000;
-/// The largest process id Linux gives (PID_MAX_LIMIT on 64-bit).
-const PID_MAX: u64 = 4 * 1024 * 1024;
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
     if args.list_presets {

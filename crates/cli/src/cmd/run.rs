@@ -44,11 +44,11 @@ pub struct Args {
     output: Option<PathBuf>,
     /// Memory snapshot interval in milliseconds (0: off)
     #[arg(long = "sysinfo-interval", value_name = "MS", default_value_t = 250,
-          value_parser = kstate_args::int::<u64>(super::record::SYSINFO_MS))]
+          value_parser = kstate_args::int::<u64>(kstate_args::SYSINFO_MS))]
     sysinfo_interval: u64,
     /// Ring-buffer size per CPU, in KiB
     #[arg(short = 'b', long = "buffer", value_name = "KIB", default_value_t = kstate_record::DEFAULT_BUFFER_KIB,
-          value_parser = kstate_args::int::<u64>(super::record::BUFFER_KIB))]
+          value_parser = kstate_args::int::<u64>(kstate_args::BUFFER_KIB))]
     buffer_kib: u64,
     /// The command to run (default: the built-in demo)
     #[arg(last = true, value_name = "CMD")]

@@ -64,7 +64,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
                 }
             ),
             Err(e) => {
-                let msg = with_path(file, &e);
+                let msg = super::with_path(file, &e);
                 eprintln!("kstate: {msg}");
                 failed.push((file.clone(), msg));
             }
@@ -82,16 +82,4 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         eprintln!("  {}", f.display());
     }
     Ok(ExitCode::from(crate::EXIT_BAD_INPUT))
-}
-
-#[cfg(feature = "parquet")]
-/// The error's text, led by the file's path unless it already names it.
-pub fn with_path(file: &std::path::Path, e: &dyn std::fmt::Display) -> String {
-    let msg = e.to_string();
-    let p = file.display().to_string();
-    if msg.contains(&p) {
-        msg
-    } else {
-        format!("{p}: {msg}")
-    }
 }

@@ -8,7 +8,7 @@ use std::process::{Child, ExitCode};
 use std::time::Duration;
 
 use kstate_analyze::alarm::{Alarms, Firing, Rule};
-use kstate_analyze::analyzer::{Config, Mode, Outcome};
+use kstate_analyze::analyzer::{Config, Mode};
 use kstate_analyze::escalate::Escalation;
 use kstate_analyze::live::{GrowingPages, Interval, Live};
 use kstate_analyze::{analyzers, Info};
@@ -57,7 +57,7 @@ pub struct Args {
     #[arg(short, long = "event", value_name = "SPEC")]
     events: Vec<String>,
     /// Watch only these processes (all their threads, and children they start)
-    #[arg(short, long = "pid", value_name = "PID", value_parser = numbers::int::<i32>(1..=4 * 1024 * 1024))]
+    #[arg(short, long = "pid", value_name = "PID", value_parser = numbers::int::<i32>(1..=numbers::PID_MAX))]
     pids: Vec<i32>,
     /// With a command: watch the whole system, not only the command and its children
     #[arg(short, long)]
@@ -73,7 +73,7 @@ pub struct Args {
     output: Option<PathBuf>,
     /// Ring-buffer size per CPU, in KiB
     #[arg(short = 'b', long = "buffer", value_name = "KIB", default_value_t = DEFAULT_BUFFER_KIB,
-          value_parser = numbers::int::<u64>(super::record::BUFFER_KIB))]
+          value_parser = numbers::int::<u64>(numbers::BUFFER_KIB))]
     buffer_kib: u64,
     /// One JSON object per interval on standard output (the default when it is not a
     /// terminal)
@@ -730,17 +730,4 @@ impl Watch {
             (ids::WATCH_LOG, watch_log::encode(&log)),
         ]
     }
-}
-
-/// Rows of `o` sorted by total time, the first `top`.
-pub fn top_rows(o: &Outcome, top: usize) -> Vec<&kstate_analyze::analyzer::Row> {
-    let mut rows: Vec<_> = o.rows.iter().collect();
-    rows.sort_by(|a, b| {
-        b.agg
-            .total
-            .cmp(&a.agg.total)
-            .then_with(|| a.key.cmp(&b.key))
-    });
-    rows.truncate(top);
-    rows
 }

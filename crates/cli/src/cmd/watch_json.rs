@@ -71,7 +71,7 @@ fn outcome(o: &Outcome, top: usize) -> Value {
         all.merge(&r.agg);
     }
     let mut v = stats(&all);
-    let rows: Vec<Value> = super::watch::top_rows(o, top)
+    let rows: Vec<Value> = top_rows(o, top)
         .into_iter()
         .map(|r| {
             let mut s = stats(&r.agg);
@@ -111,6 +111,19 @@ fn outcome(o: &Outcome, top: usize) -> Value {
     v["rows"] = Value::Array(rows);
     v["tables"] = Value::Object(tables);
     v
+}
+
+/// Rows of `o` sorted by total time, the first `top`.
+fn top_rows(o: &Outcome, top: usize) -> Vec<&kstate_analyze::analyzer::Row> {
+    let mut rows: Vec<_> = o.rows.iter().collect();
+    rows.sort_by(|a, b| {
+        b.agg
+            .total
+            .cmp(&a.agg.total)
+            .then_with(|| a.key.cmp(&b.key))
+    });
+    rows.truncate(top);
+    rows
 }
 
 fn stats(a: &Agg) -> Value {
