@@ -96,6 +96,23 @@ fn check_in(
     values: &[String],
     fresh: Option<&Path>,
 ) {
+    check_any(prefix, names, suffix, values, fresh, false)
+}
+
+/// `prefix VALUE suffix` for each value, VALUE the positional argument `name` (`<N>`): a
+/// clear answer every time.
+fn check_positional(prefix: &[&str], name: &str, suffix: &[&str], values: &[String]) {
+    check_any(prefix, &[name], suffix, values, None, true)
+}
+
+fn check_any(
+    prefix: &[&str],
+    names: &[&str],
+    suffix: &[&str],
+    values: &[String],
+    fresh: Option<&Path>,
+    positional: bool,
+) {
     let kstate = |args: &[String]| {
         if let Some(d) = fresh {
             let _ = std::fs::remove_dir_all(d);
@@ -109,7 +126,10 @@ fn check_in(
     };
     for v in values {
         let mut args: Vec<String> = prefix.iter().map(|s| s.to_string()).collect();
-        args.push(format!("{}={v}", names[0]));
+        args.push(match positional {
+            true => v.clone(),
+            false => format!("{}={v}", names[0]),
+        });
         args.extend(suffix.iter().map(|s| s.to_string()));
         let End::Exited(code, err) = kstate(&args) else {
             continue;
@@ -277,4 +297,46 @@ fn numbers_in_commands_that_record_or_run() {
     ] {
         check(&["bench", "malloc"], &[opt], &[], &all);
     }
+}
+
+/// The hidden `kstate workload` programs (tests and benchmarks run them): their positional
+/// numbers and options. Files go to the test's scratch working directory.
+#[test]
+fn numbers_in_workloads() {
+    let all = values();
+    let w = |rest: &[&'static str]| -> Vec<&'static str> {
+        let mut v = vec!["workload"];
+        v.extend_from_slice(rest);
+        v
+    };
+    check_positional(&w(&["getppid"]), "<N>", &[], &all);
+    check_positional(&w(&["fsync"]), "<N>", &["f"], &all);
+    check(&w(&["fsync", "1", "f"]), &["--size"], &[], &all);
+    check_positional(&w(&["sleep"]), "<N>", &["0"], &all);
+    check_positional(&w(&["sleep", "1"]), "<MS>", &[], &all);
+    check_positional(&w(&["mmap"]), "<THREADS>", &["1"], &all);
+    check_positional(&w(&["mmap", "1"]), "<N>", &[], &all);
+    check_positional(&w(&["udp"]), "<N>", &["1"], &all);
+    check_positional(&w(&["udp", "1"]), "<SIZE>", &[], &all);
+    check_positional(&w(&["fork"]), "<K>", &["--ms", "0"], &all);
+    check(&w(&["fork", "1"]), &["--ms"], &[], &all);
+    check_positional(&w(&["touch-pages"]), "<N>", &[], &all);
+    // One block per thread (a count of thousands of MiB blocks would fill a small disk).
+    check(
+        &w(&["direct-writers", "--count", "1"]),
+        &["--threads"],
+        &["dw"],
+        &all,
+    );
+    for opt in ["--threads", "--iters"] {
+        check(&w(&["mutex-fight"]), &[opt], &[], &all);
+        check(&w(&["lock-callers"]), &[opt], &[], &all);
+        check(&w(&["malloc-fight"]), &[opt], &[], &all);
+    }
+    check(&w(&["malloc-fight"]), &["--arenas"], &[], &all);
+    check(&w(&["cache-pollution"]), &["--mib"], &[], &all);
+    check(&w(&["cache-pollution"]), &["--hot"], &[], &all);
+    check(&w(&["spin"]), &["--ms"], &[], &all);
+    check(&w(&["micro", "--bench", "null"]), &["--scale"], &[], &all);
+    check(&w(&["pin"]), &["--cpus"], &["--", "true"], &all);
 }

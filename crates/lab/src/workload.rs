@@ -9,6 +9,24 @@ use std::time::Instant;
 
 use kstate_format::Error;
 
+// What the workloads' numbers take: enough for any test or benchmark, refused beyond (a
+// typo must not run for days, fork a million processes or map all memory).
+
+/// Repetitions of an operation.
+const COUNT: std::ops::RangeInclusive<u64> = 0..=1_000_000_000;
+/// Threads or processes at once.
+const THREADS: std::ops::RangeInclusive<u64> = 1..=1024;
+/// Milliseconds (at most an hour).
+const MS: std::ops::RangeInclusive<u64> = 0..=3_600_000;
+/// Pages touched (at most 256 MiB of 4 KiB pages).
+const PAGES: std::ops::RangeInclusive<u64> = 0..=65_536;
+/// Bytes per write (at most 64 MiB).
+const WRITE: std::ops::RangeInclusive<u64> = 1..=64 << 20;
+/// A UDP datagram's payload over IPv4.
+const DATAGRAM: std::ops::RangeInclusive<u64> = 0..=65_507;
+/// MiB of buffer streamed (at most 4 GiB).
+const MIB: std::ops::RangeInclusive<u64> = 1..=4096;
+
 #[derive(clap::Subcommand)]
 pub enum Workload {
     /// A little of everything, for the quick start: fsync'd writes, short sleeps, a
@@ -23,7 +41,7 @@ pub enum Workload {
     /// pipe and unix-socket round trips, fork+exit, context switch), each a known number of
     /// operations (its default count times SCALE); prints ns per operation
     Micro {
-        #[arg(long, default_value_t = 1.0)]
+        #[arg(long, default_value_t = 1.0, value_parser = kstate_args::float(0.0001..=1000.0))]
         scale: f64,
         /// Only these (comma-separated)
         #[arg(long, value_delimiter = ',')]
@@ -38,13 +56,14 @@ pub enum Workload {
     Iowrite(crate::bench::io::IoWriteArgs),
     /// Pin to CPUs 0..N-1 and run CMD in place of this process (used by `kstate scale`)
     Pin {
-        #[arg(long)]
+        #[arg(long, value_parser = kstate_args::int::<usize>(THREADS))]
         cpus: usize,
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
     /// N getppid() calls in a tight loop (the null system call); prints ns per call
     Getppid {
+        #[arg(value_parser = kstate_args::int::<u64>(COUNT))]
         n: u64,
         /// Pin to this CPU first
         #[arg(long, value_parser = kstate_args::int::<usize>(crate::bench::CPU))]
@@ -55,27 +74,30 @@ pub enum Workload {
     },
     /// N writes of SIZE bytes to FILE, each followed by fsync
     Fsync {
+        #[arg(value_parser = kstate_args::int::<u64>(COUNT))]
         n: u64,
         file: PathBuf,
-        #[arg(long, default_value_t = 4096)]
+        #[arg(long, default_value_t = 4096, value_parser = kstate_args::int::<usize>(WRITE))]
         size: usize,
     },
     /// THREADS threads, each writing COUNT blocks of SIZE bytes with O_DIRECT to its own
     /// file FILE_PREFIX.I (I = 0..THREADS), so every write goes to the device; prints
     /// the slowest write
     DirectWriters {
-        #[arg(long, default_value_t = 6)]
+        #[arg(long, default_value_t = 6, value_parser = kstate_args::int::<usize>(THREADS))]
         threads: usize,
-        #[arg(long)]
+        #[arg(long, value_parser = kstate_args::int::<u64>(COUNT))]
         count: u64,
         /// Bytes per write: a multiple of 4096
-        #[arg(long, default_value_t = 1 << 20)]
+        #[arg(long, default_value_t = 1 << 20, value_parser = kstate_args::int::<usize>(WRITE))]
         size: usize,
         file_prefix: PathBuf,
     },
     /// N sleeps of MS milliseconds
     Sleep {
+        #[arg(value_parser = kstate_args::int::<u64>(COUNT))]
         n: u64,
+        #[arg(value_parser = kstate_args::int::<u64>(MS))]
         ms: u64,
         /// Pin to this CPU first
         #[arg(long, value_parser = kstate_args::int::<usize>(crate::bench::CPU))]
@@ -83,25 +105,39 @@ pub enum Workload {
     },
     /// THREADS threads each mapping and unmapping an anonymous page N times and touching
     /// it: they contend on the process's mmap_lock (a rwsem)
-    Mmap { threads: usize, n: u64 },
+    Mmap {
+        #[arg(value_parser = kstate_args::int::<usize>(THREADS))]
+        threads: usize,
+        #[arg(value_parser = kstate_args::int::<u64>(COUNT))]
+        n: u64,
+    },
     /// N UDP datagrams of SIZE payload bytes sent to 127.0.0.1 (over the loopback
     /// device); prints how many were sent
-    Udp { n: u64, size: usize },
+    Udp {
+        #[arg(value_parser = kstate_args::int::<u64>(COUNT))]
+        n: u64,
+        #[arg(value_parser = kstate_args::int::<usize>(DATAGRAM))]
+        size: usize,
+    },
     /// Fork K children, one after another; each sleeps MS milliseconds and exits
     Fork {
+        #[arg(value_parser = kstate_args::int::<u64>(COUNT))]
         k: u64,
-        #[arg(long, default_value_t = 10)]
+        #[arg(long, default_value_t = 10, value_parser = kstate_args::int::<u64>(MS))]
         ms: u64,
     },
     /// Map N anonymous pages (no huge pages) and write one byte to each
-    TouchPages { n: usize },
+    TouchPages {
+        #[arg(value_parser = kstate_args::int::<usize>(PAGES))]
+        n: usize,
+    },
     /// THREADS threads each take one std::sync::Mutex (the static FIGHT_LOCK) ITERS times
     /// in `fight_take_lock` (futex contention); prints the mutex's address and size as
     /// `mutex 0x... size N`
     MutexFight {
-        #[arg(long, default_value_t = 2)]
+        #[arg(long, default_value_t = 2, value_parser = kstate_args::int::<usize>(THREADS))]
         threads: usize,
-        #[arg(long, default_value_t = 10000)]
+        #[arg(long, default_value_t = 10000, value_parser = kstate_args::int::<u64>(COUNT))]
         iters: u64,
     },
     /// Burns MS milliseconds of CPU in `kstate_spin_hot_loop`, reached two thirds of the
@@ -109,7 +145,7 @@ pub enum Workload {
     /// (all with frame pointers, so sampled call chains show the callers); prints calls
     /// per caller and the CPU time used
     Spin {
-        #[arg(long, default_value_t = 1000)]
+        #[arg(long, default_value_t = 1000, value_parser = kstate_args::int::<u64>(MS))]
         ms: u64,
         /// Pin to this CPU first
         #[arg(long, value_parser = kstate_args::int::<usize>(crate::bench::CPU))]
@@ -121,29 +157,29 @@ pub enum Workload {
     /// As mutex-fight, the lock taken in `lock_caller_often` three times for each time in
     /// `lock_caller_seldom`
     LockCallers {
-        #[arg(long, default_value_t = 4)]
+        #[arg(long, default_value_t = 4, value_parser = kstate_args::int::<usize>(THREADS))]
         threads: usize,
-        #[arg(long, default_value_t = 8000)]
+        #[arg(long, default_value_t = 8000, value_parser = kstate_args::int::<u64>(COUNT))]
         iters: u64,
     },
     /// THREADS threads each allocating and freeing ITERS blocks of 16..4096 bytes with
     /// glibc's malloc in `malloc_churn`; --arenas 1 makes them share main_arena's lock
     MallocFight {
-        #[arg(long, default_value_t = 4)]
+        #[arg(long, default_value_t = 4, value_parser = kstate_args::int::<usize>(THREADS))]
         threads: usize,
-        #[arg(long, default_value_t = 200000)]
+        #[arg(long, default_value_t = 200000, value_parser = kstate_args::int::<u64>(COUNT))]
         iters: u64,
         /// glibc's arena limit (mallopt M_ARENA_MAX) before the threads start
-        #[arg(long)]
+        #[arg(long, value_parser = kstate_args::int::<i32>(1..=1024))]
         arenas: Option<i32>,
     },
     /// Cache pollution: `stream_once` reads one byte of each 64-byte line of a fresh
     /// MIB MiB buffer (every line a miss, every page a fault), then `hot_table` makes HOT
     /// reads of a 4 KiB table (all hits); prints both counts
     CachePollution {
-        #[arg(long, default_value_t = 64)]
+        #[arg(long, default_value_t = 64, value_parser = kstate_args::int::<usize>(MIB))]
         mib: usize,
-        #[arg(long, default_value_t = 20_000_000)]
+        #[arg(long, default_value_t = 20_000_000, value_parser = kstate_args::int::<u64>(COUNT))]
         hot: u64,
         /// Pin to this CPU first
         #[arg(long, value_parser = kstate_args::int::<usize>(crate::bench::CPU))]
