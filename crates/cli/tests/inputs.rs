@@ -256,6 +256,32 @@ fn an_xz_check_kstate_cannot_verify_is_named() {
 }
 
 #[test]
+fn offsets_in_an_unpacked_trace_say_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = fixtures_dir().join("lisa-rtapp/trace.dat");
+    // Cut inside the CPU data: the trace opens, and its end is an offset in the unpacked data.
+    let mut bytes = std::fs::read(&src).unwrap();
+    bytes.truncate(bytes.len() - 1000);
+    let cut = tmp.path().join("cut.dat");
+    std::fs::write(&cut, &bytes).unwrap();
+    let packed = tmp.path().join("cut.dat.gz");
+    compress("gzip", &cut, &packed);
+    let plain = stderr(&run(&["info".as_ref(), cut.as_os_str()]));
+    let o = run(&["info".as_ref(), packed.as_os_str()]);
+    assert_eq!(o.status.code(), Some(2));
+    let first = plain.lines().next().unwrap().replacen(
+        &cut.display().to_string(),
+        &packed.display().to_string(),
+        1,
+    );
+    assert!(
+        stderr(&o).starts_with(&format!("{first} (the offset is in the unpacked data)")),
+        "{}\nvs\n{plain}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn a_cut_compressed_file_says_so() {
     let tmp = tempfile::tempdir().unwrap();
     let src = fixtures_dir().join("lisa-rtapp/trace.dat");

@@ -102,7 +102,14 @@ fn unpacked(
 ) -> Result<Trace> {
     let s = crate::spool::spool(file, head, packing, pipe, name)?;
     let copy = s.spool.path.clone();
-    let renamed = |e: Error| e.renamed(&copy, name);
+    // Offsets into the copy are not offsets into a compressed file: say which they are.
+    let renamed = |e: Error| {
+        let mut e = e.renamed(&copy, name);
+        if packing.is_some() && e.offset.is_some() && e.path.as_deref() == Some(name) {
+            e.msg.push_str(" (the offset is in the unpacked data)");
+        }
+        e
+    };
     let mut trace = match read_as(&copy, s.kind) {
         Ok(t) => t,
         // What unpacked before the damage is not a readable trace: the damage is the news.
