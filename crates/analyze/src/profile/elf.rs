@@ -168,7 +168,9 @@ pub(crate) fn mapping_addr(segments: &[(u64, u64, u64, u64)], pgoff: u64) -> Opt
 }
 
 /// PT_LOAD segments as [`mapping_addr`] takes them.
-pub(crate) fn segments(f: &object::File<'_>) -> Vec<(u64, u64, u64, u64)> {
+pub(crate) fn segments<'d, R: object::ReadRef<'d>>(
+    f: &object::File<'d, R>,
+) -> Vec<(u64, u64, u64, u64)> {
     f.segments()
         .map(|s| {
             let (off, size) = s.file_range();

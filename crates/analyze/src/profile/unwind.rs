@@ -65,7 +65,10 @@ struct FileCfi {
     has_cfi: bool,
 }
 
-fn section(f: &object::File<'_>, name: &str) -> Option<(Range<u64>, Bytes)> {
+fn section<'d, R: object::ReadRef<'d>>(
+    f: &object::File<'d, R>,
+    name: &str,
+) -> Option<(Range<u64>, Bytes)> {
     let s = f.section_by_name(name)?;
     let data = s.uncompressed_data().ok()?;
     Some((s.address()..s.address() + s.size(), Arc::from(&*data)))
@@ -73,8 +76,9 @@ fn section(f: &object::File<'_>, name: &str) -> Option<(Range<u64>, Bytes)> {
 
 impl FileCfi {
     fn load(path: &str) -> Option<FileCfi> {
-        let data = std::fs::read(path).ok()?;
-        let f = object::File::parse(&*data).ok()?;
+        // Only the headers and the sections used are read (a debug build is 100+ MiB).
+        let cache = object::ReadCache::new(std::fs::File::open(path).ok()?);
+        let f = object::File::parse(&cache).ok()?;
         let build_id = f.build_id().ok().flatten().map(<[u8]>::to_vec);
         let segments = super::elf::segments(&f);
         let mut info = ExplicitModuleSectionInfo::<Bytes> {
@@ -122,8 +126,8 @@ fn debug_frame_by_build_id(id: &[u8]) -> Option<Bytes> {
     }
     let hex = kstate_format::samples::hex(id);
     let dbg = format!("/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..]);
-    let data = std::fs::read(dbg).ok()?;
-    let f = object::File::parse(&*data).ok()?;
+    let cache = object::ReadCache::new(std::fs::File::open(dbg).ok()?);
+    let f = object::File::parse(&cache).ok()?;
     section(&f, ".debug_frame").map(|(_, d)| d)
 }
 
