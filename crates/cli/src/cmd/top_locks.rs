@@ -256,9 +256,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
     } else if locks.is_empty() {
         println!("no futex waits in {shown} ({} analysed)", fmt_dur(span));
     } else {
-        for n in &notes {
-            println!("# {n}");
-        }
+        // The answer comes first; what qualifies it follows as comments.
         for (k, l) in &locks {
             let comms: Vec<&str> = {
                 let mut c: Vec<&str> = l.threads.values().map(String::as_str).collect();
@@ -297,6 +295,9 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
                     );
                 }
             }
+        }
+        for n in &notes {
+            println!("# {n}");
         }
     }
     if o.any_loss() {
