@@ -57,23 +57,29 @@ fn nanosleeps(file: &Path) -> Vec<(u64, u64)> {
         .collect()
 }
 
+/// `kstate watch --json -e syscall,sched --interval 250ms`: how the tests of WORKLOAD
+/// start.
+fn watch_json_250ms() -> Command {
+    let mut c = Command::new(KSTATE);
+    c.args([
+        "watch",
+        "--json",
+        "-e",
+        "syscall,sched",
+        "--interval",
+        "250ms",
+    ]);
+    c
+}
+
 #[test]
 fn json_intervals_equal_analyze_of_the_recording_and_the_alarm_fires() {
     let dir = tempfile::tempdir().unwrap();
     let dat = dir.path().join("w.dat");
     let alarm_log = dir.path().join("alarms.jsonl");
     let env_file = dir.path().join("env.txt");
-    let out = Command::new(KSTATE)
-        .args([
-            "watch",
-            "--json",
-            "-e",
-            "syscall,sched",
-            "--interval",
-            "250ms",
-            "--top",
-            "10000",
-        ])
+    let out = watch_json_250ms()
+        .args(["--top", "10000"])
         .arg("-o")
         .arg(&dat)
         .args(["--alarm", "syscall.max{name=clock_nanosleep} > 200ms"])
@@ -474,15 +480,7 @@ fn the_dashboard_in_a_terminal_shows_panels_and_takes_keys() {
 #[test]
 fn the_flight_recorder_saves_the_seconds_before_an_alarm() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(KSTATE)
-        .args([
-            "watch",
-            "--json",
-            "-e",
-            "syscall,sched",
-            "--interval",
-            "250ms",
-        ])
+    let out = watch_json_250ms()
         .args(["--keep", "1s", "--after", "500ms", "--save-dir"])
         .arg(dir.path())
         .args(["--alarm", "syscall.max{name=clock_nanosleep} > 200ms"])

@@ -19,9 +19,6 @@ pub mod summarize;
 pub mod top_locks;
 pub mod ui;
 pub mod watch;
-mod watch_adapt;
-pub mod watch_json;
-pub mod watch_tty;
 
 use kstate_format::{Error, Trace};
 use std::path::Path;
