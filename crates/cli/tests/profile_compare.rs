@@ -26,6 +26,10 @@ fn page_faults_against_cpu_time() {
         "page-faults:1",
         "--sample",
         "cpu-clock",
+        // Leaf addresses are what this test reads; 8 KiB stack copies with each of 4096
+        // faults in a few ms (33 MiB) overflow the 16 MiB ring, and the losses are counted.
+        "--stack-bytes",
+        "0",
         "-o",
         f,
         "--",
@@ -82,7 +86,15 @@ fn page_faults_against_cpu_time() {
     // Every page of the buffer faulted once, in the streamer (exact: period 1).
     let top = &pf["symbols"][0];
     assert_eq!(top["symbol"], STREAM, "{pf}");
-    assert_eq!(top["samples"].as_u64().unwrap(), pages, "{top}");
+    // Unless the kernel throttled the sampler (more samples in a tick than
+    // perf_event_max_sample_rate allows: it happens when the machine is loaded), and
+    // then the recording says so.
+    let faults = top["samples"].as_u64().unwrap();
+    if s["throttled"] == 0 {
+        assert_eq!(faults, pages, "{top} {sum}");
+    } else {
+        assert!(faults > 0 && faults <= pages, "{top} {sum}");
+    }
     let cc = kstate_json(&["profile", "--json", "--event", "cpu-clock", f]);
     assert_eq!(cc["event"], "cpu-clock");
     assert_eq!(cc["samples"].as_u64().unwrap(), per[1].1);

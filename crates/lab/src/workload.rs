@@ -13,7 +13,7 @@ use kstate_format::Error;
 // typo must not run for days, fork a million processes or map all memory).
 
 /// Repetitions of an operation.
-const COUNT: std::ops::RangeInclusive<u64> = 0..=1_000_000_000;
+pub(crate) const COUNT: std::ops::RangeInclusive<u64> = 0..=1_000_000_000;
 /// Threads or processes at once.
 const THREADS: std::ops::RangeInclusive<u64> = 1..=1024;
 /// Milliseconds (at most an hour).

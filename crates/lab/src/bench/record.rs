@@ -15,8 +15,8 @@ use serde_json::{json, Value};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// getppid calls per run
-    #[arg(long, default_value_t = 2_000_000, value_parser = kstate_args::int::<u64>(1..=10_000_000_000))]
+    /// getppid calls per run (at most what `kstate workload` takes, which makes them)
+    #[arg(long, default_value_t = 2_000_000, value_parser = kstate_args::int::<u64>(1..=*crate::workload::COUNT.end()))]
     calls: u64,
     /// Runs of each row; the median is reported
     #[arg(long, default_value_t = 3, value_parser = kstate_args::int::<usize>(crate::bench::RUNS))]
