@@ -13,6 +13,12 @@
 //! - files inside a directory kstate has just created for itself ([`create_new`],
 //!   [`private_dir`]) are created exclusively as well, so a name that exists is an error.
 //!
+//! - a `PATH` that is a character device or a FIFO (`-o /dev/null`, `-o /dev/stdout`, a
+//!   named pipe) is written in place, never replaced: renaming over `/dev/null` as root
+//!   would break the machine. A link to such a file is followed only when the link is
+//!   the user's own (as `/dev/stdout` is root's); a link another user planted is replaced
+//!   like any other. A block device is refused.
+//!
 //! Everything is created mode 0600 (directories 0700), as perf creates perf.data: a
 //! recording holds every process's command line on the machine. Users who want to share
 //! a file change its mode afterwards (`chmod 644 FILE`).
@@ -41,12 +47,21 @@ pub struct NewFile {
     file: File,
     tmp: PathBuf,
     path: PathBuf,
+    /// Renamed into place, or written in place from the start (a device or FIFO).
     placed: bool,
 }
 
 impl NewFile {
     /// Creates the temporary file for `path` (`NAME.XXXXXX.tmp` in `path`'s directory).
     pub fn create(path: &Path) -> io::Result<NewFile> {
+        if let Some(file) = open_special(path)? {
+            return Ok(NewFile {
+                file,
+                tmp: path.to_path_buf(),
+                path: path.to_path_buf(),
+                placed: true,
+            });
+        }
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -82,9 +97,18 @@ impl NewFile {
         &self.file
     }
 
+    /// Whether the output is written in place: a character device or FIFO, which has no
+    /// temporary file and cannot be seeked back into in general.
+    pub fn in_place(&self) -> bool {
+        self.tmp == self.path
+    }
+
     /// Moves the file onto its name, replacing whatever is there (a planted link
     /// included: the link is replaced, its target untouched).
     pub fn persist(&mut self) -> io::Result<()> {
+        if self.in_place() {
+            return Ok(());
+        }
         std::fs::rename(&self.tmp, &self.path)?;
         self.placed = true;
         Ok(())
@@ -118,6 +142,44 @@ impl Read for NewFile {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.file.read(buf)
     }
+}
+
+/// `path` opened for writing in place when it is a character device or FIFO (directly, or
+/// through a link of the user's own); `None` for anything a [`NewFile`] replaces.
+fn open_special(path: &Path) -> io::Result<Option<File>> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let Ok(link) = std::fs::symlink_metadata(path) else {
+        return Ok(None);
+    };
+    let target = if link.file_type().is_symlink() {
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        if link.uid() != me {
+            return Ok(None);
+        }
+        match std::fs::metadata(path) {
+            Ok(m) => m,
+            Err(_) => return Ok(None),
+        }
+    } else {
+        link
+    };
+    let t = target.file_type();
+    if t.is_block_device() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} is a block device; kstate writes files, not disks",
+                path.display()
+            ),
+        ));
+    }
+    if !(t.is_char_device() || t.is_fifo()) {
+        return Ok(None);
+    }
+    let mut o = OpenOptions::new();
+    o.write(true).custom_flags(libc::O_CLOEXEC);
+    o.open(path).map(Some)
 }
 
 /// Writes `path` whole, through a [`NewFile`].
@@ -257,6 +319,62 @@ mod tests {
         assert!(!target.exists());
         let f = create_new(&tmp.path().join("fresh")).unwrap();
         assert_eq!(f.metadata().unwrap().mode() & 0o777, FILE_MODE);
+    }
+
+    #[test]
+    fn devices_and_fifos_are_written_in_place_never_replaced() {
+        use std::os::unix::fs::FileTypeExt;
+        // /dev/null itself, and through a link of the user's own (as /dev/stdout is).
+        let tmp = tempfile::tempdir().unwrap();
+        let link = tmp.path().join("null-link");
+        std::os::unix::fs::symlink("/dev/null", &link).unwrap();
+        for p in [Path::new("/dev/null"), link.as_path()] {
+            write(p, b"discarded").unwrap();
+            assert!(std::fs::metadata("/dev/null")
+                .unwrap()
+                .file_type()
+                .is_char_device());
+        }
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        // A FIFO gets the bytes, and stays a FIFO.
+        let fifo = tmp.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        write(&fifo, b"through the pipe").unwrap();
+        assert_eq!(reader.join().unwrap(), b"through the pipe");
+        assert!(std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo());
+        assert_eq!(
+            std::fs::read_dir(tmp.path()).unwrap().count(),
+            2,
+            "no temporary left"
+        );
+    }
+
+    #[test]
+    fn a_link_to_a_device_planted_by_another_user_is_replaced() {
+        let tmp = tempfile::tempdir().unwrap();
+        let link = tmp.path().join("out.csv");
+        std::os::unix::fs::symlink("/dev/null", &link).unwrap();
+        let c = std::ffi::CString::new(link.to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string; the link is given to `nobody`.
+        if unsafe { libc::lchown(c.as_ptr(), 65534, 65534) } != 0 {
+            return; // not root: every link is then the user's own or refused by the OS
+        }
+        write(&link, b"mine").unwrap();
+        let m = std::fs::symlink_metadata(&link).unwrap();
+        assert!(m.file_type().is_file());
+        assert_eq!(std::fs::read(&link).unwrap(), b"mine");
     }
 
     #[test]

@@ -400,6 +400,15 @@ impl TraceWriter {
             )
             .in_file(path)
         })?;
+        // A trace.dat's header is completed by seeking back into it: a pipe cannot take it.
+        if file.in_place() && { file.file() }.stream_position().is_err() {
+            return Err(Error::new(
+                ErrorKind::Input,
+                None,
+                "is a pipe, and a trace.dat is written with seeks: name a file".to_string(),
+            )
+            .in_file(path));
+        }
         let mut w = TraceWriter {
             out: Out {
                 file: BufWriter::with_capacity(1 << 20, file),

@@ -74,15 +74,21 @@ fn output_path(output: &Path) -> Result<()> {
             dir.display()
         )));
     }
-    kstate_format::output::NewFile::create(output)
-        .map(drop)
-        .map_err(|e| {
-            Error::bad_argument(format!(
-                "-o {}: cannot create files in {}: {e}",
-                output.display(),
-                dir.display()
-            ))
-        })
+    let file = kstate_format::output::NewFile::create(output).map_err(|e| {
+        Error::bad_argument(format!(
+            "-o {}: cannot create files in {}: {e}",
+            output.display(),
+            dir.display()
+        ))
+    })?;
+    // A recording keeps its scratch pages beside the output and seeks back into it.
+    if file.in_place() {
+        return Err(Error::bad_argument(format!(
+            "-o {}: is a device or pipe; a recording is a trace.dat file, name one",
+            output.display()
+        )));
+    }
+    Ok(())
 }
 
 /// Bytes free for the recorder on the filesystem holding `path`.
@@ -153,6 +159,10 @@ mod tests {
             .to_string();
         assert!(e.contains("does not exist"), "{e}");
         arguments(&opts(&tmp.path().join("x.dat"))).unwrap();
+        let e = arguments(&opts(Path::new("/dev/null")))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is a device or pipe"), "{e}");
         // The probe leaves nothing behind.
         assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
     }
