@@ -111,9 +111,21 @@ impl PageIndex {
     /// How many pages from page `k` of CPU stream `i` on a pass may pass over unread:
     /// those before `seek` (see [`PageIndex::seek`]), then those that hold none of the
     /// events in `bits` and flag no loss.
+    ///
+    /// The seek never passes the CPU's last page that holds one of `bits`: a window past
+    /// the last such event still reads that page, so that a pass over a trace that has
+    /// the events finds some (and answers "none in the window", not "none recorded").
     pub fn skippable(&self, i: usize, k: usize, seek: usize, bits: u64) -> usize {
         let Some(p) = self.pages(i) else {
             return 0;
+        };
+        // Only the first call of a stream is still before its seek point: one scan.
+        let seek = match k < seek {
+            true => p
+                .iter()
+                .rposition(|x| x.ids & bits != 0)
+                .map_or(seek, |l| seek.min(l)),
+            false => seek,
         };
         let mut j = k.max(seek.min(p.len()));
         while j < p.len() && p[j].ids & bits == 0 && !p[j].lost {
@@ -173,6 +185,11 @@ mod tests {
             assert!(k < p.len() && p[k].first_ns <= mid, "cpu {i}");
             assert!(p.get(k + 1).is_none_or(|x| x.first_ns >= mid), "cpu {i}");
             assert_eq!(index.seek(i, 0), 0);
+            // A window past the end still reads the last page that holds the events.
+            let bits = p[0].ids;
+            let last = p.iter().rposition(|x| x.ids & bits != 0).unwrap();
+            let past = index.seek(i, u64::MAX);
+            assert_eq!(index.skippable(i, 0, past, bits), last, "cpu {i}");
         }
     }
 }

@@ -55,7 +55,8 @@ impl Source {
     /// they would read for nothing: worth it for a front end that asks many questions of
     /// one file (`kstate ui`), not for one question. Results stay the same, except that a
     /// window query of a `window_local` analyzer counts only the events around the window
-    /// (its outcome says so in a note).
+    /// (its outcome says so in a note), which it does with or without this call (see
+    /// [`Source::run`]).
     pub fn index_pages(&mut self) -> Result<(), Error> {
         self.pages = Some(Arc::new(PageIndex::build(&self.trace)?));
         Ok(())
@@ -86,7 +87,7 @@ impl Source {
     pub fn run(&self, query: &Query, log: &mut dyn LogSink) -> Result<Outcome, Error> {
         query.check()?;
         let mut cfg = query.config(&self.tgids);
-        cfg.pages = self.pages.clone();
+        cfg.pages = self.pages.clone().or_else(|| self.window_index(query));
         let mut o = (query.analyzer.run)(&self.trace, &cfg, log)?;
         if query.mode != Mode::Log {
             let sort = query.sort.as_deref().unwrap_or("total");
@@ -94,6 +95,22 @@ impl Source {
                 .map_err(Error::Query)?;
         }
         Ok(o)
+    }
+
+    /// A window query of a `window_local` analyzer reads only around the window when the
+    /// pages are indexed, and its counts (events read, pairs outside the filters,
+    /// unmatched, open) then cover that stretch. So that one question gives one answer
+    /// whichever front end asks it, such a query indexes the pages even when the front
+    /// end did not ask for it (`kstate analyze syscall --window`): the index costs a walk
+    /// of the record headers, cheaper than decoding every event of the whole file.
+    /// (An index that cannot be made leaves the pass to read everything and report the
+    /// damage where it meets it.)
+    fn window_index(&self, query: &Query) -> Option<Arc<PageIndex>> {
+        let f = &query.filters;
+        if !query.analyzer.traits.window_local || f.window.is_none() || f.not_window.is_some() {
+            return None;
+        }
+        PageIndex::build(&self.trace).ok().map(Arc::new)
     }
 
     /// [`Source::run`] for a statistics or distribution query, which streams no rows.
