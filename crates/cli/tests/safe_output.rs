@@ -169,3 +169,92 @@ fn the_report_escapes_a_hostile_process_name() {
     );
     assert!(!html.contains("<svg onload"), "the name is not escaped");
 }
+
+/// Runs `kstate ARGS` from a shell whose PID kstate inherits (`exec`), with TMPDIR set to
+/// `tmpdir`, after planting a symbolic link to `victim` at each of `names` in `tmpdir`
+/// (`$$` in a name is that PID): the fixed scratch names kstate used to write through.
+fn run_with_planted_scratch(tmpdir: &Path, victim: &Path, names: &[&str], args: &[&str]) {
+    let plants: Vec<String> = names
+        .iter()
+        .map(|n| format!("ln -s '{}' \"$TMPDIR/{n}\"", victim.display()))
+        .collect();
+    let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+    let script = format!(
+        "{} && exec '{}' {}",
+        plants.join(" && "),
+        support::KSTATE,
+        quoted.join(" ")
+    );
+    let out = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .env("TMPDIR", tmpdir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// What is left in `dir` besides the planted links: kstate's scratch must be gone too.
+fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| !e.file_type().unwrap().is_symlink())
+        .map(|e| e.file_name().into_string().unwrap())
+        .collect()
+}
+
+#[test]
+fn cachesim_never_writes_through_links_planted_at_its_old_scratch_names() {
+    let top = tmp();
+    let victim = top.path().join("victim");
+    std::fs::write(&victim, PRECIOUS).unwrap();
+    let scratch = top.path().join("tmp");
+    std::fs::create_dir(&scratch).unwrap();
+    let kept = top.path().join("cg.out");
+    plant(Link::Symbolic, &victim, &kept);
+    run_with_planted_scratch(
+        &scratch,
+        &victim,
+        &["kstate-cachesim-$$.log", "kstate-cachesim-$$.out"],
+        &[
+            "cachesim",
+            "--keep",
+            kept.to_str().unwrap(),
+            "--",
+            "/bin/true",
+        ],
+    );
+    assert_eq!(std::fs::read(&victim).unwrap(), PRECIOUS);
+    // --keep replaced the link planted at it with cachegrind's output.
+    assert_own_file(&kept, &victim);
+    let text = std::fs::read_to_string(&kept).unwrap();
+    assert!(text.contains("\nevents: "), "{text}");
+    assert_eq!(leftovers(&scratch), Vec::<String>::new());
+}
+
+#[test]
+fn bench_read_never_writes_through_a_link_planted_at_its_old_scratch_name() {
+    let top = tmp();
+    let victim = top.path().join("victim");
+    std::fs::write(&victim, PRECIOUS).unwrap();
+    let trace = support::fixtures_dir().join("lisa-sched_load/trace.dat");
+    run_with_planted_scratch(
+        top.path(),
+        &victim,
+        &["kstate-bench-$$.out"],
+        &[
+            "bench",
+            "read",
+            trace.to_str().unwrap(),
+            "--runs",
+            "1",
+            "--no-peer",
+        ],
+    );
+    assert_eq!(std::fs::read(&victim).unwrap(), PRECIOUS);
+    assert_eq!(leftovers(top.path()), ["victim"]);
+}

@@ -132,14 +132,15 @@ pub(super) fn valgrind_version(valgrind: &Path) -> Result<String, Error> {
     Ok(v)
 }
 
-/// Removes the scratch files on every way out.
-struct Scratch(Vec<PathBuf>);
+/// valgrind's scratch files live in a fresh directory of kstate's own (0700), removed on
+/// every way out: valgrind opens `--log-file` and `--cachegrind-out-file` with O_TRUNC,
+/// so a fixed name in a shared $TMPDIR would be written through a link another user
+/// planted there, as root (issue 24).
+struct Scratch(PathBuf);
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        for p in &self.0 {
-            let _ = std::fs::remove_file(p);
-        }
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -153,18 +154,12 @@ fn simulate(args: &Args) -> Result<(String, String, std::process::ExitStatus), E
     }
     let version = valgrind_version(&args.valgrind)?;
     let tmp = std::env::temp_dir();
-    let id = std::process::id();
-    let log = tmp.join(format!("kstate-cachesim-{id}.log"));
-    let mut scratch = Scratch(vec![log.clone()]);
-    let out = match &args.keep {
-        Some(k) => k.clone(),
-        None => {
-            let p = tmp.join(format!("kstate-cachesim-{id}.out"));
-            scratch.0.push(p.clone());
-            p
-        }
-    };
-    let _ = std::fs::remove_file(&out);
+    let scratch = Scratch(
+        kstate_format::output::private_dir(&tmp, "kstate-cachesim-", "")
+            .map_err(|e| Error::io(&tmp, e))?,
+    );
+    let log = scratch.0.join("valgrind.log");
+    let out = scratch.0.join("cachegrind.out");
     let mut cmd = Command::new(&args.valgrind);
     cmd.arg("--tool=cachegrind")
         .arg("--cache-sim=yes")
@@ -201,6 +196,11 @@ fn simulate(args: &Args) -> Result<(String, String, std::process::ExitStatus), E
             }
         ))
     })?;
+    // --keep is placed the way kstate writes every output (a fresh file renamed onto the
+    // name), not handed to valgrind, which would open a planted link at it.
+    if let Some(k) = &args.keep {
+        kstate_format::output::write(k, &text).map_err(|e| Error::io(k, e))?;
+    }
     Ok((text, version, status))
 }
 

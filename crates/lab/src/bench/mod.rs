@@ -177,11 +177,16 @@ struct Measured {
 /// Runs a command with stdout captured (or discarded) and returns its wall time and the
 /// peak RSS the kernel accounted to it alone.
 fn measure(cmd: &mut Command, keep_stdout: bool) -> Result<Measured, Error> {
-    let tmp = std::env::temp_dir().join(format!("kstate-bench-{}.out", std::process::id()));
-    let out = if keep_stdout {
-        Stdio::from(std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?)
-    } else {
-        Stdio::null()
+    // The child's stdout goes to a file with no name: a fixed name in a shared $TMPDIR
+    // would be opened through whatever link another user planted there (issue 24).
+    let tmp = std::env::temp_dir();
+    let mut captured = match keep_stdout {
+        true => Some(kstate_format::output::unnamed(&tmp).map_err(|e| Error::io(&tmp, e))?),
+        false => None,
+    };
+    let out = match &captured {
+        Some(f) => Stdio::from(f.try_clone().map_err(|e| Error::io(&tmp, e))?),
+        None => Stdio::null(),
     };
     let start = Instant::now();
     let child = cmd
@@ -207,12 +212,12 @@ fn measure(cmd: &mut Command, keep_stdout: bool) -> Result<Measured, Error> {
             format!("{:?} failed (status {status})", cmd.get_program()),
         ));
     }
-    let stdout = if keep_stdout {
-        std::fs::read_to_string(&tmp).unwrap_or_default()
-    } else {
-        String::new()
-    };
-    let _ = std::fs::remove_file(&tmp);
+    let mut stdout = String::new();
+    if let Some(f) = captured.as_mut() {
+        use std::io::{Read, Seek};
+        // The child wrote through its own copy of the descriptor; read from the start.
+        let _ = f.rewind().and_then(|_| f.read_to_string(&mut stdout));
+    }
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     Ok(Measured {
         secs,
