@@ -357,10 +357,14 @@ pub struct Firing {
     pub end: u64,
     /// The key with the largest value where the rule looks at several.
     pub key: Option<String>,
+    /// Times the rule became true again since its previous firing, held back because
+    /// that firing was less than the quiet time (--alarm-every) ago.
+    pub suppressed: u64,
 }
 
-/// Rules checked every interval, each firing at most once per `quiet` ns while its
-/// condition stays true.
+/// Rules checked every interval, each firing at most once per `quiet` ns: when its
+/// condition becomes true and again while it stays true. A condition that flips false
+/// and true again sooner is not fired but counted, and the next firing says how often.
 pub struct Alarms {
     rules: Vec<RuleState>,
     quiet: u64,
@@ -372,6 +376,8 @@ struct RuleState {
     history: VecDeque<(u64, u64, Agg, Option<String>)>,
     last_fired: Option<u64>,
     was_true: bool,
+    /// Becoming true again within the quiet time, since the last firing.
+    suppressed: u64,
 }
 
 impl Alarms {
@@ -384,6 +390,7 @@ impl Alarms {
                     history: VecDeque::new(),
                     last_fired: None,
                     was_true: false,
+                    suppressed: 0,
                 })
                 .collect(),
             quiet: quiet_ns,
@@ -441,7 +448,12 @@ impl Alarms {
             let due = r
                 .last_fired
                 .is_none_or(|t| iv.end.saturating_sub(t) >= self.quiet);
-            if holds && (!r.was_true || due) {
+            // Becoming true again does not bypass the quiet time: a condition that flips
+            // every interval would fire every interval.
+            if holds && !due && !r.was_true {
+                r.suppressed += 1;
+            }
+            if holds && due {
                 r.last_fired = Some(iv.end);
                 let key = r.history.iter().rev().find_map(|(_, _, _, k)| k.clone());
                 fired.push(Firing {
@@ -453,6 +465,7 @@ impl Alarms {
                     start: r.history[0].0,
                     end: iv.end,
                     key,
+                    suppressed: std::mem::take(&mut r.suppressed),
                 });
             }
             r.was_true = holds;
@@ -559,6 +572,43 @@ mod tests {
             assert!(e.contains(why), "{rule}: {e}");
             assert!(e.contains(rule.trim()), "{rule}: {e}");
         }
+    }
+
+    /// A 300 ms interval ending at `end_ms` with `lost` events lost on one CPU.
+    fn losing(end_ms: u64, lost: u64) -> Interval {
+        Interval {
+            start: (end_ms - 300) * 1_000_000,
+            end: end_ms * 1_000_000,
+            outcomes: Vec::new(),
+            cpus: vec![crate::live::CpuActivity {
+                cpu: 0,
+                events: 10,
+                bytes: 100,
+                lost: Some(lost),
+            }],
+        }
+    }
+
+    #[test]
+    fn a_flipping_condition_fires_no_more_often_than_the_quiet_time() {
+        // The auditor's case: true, false, true ... every 300 ms over 3 s, quiet 10 s.
+        let mut alarms = Alarms::new(vec![Rule::parse("lost > 0").unwrap()], 10_000_000_000);
+        let mut fired = Vec::new();
+        for i in 1..=10u64 {
+            let lost = if i % 2 == 1 { 5 } else { 0 };
+            fired.extend(alarms.check(&losing(i * 300, lost)));
+        }
+        assert_eq!(fired.len(), 1, "{fired:?}");
+        assert_eq!((fired[0].end, fired[0].suppressed), (300_000_000, 0));
+        // 10.5 s on, more than the quiet time after the first: it fires, and says that
+        // the four onsets in between (at 0.9, 1.5, 2.1, 2.7 s) were held back.
+        let f = alarms.check(&losing(10_500, 5));
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].suppressed, 4);
+        // Staying true does not count as becoming true again.
+        assert!(alarms.check(&losing(10_800, 5)).is_empty());
+        let f = alarms.check(&losing(20_800, 5));
+        assert_eq!((f.len(), f[0].suppressed), (1, 0));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
 
-const VALUES: [&str; 14] = [
+const VALUES: [&str; 17] = [
     "1e20",
     "-1",
     "0",
@@ -25,6 +25,10 @@ const VALUES: [&str; 14] = [
     "-5s",
     "5s",
     "99999999G",
+    // Tiny durations: `watch -i 1ns` once grew memory without bound.
+    "1ns",
+    "1e-9",
+    "0.000000001",
 ];
 
 /// A value that runs (a benchmark at a valid setting) is let run this long, then stopped

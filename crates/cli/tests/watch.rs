@@ -438,6 +438,24 @@ fn the_dashboard_in_a_terminal_shows_panels_and_takes_keys() {
             panic!("no {what:?} on the screen:\n{screen}");
         }
     }
+    // Run-queue length: the runqueue table has a row per CPU, even with every panel
+    // on the screen (it showed only its header once, the keys took its rows).
+    // SAFETY: sysconf has no preconditions.
+    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) } as usize;
+    let mut rows = Vec::new();
+    for _ in 0..600 {
+        let p = pane(&session);
+        rows = runqueue_rows(&p);
+        if rows.len() >= cpus {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    if rows != (0..cpus).collect::<Vec<_>>() {
+        let p = pane(&session);
+        kill();
+        panic!("runqueue rows for CPUs {rows:?}, {cpus} CPUs online:\n{p}");
+    }
     // The 300 ms sleeps fire the alarm.
     wait_for(&session, "syscall.max{name=clock_nanosleep} > 200ms: 30");
     // And turn block events on, which the alarms' panel says.
@@ -470,11 +488,31 @@ fn the_dashboard_in_a_terminal_shows_panels_and_takes_keys() {
     }
     let after = pane(&session);
     kill();
-    assert_eq!(code.trim(), "0", "exit status; screen:\n{after}");
+    // q stops as Ctrl-C does, which reaches the command too: the shell loop dies of
+    // SIGINT, and kstate exits with its status (128+2) as `kstate record` does.
+    assert_eq!(code.trim(), "130", "exit status; screen:\n{after}");
+    assert!(
+        after.contains("the command was killed by SIGINT (exit status 130)"),
+        "{after}"
+    );
     assert!(
         !after.contains("SYSCALL by name"),
         "dashboard left on screen:\n{after}"
     );
+}
+
+/// The CPUs of the dashboard's runqueue table (`   runqueue: cpu  switches ...` and a
+/// line per CPU), in the order shown.
+fn runqueue_rows(screen: &str) -> Vec<usize> {
+    screen
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("runqueue: cpu"))
+        .skip(1)
+        .map_while(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 4).then(|| f[0].parse().ok()).flatten()
+        })
+        .collect()
 }
 
 #[test]
@@ -857,4 +895,123 @@ fn a_watch_whose_readers_fall_behind_sheds_and_says_so() {
     }
     assert!(before > 1_000, "{before} calls before the shed");
     assert!(during <= 10, "{during} calls recorded while shed");
+}
+
+#[test]
+fn watch_exits_with_the_commands_status() {
+    for (script, code, said) in [
+        ("sleep 0.1; exit 3", 3, "the command exited with status 3"),
+        (
+            "sleep 0.1; kill -KILL $$",
+            137,
+            "the command was killed by SIGKILL (exit status 137)",
+        ),
+        ("sleep 0.1", 0, ""),
+    ] {
+        let out = Command::new(KSTATE)
+            .args(["watch", "--json", "-e", "syscall", "--", "sh", "-c", script])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{script}: {err}");
+        assert!(err.contains(said), "{script}: {err}");
+        // It was watched: at least one interval line.
+        assert!(!out.stdout.is_empty(), "{script}: no intervals; {err}");
+    }
+}
+
+#[test]
+fn an_alarm_log_that_is_a_link_is_refused_and_the_target_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let sym = dir.path().join("sym.log");
+    std::os::unix::fs::symlink(&victim, &sym).unwrap();
+    let hard = dir.path().join("hard.log");
+    std::fs::hard_link(&victim, &hard).unwrap();
+    for (log, why) in [
+        (&sym, "is a symbolic link"),
+        (&hard, "has 2 names (hard links)"),
+    ] {
+        let log = log.to_str().unwrap();
+        refused(
+            &["--alarm-log", log, "--alarm", "lost >= 0", "--", "true"],
+            why,
+        );
+    }
+    refused(
+        &[
+            "--alarm-log",
+            "/dev/null",
+            "--alarm",
+            "lost >= 0",
+            "--",
+            "true",
+        ],
+        "is not a regular file",
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+}
+
+#[test]
+fn an_interval_below_10ms_is_refused_with_the_range() {
+    for v in ["1ns", "1e-9", "0.000000001", "10ns", "9ms"] {
+        refused(&["-i", v, "--", "true"], "10ms to 3600s");
+    }
+}
+
+/// The disk (as the kernel names it: `vda`, `sda`) holding `path`: block requests are
+/// issued to the whole disk, not a partition.
+fn disk_of(path: &Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(path).unwrap().dev();
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let sys = std::fs::canonicalize(format!("/sys/dev/block/{major}:{minor}"))
+        .unwrap_or_else(|e| panic!("{}: not on a block device ({e})", path.display()));
+    let disk = match sys.join("partition").exists() {
+        true => sys.parent().unwrap().to_path_buf(),
+        false => sys,
+    };
+    disk.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+#[test]
+fn a_device_filter_by_disk_name_fires_on_direct_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = disk_of(dir.path());
+    let log = dir.path().join("alarms.log");
+    let rule = format!("biotime.count{{dev={disk}}} >= 1");
+    let io = format!(
+        "dd if=/dev/zero of={}/f bs=64k count=40 oflag=direct 2>/dev/null; sleep 0.3",
+        dir.path().display()
+    );
+    let out = Command::new(KSTATE)
+        .args(["watch", "--json", "-a", "-e", "bio", "--interval", "250ms"])
+        .args(["--alarm", &rule, "--alarm-log"])
+        .arg(&log)
+        .args(["--", "sh", "-c", &io])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let fired: Vec<&Value> = lines
+        .iter()
+        .flat_map(|l| l["alarms"].as_array().unwrap())
+        .collect();
+    assert!(!fired.is_empty(), "{rule} never fired: {err}");
+    // The key names the disk, as `kstate analyze biotime` of a file does.
+    let key = fired[0]["key"].as_str().unwrap();
+    assert!(key.ends_with(&format!("({disk})")), "{key}");
+    assert!(err.contains(&format!("ALARM {rule}")), "{err}");
+    // The alarm log is a new file, private to root, a line per firing.
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(&log).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(logged.lines().count(), fired.len(), "{logged}");
+    assert!(logged.contains(&format!("({disk})")), "{logged}");
 }

@@ -148,6 +148,8 @@ pub fn firing(f: &Firing, start: u64) -> Value {
         "start_ns": f.start,
         "end_ns": f.end,
         "t": round(f.end.saturating_sub(start) as f64 / 1e9),
+        // Onsets --alarm-every held back since the rule's previous firing.
+        "suppressed": f.suppressed,
     })
 }
 

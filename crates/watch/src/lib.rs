@@ -5,6 +5,7 @@
 //! Every number comes from kstate-analyze; this crate presents and steers.
 
 mod adapt;
+mod alarm_log;
 mod json;
 mod tty;
 mod watcher;
@@ -54,7 +55,9 @@ pub struct Options {
 /// How a watch ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Ended {
-    Complete,
+    /// The recording is complete; the command's status when kstate ran one (the CLI
+    /// exits with it when it failed, as `kstate record` does).
+    Complete(Option<std::process::ExitStatus>),
     /// The recording was cut short (a full disk); the reason was printed.
     CutShort,
 }
@@ -149,13 +152,7 @@ pub fn run(args: Options) -> Result<Ended, Error> {
     }
 
     let alarm_log = match &args.alarm_log {
-        Some(p) => Some(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|e| bad(format!("opening {}: {e}", p.display())))?,
-        ),
+        Some(p) => Some(alarm_log::open(p).map_err(bad)?),
         None => None,
     };
     let mut w = Watch::new(
@@ -185,7 +182,15 @@ pub fn run(args: Options) -> Result<Ended, Error> {
         eprintln!("kstate: recording cut short: {why}");
         return Ok(Ended::CutShort);
     }
-    Ok(Ended::Complete)
+    Ok(Ended::Complete(summary.workload_status))
+}
+
+/// What an alarm's line adds when --alarm-every held back the rule's earlier onsets.
+fn held_back(f: &kstate_analyze::alarm::Firing) -> String {
+    match f.suppressed {
+        0 => String::new(),
+        n => format!(" ({n} more held back by --alarm-every since the last firing)"),
+    }
 }
 
 /// Event specs (as -e takes them) as `system:event` names.

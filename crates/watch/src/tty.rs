@@ -65,10 +65,11 @@ impl Dashboard {
         for f in fired {
             let at = f.end.saturating_sub(v.start) as f64 / 1e9;
             v.alarms.push(format!(
-                "{at:8.3}s  {}: {}{}",
+                "{at:8.3}s  {}: {}{}{}",
                 f.rule,
                 f.value_text,
-                f.key.as_ref().map_or(String::new(), |k| format!(" at {k}"))
+                f.key.as_ref().map_or(String::new(), |k| format!(" at {k}")),
+                crate::held_back(f)
             ));
         }
         if !v.paused {
@@ -216,17 +217,20 @@ fn screen(v: &View, rows: usize) -> Vec<String> {
         ));
     }
     let alarm_rows = v.alarms.len().min(4);
-    let left = rows.saturating_sub(l.len() + 2 + alarm_rows + 1);
     let shown: Vec<(usize, &Outcome)> = iv
         .outcomes
         .iter()
         .enumerate()
         .filter(|(i, _)| v.panel == 0 || v.panel == i + 1)
         .collect();
-    let per = (left / shown.len().max(1)).max(4);
+    // Each panel's fixed lines (a blank, its title, its tables, the keys' header) come
+    // first; the keys share what is left, at least one row each.
+    let fixed: usize = shown.iter().map(|(_, o)| 3 + table_lines(o)).sum();
+    let left = rows.saturating_sub(l.len() + fixed + 2 + alarm_rows);
+    let keys = (left / shown.len().max(1)).max(1);
     for (i, o) in shown {
         l.push(String::new());
-        l.extend(panel(i + 1, o, SORTS[v.sort], per.saturating_sub(1)));
+        l.extend(panel(i + 1, o, SORTS[v.sort], keys));
     }
     l.push(String::new());
     l.push(format!("ALARMS ({})", v.alarms.len()));
@@ -234,8 +238,19 @@ fn screen(v: &View, rows: usize) -> Vec<String> {
     l
 }
 
-/// One analyzer: a title with the figures of every key together, then the keys.
-fn panel(n: usize, o: &Outcome, sort: &str, rows: usize) -> Vec<String> {
+/// The lines an analyzer's tables take: each a header and its rows.
+fn table_lines(o: &Outcome) -> usize {
+    o.tables
+        .iter()
+        .filter(|t| !t.rows.is_empty())
+        .map(|t| t.rows.len() + 1)
+        .sum()
+}
+
+/// One analyzer: a title with the figures of every key together, its tables whole (e.g.
+/// runq's run-queue length, one row per CPU: a handful of lines that the keys, often
+/// hundreds, must not crowd out), then the top `keys` keys.
+fn panel(n: usize, o: &Outcome, sort: &str, keys: usize) -> Vec<String> {
     let unit = o.info.unit;
     let fmt = |v: u64| match unit {
         Unit::Ns => kstate_analyze::filter::fmt_dur(v),
@@ -257,6 +272,20 @@ fn panel(n: usize, o: &Outcome, sort: &str, rows: usize) -> Vec<String> {
         fmt(pct(&all, 99.0)),
         fmt(all.max)
     )];
+    for t in o.tables.iter().filter(|t| !t.rows.is_empty()) {
+        l.push(format!("   {}: {}", t.name, t.columns.join("  ")));
+        for row in &t.rows {
+            let cells: Vec<String> = row
+                .iter()
+                .map(|c| match c {
+                    Cell::Int(i) => i.to_string(),
+                    Cell::Float(f) => format!("{f:.2}"),
+                    Cell::Text(s) => s.clone(),
+                })
+                .collect();
+            l.push(format!("   {}", cells.join("  ")));
+        }
+    }
     let mut sorted: Vec<&Row> = o.rows.iter().collect();
     let key = |a: &Agg| match sort {
         "count" => a.count,
@@ -269,8 +298,6 @@ fn panel(n: usize, o: &Outcome, sort: &str, rows: usize) -> Vec<String> {
             .cmp(&key(&a.agg))
             .then_with(|| a.key.cmp(&b.key))
     });
-    let table_rows: usize = o.tables.iter().map(|t| t.rows.len() + 1).sum();
-    let keys = rows.saturating_sub(1 + table_rows.min(rows / 2)).max(1);
     l.push(format!(
         "   {:<32} {:>9} {:>12} {:>12} {:>12} {:>12}",
         "key", "count", "total", "p50", "p99", "max"
@@ -286,23 +313,5 @@ fn panel(n: usize, o: &Outcome, sort: &str, rows: usize) -> Vec<String> {
             fmt(r.agg.max)
         ));
     }
-    for t in &o.tables {
-        if t.rows.is_empty() || l.len() >= rows {
-            continue;
-        }
-        l.push(format!("   {}: {}", t.name, t.columns.join("  ")));
-        for row in &t.rows {
-            let cells: Vec<String> = row
-                .iter()
-                .map(|c| match c {
-                    Cell::Int(i) => i.to_string(),
-                    Cell::Float(f) => format!("{f:.2}"),
-                    Cell::Text(s) => s.clone(),
-                })
-                .collect();
-            l.push(format!("   {}", cells.join("  ")));
-        }
-    }
-    l.truncate(rows.max(2));
     l
 }

@@ -166,13 +166,14 @@ impl Watch {
         // On the dashboard, the alarm shows in its panel.
         if self.dashboard.is_none() {
             eprintln!(
-                "kstate: ALARM {}: {}{} (threshold {}), {:.3}..{:.3} s",
+                "kstate: ALARM {}: {}{} (threshold {}), {:.3}..{:.3} s{}",
                 f.rule,
                 f.value_text,
                 f.key.as_ref().map_or(String::new(), |k| format!(" at {k}")),
                 f.threshold_text,
                 rel(f.start),
-                rel(f.end)
+                rel(f.end),
+                crate::held_back(f)
             );
         }
         if let Some(keep) = self.keep {
@@ -221,7 +222,13 @@ impl Watcher for Watch {
 
     fn started(&mut self, ongoing: &Ongoing) -> kstate_record::Result<()> {
         let err = |e: String| kstate_record::Error::new(e);
-        let trace = Trace::open(&ongoing.dir).map_err(|e| err(e.to_string()))?;
+        let mut trace = Trace::open(&ongoing.dir).map_err(|e| err(e.to_string()))?;
+        // The capture is being recorded on this machine, but says so (its uname) only in
+        // the finished file: said now, block keys name the disk (`0000fe00-W(vda)`) as
+        // `kstate analyze` of the file does, and rules' `dev=vda` filters match them.
+        if trace.uname.is_none() {
+            trace.uname = kstate_record::system::uname();
+        }
         let mut queries: Vec<(&'static Info, Config)> = Vec::new();
         let mut add = |info: &'static Info, by: &str| {
             if queries
@@ -299,7 +306,12 @@ impl Watcher for Watch {
             .map_err(|e| kstate_record::Error::new(e.to_string()))?;
         let position = live.position();
         self.report(done)?;
-        self.note_lag(horizon, position);
+        // Horizon 0: a reader did not move its pages in time, so how far the recording
+        // has got is not known this tick (taken as 0, the analysis looked caught up, and
+        // the log said so at 0.000 s).
+        if horizon > 0 {
+            self.note_lag(horizon, position);
+        }
         self.adapt.tick(ongoing, horizon)?;
         if let Some(d) = &self.dashboard {
             // The alarms are on it already.
@@ -338,14 +350,31 @@ impl Watcher for Watch {
         let done = live
             .finish()
             .map_err(|e| kstate_record::Error::new(e.to_string()))?;
+        // Behind until the end: the rest was analysed now, up to the last interval's end,
+        // which is when it caught up on the trace clock.
+        let reached = done.last().map(|iv| iv.end);
         let reported = self.report(done);
+        if let (true, Some(end)) = (self.behind, reached) {
+            self.behind = false;
+            self.adapt.log.add(
+                end,
+                watch_log::Kind::BEHIND,
+                "the live analysis has caught up (at the end of the recording)".into(),
+                true,
+            );
+        }
         // The terminal back as it was.
         self.dashboard = None;
-        // Saves cut short by the end of the recording hold what there is.
+        // Saves cut short by the end of the recording (its command ended, Ctrl-C,
+        // SIGTERM) hold what there is, up to the end, and say so.
         if let Some(fl) = &mut self.flight {
             fl.update(ongoing, 0, Some(0));
         }
-        self.save_due(u64::MAX);
+        let stop = match ongoing.now() {
+            0 => reached.unwrap_or(u64::MAX),
+            now => now,
+        };
+        self.save_cut_short(stop);
         reported
     }
 
@@ -357,28 +386,49 @@ impl Watcher for Watch {
 impl Watch {
     /// Writes the flight-recorder saves whose time has come.
     fn save_due(&mut self, horizon: u64) {
-        let Some(fl) = &self.flight else {
-            return;
-        };
         let (due, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.saves)
             .into_iter()
             .partition(|s| s.2 <= horizon);
         self.saves = rest;
         for (file, from, to) in due {
-            let rel = |t: u64| t.saturating_sub(self.start) as f64 / 1e9;
-            let kept_from = fl.oldest().unwrap_or(from).max(from);
-            let sections = self.save_sections(fl, from, kept_from, to.min(horizon));
-            match fl.save(&self.capture, from, to, &file, sections) {
-                Ok(()) => eprintln!(
-                    "kstate: saved {} ({:.3}..{:.3} s; {} older pages, {} MiB, were dropped before it)",
-                    file.display(),
-                    rel(kept_from),
-                    rel(to.min(horizon)),
-                    fl.dropped_pages,
-                    fl.dropped_bytes >> 20
-                ),
-                Err(e) => eprintln!("kstate: saving {}: {e}", file.display()),
+            self.save(file, from, to, false);
+        }
+    }
+
+    /// At the end of the recording (`stop`, trace clock): writes the saves still to
+    /// come, each up to `stop`, saying so where that is before its end.
+    fn save_cut_short(&mut self, stop: u64) {
+        for (file, from, to) in std::mem::take(&mut self.saves) {
+            match to > stop {
+                true => self.save(file, from, stop.max(from), true),
+                false => self.save(file, from, to, false),
             }
+        }
+    }
+
+    /// Writes one save of [from, to]; `cut_short`: the recording ended at `to`, before
+    /// the --after the alarm asked for.
+    fn save(&self, file: PathBuf, from: u64, to: u64, cut_short: bool) {
+        let Some(fl) = &self.flight else {
+            return;
+        };
+        let rel = |t: u64| t.saturating_sub(self.start) as f64 / 1e9;
+        let kept_from = fl.oldest().unwrap_or(from).max(from);
+        let sections = self.save_sections(fl, from, kept_from, to, cut_short);
+        match fl.save(&self.capture, from, to, &file, sections) {
+            Ok(()) => eprintln!(
+                "kstate: saved {} ({:.3}..{:.3} s{}; {} older pages, {} MiB, were dropped before it)",
+                file.display(),
+                rel(kept_from),
+                rel(to),
+                match cut_short {
+                    true => ", cut short: the recording ended before --after ran out",
+                    false => "",
+                },
+                fl.dropped_pages,
+                fl.dropped_bytes >> 20
+            ),
+            Err(e) => eprintln!("kstate: saving {}: {e}", file.display()),
         }
     }
 }
@@ -417,6 +467,7 @@ impl Watch {
         from: u64,
         kept_from: u64,
         to: u64,
+        cut_short: bool,
     ) -> Vec<(u16, Vec<u8>)> {
         let keep = self.keep_text.as_deref().unwrap_or("?");
         let mut text = format!(
@@ -427,6 +478,13 @@ impl Watch {
             text.push_str(&format!(
                 "; its first {:.3} s were given back too (the watch fell behind)",
                 (kept_from - from) as f64 / 1e9
+            ));
+        }
+        if cut_short {
+            text.push_str(&format!(
+                "; cut short: the recording ended at {:.3} s, before the --after this save \
+                 asked for, so it ends there",
+                to.saturating_sub(self.start) as f64 / 1e9
             ));
         }
         let mut log = vec![watch_log::Entry {

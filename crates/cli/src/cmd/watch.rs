@@ -22,8 +22,10 @@ use kstate_args as numbers;
   s) for time statistics. 'over 3s': the statistic over the last 3 s; 'for 2s': the\n\
   condition held in every interval of the last 2 s; neither: the last interval. 'rate' is\n\
   per second, 'level' the highest value (e.g. blkqueue's requests in flight), 'lost' the\n\
-  events the kernel dropped. A rule fires when it becomes true, and again at most every\n\
-  --alarm-every while it stays true.\n\n\
+  events the kernel dropped. A rule fires when it becomes true, and again every\n\
+  --alarm-every while it stays true; it never fires more often than --alarm-every: when it\n\
+  becomes true again sooner, that is counted, and its next firing's line (and the JSON\n\
+  'suppressed') says how many were held back.\n\n\
 Examples:\n  \
     kstate watch -a --json --duration 10\n  \
     kstate watch -e syscall --alarm 'syscall.max{name=clock_nanosleep} > 200ms' -- ./server\n  \
@@ -49,8 +51,8 @@ pub struct Args {
     /// With a command: watch the whole system, not only the command and its children
     #[arg(short, long)]
     all: bool,
-    /// Report every TIME: seconds (0.5) or a duration (250ms)
-    #[arg(short, long, value_name = "TIME", default_value = "1", value_parser = numbers::duration)]
+    /// Report every TIME: seconds (0.5) or a duration (250ms), from 10ms to an hour
+    #[arg(short, long, value_name = "TIME", default_value = "1", value_parser = interval)]
     interval: Duration,
     /// Stop after this long
     #[arg(short, long, value_name = "SECONDS", value_parser = numbers::duration)]
@@ -82,7 +84,7 @@ pub struct Args {
     /// _THRESHOLD, _KEY, _START, _END (ns on the trace clock) in its environment
     #[arg(long, value_name = "CMD")]
     on_alarm: Option<String>,
-    /// While its condition stays true, a rule fires again at most this often
+    /// A rule fires at most this often (held-back firings are counted in the next)
     #[arg(long, value_name = "TIME", default_value = "10s", value_parser = numbers::duration)]
     alarm_every: Duration,
     /// Flight recorder: keep only the last TIME of the recording on disk, and when an
@@ -111,6 +113,24 @@ pub struct Args {
     command: Vec<String>,
 }
 
+/// The shortest --interval: each interval keeps its own results until it is reported,
+/// so nanosecond intervals made millions of them a second and grew without bound.
+const MIN_INTERVAL: Duration = Duration::from_millis(10);
+/// The longest: an interval is a dashboard refresh.
+const MAX_INTERVAL: Duration = Duration::from_secs(3600);
+
+/// `--interval`: a duration from 10 ms to an hour.
+fn interval(s: &str) -> Result<Duration, String> {
+    let range = "from 10ms to 3600s (an hour)";
+    match numbers::duration(s) {
+        Ok(d) if (MIN_INTERVAL..=MAX_INTERVAL).contains(&d) => Ok(d),
+        Ok(_) => Err(format!("out of range: expected {range}")),
+        Err(_) => Err(format!(
+            "expected seconds (0.5) or a duration (250ms), {range}"
+        )),
+    }
+}
+
 pub fn run(args: Args) -> Result<ExitCode, Error> {
     let opts = kstate_watch::Options {
         events: args.events,
@@ -135,7 +155,10 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         command: args.command,
     };
     Ok(match kstate_watch::run(opts)? {
-        kstate_watch::Ended::Complete => ExitCode::SUCCESS,
+        // The command's own status when it failed, as `kstate record` exits.
+        kstate_watch::Ended::Complete(status) => {
+            super::exit_status::failed(status).unwrap_or(ExitCode::SUCCESS)
+        }
         kstate_watch::Ended::CutShort => ExitCode::FAILURE,
     })
 }
