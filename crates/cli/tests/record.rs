@@ -924,6 +924,63 @@ fn the_recorders_threads_are_seldom_woken() {
     );
 }
 
+/// Reading quiet CPUs' partly filled pages (so a killed recorder loses little) costs a
+/// whole page each time: the file must still grow with the events, not with the reads.
+/// (A recorder that read on until the buffer was empty chased the sched events of its
+/// own writes, one nearly empty 512 KiB page per read: 1267 MiB for 1.2 MiB of events.)
+#[test]
+fn a_system_wide_sched_recording_grows_with_its_events() {
+    let dir = tmp();
+    let out = dir.path().join("sched.dat");
+    // 1000 sleeps of 1 ms: about a second of steady context switches on top of the
+    // machine's own.
+    let sum = record(&[
+        "-e",
+        "sched",
+        "-a",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        KSTATE,
+        "workload",
+        "sleep",
+        "1000",
+        "1",
+    ]);
+    let i = info(&out);
+    let page = i["page_size"].as_u64().unwrap();
+    let recorded: BTreeMap<u64, u64> = sum["cpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["cpu"].as_u64().unwrap(), c["bytes"].as_u64().unwrap()))
+        .collect();
+    let switches = i["event_counts"]["sched_switch"].as_u64().unwrap_or(0);
+    assert!(switches >= 2000, "only {switches} sched_switch events");
+    assert_eq!(i["events"], sum["events"], "info and the summary disagree");
+    let event_bytes: u64 = recorded.values().sum();
+    let mut page_bytes = 0;
+    for c in i["per_cpu"].as_array().unwrap() {
+        let (cpu, bytes) = (c["cpu"].as_u64().unwrap(), c["bytes"].as_u64().unwrap());
+        let data = recorded.get(&cpu).copied().unwrap_or(0);
+        // Per CPU: partly filled pages are read at most every 200 ms, and more rarely
+        // when they hold under an eighth of a page, so beyond 8x the events a CPU has
+        // only its last page and the few early reads of a slow start.
+        assert!(
+            bytes <= 8 * data + 4 * page,
+            "CPU {cpu}: {bytes} bytes of pages in the file for {data} bytes of events"
+        );
+        page_bytes += bytes;
+    }
+    let file = std::fs::metadata(&out).unwrap().len();
+    assert_eq!(sum["file_bytes"].as_u64(), Some(file));
+    assert!(
+        file <= page_bytes + (32 << 20),
+        "{file} bytes in the file, {page_bytes} of them pages"
+    );
+    eprintln!("{event_bytes} bytes of events, {page_bytes} of pages, {file} in the file");
+}
+
 /// `kstate record|run -- CMD` exit with CMD's status (128+N for signal N), say so in one
 /// line, and the --json summary carries it.
 #[test]

@@ -12,7 +12,8 @@
 //! that what was traced reaches the disk within a second even when no page fills: a
 //! recorder killed with SIGKILL then loses only the last moment (`kstate recover` reads
 //! the rest). Each such read adds a whole page to the file, so a CPU where the reads keep
-//! finding little waits twice as long before the next one, up to [`FLUSH_MAX`].
+//! finding little waits twice as long before the next one, up to [`FLUSH_MAX`], and a
+//! read while tracing goes on stops at the first partly filled page (see [`Until`]).
 //!
 //! Kernels or files where splice is refused fall back to page-sized `read`/`write`.
 
@@ -301,7 +302,7 @@ impl Mover {
             let before = self.dst.written();
             self.drain_full_pages()?;
             if let Some(n) = flush {
-                self.read_pages()?;
+                self.read_pages(Until::Partial)?;
                 quiet_since = Instant::now();
                 self.tap
                     .written
@@ -312,7 +313,7 @@ impl Mover {
                 quiet_since = Instant::now();
                 flush_after = FLUSH_FIRST;
             } else if quiet_since.elapsed() >= flush_after {
-                let data = self.read_pages()?;
+                let data = self.read_pages(Until::Partial)?;
                 quiet_since = Instant::now();
                 if data < self.page_size / 8 {
                     flush_after = (flush_after * 2).min(FLUSH_MAX);
@@ -334,7 +335,7 @@ impl Mover {
         }
         // Tracing is off: take the full pages left, then the partly filled last ones.
         self.drain_full_pages()?;
-        self.read_pages()?;
+        self.read_pages(Until::Empty)?;
         self.tap
             .written
             .store(self.dst.written(), Ordering::Release);
@@ -357,7 +358,7 @@ impl Mover {
                 Err(e) => return Err(e),
             }
         }
-        self.read_pages().map(drop)
+        self.read_pages(Until::Partial).map(drop)
     }
 
     fn splice_pages(&mut self) -> Result<Spliced> {
@@ -394,10 +395,11 @@ impl Mover {
         }
     }
 
-    /// Page-sized reads until the buffer is empty. `read` also hands out partly filled
-    /// pages (splice does not), so the fallback writes smaller pages while tracing.
+    /// Page-sized reads until the buffer is empty, or (`Until::Partial`) until a page
+    /// comes back partly filled. `read` also hands out partly filled pages (splice does
+    /// not), so the fallback writes smaller pages while tracing.
     /// Returns the bytes of event data the pages held.
-    fn read_pages(&mut self) -> Result<usize> {
+    fn read_pages(&mut self, until: Until) -> Result<usize> {
         let mut data = 0;
         loop {
             let page = self.dst.page_buf();
@@ -418,12 +420,32 @@ impl Mover {
             if n != self.page_size {
                 self.dst.page_buf()[n..].fill(0);
             }
-            data += page_data_bytes(self.dst.page_buf());
+            let in_page = page_data_bytes(self.dst.page_buf());
+            data += in_page;
             self.dst
                 .write_page()
                 .map_err(|e| e.context(format_args!("CPU {}", self.cpu)))?;
+            if until == Until::Partial && in_page < self.page_size / 2 {
+                return Ok(data);
+            }
         }
     }
+}
+
+/// How far [`Mover::read_pages`] reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Until {
+    /// Until the kernel has nothing more: only once tracing is off, as while it is on
+    /// there may always be more.
+    Empty,
+    /// Until a page comes back less than half filled: the page the kernel was writing,
+    /// which holds everything traced up to the read. Reading on would only chase events
+    /// traced since, and while tracing goes on there always are some (the recorder's
+    /// own writes switch tasks on its CPU): each read would add a whole page to the
+    /// file for a handful of events, hundreds of MiB a second with 512 KiB pages. A
+    /// full page is more than half filled unless one event takes more than half a page,
+    /// and stopping early on such a page only leaves the rest for the next read.
+    Partial,
 }
 
 /// The bytes of events in a ring-buffer page: its header's `commit` (after the u64
