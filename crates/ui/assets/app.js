@@ -77,7 +77,17 @@ function fmtShort(ns) {
   if (ns < 1e9) return +(ns / 1e6).toPrecision(3) + "ms";
   return +(ns / 1e9).toPrecision(3) + "s";
 }
-const fmtVal = (unit, v) => (v == null ? "-" : unit === "ns" ? fmtDur(v) : String(v));
+function fmtBytes(b) {
+  // Binary units, as free(1) -h: 1.5 GiB reads better than 1610612736.
+  const u = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (Math.abs(b) >= 1024 && i < u.length - 1) { b /= 1024; i++; }
+  return (i ? b.toFixed(Math.abs(b) < 10 ? 2 : 1) : String(Math.round(b))) + " " + u[i];
+}
+const fmtVal = (unit, v) => (v == null ? "-" : unit === "ns" ? fmtDur(v) : unit === "bytes" ? fmtBytes(v) : String(v));
+// Snapshot analyzers (sysinfo) sample a level now and then: a sum of samples means nothing.
+const colsOf = (a) => (a.snapshots ? COLS.filter((c) => c !== "total") : COLS);
+const defaultSort = (a) => (a.snapshots ? "max" : "total");
 const fmtRatio = (r) => (r == null ? "-" : "x" + (r >= 100 ? r.toFixed(0) : r.toFixed(2)));
 function fmtT(s) {
   const span = UI.view ? UI.view[1] - UI.view[0] : 1;
@@ -102,6 +112,17 @@ function filterParams(analyzer, extra = {}) {
   if (st.win) p.set("window", `${secs(st.win[0])}:${secs(st.win[1])}`);
   for (const [k, v] of Object.entries(extra)) if (v != null) p.set(k, v);
   return p;
+}
+
+// The window lies after the recording's end (a pasted link of a longer recording, or a
+// typed one): say so, rather than leaving every panel to say "no samples".
+function outsideNote() {
+  const f = goodFile(UI.st.mode === "ab" ? 0 : UI.st.f);
+  if (!f || !UI.st.win) return null;
+  let end = (f.end - f.start) / 1e9;
+  if (UI.st.mode === "ab" && goodFile(1)) end = Math.max(end, (goodFile(1).end - goodFile(1).start) / 1e9);
+  if (UI.st.win[0] <= end) return null;
+  return `the window lies outside the recording (0\u2013${+end.toPrecision(3)} s)`;
 }
 
 function showError(msg) {
@@ -142,6 +163,8 @@ function drawChips() {
   const chip = (label, drop, id) => box.append(el("span", { class: "chip", "data-chip": id }, label,
     el("button", { title: "remove this filter", onclick: () => { drop(); update(); } }, "\u00d7")));
   if (st.win) chip(`window ${secs(st.win[0])}:${secs(st.win[1])}`, () => { st.win = null; }, "window");
+  const out = outsideNote();
+  if (out) box.append(el("span", { class: "warn", id: "outside" }, out));
   for (const [k, v] of Object.entries(st.g)) chip(`${k}=${v}`, () => { delete st.g[k]; }, k);
   for (const [a, v] of Object.entries(st.keys)) chip(`${a}: key=${v}`, () => { delete st.keys[a]; }, "key." + a);
   if (!box.childNodes.length) box.append(el("span", { class: "none" }, "none (the whole recording)"));
@@ -185,7 +208,9 @@ async function loadLanes() {
     const res = [];
     for (const f of fileIdx) {
       if (!goodFile(f)) continue;
-      const p = filterParams("syscall", { f, from: secs(v[0]), to: secs(v[1]), w: bins });
+      // Only the task and CPU filters apply to the overview: a key filter is a panel's,
+      // and re-binning 11 M events for it took as long as the panel itself.
+      const p = filterParams(null, { f, from: secs(v[0]), to: secs(v[1]), w: bins });
       p.delete("window");
       res.push({ f, lanes: await api("lanes", p) });
     }
@@ -210,8 +235,10 @@ function laneLayout() {
     group(lanes.busy, "busy", 16, (l) => `${l.name} busy`);
     group(lanes.runq, "level", 26, (l) => `${l.name} queued`);
     group(lanes.blk, "level", 30, (l) => `${l.name.replace(/^0000/, "")} in flight`);
-    const only = UI.st.keys.syscall ? ` (${UI.st.keys.syscall})` : "";
-    if (lanes.syscalls) rows.push({ kind: "scatter", h: 130, sc: lanes.syscalls, label: tag + "syscalls" + only, f, lanes });
+    // No calls for these filters: one line that says so, not an empty chart.
+    if (lanes.syscalls) rows.push(lanes.syscalls.calls
+      ? { kind: "scatter", h: 130, sc: lanes.syscalls, label: tag + "syscalls", f, lanes }
+      : { kind: "empty", h: 14, label: tag + "syscalls: no calls for these filters", f, lanes });
     group(lanes.lost, "lost", 14, (l) => `${l.name} lost`);
   }
   return rows;
@@ -244,7 +271,14 @@ function drawLanes() {
   let y = AXIS_H;
   for (const r of rows) {
     g.fillStyle = "#1d2430"; g.font = "11px system-ui, sans-serif";
-    g.fillText(r.label.length > 22 ? r.label.slice(0, 21) + "\u2026" : r.label, 4, y + Math.min(r.h, 16) - 3);
+    if (r.kind === "empty") {
+      g.fillStyle = "#5d6878"; g.font = "italic 11px system-ui, sans-serif";
+      g.fillText(r.label, 4, y + 11);
+      r.y = y; y += r.h + 4;
+      continue;
+    }
+    // The scatter's y-axis labels take the label column's right end: its label stops short.
+    g.fillText(fit(g, r.label, (r.kind === "scatter" ? x0 - 40 : x0) - 8), 4, y + Math.min(r.h, 16) - 3);
     g.fillStyle = "#f3f5f8"; g.fillRect(x0, y, x1 - x0, r.h);
     const n = r.lane ? r.lane.values.length : r.lanes.bins;
     const bw = (x1 - x0) / n;
@@ -275,7 +309,9 @@ function drawLanes() {
         const abs = sc.row0 + row;
         if (abs % sc.rows_per_decade === 0) {
           const yy = y + r.h - row * rh;
-          g.fillText(fmtShort(Math.pow(10, abs / sc.rows_per_decade)), 60, yy);
+          g.textAlign = "right";
+          g.fillText(fmtShort(Math.pow(10, abs / sc.rows_per_decade)), x0 - 4, Math.max(yy, y + 9));
+          g.textAlign = "left";
           g.strokeStyle = "#e3e7ed"; g.beginPath(); g.moveTo(x0, yy); g.lineTo(x1, yy); g.stroke();
         }
       }
@@ -308,6 +344,14 @@ function drawLanes() {
       g.beginPath(); g.moveTo(a, AXIS_H); g.lineTo(a, height); g.moveTo(b, AXIS_H); g.lineTo(b, height); g.stroke();
     }
   }
+}
+
+// `text` cut to `w` pixels in the canvas's current font.
+function fit(g, text, w) {
+  if (g.measureText(text).width <= w) return text;
+  let t = text;
+  while (t.length > 1 && g.measureText(t + "\u2026").width > w) t = t.slice(0, -1);
+  return t + "\u2026";
 }
 
 function niceStep(x) {
@@ -371,7 +415,7 @@ function setupBrush() {
     const t = UI.geom.T(x);
     let text = fmtT(t);
     const r = UI.geom.rows.find((r) => y >= r.y && y < r.y + r.h);
-    if (r) {
+    if (r && r.kind !== "empty") {
       const n = r.lane ? r.lane.values.length : r.lanes.bins;
       const i = Math.floor(((x - UI.geom.x0) / (UI.geom.x1 - UI.geom.x0)) * n);
       if (r.kind === "busy") text += `  ${r.label}: ${Math.round(r.lane.values[i] * 100)}%`;
@@ -431,6 +475,8 @@ async function loadPanels() {
     card.dataset.state = "loading";
   });
   const mode = st.mode === "inout" && !st.win ? "one" : st.mode;
+  // A comparison's table is 13 columns wide: one panel a row.
+  box.classList.toggle("compare", mode !== "one");
   for (const a of list) {
     if (gen !== UI.panelsGen) return;
     const card = document.getElementById("panel-" + a.name);
@@ -459,7 +505,7 @@ function describe(j) {
 }
 
 function sortRows(rows, a, get) {
-  const col = UI.st.sort[a.name] || "total";
+  const col = UI.st.sort[a.name] || defaultSort(a);
   const asc = col === "key";
   const val = (r) => (col === "key" ? r.key : get(r, col));
   return rows.slice().sort((x, y) => {
@@ -470,7 +516,7 @@ function sortRows(rows, a, get) {
 }
 
 function header(a, cols, groups) {
-  const col = UI.st.sort[a.name] || "total";
+  const col = UI.st.sort[a.name] || defaultSort(a);
   const tr = el("tr");
   for (const c of cols) {
     const th = el("th", { class: (c.cls || "") + (c.sort === col ? " sorted" + (c.sort === "key" ? " asc" : "") : ""), "data-col": c.sort || "" }, c.label);
@@ -496,13 +542,14 @@ async function panelOne(card, a) {
   const d = await api("panel", p);
   const u = a.unit, flag = j.rows.length && Object.keys(j.rows[0]).find((k) => !["key", "count"].includes(k) && !/_(\w+)$/.test(k));
   const get = (r, c) => (c === "count" ? r.count : r[`${c}_${u}`]);
-  const cols = [{ label: "key", sort: "key" }, ...COLS.map((c) => ({ label: c, sort: c }))];
+  const shown = colsOf(a);
+  const cols = [{ label: "key", sort: "key" }, ...shown.map((c) => ({ label: c, sort: c }))];
   if (flag) cols.push({ label: flag });
   const tbody = el("tbody");
   const sorted = sortRows(j.rows, a, get);
   for (const r of sorted) {
     const tr = el("tr", { "data-key": r.key }, keyCell(a, r.key));
-    for (const c of COLS) tr.append(el("td", { "data-col": c }, c === "count" ? String(r.count) : fmtVal(u, get(r, c))));
+    for (const c of shown) tr.append(el("td", { "data-col": c }, c === "count" ? String(r.count) : fmtVal(u, get(r, c))));
     if (flag) tr.append(el("td", {}, String(r[flag])));
     tbody.append(tr);
   }
@@ -511,7 +558,7 @@ async function panelOne(card, a) {
   card.textContent = "";
   card.append(panelHead(a, tools), el("div", { class: "meta" }, describe(j)),
     el("div", { class: "tablewrap" }, el("table", { class: "stat" }, header(a, cols), tbody)));
-  if (!j.rows.length) card.append(el("div", { class: "none" }, "no samples for these filters"));
+  if (!j.rows.length) card.append(el("div", { class: "none" }, outsideNote() ? `no samples: ${outsideNote()}` : "no samples for these filters"));
   card.append(distChart(a, [{ j: d, cls: "a", label: "" }], sorted[0]?.key));
   const notes = [...(j.notes || []), ...(j.errors || [])];
   if (notes.length) card.append(el("div", { class: "notes" }, notes.join(" \u00b7 ")));
@@ -530,12 +577,28 @@ async function longest(card, a) {
   const tb = el("tbody");
   for (const r of rows) tb.append(el("tr", {}, el("td", { class: "key" }, r.key), el("td", {}, fmtT(r.t)), el("td", {}, fmtDur(r.v)),
     el("td", {}, String(r.tid)), el("td", {}, r.comm)));
-  const t0 = Math.min(...rows.map((r) => r.t)), t1 = Math.max(...rows.map((r) => r.t + r.v / 1e9));
-  box.append(el("div", { class: "meta" }, `the ${rows.length} longest, between ${fmtT(t0)} and ${fmtT(t1)} `,
-    rows.length ? el("button", { class: "select-longest", onclick: () => { UI.st.win = [t0, t1]; update(); } }, "select their window") : null),
+  const [t0, t1] = stallWindow(rows), k = rows.filter((r) => r.t < t1 && r.t + r.v / 1e9 > t0).length;
+  box.append(el("div", { class: "meta" }, `the ${rows.length} longest; the longest and the ${k - 1} overlapping it span ${fmtT(t0)} to ${fmtT(t1)} `,
+    rows.length ? el("button", { class: "select-longest", title: "The longest sample and the long ones overlapping it: the stall, not the whole spread of the 20", onclick: () => { UI.st.win = [t0, t1]; update(); } }, "select their window") : null),
     el("div", { class: "tablewrap" }, el("table", { class: "log" },
       el("thead", {}, el("tr", {}, ...["key", "start", a.value || "value", "tid", "comm"].map((h) => el("th", {}, h)))), tb)));
   box._rows = rows;
+}
+
+// The stall: the longest sample's span, grown by every listed sample that overlaps it
+// (and those overlapping them). The 20 longest writes may spread over most of a trace;
+// the ones that waited together are the stall.
+function stallWindow(rows) {
+  if (!rows.length) return [0, 0];
+  let a = rows[0].t, b = rows[0].t + rows[0].v / 1e9, grown = true;
+  while (grown) {
+    grown = false;
+    for (const r of rows) {
+      const s = r.t, e = r.t + r.v / 1e9;
+      if (s < b && e > a && (s < a || e > b)) { a = Math.min(a, s); b = Math.max(b, e); grown = true; }
+    }
+  }
+  return [a, b];
 }
 
 async function panelCompare(card, a, mode) {
@@ -552,28 +615,32 @@ async function panelCompare(card, a, mode) {
   }
   const diff = c.analyzers[0];
   const u = diff.unit;
-  const metrics = ["p99", "avg", "count", "total"];
-  const groups = el("tr", {}, el("th", { class: "grp" }, ""), ...metrics.map((m) => el("th", { class: "grp", colspan: 3 }, m)), el("th", { class: "grp" }, ""));
+  const metrics = ["p99", "avg", "count", "total"].filter((m) => !(a.snapshots && m === "total"));
+  const groups = el("tr", {}, el("th", { class: "grp" }, ""), ...metrics.map((m) => el("th", { class: "grp", colspan: 3 }, m)));
   const cols = [{ label: "key", sort: "key" }];
   for (const m of metrics) cols.push({ label: sides[0], cls: "a", sort: m }, { label: sides[1], cls: "b" }, { label: mode === "ab" ? "B/A" : "in/out" });
-  cols.push({ label: "" });
   const get = (r, m) => (r.b || r.a || {})[m];
   const tbody = el("tbody");
   const sorted = sortRows(diff.rows, a, get);
   for (const r of sorted) {
-    const tr = el("tr", { "data-key": r.key, class: r.regressed ? "regressed" : "" }, keyCell(a, r.key));
+    // The verdict sits beside the key, where it is seen whatever the table's width.
+    const key = keyCell(a, r.key);
+    const verdict = r.regressed ? el("span", { class: "badge", title: `${c.metric} of ${sides[1]} >= ${c.threshold} x ${sides[0]}'s` }, `${c.metric} REGRESSED`) :
+      !r.a ? `only ${sides[1]}` : !r.b ? `only ${sides[0]}` : !r.compared ? "few samples" : null;
+    if (verdict) key.append(typeof verdict === "string" ? el("span", { class: "verdict" }, verdict) : verdict);
+    const tr = el("tr", { "data-key": r.key, class: r.regressed ? "regressed" : "" }, key);
     for (const m of metrics) {
       const f = (n) => (n ? (m === "count" ? String(n[m]) : fmtVal(u, n[m])) : "-");
       const ratio = r.ratio[m];
       tr.append(el("td", { class: "a", "data-col": m + "_a" }, f(r.a)), el("td", { class: "b", "data-col": m + "_b" }, f(r.b)),
         el("td", { class: "ratio" + (r.compared && ratio != null ? (ratio >= 1.5 ? " up" : ratio <= 1 / 1.5 ? " down" : "") : ""), "data-col": m + "_ratio" }, fmtRatio(ratio)));
     }
-    tr.append(el("td", {}, r.regressed ? el("span", { class: "badge", title: `${c.metric} of ${sides[1]} >= ${c.threshold} x ${sides[0]}'s` }, "REGRESSED") :
-      !r.a ? `only ${sides[1]}` : !r.b ? `only ${sides[0]}` : !r.compared ? "few samples" : ""));
     tbody.append(tr);
   }
   card.textContent = "";
-  card.append(panelHead(a), el("div", { class: "meta" }, `${sides[0]}: ${c.a} \u00b7 ${sides[1]}: ${c.b}`),
+  // Inside vs outside: the sides' labels already say which is which ("outside 1:2").
+  const head = mode === "ab" ? `A: ${c.a} \u00b7 B: ${c.b}` : `${c.a} \u00b7 ${c.b}`;
+  card.append(panelHead(a), el("div", { class: "meta" }, head),
     el("div", { class: "tablewrap" }, el("table", { class: "compare" }, header(a, cols, groups), tbody)));
   if (!diff.rows.length) card.append(el("div", { class: "none" }, "no samples for these filters"));
   card.append(distChart(a, dists, sorted[0]?.key));
@@ -608,7 +675,7 @@ function distChart(a, sides, first) {
     }
   });
   edges.forEach((lo, i) => {
-    const top = bucketHi(series, lo), show = (v) => (a.unit === "ns" ? fmtShort(v) : String(v));
+    const top = bucketHi(series, lo), show = (v) => (a.unit === "ns" ? fmtShort(v) : a.unit === "bytes" ? fmtBytes(v) : String(v));
     const label = top === Infinity ? ">" + show(lo) : "\u2264" + show(top);
     svg += `<text x="${(5 + i * bw + bw / 2).toFixed(1)}" y="${H - 4}" font-size="10" text-anchor="middle" fill="#5d6878">${esc(label)}</text>`;
   });
@@ -657,6 +724,7 @@ async function loadChanges() {
     const c = await api("compare", p);
     if (gen !== UI.changesGen) return;
     const units = Object.fromEntries(c.analyzers.map((x) => [x.analyzer, x.unit]));
+    const sides = mode === "ab" ? ["A", "B"] : ["outside", "inside"];
     const tb = el("tbody");
     for (const ch of c.changes.slice(0, 15)) {
       const u = ch.metric === "count" ? "" : units[ch.analyzer];
@@ -664,9 +732,8 @@ async function loadChanges() {
         el("td", { class: "key" }, el("a", { onclick: () => document.getElementById("panel-" + ch.analyzer)?.scrollIntoView({ behavior: "smooth" }) }, `${ch.analyzer} ${ch.key}`)),
         el("td", {}, ch.metric), el("td", { class: "a" }, fmtVal(u, ch.a)), el("td", { class: "b" }, fmtVal(u, ch.b)),
         el("td", { class: "ratio " + (ch.ratio >= 1 ? "up" : "down") }, fmtRatio(ch.ratio)),
-        el("td", {}, ch.regressed ? el("span", { class: "badge" }, "REGRESSED") : "")));
+        el("td", {}, ch.regressed ? el("span", { class: "badge", title: `${c.metric} of ${sides[1]} >= ${c.threshold} x ${sides[0]}'s` }, `${c.metric} REGRESSED`) : "")));
     }
-    const sides = mode === "ab" ? ["A", "B"] : ["outside", "inside"];
     body.textContent = "";
     if (!c.changes.length) body.append(el("div", { class: "none" }, "No key has enough samples on both sides to compare."));
     else body.append(el("table", { class: "changes" }, el("thead", {}, el("tr", {}, ...["analyzer and key", "metric", sides[0], sides[1], "ratio", ""].map((h, i) => el("th", { class: i === 2 ? "a" : i === 3 ? "b" : "" }, h)))), tb));

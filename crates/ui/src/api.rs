@@ -217,13 +217,14 @@ impl App {
                         .flatten()
                         .map(|a| {
                             format!(
-                                "{{\"name\":{},\"about\":{},\"by\":{},\"value\":{},\"unit\":{},\"level\":{}}}",
+                                "{{\"name\":{},\"about\":{},\"by\":{},\"value\":{},\"unit\":{},\"level\":{},\"snapshots\":{}}}",
                                 js(a.name),
                                 js(a.about),
                                 js(a.by[0].0),
                                 js(a.value),
                                 js(a.unit.suffix()),
-                                js(a.traits.level)
+                                js(a.traits.level),
+                                a.traits.snapshots
                             )
                         })
                         .collect();
