@@ -73,14 +73,19 @@ impl Decompressor {
                 let dec = self
                     .zstd
                     .get_or_insert_with(|| Box::new(ruzstd::decoding::FrameDecoder::new()));
-                match dec.decode_all(input, out) {
+                match zstd_frames(dec, input, out) {
                     Ok(n) => n,
-                    Err(ruzstd::decoding::errors::FrameDecoderError::TargetTooSmall) => {
+                    Err(ZstdError::TooLong) => {
                         return Err(format!(
                             "decompresses to more than the {size} bytes its header announces"
                         ))
                     }
-                    Err(_) => return Err(damaged()),
+                    Err(ZstdError::Checksum) => {
+                        return Err("is damaged: it decompresses as zstd, but not to the bytes \
+                                    its checksum was taken of"
+                            .into())
+                    }
+                    Err(ZstdError::Damaged) => return Err(damaged()),
                 }
             }
             Codec::Zlib => {
@@ -104,6 +109,66 @@ impl Decompressor {
         }
         Ok(())
     }
+}
+
+enum ZstdError {
+    TooLong,
+    Damaged,
+    /// A frame decoded without error to bytes its checksum disagrees with.
+    Checksum,
+}
+
+/// Decodes every frame of `input` into `out` and returns the bytes written: ruzstd's
+/// `decode_all`, plus the check of each frame's checksum where it has one. Without it a
+/// damaged byte in a raw literal block decodes without complaint to wrong text or wrong
+/// events. (trace-cmd's libzstd writes frames without a checksum; kstate's writer and
+/// the `zstd` tool write them with one.)
+fn zstd_frames(
+    dec: &mut ruzstd::decoding::FrameDecoder,
+    mut input: &[u8],
+    mut out: &mut [u8],
+) -> std::result::Result<usize, ZstdError> {
+    use ruzstd::decoding::errors::{FrameDecoderError, ReadFrameHeaderError};
+    use std::io::Read;
+    let mut written = 0;
+    while !input.is_empty() {
+        match dec.init(&mut input) {
+            Ok(()) => {}
+            Err(FrameDecoderError::ReadFrameHeaderError(ReadFrameHeaderError::SkipFrame {
+                length,
+                ..
+            })) => {
+                input = input.get(length as usize..).ok_or(ZstdError::Damaged)?;
+                continue;
+            }
+            Err(_) => return Err(ZstdError::Damaged),
+        }
+        loop {
+            dec.decode_blocks(
+                &mut input,
+                ruzstd::decoding::BlockDecodingStrategy::UptoBytes(1 << 20),
+            )
+            .map_err(|_| ZstdError::Damaged)?;
+            let n = dec.read(out).map_err(|_| ZstdError::Damaged)?;
+            out = &mut out[n..];
+            written += n;
+            if dec.can_collect() != 0 {
+                return Err(ZstdError::TooLong);
+            }
+            if dec.is_finished() {
+                break;
+            }
+            if input.is_empty() {
+                // The frame's last block or its checksum is missing.
+                return Err(ZstdError::Damaged);
+            }
+        }
+        let stored = dec.get_checksum_from_data();
+        if stored.is_some() && stored != dec.get_calculated_checksum() {
+            return Err(ZstdError::Checksum);
+        }
+    }
+    Ok(written)
 }
 
 /// Where a CPU's compressed chunks are (v7).
