@@ -438,3 +438,115 @@ fn a_damaged_section_of_a_zstd_trace_dat_is_lost_alone() {
         "{err}"
     );
 }
+
+/// kstate's writer gives every zstd frame a checksum (trace-cmd's libzstd does not). A
+/// byte changed inside a raw literal block (text stored as it is) still decodes; only the
+/// checksum tells, and the section and its offset are named, not a misparse of its text.
+#[test]
+fn a_zstd_section_that_decodes_but_fails_its_checksum_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let z = tmp.path().join("z.dat");
+    let src = fixtures_dir().join("lisa-rtapp/trace.dat");
+    kstate(&[
+        "convert".as_ref(),
+        "--zstd".as_ref(),
+        "-o".as_ref(),
+        z.as_os_str(),
+        src.as_os_str(),
+    ]);
+    let good = std::fs::read(&z).unwrap();
+    let v7 = walk_v7(&good);
+    // header info: section header (16 bytes), u32 compressed and u32 uncompressed sizes.
+    let (_, at) = *v7
+        .sections
+        .iter()
+        .find(|s| s.0 == 16)
+        .expect("a header info section");
+    let content = at as usize + 16;
+    let csize = u32::from_le_bytes(good[content..content + 4].try_into().unwrap()) as usize;
+    let block = content + 8..content + 8 + csize;
+    // header_page's text, stored raw: "field: u64 timestamp;".
+    let raw = good[block.clone()]
+        .windows(9)
+        .position(|w| w == b"timestamp")
+        .expect("the header_page text stored raw in the block");
+    let mut bad = good.clone();
+    bad[block.start + raw + 2] ^= 0x20; // "tiMestamp"
+    let f = tmp.path().join("checksum-damaged.dat");
+    std::fs::write(&f, &bad).unwrap();
+    for args in [&["info"][..], &["dump"]] {
+        let mut a: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+        a.push(f.as_os_str());
+        let o = run(&a);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(
+            err.contains(&format!(
+                "{}: offset {content} (0x{content:x}): header info section: its compressed block \
+                 of {csize} bytes is damaged: it decompresses as zstd, but not to the bytes its \
+                 checksum was taken of",
+                f.display()
+            )),
+            "{args:?}: {err}"
+        );
+    }
+    // The undamaged file reads, every frame's checksum verified.
+    let info = kstate_json(&["info".as_ref(), "--json".as_ref(), z.as_os_str()]);
+    assert_eq!(info["events"], 7820);
+}
+
+/// `kstate info - < t.dat`: standard input that is a regular file is read where it lies,
+/// not copied as a pipe would be. With TMPDIR pointing nowhere a copy could not even be
+/// made; the file is named "standard input", and not said to come down a pipe.
+#[test]
+fn standard_input_from_a_file_is_read_in_place() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = fixtures_dir().join("lisa-sched_load/trace.v7-zstd.dat");
+    let dump = kstate(&["dump".as_ref(), src.as_os_str()]);
+    let events =
+        kstate_json(&["info".as_ref(), "--json".as_ref(), src.as_os_str()])["events"].clone();
+    let nowhere = tmp.path().join("no-such-dir");
+    let sh_in = |script: &str| {
+        Command::new("sh")
+            .args(["-c", script])
+            .env("K", KSTATE)
+            .env("TMPDIR", &nowhere)
+            .output()
+            .unwrap()
+    };
+    let o = sh_in(&format!("\"$K\" info --json - < '{}'", src.display()));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["events"], events);
+    assert_eq!(v["file"], "standard input");
+    assert_eq!(v["input"]["pipe"], false);
+    assert_eq!(v["input"]["compression"], serde_json::Value::Null);
+    assert_eq!(v["input"]["bytes"], std::fs::metadata(&src).unwrap().len());
+    let o = sh_in(&format!("\"$K\" info - < '{}'", src.display()));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(!text.contains("pipe"), "{text}");
+    let o = sh_in(&format!("\"$K\" dump - < '{}'", src.display()));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        String::from_utf8(o.stdout).unwrap() == dump,
+        "dump - < t.dat differs"
+    );
+    // A pipe still needs the copy, and says where it could not make it.
+    let o = sh_in(&format!("cat '{}' | \"$K\" info -", src.display()));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("cannot make a temporary file in"),
+        "{}",
+        stderr(&o)
+    );
+    // Damage is named under the name the user gave, not /proc/self/fd/N.
+    let cut = tmp.path().join("cut.dat");
+    let bytes = std::fs::read(&src).unwrap();
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let o = sh_in(&format!("\"$K\" info - < '{}'", cut.display()));
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("standard input: "), "{err}");
+    assert!(!err.contains("/proc/self"), "{err}");
+}

@@ -1,7 +1,8 @@
 //! Which reader a path needs: a directory is a raw capture; a file is told by its magic
 //! (perf.data's `PERFILE2`, trace.dat's `\x17\x08\x44tracing`); a compressed file or a
-//! stream (a pipe, a FIFO, `-` for standard input) is first unpacked into an unnamed copy
-//! (`spool`), so every command reads all of these the same way.
+//! stream (a pipe, a FIFO, `-` for standard input when it is not a regular file) is first
+//! unpacked into an unnamed copy (`spool`), so every command reads all of these the same
+//! way.
 
 use std::fs::File;
 use std::io::Read;
@@ -35,8 +36,10 @@ impl Trace {
                 path.to_path_buf(),
             )
         };
-        let in_place =
-            path != Path::new("-") && file.metadata().map_err(|e| Error::io(&name, e))?.is_file();
+        // A regular file is read where it lies, also as standard input (`- < t.dat`); only a
+        // pipe, a FIFO or a terminal has to be copied to be read.
+        let regular = file.metadata().map_err(|e| Error::io(&name, e))?.is_file();
+        let stdin = path == Path::new("-");
         let mut head = Vec::with_capacity(HEAD);
         (&mut file)
             .take(HEAD as u64)
@@ -50,14 +53,25 @@ impl Trace {
                 "empty (0 bytes): nothing was recorded",
             )
             .in_file(&name)),
-            Kind::Other if in_place => Err(Error::new(
+            Kind::Other if regular => Err(Error::new(
                 ErrorKind::BadMagic,
                 None,
                 sniff::not_a_trace(&head, head.len() < HEAD),
             )
             .in_file(&name)),
-            Kind::TraceDat | Kind::PerfData if in_place => read_as(path, kind)?.checked(),
-            Kind::Packed(p) => unpacked(file, head, Some(p), !in_place, &name),
+            Kind::TraceDat | Kind::PerfData if regular && stdin => {
+                let spool = crate::spool::Spool::in_place(file, &name)?;
+                read_spooled(
+                    crate::spool::Spooled {
+                        spool,
+                        kind,
+                        damage: None,
+                    },
+                    &name,
+                )
+            }
+            Kind::TraceDat | Kind::PerfData if regular => read_as(path, kind)?.checked(),
+            Kind::Packed(p) => unpacked(file, head, Some(p), !regular, &name),
             _ => unpacked(file, head, None, true, &name),
         }
     }
@@ -101,6 +115,12 @@ fn unpacked(
     name: &Path,
 ) -> Result<Trace> {
     let s = crate::spool::spool(file, head, packing, pipe, name)?;
+    read_spooled(s, name)
+}
+
+/// Reads the trace in `s` (a copy, or standard input's own file) under the user's `name`.
+fn read_spooled(s: crate::spool::Spooled, name: &Path) -> Result<Trace> {
+    let packing = s.spool.packing;
     let copy = s.spool.path.clone();
     // Offsets into the copy are not offsets into a compressed file: say which they are.
     let renamed = |e: Error| {

@@ -21,7 +21,8 @@ use crate::bytes::fill;
 use crate::error::{Error, ErrorKind, Result};
 use crate::sniff::{self, Kind, Packing, HEAD};
 
-/// The unnamed copy a trace is read from, and how it came.
+/// The unnamed copy a trace is read from, and how it came (or, for standard input that
+/// is a regular file, that file itself: [`Spool::in_place`]).
 #[derive(Debug)]
 pub struct Spool {
     /// Held open: the copy lives exactly as long as this value.
@@ -36,6 +37,22 @@ pub struct Spool {
     pub stored_bytes: u64,
     /// Bytes of the copy (the uncompressed size).
     pub bytes: u64,
+}
+
+impl Spool {
+    /// Standard input that is a regular file (`kstate info - < t.dat`): no copy is needed,
+    /// the readers open the file itself again through `/proc/self/fd`, as they do a copy.
+    pub(crate) fn in_place(file: File, name: &Path) -> Result<Spool> {
+        let bytes = file.metadata().map_err(|e| Error::io(name, e))?.len();
+        Ok(Spool {
+            path: PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd())),
+            _file: file,
+            packing: None,
+            pipe: false,
+            stored_bytes: bytes,
+            bytes,
+        })
+    }
 }
 
 /// A finished copy: what it holds, and where the input broke off if it did (the copy then
