@@ -1015,3 +1015,56 @@ fn a_device_filter_by_disk_name_fires_on_direct_writes() {
     assert_eq!(logged.lines().count(), fired.len(), "{logged}");
     assert!(logged.contains(&format!("({disk})")), "{logged}");
 }
+
+#[test]
+fn a_flight_save_cut_short_by_sigterm_ends_where_the_recording_did() {
+    let dir = tempfile::tempdir().unwrap();
+    // The alarm (the 300 ms sleep) asks for 30 s after it; SIGTERM comes at once.
+    let (mut child, mut stdout, mut line, errors) = started(
+        Command::new(KSTATE)
+            .args(["watch", "--json", "-e", "syscall", "--interval", "250ms"])
+            .args(["--keep", "2s", "--after", "30s", "--save-dir"])
+            .arg(dir.path())
+            .args(["--alarm", "syscall.max{name=clock_nanosleep} > 200ms"])
+            .args(["--", "sh", "-c", "sleep 0.3; exec sleep 60"]),
+    );
+    let alarm_end = loop {
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if let Some(a) = v["alarms"].as_array().and_then(|a| a.first()) {
+            break a["end_ns"].as_u64().unwrap();
+        }
+        line.clear();
+        let n = std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+        assert!(n > 0, "no alarm: {}", errors.join().unwrap());
+    };
+    // SAFETY: kill with the pid of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    std::io::Read::read_to_string(&mut stdout, &mut String::new()).unwrap();
+    let st = child.wait().unwrap();
+    let errors = errors.join().unwrap();
+    // SIGTERM is passed on to the command, which dies of it.
+    assert_eq!(st.code(), Some(143), "{errors}");
+    assert!(
+        errors.contains("cut short: the recording ended before --after ran out"),
+        "{errors}"
+    );
+    let saved: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+    assert_eq!(saved.len(), 1, "{errors}");
+    let file = saved[0].path();
+    let info: Value =
+        serde_json::from_str(&kstate(&["info", "--json", file.to_str().unwrap()])).unwrap();
+    // The window the file claims ends where the recording did: after its last event,
+    // seconds (not the 30 s asked for) after the alarm.
+    let stop = info["recording"]["stop_ts"].as_u64().unwrap();
+    let last = info["last_ts"].as_u64().unwrap();
+    assert!(stop >= last, "stop {stop} before the last event {last}");
+    assert!(
+        stop < alarm_end + 10_000_000_000,
+        "stop {stop} ns claims more than the recording held (alarm at {alarm_end} ns)"
+    );
+    let log = watch_log(&file);
+    assert!(
+        log[0].2.contains("cut short: the recording ended at "),
+        "{log:?}"
+    );
+}
