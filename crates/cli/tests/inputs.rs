@@ -550,3 +550,79 @@ fn standard_input_from_a_file_is_read_in_place() {
     assert!(err.contains("standard input: "), "{err}");
     assert!(!err.contains("/proc/self"), "{err}");
 }
+
+/// The compressed block of v7 section `id` with 8 bytes in its middle flipped: (file,
+/// offset of the section's content, compressed size).
+fn damage_section(good: &[u8], id: u16) -> (Vec<u8>, usize, usize) {
+    let (_, at) = *walk_v7(good)
+        .sections
+        .iter()
+        .find(|s| s.0 == id)
+        .unwrap_or_else(|| panic!("a section {id}"));
+    let content = at as usize + 16;
+    let csize = u32::from_le_bytes(good[content..content + 4].try_into().unwrap()) as usize;
+    let mut bad = good.to_vec();
+    for b in &mut bad[content + 8 + csize / 2..content + 8 + csize / 2 + 8] {
+        *b ^= 0xa5;
+    }
+    (bad, content, csize)
+}
+
+/// A damaged ftrace formats section (v7 id 17) is lost alone when no record is an ftrace
+/// event (a sched recording), and refuses the file, naming the records that need it,
+/// when some are (lisa-rtapp's 6242 bprint records).
+#[test]
+fn a_damaged_ftrace_formats_section_is_lost_unless_an_event_needs_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rec = tmp.path().join("rec.dat");
+    record_workload("sched", &["sleep", "3", "10"], false, &rec);
+    let z = tmp.path().join("recz.dat");
+    kstate(&[
+        "convert".as_ref(),
+        "--zstd".as_ref(),
+        "-o".as_ref(),
+        z.as_os_str(),
+        rec.as_os_str(),
+    ]);
+    let good = std::fs::read(&z).unwrap();
+    let (bad, content, csize) = damage_section(&good, 17);
+    let f = tmp.path().join("ftrace-damaged.dat");
+    std::fs::write(&f, &bad).unwrap();
+    let dump = kstate(&["dump".as_ref(), z.as_os_str()]);
+    assert!(dump.contains("sched_switch"), "{dump}");
+    let o = run(&["dump".as_ref(), f.as_os_str()]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    let out = String::from_utf8(o.stdout).unwrap();
+    let kept: Vec<&str> = out.lines().filter(|l| !l.starts_with("ERROR:")).collect();
+    assert_eq!(
+        kept.join("\n"),
+        dump.trim_end(),
+        "the events read as before"
+    );
+    assert!(
+        err.contains(&format!(
+            "{}: offset {content} (0x{content:x}): lost the ftrace formats section (the events \
+             are read without it): ftrace formats section: its compressed block of {csize} bytes \
+             is damaged",
+            f.display()
+        )),
+        "{err}"
+    );
+
+    let src = fixtures_dir().join("lisa-rtapp/trace.v7-zstd.dat");
+    let (bad, content, _) = damage_section(&std::fs::read(&src).unwrap(), 17);
+    std::fs::write(&f, &bad).unwrap();
+    let o = run(&["info".as_ref(), f.as_os_str()]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(o.stdout.is_empty(), "refused: nothing is read");
+    assert!(
+        err.contains(&format!(
+            "{}: offset {content} (0x{content:x}): the ftrace formats section is damaged, and \
+             6242 records of event id 6",
+            f.display()
+        )),
+        "{err}"
+    );
+}

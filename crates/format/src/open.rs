@@ -102,8 +102,59 @@ impl Trace {
 fn read_as(path: &Path, kind: Kind) -> Result<Trace> {
     match kind {
         Kind::PerfData => crate::perfdata::open(path),
-        _ => crate::tracedat::open(path),
+        _ => needs_no_lost_formats(crate::tracedat::open(path)?),
     }
+}
+
+/// How v7.rs records a damaged ftrace formats section that it read around.
+const LOST_FTRACE: &str = "lost the ftrace formats section (the events are read without it): ";
+
+/// A damaged ftrace formats section is lost like kallsyms when no record needs it (most
+/// recordings have no ftrace event: no function, print or bprint); when one does, its
+/// records could be read only as unknown events, so the file is refused, saying which
+/// event and how many records. The check reads every record's id once, and only when
+/// that section was lost; damage in the CPU data is left to the readers to report.
+fn needs_no_lost_formats(trace: Trace) -> Result<Trace> {
+    let Some(lost) = trace
+        .lost_sections
+        .iter()
+        .find(|e| e.msg.starts_with(LOST_FTRACE))
+    else {
+        return Ok(trace);
+    };
+    let mut unknown: std::collections::BTreeMap<u32, u64> = Default::default();
+    for i in 0..trace.cpu_data.len() {
+        let Ok(mut pages) = trace.pages(i) else {
+            continue;
+        };
+        while let Ok(true) = pages.advance() {
+            let Ok((_, records)) = crate::page::PageRecords::new(pages.page(), &trace.layout)
+            else {
+                break;
+            };
+            for (_, payload) in records.map_while(|r| r.ok()) {
+                let id = trace.endian.uint(payload, 0, 2).unwrap_or(0) as u32;
+                if trace.events.get(id).is_none() {
+                    *unknown.entry(id).or_default() += 1;
+                }
+            }
+        }
+    }
+    let Some((&id, &n)) = unknown.iter().max_by_key(|(_, n)| **n) else {
+        return Ok(trace);
+    };
+    let others = match unknown.len() - 1 {
+        0 => String::new(),
+        1 => " (and records of another event unknown without it)".to_string(),
+        k => format!(" (and records of {k} other events unknown without it)"),
+    };
+    let mut e = lost.clone();
+    e.msg = format!(
+        "the ftrace formats section is damaged, and {n} records of event id {id}{others} \
+         need it (ftrace's own events, such as print or bprint, are described only there): {}",
+        &lost.msg[LOST_FTRACE.len()..]
+    );
+    Err(e)
 }
 
 /// Reads a trace from an unnamed copy of `file` (see `spool`), under the user's `name`.

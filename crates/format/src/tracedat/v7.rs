@@ -204,8 +204,14 @@ pub(crate) fn read(
         });
         match read {
             Ok(()) => {}
-            // The events do not need these: read them without it, and say what was lost.
-            Err(mut e) if matches!(id, opt::KALLSYMS | opt::PRINTK | opt::CMDLINES) => {
+            // The events do not need these: read them without it, and say what was lost
+            // (ftrace formats only while no record is an ftrace event: see open.rs).
+            Err(mut e)
+                if matches!(
+                    id,
+                    opt::KALLSYMS | opt::PRINTK | opt::CMDLINES | opt::FTRACE_EVENTS
+                ) =>
+            {
                 e.msg = format!(
                     "lost the {what} section (the events are read without it): {}",
                     e.msg
