@@ -8,7 +8,10 @@
 //!                "pairs_broken_by_loss"}},
 //!  "cpus": [{"cpu", "events", "events_per_s", "bytes_per_s", "buffer_lasts_s" (at that
 //!            rate; null when idle), "lost" (null: uncounted)}],
-//!  "alarms": [firing, ...],
+//!  "alarms": [firing, ...] (each {"alarm", "value", "threshold", "value_text",
+//!            "threshold_text", "key", "start_ns", "end_ns", "t", "suppressed": times
+//!            the rule became true again since its last firing, held back by
+//!            --alarm-every}),
 //!  "log": [{"ts", "kind", "text"}, ...] (the watch log's entries since the last line:
 //!          escalations, shedding, losses; see kstate_format::watch_log)}
 //! ```
