@@ -82,7 +82,7 @@ pub fn copy_cpu(
 }
 
 /// Counts one page; false for an empty page that is not worth keeping.
-fn count_page(page: &[u8], layout: &PageLayout, c: &mut CpuCount) -> bool {
+pub(crate) fn count_page(page: &[u8], layout: &PageLayout, c: &mut CpuCount) -> bool {
     let (header, records) = match PageRecords::new(page, layout) {
         Ok(x) => x,
         Err(_) => {

@@ -8,7 +8,8 @@
 //! steps check (`check`: arguments, free space), prepare (the instance, the output, the
 //! `scratch_dir` capture), start (readers, samplers, the gated command), run (until
 //! `end` says so), stop and assemble. A killed recorder's `leftovers` are what
-//! `kstate recover` reads.
+//! `kstate recover` reads. Completions recorded beside a pid filter come from a second
+//! instance and are interleaved at the end (`merge`).
 
 pub mod assemble;
 pub mod check;
@@ -18,6 +19,7 @@ pub mod events;
 pub mod flight;
 pub mod instance;
 pub mod leftovers;
+mod merge;
 pub mod overload;
 pub mod reader;
 pub mod sampler;

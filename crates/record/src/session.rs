@@ -372,6 +372,46 @@ struct Output {
     printk: Vec<u8>,
     /// The CPUs the instance has a buffer for.
     cpus: Vec<u32>,
+    /// Completions recorded beside a pid filter (see [`Side`]).
+    side: Option<Side>,
+}
+
+/// Events that finish work the traced processes started but run in interrupt context of
+/// whatever task is on the CPU then: a block request completes in the disk's interrupt
+/// (or softirq) while the process that issued it sleeps. The kernel's pid filter
+/// (`set_event_pid`) applies to every event of an instance and drops them, so with `-p`
+/// or a command they are recorded in a second instance without it, and its pages are
+/// merged into the main ones when the file is written (`merge`). They are not narrowed
+/// to the traced processes' requests: an analysis pairs them with the issues it has.
+const COMPLETIONS: &[(&str, &str)] = &[
+    ("block", "block_rq_complete"),
+    ("block", "block_rq_error"),
+    ("block", "block_rq_requeue"),
+    ("block", "block_bio_complete"),
+];
+
+/// Where the side instance's readers write, in the scratch directory (outside `traces/`,
+/// which a capture reader takes for the main pages).
+const SIDE_DIR: &str = "side";
+
+/// The second instance, for [`COMPLETIONS`]: set up like the main one (clock, buffer and
+/// page size, filters) but without the pid filter. Fields drop in this order.
+struct Side {
+    free_buffer: Option<std::fs::File>,
+    inst: Instance,
+}
+
+/// The events of `sel` that go to the side instance: with a pid filter, the completions.
+fn side_events(opts: &Options, sel: &Selection) -> Vec<(String, String)> {
+    let pid_filtered = !opts.pids.is_empty() || (!opts.command.is_empty() && !opts.all);
+    if !pid_filtered {
+        return Vec::new();
+    }
+    sel.events
+        .iter()
+        .filter(|(s, e)| COMPLETIONS.contains(&(s.as_str(), e.as_str())))
+        .cloned()
+        .collect()
 }
 
 /// Creates and sets up the instance, starts the output (an unwritable path fails before
@@ -381,10 +421,35 @@ fn prepare(opts: &Options, plan: &Plan) -> Result<Output> {
         tfs, sel, clock, ..
     } = plan;
     let inst = Instance::create(tfs)?;
-    setup_instance(&inst, opts, sel, clock)?;
+    let to_side = side_events(opts, sel);
+    let main_events: Vec<(String, String)> = sel
+        .events
+        .iter()
+        .filter(|e| !to_side.contains(e))
+        .cloned()
+        .collect();
+    setup_instance(&inst, opts, sel, &main_events, clock)?;
     let free_buffer = inst.hold_free_buffer();
     // The instance's header_page describes its sub-buffer ("page") size.
     let header_page = inst.read("events/header_page")?;
+    let side = match to_side.is_empty() {
+        true => None,
+        false => {
+            let side = Instance::create(tfs)?;
+            setup_instance(&side, opts, sel, &to_side, clock)?;
+            // Its pages are merged into the main ones, so they must be laid out alike.
+            if side.read("events/header_page")? != header_page {
+                return Err(Error::new(format!(
+                    "the instance for completions ({}) has pages unlike the main one's",
+                    side.name()
+                )));
+            }
+            Some(Side {
+                free_buffer: side.hold_free_buffer(),
+                inst: side,
+            })
+        }
+    };
     let header_event = tracefs::read(&tfs.path("events/header_event"))?;
     let endian = if cfg!(target_endian = "big") {
         Endian::Big
@@ -430,6 +495,7 @@ fn prepare(opts: &Options, plan: &Plan) -> Result<Output> {
         formats,
         printk,
         cpus,
+        side,
     })
 }
 
@@ -442,6 +508,8 @@ struct Live {
     gated: Option<workload::Gated>,
     sysinfo: Option<Sampler>,
     readers: ReaderSet,
+    /// The side instance's readers (empty without one), writing `side/cpuN`.
+    side_readers: ReaderSet,
     ctl: Arc<Control>,
     /// The pid filter (the `-p` processes' threads, or the command).
     pids: Vec<i32>,
@@ -468,6 +536,23 @@ fn start(opts: &Options, plan: &Plan, out: &Output) -> Result<Live> {
             out.layout.page_size,
             Arc::clone(&ctl),
         )?);
+    }
+    let mut side_readers = ReaderSet {
+        ctl: Arc::clone(&ctl),
+        readers: Vec::new(),
+    };
+    if let Some(side) = &out.side {
+        std::fs::create_dir_all(scratch.path(SIDE_DIR))
+            .map_err(|e| Error::io("creating", &scratch.path(SIDE_DIR), e))?;
+        for &cpu in &out.cpus {
+            side_readers.readers.push(CpuReader::start(
+                cpu,
+                &side.inst.path(&format!("per_cpu/cpu{cpu}/trace_pipe_raw")),
+                &scratch.path(&format!("{SIDE_DIR}/cpu{cpu}")),
+                out.layout.page_size,
+                Arc::clone(&ctl),
+            )?);
+        }
     }
 
     let processes = system::processes();
@@ -517,6 +602,7 @@ fn start(opts: &Options, plan: &Plan, out: &Output) -> Result<Live> {
         gated,
         sysinfo,
         readers,
+        side_readers,
         ctl,
         pids,
         processes,
@@ -606,6 +692,9 @@ fn run(
     let inst = &out.inst;
     let cpu_at_start = system::self_cpu_ns();
     inst.write("tracing_on", "1")?;
+    if let Some(side) = &out.side {
+        side.inst.write("tracing_on", "1")?;
+    }
     for (s, _) in live.samplers.iter().chain(&live.stackers) {
         s.enable();
     }
@@ -666,6 +755,9 @@ fn run(
             Err(e) => {
                 live.ctl.stop();
                 let _ = inst.write("tracing_on", "0");
+                if let Some(side) = &out.side {
+                    let _ = side.inst.write("tracing_on", "0");
+                }
                 return Err(e);
             }
         },
@@ -737,6 +829,8 @@ struct Stopped {
     stop_ts: u64,
     elapsed: Duration,
     outcomes: Vec<crate::reader::CpuOutcome>,
+    /// The side instance's, by CPU (empty without one).
+    side_outcomes: Vec<crate::reader::CpuOutcome>,
     /// Memory snapshots taken and their scratch file.
     sysinfo: Option<(u64, PathBuf)>,
     samples: Option<(Result<PathBuf>, String)>,
@@ -761,6 +855,9 @@ fn stop(
     notify: Notify<'_>,
 ) -> Result<Stopped> {
     let _ = out.inst.write("tracing_on", "0");
+    if let Some(side) = &out.side {
+        let _ = side.inst.write("tracing_on", "0");
+    }
     for (s, _) in live.samplers.iter().chain(&live.stackers) {
         s.disable();
     }
@@ -769,11 +866,12 @@ fn stop(
     live.ctl.stop();
 
     let outcomes = live.readers.join()?;
+    let side_outcomes = live.side_readers.join()?;
     if let Err(e) = watcher.stopped(&end.capture) {
         notify(&format!("warning: {e}"));
     }
     let sections = watcher.sections();
-    for o in &outcomes {
+    for o in outcomes.iter().chain(&side_outcomes) {
         assemble::release_preallocation(&o.scratch);
     }
     // Snapshots that could not be written (a full disk) are left out, not half kept.
@@ -803,6 +901,10 @@ fn stop(
     // tracing, which is off already).
     out.free_buffer = None;
     out.inst.remove()?;
+    if let Some(mut side) = out.side.take() {
+        side.free_buffer = None;
+        side.inst.remove()?;
+    }
     if let Some(c) = end.child.as_mut() {
         if end.workload_status.is_none() {
             end.workload_status = wait_briefly(c);
@@ -821,6 +923,7 @@ fn stop(
         stop_ts,
         elapsed,
         outcomes,
+        side_outcomes,
         sysinfo,
         samples,
         stacks,
@@ -870,7 +973,17 @@ fn assemble(
 
     let mut cpu_summaries = Vec::new();
     for (o, st) in data.outcomes.iter().zip(data.stats) {
-        let count = assemble::copy_cpu(&mut writer, o.cpu, &o.scratch, &layout)?;
+        let side = data.side_outcomes.iter().find(|s| s.cpu == o.cpu);
+        // Merging re-encodes every record: only where the side has some.
+        let count = match side.filter(|s| crate::merge::has_records(&s.scratch, &layout)) {
+            Some(s) => {
+                crate::merge::merge_cpu(&mut writer, o.cpu, &o.scratch, &s.scratch, &layout)?
+            }
+            None => assemble::copy_cpu(&mut writer, o.cpu, &o.scratch, &layout)?,
+        };
+        if let Some(s) = side {
+            let _ = std::fs::remove_file(&s.scratch);
+        }
         let _ = std::fs::remove_file(&o.scratch);
         cpu_summaries.push(CpuSummary { count, stats: st });
     }
@@ -1040,7 +1153,14 @@ fn choose_clock(tfs: &Tracefs, want: Option<&str>) -> Result<String> {
     }
 }
 
-fn setup_instance(inst: &Instance, opts: &Options, sel: &Selection, clock: &str) -> Result<()> {
+/// Sets up an instance for `sel` and enables `enable` (of `sel`'s events) in it.
+fn setup_instance(
+    inst: &Instance,
+    opts: &Options,
+    sel: &Selection,
+    enable: &[(String, String)],
+    clock: &str,
+) -> Result<()> {
     inst.write("buffer_size_kb", &opts.buffer_kib.to_string())
         .map_err(|e| {
             e.context(format_args!(
@@ -1064,7 +1184,7 @@ fn setup_instance(inst: &Instance, opts: &Options, sel: &Selection, clock: &str)
     for f in &opts.filters {
         apply_filter(inst, sel, f)?;
     }
-    for (s, e) in &sel.events {
+    for (s, e) in enable {
         inst.write(&format!("events/{s}/{e}/enable"), "1")?;
     }
     Ok(())
