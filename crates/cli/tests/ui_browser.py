@@ -128,6 +128,17 @@ with sync_playwright() as p:
             s, e = r["t"], r["t"] + r["v"] / 1e9
             if s < b and e > a and (s < a or e > b):
                 a, b, grown = min(a, s), max(b, e), True
+    # The page's "select their window" picks the same stall, not the 20 writes' spread.
+    page.locator("#panel-syscall .select-longest").click()
+    ready(page)
+    sel = page.evaluate("kstateUi.st.win")
+    check(abs(sel[0] - a) < 1e-6 and abs(sel[1] - b) < 1e-6,
+          f"'select their window' chose {sel}, not the longest write and those overlapping it {a:.6f}:{b:.6f}")
+    span = max(r["t"] + r["v"] / 1e9 for r in rows) - min(r["t"] for r in rows)
+    report["stall_window_s"], report["longest_20_span_s"] = b - a, span
+    # ... and a brush across the overview sets it as well.
+    page.locator("[data-chip='window'] button").click()
+    ready(page)
     brush(page, a, b)
     ready(page)
     win = state_window(page)
@@ -143,6 +154,15 @@ with sync_playwright() as p:
     q_cli = cli_json("analyze", "blkqueue", STALL, "--window", win)
     check(q_page["rows"] == q_cli["rows"] and q_page["queue"] == q_cli["queue"],
           "the blkqueue panel differs from kstate analyze blkqueue --window")
+    # A windowed syscall panel reads only around the window, and so does the CLI: the
+    # server's answer and kstate analyze's are the same bytes, counts and notes included.
+    for w in (win, "50:60"):
+        body = urllib.request.urlopen(f"{STALL_URL}api/panel?a=syscall&window={w}").read().decode()
+        code, out, err = cli("analyze", "syscall", STALL, "--window", w, "--format", "json")
+        check(code == 0, f"kstate analyze syscall --window {w}: {err}")
+        check(body == out, f"window {w}: the panel's JSON differs from kstate analyze's:\n{body}\n{out}")
+    past = json.loads(body)
+    check(past["rows"] == [] and past["pairs"]["selected"] == 0, f"a window past the end selected something: {past}")
     q_all = cli_json("analyze", "blkqueue", STALL)
     peak_in = max((q["max_len"] for q in q_cli["queue"]), default=0)
     peak_all = max((q["max_len"] for q in q_all["queue"]), default=0)
@@ -199,7 +219,7 @@ with sync_playwright() as p:
     errors, requests = [], []
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     host = watch(page, AB_URL, errors, requests)
-    page.goto(AB_URL + "#m=ab&r=avg")
+    page.goto(AB_URL + "#m=ab")
     ready(page)
     page.screenshot(path=f"{SHOTS}/5-a-vs-b.png", full_page=True)
     row = page.locator("#panel-syscall tr[data-key='write']")
@@ -208,12 +228,14 @@ with sync_playwright() as p:
     changed = page.locator("#changes-body tr[data-analyzer='syscall'][data-key='write']")
     check(changed.count() == 1 and changed.locator(".badge").count() == 1,
           "write is not flagged in 'what changed most'")
+    badge = changed.locator(".badge").inner_text()
+    check(badge == "p99 REGRESSED", f"the badge does not name p99: {badge!r}")
     c = page.evaluate("document.getElementById('panel-syscall')._compare")
-    code, out, err = cli("compare", FILE_A, FILE_B, "--analyzer", "syscall", "--metric", "avg", "--format", "json")
+    code, out, err = cli("compare", FILE_A, FILE_B, "--analyzer", "syscall", "--metric", "p99", "--format", "json")
     check(code == 0, err)
     cli_c = json.loads(out)
     check(c["analyzers"][0]["rows"] == cli_c["analyzers"][0]["rows"], "the A/B panel differs from kstate compare")
-    code, out, _ = cli("compare", FILE_A, FILE_B, "--analyzer", "syscall", "--key", "write", "--metric", "avg", "--threshold", "1.5")
+    code, out, _ = cli("compare", FILE_A, FILE_B, "--analyzer", "syscall", "--key", "write", "--metric", "p99", "--threshold", "1.5")
     check(code == 3, f"kstate compare --threshold 1.5 exited {code}:\n{out}")
     wr = [r for r in c["analyzers"][0]["rows"] if r["key"] == "write"][0]
     report["ab_write"] = {"a": wr["a"], "b": wr["b"], "ratio": wr["ratio"]}
@@ -242,6 +264,18 @@ with sync_playwright() as p:
     check("cannot be restored" in msg, f"a malformed link's message is unclear: {msg}")
     ready(page)
     page.screenshot(path=f"{SHOTS}/7-bad-link.png", full_page=True)
+    check(errors == [], f"{len(errors)} console errors, the first: {errors[:3]}")
+    page.close()
+    # A window past the recording's end: the page says so, no panel fails.
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    errors = []
+    watch(page, STALL_URL, errors, requests)
+    page.goto(STALL_URL + "#w=50:60")
+    ready(page)
+    note = page.locator("#outside").inner_text()
+    check(note.startswith("the window lies outside the recording (0\u2013"), f"a window past the end: {note!r}")
+    check(page.locator(".panel[data-state='error']").count() == 0, "a window past the end made a panel fail")
+    page.screenshot(path=f"{SHOTS}/9-window-past-the-end.png", full_page=True)
     check(errors == [], f"{len(errors)} console errors, the first: {errors[:3]}")
     page.close()
     # Two recordings with no analyzer in common: the page says so, the server serves on.
