@@ -60,6 +60,7 @@ pub mod hist;
 pub mod ksyms;
 pub mod lanes;
 pub mod live;
+pub mod locks;
 pub mod merge;
 pub mod page_index;
 pub mod pair;

@@ -253,3 +253,21 @@ fn uprobes_are_removed_on_ctrl_c_sigterm_and_after_sigkill() {
     );
     assert!(probes_of(pid).is_empty(), "{:?}", probes_of(pid));
 }
+
+/// Kernel lock hold times need lock:lock_acquired (CONFIG_LOCK_STAT); where the kernel
+/// lacks it, `analyze lockwait` says so in its header instead of staying silent.
+#[test]
+fn lockwait_says_kernel_hold_times_are_not_recorded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("lock.dat");
+    let f = file.to_str().unwrap();
+    kstate(&["record", "-e", "lock", "-o", f, "--", "true"]);
+    let text = kstate(&["analyze", "lockwait", f]);
+    let has = Path::new("/sys/kernel/tracing/events/lock/lock_acquired").exists();
+    let want = match has {
+        false => "note:     kernel lock hold times: not recorded (this kernel has no lock:lock_acquired; needs CONFIG_LOCK_STAT)",
+        // The lock preset records contention only: the file lacks them either way.
+        true => "note:     kernel lock hold times: not recorded (no lock:lock_acquired in this file; a kernel has it only with CONFIG_LOCK_STAT)",
+    };
+    assert!(text.lines().any(|l| l == want), "{text}");
+}

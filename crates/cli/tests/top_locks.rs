@@ -265,6 +265,36 @@ fn glibc_malloc_contention_is_named_in_libc() {
         .filter(|l| l.starts_with("main_arena@") || l.starts_with("libc.so.6+0x"))
         .collect();
     assert_eq!(in_libc.len(), 1, "one lock in libc: {v}");
+    // main_arena is glibc's internal lock, not a pthread mutex: the hold probes cannot
+    // see it, which is null and a note, never 0.
+    let arena = locks.iter().find(|l| l["lock"] == in_libc[0]).unwrap();
+    assert_eq!(v["holds_recorded"], true, "{v}");
+    assert!(
+        arena["holds"].is_null() && arena["hold_ns"].is_null(),
+        "{arena}"
+    );
+    assert!(
+        arena["hold_note"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("not seen by the probes")),
+        "{arena}"
+    );
+    // This kernel has only lock:contention_begin/end; the notes say kernel lock hold
+    // times were not recorded rather than nothing.
+    let kernel_note = match std::path::Path::new("/sys/kernel/tracing/events/lock/lock_acquired")
+        .exists()
+    {
+        false => "kernel lock hold times: not recorded (this kernel has no lock:lock_acquired; needs CONFIG_LOCK_STAT)",
+        true => "kernel lock hold times: not recorded (no lock:lock_acquired in this file; a kernel has it only with CONFIG_LOCK_STAT)",
+    };
+    assert!(
+        v["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n == kernel_note),
+        "{v}"
+    );
     // Oracle: the word waited on with FUTEX_WAIT|PRIVATE (glibc's internal locks) sits at
     // main_arena's place in its page, by readelf on libc's debug file.
     match libc_main_arena() {

@@ -29,6 +29,11 @@
 //! `failed`: waits that ended without the lock (`ret` != 0, e.g. a killable mutex wait
 //! interrupted by a signal).
 //!
+//! Hold times: these tracepoints time only the waits. Kernel lock hold times need
+//! lock:lock_acquired/lock_release (CONFIG_LOCK_STAT kernels only); the header says whether
+//! the file has them, and where it has not, that they were not recorded, rather than
+//! leaving a reader to take the silence for zero.
+//!
 //! The `flags` bits are the kernel's LCB_F_* (include/trace/events/lock.h), unchanged since
 //! they appeared: SPIN 1, READ 2, WRITE 4, RT 8, PERCPU 16, MUTEX 32.
 
@@ -105,6 +110,8 @@ pub struct LockWait {
     index: FxMap<(u64, u64), u64>,
     keys: Vec<(u64, u64)>,
     ksyms: LazyKsyms,
+    /// What the file says about kernel lock hold times (a header note).
+    holds_note: String,
 }
 
 impl LockWait {
@@ -177,6 +184,7 @@ impl Analyzer for LockWait {
             } else {
                 LazyKsyms::default()
             },
+            holds_note: crate::locks::kernel_holds_note(trace),
         };
         Ok((s, vec![b.id, e.id]))
     }
@@ -226,6 +234,10 @@ impl Analyzer for LockWait {
 
     fn finish(&mut self, _out: &mut Out) -> u64 {
         self.open.len() as u64
+    }
+
+    fn notes(&self) -> Vec<String> {
+        vec![self.holds_note.clone()]
     }
 
     fn key_name(&self, key: u64, tasks: &Tasks) -> String {

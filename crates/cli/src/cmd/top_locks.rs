@@ -16,15 +16,15 @@
 //! the caller shown is the one whose waits on it took longest, the others follow. Where
 //! the recording has `--holds` (a command is recorded with it), how often and how long
 //! each lock was held follows (pthread mutexes; glibc's internal locks, malloc's, are not
-//! probed); where it has not, the header says so.
+//! probed: 'hold: not seen by the probes', and null in --json, never 0); where it has
+//! not, the notes say so, and what the file says about kernel lock hold times. The
+//! summary itself is kstate_analyze::locks::top_locks.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use kstate_analyze::analyzer::{Config, LogRow, LogSink, Mode};
-use kstate_analyze::analyzers;
 use kstate_analyze::filter::{fmt_dur, parse_window, Filters, WindowSpec};
+use kstate_analyze::locks;
 use kstate_format::{Error, ErrorKind};
 use serde_json::json;
 
@@ -59,72 +59,6 @@ pub struct Args {
     /// The command to record (after `--`)
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
-}
-
-#[derive(Default)]
-struct Lock {
-    waits: u64,
-    wait_ns: u64,
-    threads: BTreeMap<i32, String>,
-    /// Caller -> (waits, wait time).
-    callers: BTreeMap<String, (u64, u64)>,
-}
-
-/// Sums the futex analyzer's wait rows per lock and caller.
-#[derive(Default)]
-struct Sum {
-    locks: BTreeMap<String, Lock>,
-}
-
-impl LogSink for Sum {
-    fn row(&mut self, r: &LogRow<'_>) -> std::io::Result<()> {
-        // `LOCK wait` (by lock) or `LOCK wait from CALLER` (by caller).
-        let (lock, caller) = match r.key.split_once(" wait from ") {
-            Some((l, c)) => (l, Some(c)),
-            None => match r.key.strip_suffix(" wait") {
-                Some(l) => (l, None),
-                None => return Ok(()),
-            },
-        };
-        let l = self.locks.entry(lock.to_string()).or_default();
-        l.waits += 1;
-        l.wait_ns += r.value;
-        l.threads.entry(r.tid).or_insert_with(|| r.comm.to_string());
-        if let Some(c) = caller {
-            let e = l.callers.entry(c.to_string()).or_default();
-            e.0 += 1;
-            e.1 += r.value;
-        }
-        Ok(())
-    }
-}
-
-/// Sums the lockhold analyzer's holds per lock (`LOCK@PID`): count and time.
-#[derive(Default)]
-struct Holds {
-    locks: BTreeMap<String, (u64, u64)>,
-}
-
-impl LogSink for Holds {
-    fn row(&mut self, r: &LogRow<'_>) -> std::io::Result<()> {
-        let e = self.locks.entry(r.key.to_string()).or_default();
-        e.0 += 1;
-        e.1 += r.value;
-        Ok(())
-    }
-}
-
-/// Hold times per lock where the recording has `--holds`' probes; None where not.
-fn holds(trace: &kstate_format::Trace, filters: &Filters) -> Result<Option<Holds>, Error> {
-    if trace.events.find(analyzers::lockhold::LOCK).is_none() {
-        return Ok(None);
-    }
-    let info = analyzers::find("lockhold").expect("lockhold analyzer");
-    let mut cfg = Config::new(Mode::Log);
-    cfg.filters = filters.clone();
-    let mut h = Holds::default();
-    (info.run)(trace, &cfg, &mut h)?;
-    Ok(Some(h))
 }
 
 /// Records `command` with what the answer needs into `out`.
@@ -182,95 +116,65 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         }
     };
     let trace = super::open(&file)?;
-    let info = analyzers::find("futex").expect("futex analyzer");
     let filters = Filters {
         window: a.window,
         pids: a.pid.clone(),
         ..Filters::default()
     };
-    let mut sum = Sum::default();
-    // By caller where the recording has the call chains, else by lock alone.
-    let mut cfg = Config::new(Mode::Log);
-    cfg.filters = filters.clone();
-    cfg.by = Some("caller".into());
-    let o = match (info.run)(&trace, &cfg, &mut sum) {
-        Ok(o) => o,
-        Err(e) if e.kind == ErrorKind::Unsupported || e.msg.contains("--stacks") => {
-            sum = Sum::default();
-            let mut cfg = Config::new(Mode::Log);
-            cfg.filters = filters.clone();
-            (info.run)(&trace, &cfg, &mut sum)?
-        }
-        Err(e) => return Err(e),
-    };
-    let held = holds(&trace, &filters)?;
-    let hold_of = |k: &str| {
-        held.as_ref()
-            .map(|h| h.locks.get(k).copied().unwrap_or((0, 0)))
-    };
-    let mut notes = o.notes.clone();
-    if held.is_none() {
-        notes.push("hold times: not recorded (kstate record --holds)".into());
-    }
-    let span = o.span.map_or(0, |(lo, hi)| hi - lo);
-    let mut locks: Vec<(String, Lock)> = sum.locks.into_iter().collect();
-    locks.sort_by(|x, y| y.1.wait_ns.cmp(&x.1.wait_ns).then(x.0.cmp(&y.0)));
-    locks.truncate(a.top);
-    let pct = |l: &Lock| {
-        let d = l.threads.len() as f64 * span as f64;
-        if d > 0.0 {
-            l.wait_ns as f64 * 100.0 / d
-        } else {
-            0.0
-        }
-    };
-    // Callers of a lock, longest waits first.
-    fn callers(l: &Lock) -> Vec<(&String, &(u64, u64))> {
-        let mut v: Vec<(&String, &(u64, u64))> = l.callers.iter().collect();
-        v.sort_by(|x, y| y.1 .1.cmp(&x.1 .1).then(x.0.cmp(y.0)));
-        v
-    }
+    let mut t = locks::top_locks(&trace, &filters)?;
+    let span = t.span_ns;
+    t.locks.truncate(a.top);
     let shown = match &a.file {
         Some(f) => f.display().to_string(),
         None => a.command.join(" "),
     };
+    let o = &t.futex;
     if a.json {
         let v = json!({
             "file": file.display().to_string(),
             "command": (!a.command.is_empty()).then_some(&a.command),
             "span_ns": span,
-            "locks": locks.iter().map(|(k, l)| json!({
-                "lock": k, "threads": l.threads.len(), "waits": l.waits,
-                "wait_ns": l.wait_ns, "pct_of_thread_time": (pct(l) * 100.0).round() / 100.0,
-                "holds": hold_of(k).map(|h| h.0), "hold_ns": hold_of(k).map(|h| h.1),
+            "holds_recorded": t.holds_recorded,
+            "locks": t.locks.iter().map(|l| json!({
+                "lock": l.name, "threads": l.threads.len(), "waits": l.waits,
+                "wait_ns": l.wait_ns,
+                "pct_of_thread_time": (l.wait_pct(span) * 100.0).round() / 100.0,
+                // Absent from the probes' view is not zero: null, and why.
+                "holds": l.hold.map(|h| h.0), "hold_ns": l.hold.map(|h| h.1),
+                "hold_pct_of_thread_time": l.hold_pct(span).map(|p| (p * 100.0).round() / 100.0),
+                "hold_note": (t.holds_recorded && l.hold.is_none()).then_some(locks::HOLD_NOT_SEEN),
                 "tids": l.threads.keys().collect::<Vec<_>>(),
-                "callers": callers(l).iter().map(|(c, (n, ns))| json!({
+                "callers": l.callers.iter().map(|(c, n, ns)| json!({
                     "caller": c, "waits": n, "wait_ns": ns,
                 })).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
             "lost_events": o.lost_total().0,
             "broken_by_loss": o.counts.broken_by_loss,
-            "notes": notes,
+            "notes": t.notes,
         });
         println!("{v}");
-    } else if locks.is_empty() {
+    } else if t.locks.is_empty() {
         println!("no futex waits in {shown} ({} analysed)", fmt_dur(span));
+        for n in &t.notes {
+            println!("# {n}");
+        }
     } else {
         // The answer comes first; what qualifies it follows as comments.
-        for (k, l) in &locks {
+        for l in &t.locks {
             let comms: Vec<&str> = {
                 let mut c: Vec<&str> = l.threads.values().map(String::as_str).collect();
                 c.dedup();
                 c
             };
-            let cs = callers(l);
-            let from = cs
+            let from = l
+                .callers
                 .first()
-                .map(|(c, _)| format!(" taken from {c}"))
+                .map(|(c, _, _)| format!(" taken from {c}"))
                 .unwrap_or_default();
             println!(
-                "threads spent {:.1} % of their time waiting on {k}{from} ({} thread{} of {}, {} waits, {} waiting in {} analysed)",
-                pct(l),
+                "threads spent {:.1} % of their time waiting on {}{from} ({} thread{} of {}, {} waits, {} waiting in {} analysed)",
+                l.wait_pct(span),
+                l.name,
                 l.threads.len(),
                 if l.threads.len() == 1 { "" } else { "s" },
                 comms.join(","),
@@ -279,15 +183,17 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
                 fmt_dur(span),
             );
             // Held next to waited (plockstat -H with -C).
-            if let Some((n, ns)) = hold_of(k).filter(|h| h.0 > 0) {
-                println!(
+            match l.hold {
+                Some((n, ns)) if n > 0 => println!(
                     "    held {n} times, {} in all, {} on average",
                     fmt_dur(ns),
                     fmt_dur(ns / n)
-                );
+                ),
+                None if t.holds_recorded => println!("    hold: {}", locks::HOLD_NOT_SEEN),
+                _ => {}
             }
-            if cs.len() > 1 {
-                for (c, (n, ns)) in cs.iter().take(a.callers) {
+            if l.callers.len() > 1 {
+                for (c, n, ns) in l.callers.iter().take(a.callers) {
                     println!(
                         "    {:5.1} %  {n:>7} waits  {:>10}  from {c}",
                         *ns as f64 * 100.0 / l.wait_ns.max(1) as f64,
@@ -296,7 +202,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
                 }
             }
         }
-        for n in &notes {
+        for n in &t.notes {
             println!("# {n}");
         }
     }
