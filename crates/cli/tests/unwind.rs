@@ -266,3 +266,162 @@ fn glibc_malloc_lock_is_taken_from_the_harness_function() {
         .map(|(c, _)| c.as_str());
     assert_eq!(best, Some(top), "perf --call-graph dwarf: {perf:?}");
 }
+
+/// `spin` is hand-written assembly without `.cfi_*` directives (it keeps a frame
+/// pointer), in a file whose C code has CFI and no frame pointers; `twice` calls it with
+/// twice the work `once` gives it.
+const NO_CFI_C: &str = r#"
+#include <stdlib.h>
+__asm__(".text\n.globl spin\n.type spin,@function\nspin:\n"
+        "push %rbp\nmov %rsp,%rbp\nmov %rdi,%rax\n"
+        "1:\nimul $3,%rax,%rax\nadd $1,%rax\ndec %rdi\njnz 1b\n"
+        "pop %rbp\nret\n.size spin,.-spin\n");
+unsigned long spin(unsigned long n);
+__attribute__((noinline)) unsigned long twice(unsigned long n) { return spin(2 * n) + 1; }
+__attribute__((noinline)) unsigned long once(unsigned long n) { return spin(n) + 2; }
+int main(int argc, char **argv) {
+    unsigned long rounds = argc > 1 ? strtoul(argv[1], 0, 10) : 200, s = 0;
+    for (unsigned long r = 0; r < rounds; r++)
+        s += twice(1000000 + (r & 1)) + once(1000000 + (r & 1));
+    return s == 42;
+}
+"#;
+
+/// `kstate profile --callers SYMBOL --json FILE`: caller -> samples, and the chain counts.
+fn callers_of(symbol: &str, file: &Path) -> (HashMap<String, u64>, serde_json::Value) {
+    let v = kstate_json(&[
+        "profile",
+        "--callers",
+        symbol,
+        "--json",
+        file.to_str().unwrap(),
+    ]);
+    let m = v["callers"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["symbol"].as_str().unwrap().to_string(),
+                r["samples"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    (m, v["user_chains"].clone())
+}
+
+#[test]
+fn a_function_without_cfi_still_shows_its_callers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let flags = ["-O1", "-fomit-frame-pointer"];
+    let exe = support::gcc(tmp.path(), "nocfi", NO_CFI_C, &flags);
+    // The premise: the file has CFI, but none for `spin`.
+    let eh = std::process::Command::new("readelf")
+        .args(["--debug-dump=frames", &exe])
+        .output()
+        .unwrap();
+    let syms = std::process::Command::new("nm").arg(&exe).output().unwrap();
+    let spin = String::from_utf8_lossy(&syms.stdout)
+        .lines()
+        .find(|l| l.ends_with(" T spin"))
+        .map(|l| u64::from_str_radix(l.split(' ').next().unwrap(), 16).unwrap())
+        .unwrap();
+    let covered = String::from_utf8_lossy(&eh.stdout)
+        .lines()
+        .filter_map(|l| l.split("pc=").nth(1))
+        .filter_map(|r| {
+            let (a, b) = r.trim().split_once("..")?;
+            Some((
+                u64::from_str_radix(a, 16).ok()?,
+                u64::from_str_radix(b, 16).ok()?,
+            ))
+        })
+        .collect::<Vec<_>>();
+    assert!(covered.len() >= 3, "no CFI in {exe}?");
+    assert!(!covered.iter().any(|&(a, b)| a <= spin && spin < b));
+
+    let file = tmp.path().join("nocfi.dat");
+    let f = file.to_str().unwrap();
+    let e = "sched:sched_process_exit";
+    kstate(&[
+        "record",
+        "-e",
+        e,
+        "--sample",
+        "--stack-bytes",
+        "8192",
+        "-o",
+        f,
+        "--",
+        &exe,
+        "150",
+    ]);
+    let (callers, chains) = callers_of("spin", &file);
+    let (twice, once) = (callers["twice"], callers["once"]);
+    let shown: u64 = callers.values().sum();
+    assert!(twice + once >= shown * 98 / 100, "{callers:?}");
+    let ratio = twice as f64 / once as f64;
+    assert!(
+        (1.6..=2.5).contains(&ratio),
+        "twice:once {ratio:.2} {callers:?}"
+    );
+    // Walked through spin's frame pointer, then on through the C code's CFI (it has no
+    // frame pointers: the kernel's walk loses the way there) up to main.
+    assert!(
+        chains["frame_pointers"].as_u64().unwrap() >= shown,
+        "{chains}"
+    );
+    let (up, _) = callers_of("twice", &file);
+    let to_main = up.get("main").copied().unwrap_or(0);
+    assert!(to_main >= twice * 98 / 100, "callers of twice: {up:?}");
+}
+
+/// (file offset, size) of section `name` of an ELF file, from `readelf -SW`.
+fn section_span(exe: &str, name: &str) -> (usize, usize) {
+    let out = std::process::Command::new("readelf")
+        .args(["-SW", exe])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = text
+        .lines()
+        .find(|l| l.split_whitespace().any(|w| w == name))
+        .unwrap_or_else(|| panic!("no {name} in {exe}"));
+    // [Nr] Name Type Address Off Size ...: the three fields after the type.
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let at = w.iter().position(|x| *x == name).unwrap();
+    let hex = |s: &str| usize::from_str_radix(s, 16).unwrap();
+    (hex(w[at + 3]), hex(w[at + 4]))
+}
+
+#[test]
+fn corrupt_cfi_cuts_chains_and_never_names_a_wrong_caller() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = build_leaf(tmp.path());
+    // The same program with its .eh_frame overwritten by pseudo-random bytes; its
+    // .eh_frame_hdr still points into it.
+    let (off, len) = section_span(&exe, ".eh_frame");
+    let mut bytes = std::fs::read(&exe).unwrap();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for b in &mut bytes[off..off + len] {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    let bad = tmp.path().join("leaf-bad-cfi");
+    std::fs::write(&bad, &bytes).unwrap();
+    std::fs::set_permissions(&bad, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let file = tmp.path().join("bad.dat");
+    let (callers, chains) = record_leaf(bad.to_str().unwrap(), &file, "8192", "100");
+    let shown: u64 = callers.values().sum();
+    // framehop alone walks this to `main` (a frame-pointer step over the frameless leaf)
+    // and counts it as CFI: here no caller is named, and the chains are counted as cut.
+    assert!(shown > 50, "{callers:?}");
+    assert_eq!(
+        callers.keys().collect::<Vec<_>>(),
+        ["[no caller]"],
+        "{callers:?}"
+    );
+    assert!(chains["cut"].as_u64().unwrap() >= shown, "{chains}");
+}

@@ -763,7 +763,8 @@ fn runnable_threads(d: std::time::Duration) {
 
 /// The CPU-bound workload with a known profile. The three functions are written in
 /// assembly on x86_64 so they keep frame pointers whatever the compiler settings (Rust
-/// omits them by default, and the kernel's user-space unwinder follows them); elsewhere
+/// omits them by default, and the kernel's user-space unwinder follows them), with CFI
+/// directives like compiled code (unwinding from a stack copy reads them); elsewhere
 /// they are plain Rust.
 mod spin {
     use std::time::Instant;
@@ -778,8 +779,12 @@ mod spin {
         ".globl kstate_spin_hot_loop",
         ".type kstate_spin_hot_loop,@function",
         "kstate_spin_hot_loop:",
+        ".cfi_startproc",
         "push rbp",
+        ".cfi_def_cfa_offset 16",
+        ".cfi_offset rbp, -16",
         "mov rbp, rsp",
+        ".cfi_def_cfa_register rbp",
         "mov rax, rdi",
         "2:",
         "imul rax, rax, 3",
@@ -787,27 +792,41 @@ mod spin {
         "dec rdi",
         "jnz 2b",
         "pop rbp",
+        ".cfi_def_cfa rsp, 8",
         "ret",
+        ".cfi_endproc",
         ".size kstate_spin_hot_loop, .-kstate_spin_hot_loop",
         ".p2align 4",
         ".globl kstate_spin_caller_a",
         ".type kstate_spin_caller_a,@function",
         "kstate_spin_caller_a:",
+        ".cfi_startproc",
         "push rbp",
+        ".cfi_def_cfa_offset 16",
+        ".cfi_offset rbp, -16",
         "mov rbp, rsp",
+        ".cfi_def_cfa_register rbp",
         "call kstate_spin_hot_loop",
         "pop rbp",
+        ".cfi_def_cfa rsp, 8",
         "ret",
+        ".cfi_endproc",
         ".size kstate_spin_caller_a, .-kstate_spin_caller_a",
         ".p2align 4",
         ".globl kstate_spin_caller_b",
         ".type kstate_spin_caller_b,@function",
         "kstate_spin_caller_b:",
+        ".cfi_startproc",
         "push rbp",
+        ".cfi_def_cfa_offset 16",
+        ".cfi_offset rbp, -16",
         "mov rbp, rsp",
+        ".cfi_def_cfa_register rbp",
         "call kstate_spin_hot_loop",
         "pop rbp",
+        ".cfi_def_cfa rsp, 8",
         "ret",
+        ".cfi_endproc",
         ".size kstate_spin_caller_b, .-kstate_spin_caller_b",
     );
 

@@ -13,6 +13,7 @@
 
 pub mod annotate;
 pub mod compare;
+mod cover;
 pub mod data;
 pub mod elf;
 pub mod flame;

@@ -2,11 +2,16 @@
 //! the user registers (IP, SP, BP) and a copy of the top of the user stack, walked with
 //! the DWARF CFI of the mapped files (`.eh_frame`, else `.debug_frame`, also from the
 //! debug file found by build id) by the framehop crate, as `perf --call-graph dwarf`
-//! and samply do. Code without CFI is walked through its frame pointers.
+//! and samply do. Code without CFI (a file without it, anonymous code, or a function
+//! without an FDE in a file that has CFI, such as hand-written assembly) is walked
+//! through its frame pointers.
 //!
-//! Never a wrong caller: a return address in a file that is gone, unreadable or changed
-//! since the recording (build-id mismatch), or in no mapping at all, ends the chain
-//! there; so does a stack copy cut short. Such chains are counted as cut.
+//! Never a wrong caller: every address is checked against the file's CFI first
+//! ([`super::cover`]); corrupt CFI, a frame in a file that is gone or changed since the
+//! recording (build-id mismatch, unless perf's build-id cache holds the file as it was),
+//! or a stack copy cut short end the chain there, counted as cut. A walk that reaches an
+//! address in no executable mapping has gone astray: it is dropped for the kernel's own
+//! frame-pointer chain, recorded with the sample.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -17,22 +22,24 @@ use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 use kstate_format::samples::{regs, SampleRec, CONTEXT_USER};
 use object::{Object, ObjectSection};
 
+use super::cover::{Cfi, Cover, Svmas};
 use super::Map;
 
 /// Return addresses walked at most per chain.
 const MAX_FRAMES: usize = 256;
 
-type Bytes = Arc<[u8]>;
+pub(super) type Bytes = Arc<[u8]>;
 
 /// How the user chains of a section were found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ChainCounts {
     /// Unwound from the stack copy, every step through CFI.
     pub cfi: u64,
-    /// Walked through frame pointers: by the kernel (no stack copy), or by the unwinder
-    /// for at least one frame of code without CFI.
+    /// Walked through frame pointers: by the kernel (no stack copy, or the walk through
+    /// the copy went astray), or by the unwinder for at least one frame of code without
+    /// CFI.
     pub fp: u64,
-    /// Ended early: stack copy cut short, a file gone or changed, no rule for a frame.
+    /// Ended early: stack copy cut short, a file gone or changed, corrupt CFI.
     pub cut: u64,
 }
 
@@ -62,7 +69,8 @@ struct FileCfi {
     /// PT_LOAD segments: (file offset, file size, virtual address, memory size).
     segments: Vec<(u64, u64, u64, u64)>,
     sections: ExplicitModuleSectionInfo<Bytes>,
-    has_cfi: bool,
+    /// The same CFI, for checking addresses; None without CFI.
+    cfi: Option<Arc<Cfi>>,
 }
 
 fn section<'d, R: object::ReadRef<'d>>(
@@ -85,30 +93,40 @@ impl FileCfi {
             base_svma: 0,
             ..Default::default()
         };
+        let mut at = Svmas::default();
         if let Some((r, _)) = section(&f, ".text") {
-            info.text_svma = Some(r);
+            info.text_svma = Some(r.clone());
+            at.text = Some(r);
         }
         if let Some((r, _)) = section(&f, ".got") {
-            info.got_svma = Some(r);
+            info.got_svma = Some(r.clone());
+            at.got = Some(r);
         }
-        if let Some((r, d)) = section(&f, ".eh_frame") {
-            info.eh_frame_svma = Some(r);
-            info.eh_frame = Some(d);
-            if let Some((r, d)) = section(&f, ".eh_frame_hdr") {
-                info.eh_frame_hdr_svma = Some(r);
-                info.eh_frame_hdr = Some(d);
-            }
-        } else if let Some((_, d)) = section(&f, ".debug_frame") {
-            info.debug_frame = Some(d);
-        } else if let Some(d) = build_id.as_deref().and_then(debug_frame_by_build_id) {
-            info.debug_frame = Some(d);
-        }
-        let has_cfi = info.eh_frame.is_some() || info.debug_frame.is_some();
+        let cfi = if let Some((r, d)) = section(&f, ".eh_frame") {
+            info.eh_frame_svma = Some(r.clone());
+            info.eh_frame = Some(d.clone());
+            at.eh_frame = Some(r);
+            let hdr = section(&f, ".eh_frame_hdr").map(|(r, h)| {
+                info.eh_frame_hdr_svma = Some(r.clone());
+                info.eh_frame_hdr = Some(h.clone());
+                at.eh_frame_hdr = Some(r);
+                h
+            });
+            Some(Cfi::new(d, true, hdr, &at))
+        } else {
+            let d = section(&f, ".debug_frame")
+                .map(|(_, d)| d)
+                .or_else(|| build_id.as_deref().and_then(debug_frame_by_build_id));
+            d.map(|d| {
+                info.debug_frame = Some(d.clone());
+                Cfi::new(d, false, None, &at)
+            })
+        };
         Some(FileCfi {
             build_id,
             segments,
             sections: info,
-            has_cfi,
+            cfi: cfi.map(Arc::new),
         })
     }
 
@@ -132,14 +150,14 @@ fn debug_frame_by_build_id(id: &[u8]) -> Option<Bytes> {
 }
 
 /// What a frame's address lies in.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone)]
 enum Place {
-    /// A file with CFI.
-    Cfi,
+    /// A file with CFI, loaded at this bias.
+    Cfi(Arc<Cfi>, u64),
     /// Code without CFI (a file without it, anonymous or vdso code): frame pointers.
     NoCfi,
-    /// No mapping, or a file gone or changed: the chain ends here.
-    Stop,
+    /// A file gone or changed: the chain ends at this frame.
+    Gone,
 }
 
 /// One process's modules, as mapped at some time.
@@ -150,13 +168,34 @@ struct Process {
 }
 
 impl Process {
-    fn place(&self, addr: u64) -> Place {
+    /// None where no executable mapping holds `addr`.
+    fn place(&self, addr: u64) -> Option<&Place> {
         let n = self.places.partition_point(|p| p.0 <= addr);
-        match n.checked_sub(1).map(|i| self.places[i]) {
-            Some((_, end, p)) if addr < end => p,
-            _ => Place::Stop,
+        match n.checked_sub(1).map(|i| &self.places[i]) {
+            Some((_, end, p)) if addr < *end => Some(p),
+            _ => None,
         }
     }
+}
+
+/// How a walk through the stack copy ended.
+#[derive(PartialEq, Eq)]
+enum End {
+    /// At the process's root.
+    Root,
+    /// Early, counted as cut.
+    Cut,
+    /// At a return address in no executable mapping.
+    Astray,
+}
+
+/// How one frame is stepped over.
+enum Step {
+    /// framehop, with the file's CFI or (code without CFI) frame pointers.
+    Framehop,
+    /// Frame pointers, for a function without CFI in a file with CFI: framehop would
+    /// take it for a leaf that has pushed nothing.
+    FramePointer,
 }
 
 /// Unwinds the user chains of one section's samples.
@@ -166,6 +205,8 @@ pub(crate) struct ChainUnwinder<'m> {
     /// Per process and set of live mappings (indices into its maps).
     processes: HashMap<(u32, Vec<usize>), Process>,
     cache: CacheX86_64,
+    /// What a file's CFI says of an address (by the file's `Cfi` and SVMA).
+    covers: HashMap<(usize, u64), Cover>,
     pub counts: ChainCounts,
 }
 
@@ -176,6 +217,7 @@ impl<'m> ChainUnwinder<'m> {
             files: HashMap::new(),
             processes: HashMap::new(),
             cache: CacheX86_64::new(),
+            covers: HashMap::new(),
             counts: ChainCounts::default(),
         }
     }
@@ -208,52 +250,110 @@ impl<'m> ChainUnwinder<'m> {
             s.pid,
             s.time,
         );
-        let mut out: Vec<u64> = Vec::new();
-        let (mut used_fp, mut cut) = (false, false);
-        let mut it = p.unwinder.iter_frames(
-            ip,
-            UnwindRegsX86_64::new(ip, sp, bp),
-            &mut self.cache,
-            &mut read,
-        );
-        loop {
-            let f = match it.next() {
-                Ok(Some(f)) => f,
-                Ok(None) => break,
-                Err(_) => {
-                    cut = true;
-                    break;
+        let mut regs = UnwindRegsX86_64::new(ip, sp, bp);
+        let mut addr = FrameAddress::from_instruction_pointer(ip);
+        let mut out = vec![ip];
+        let mut used_fp = false;
+        let end = loop {
+            let look = addr.address_for_lookup();
+            let step = match p.place(look) {
+                // The first frame's IP only (every return address is checked below).
+                None => break End::Cut,
+                Some(Place::Gone) => break End::Cut,
+                Some(Place::NoCfi) => {
+                    used_fp = true;
+                    Step::Framehop
+                }
+                Some(Place::Cfi(cfi, base)) => {
+                    let svma = look.wrapping_sub(*base);
+                    let key = (Arc::as_ptr(cfi) as usize, svma);
+                    match *self.covers.entry(key).or_insert_with(|| cfi.cover(svma)) {
+                        Cover::Covered => Step::Framehop,
+                        Cover::Uncovered => {
+                            used_fp = true;
+                            Step::FramePointer
+                        }
+                        Cover::Corrupt => break End::Cut,
+                    }
                 }
             };
-            out.push(match f {
-                FrameAddress::InstructionPointer(a) => a,
-                FrameAddress::ReturnAddress(a) => a.get(),
-            });
-            match p.place(f.address_for_lookup()) {
-                Place::Cfi => {}
-                Place::NoCfi => used_fp = true,
-                Place::Stop => cut = true,
+            let next = match step {
+                Step::Framehop => p
+                    .unwinder
+                    .unwind_frame(addr, &mut regs, &mut self.cache, &mut read)
+                    .map_err(|_| ()),
+                Step::FramePointer => frame_pointer_step(&mut regs, &mut read),
+            };
+            let ra = match next {
+                Ok(Some(ra)) => ra,
+                Ok(None) => break End::Root,
+                Err(()) => break End::Cut,
+            };
+            let Some(next) = FrameAddress::from_return_address(ra) else {
+                break End::Cut;
+            };
+            if p.place(next.address_for_lookup()).is_none() {
+                break End::Astray;
             }
-            if cut || out.len() >= MAX_FRAMES {
-                cut = true;
-                break;
+            if out.len() >= MAX_FRAMES {
+                break End::Cut;
             }
-        }
-        match (cut, used_fp) {
-            (true, _) => self.counts.cut += 1,
-            (false, true) => self.counts.fp += 1,
-            (false, false) => self.counts.cfi += 1,
-        }
-        // The kernel's part stays; its user part (if any) gives way to ours.
-        let keep = s
+            out.push(ra);
+            addr = next;
+        };
+        let user = s
             .callchain
             .iter()
             .position(|&a| a == CONTEXT_USER)
             .unwrap_or(s.callchain.len());
-        s.callchain.truncate(keep);
+        if end == End::Astray && user < s.callchain.len() {
+            // The kernel's walk, up to its own first address in no mapping.
+            let kernel = &s.callchain[user + 1..];
+            let ok = kernel
+                .iter()
+                .skip(1)
+                .position(|&a| p.place(a.wrapping_sub(1)).is_none())
+                .map_or(kernel.len(), |n| n + 1);
+            if ok == kernel.len() {
+                self.counts.fp += 1;
+            } else {
+                self.counts.cut += 1;
+            }
+            s.callchain.truncate(user + 1 + ok);
+            return;
+        }
+        match (end, used_fp) {
+            (End::Root, false) => self.counts.cfi += 1,
+            (End::Root, true) => self.counts.fp += 1,
+            _ => self.counts.cut += 1,
+        }
+        // The kernel's part stays; its user part (if any) gives way to ours.
+        s.callchain.truncate(user);
         s.callchain.push(CONTEXT_USER);
         s.callchain.extend(out);
     }
+}
+
+/// One frame-pointer step (`push rbp; mov rbp, rsp` prologues): the caller's frame
+/// pointer at [bp], the return address above it. Ok(None) at the root (bp 0).
+fn frame_pointer_step(
+    regs: &mut UnwindRegsX86_64,
+    read: &mut impl FnMut(u64) -> Result<u64, ()>,
+) -> Result<Option<u64>, ()> {
+    let (sp, bp) = (regs.sp(), regs.bp());
+    if bp == 0 {
+        return Ok(None);
+    }
+    // A frame lies above the stack pointer; a walk must move up the stack.
+    if bp < sp {
+        return Err(());
+    }
+    let ra = read(bp.checked_add(8).ok_or(())?)?;
+    let caller_bp = read(bp)?;
+    regs.set_sp(bp.checked_add(16).ok_or(())?);
+    regs.set_bp(caller_bp);
+    regs.set_ip(ra);
+    Ok(Some(ra))
 }
 
 /// The modules of process `pid` as mapped at `time`, made once per set of mappings.
@@ -283,6 +383,27 @@ fn process<'a>(
     })
 }
 
+/// The file a mapping's code is read from: its path, or where that file is gone or
+/// changed (its build id not the recorded one), the copy in perf's build-id cache.
+fn file_for<'f>(files: &'f mut HashMap<String, Option<FileCfi>>, m: &Map) -> Option<&'f FileCfi> {
+    let same = |f: &FileCfi| match (&m.build_id, &f.build_id) {
+        (Some(want), Some(have)) => want == have,
+        _ => true,
+    };
+    let at_path = files
+        .entry(m.path.clone())
+        .or_insert_with(|| FileCfi::load(&m.path));
+    if at_path.as_ref().is_some_and(same) {
+        return files[&m.path].as_ref();
+    }
+    let cached = m.build_id.as_deref().and_then(super::build_id_cache)?;
+    let f = files
+        .entry(cached.clone())
+        .or_insert_with(|| FileCfi::load(&cached));
+    f.as_ref()
+        .filter(|f| m.build_id.is_some() && f.build_id == m.build_id)
+}
+
 /// Adds a mapping's file to a process's unwinder; says where its frames lie.
 fn add_module(
     files: &mut HashMap<String, Option<FileCfi>>,
@@ -292,23 +413,15 @@ fn add_module(
     if !m.path.starts_with('/') || m.path.starts_with("/memfd:") {
         return Place::NoCfi;
     }
-    let loaded = files
-        .entry(m.path.clone())
-        .or_insert_with(|| FileCfi::load(&m.path));
-    // A file gone or unreadable: its frames end the chain.
-    let Some(f) = loaded else {
-        return Place::Stop;
+    // A file gone, unreadable or changed, and not in the cache: its frames end the chain.
+    let Some(f) = file_for(files, m) else {
+        return Place::Gone;
     };
-    if let (Some(want), Some(have)) = (&m.build_id, &f.build_id) {
-        if want != have {
-            return Place::Stop;
-        }
-    }
-    if !f.has_cfi {
+    let Some(cfi) = &f.cfi else {
         return Place::NoCfi;
-    }
+    };
     let Some(base) = f.base_avma(m.start, m.pgoff) else {
-        return Place::Stop;
+        return Place::Gone;
     };
     unwinder.add_module(Module::new(
         m.path.clone(),
@@ -316,7 +429,7 @@ fn add_module(
         base,
         f.sections.clone(),
     ));
-    Place::Cfi
+    Place::Cfi(cfi.clone(), base)
 }
 
 #[cfg(test)]
