@@ -27,18 +27,40 @@ pub fn merge_cpu(
     side: &Path,
     layout: &PageLayout,
 ) -> Result<CpuCount> {
-    let mut a = Records::open(main, layout)?;
-    let mut b = Records::open(side, layout)?;
     let mut count = CpuCount {
         cpu,
         ..CpuCount::default()
     };
+    let mut cw = w.cpu_writer(cpu)?;
+    merge_pages(main, side, layout, &mut count, &mut |p| {
+        Ok(cw.write_page(p)?)
+    })?;
+    cw.finish()?;
+    Ok(count)
+}
+
+/// The merge itself: hands each finished page that holds something to `write`.
+fn merge_pages(
+    main: &Path,
+    side: &Path,
+    layout: &PageLayout,
+    count: &mut CpuCount,
+    write: &mut dyn FnMut(&[u8]) -> Result<()>,
+) -> Result<()> {
+    let mut a = Records::open(main, layout)?;
+    let mut b = Records::open(side, layout)?;
     let mut builder = PageBuilder::new(*layout);
     let mut done: Vec<Vec<u8>> = Vec::new();
-    let mut cw = w.cpu_writer(cpu)?;
+    let mut flush = |done: &mut Vec<Vec<u8>>, count: &mut CpuCount| -> Result<()> {
+        for p in done.drain(..) {
+            if count_page(&p, layout, count) {
+                write(&p)?;
+            }
+        }
+        Ok(())
+    };
     loop {
-        let (ra, rb) = (a.peek()?, b.peek()?);
-        let from = match (ra, rb) {
+        let from = match (a.peek()?, b.peek()?) {
             (None, None) => break,
             (Some(_), None) => &mut a,
             (None, Some(_)) => &mut b,
@@ -46,38 +68,28 @@ pub fn merge_cpu(
             _ => &mut b,
         };
         let (ts, lost, payload) = from.take();
-        match lost {
-            Lost::None => {}
-            Lost::Unknown => builder.lost_uncounted(),
-            Lost::Count(n) => builder.lost(n),
-        }
+        note_loss(&mut builder, lost);
         if !builder.push(ts, &payload, &mut |p| done.push(p.to_vec())) {
             count.bad_pages += 1;
         }
-        for p in done.drain(..) {
-            if count_page(&p, layout, &mut count) {
-                cw.write_page(&p)?;
-            }
-        }
+        flush(&mut done, count)?;
     }
     // Losses after a side's last record (a page flagged but empty) still count.
-    for l in [std::mem::take(&mut a.lost), std::mem::take(&mut b.lost)] {
-        match l {
-            Lost::None => {}
-            Lost::Unknown => builder.lost_uncounted(),
-            Lost::Count(n) => builder.lost(n),
-        }
-    }
+    note_loss(&mut builder, std::mem::take(&mut a.lost));
+    note_loss(&mut builder, std::mem::take(&mut b.lost));
     builder.finish(&mut |p| done.push(p.to_vec()));
-    for p in done.drain(..) {
-        if count_page(&p, layout, &mut count) {
-            cw.write_page(&p)?;
-        }
-    }
+    flush(&mut done, count)?;
     count.bad_pages += a.bad_pages + b.bad_pages;
     count.partial_tail = a.partial_tail + b.partial_tail;
-    cw.finish()?;
-    Ok(count)
+    Ok(())
+}
+
+fn note_loss(builder: &mut PageBuilder, lost: Lost) {
+    match lost {
+        Lost::None => {}
+        Lost::Unknown => builder.lost_uncounted(),
+        Lost::Count(n) => builder.lost(n),
+    }
 }
 
 /// Whether a scratch file of pages holds any record or loss (an unreadable file is
@@ -180,5 +192,67 @@ impl Records {
             }
         }
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kstate_format::Endian;
+
+    /// A scratch file of the pages `PageBuilder` makes of `events` (time, payload byte),
+    /// with `lost` events noted before the event at index `lost_at`.
+    fn pages(
+        dir: &Path,
+        name: &str,
+        layout: &PageLayout,
+        events: &[(u64, u8)],
+        lost_at: Option<(usize, u64)>,
+    ) -> std::path::PathBuf {
+        let mut b = PageBuilder::new(*layout);
+        let mut out = Vec::new();
+        for (i, &(ts, byte)) in events.iter().enumerate() {
+            if let Some((_, n)) = lost_at.filter(|l| l.0 == i) {
+                b.lost(n);
+            }
+            assert!(b.push(ts, &[byte; 12], &mut |p| out.extend_from_slice(p)));
+        }
+        b.finish(&mut |p| out.extend_from_slice(p));
+        let path = dir.join(name);
+        std::fs::write(&path, out).unwrap();
+        path
+    }
+
+    #[test]
+    fn records_interleave_by_time_and_losses_carry_over() {
+        let dir = tempfile::tempdir().unwrap();
+        // Small pages, so that both inputs and the output span several.
+        let layout = PageLayout::default_for(Endian::Little, 8, 128);
+        let main: Vec<(u64, u8)> = (0..20).map(|i| (100 + i * 10, 1)).collect();
+        let side: Vec<(u64, u8)> = [95, 130, 155, 190, 215, 250, 275]
+            .iter()
+            .map(|&t| (t, 2))
+            .collect();
+        let a = pages(dir.path(), "main", &layout, &main, Some((12, 5)));
+        let b = pages(dir.path(), "side", &layout, &side, None);
+        let mut count = CpuCount::default();
+        let mut got = Vec::new();
+        merge_pages(&a, &b, &layout, &mut count, &mut |p| {
+            let (_, records) = PageRecords::new(p, &layout)?;
+            for r in records {
+                let (ts, payload) = r?;
+                got.push((ts, payload[0]));
+            }
+            Ok(())
+        })
+        .unwrap();
+        let mut want: Vec<(u64, u8)> = main.iter().chain(&side).copied().collect();
+        want.sort();
+        // Equal times: the main record first.
+        assert_eq!(got, want);
+        assert_eq!(count.events, 27);
+        assert_eq!(count.lost, 5, "the main side's loss is kept");
+        assert!(count.pages > 2, "{} pages", count.pages);
+        assert_eq!(count.bad_pages, 0);
     }
 }
