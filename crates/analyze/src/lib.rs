@@ -50,6 +50,7 @@ pub mod cache;
 pub mod cachegrind;
 pub mod classify;
 pub mod compare;
+pub mod describe;
 mod error;
 pub mod escalate;
 pub mod filter;

@@ -25,12 +25,17 @@
 pub mod charts;
 pub mod colour;
 pub mod compare;
+pub mod fleet;
 pub mod html;
+pub mod info;
 #[cfg(feature = "png")]
 pub mod png;
+pub mod profile;
+pub mod record;
 pub mod rundir;
 pub mod scale;
 pub mod svg;
+pub mod utc;
 
 use std::io::{self, Write};
 
@@ -66,7 +71,7 @@ fn json_str(s: &str) -> String {
 /// chooses: a cell starting with `= + - @` (or a tab or CR) would be evaluated as a formula
 /// by spreadsheets, so it gets a leading `'`, which makes them show it as text (OWASP's
 /// advice for CSV injection).
-fn csv_field(s: &str) -> String {
+pub(crate) fn csv_field(s: &str) -> String {
     if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
         format!("\"'{}\"", s.replace('"', "\"\""))
     } else if s.contains([',', '"', '\n', '\r']) {

@@ -8,10 +8,12 @@ use std::process::ExitCode;
 use kstate_analyze::filter::{parse_window, Filters, WindowSpec};
 use kstate_analyze::profile::annotate::{self, Annotation};
 use kstate_analyze::profile::compare::{self, Thresholds};
-use kstate_analyze::profile::{self, CallView, Profile};
+use kstate_analyze::profile::{self, Profile};
 use kstate_format::Error;
 
-use crate::{print, timefmt};
+use kstate_render::profile as render;
+
+use crate::print;
 
 const AFTER_HELP: &str = "\
 --flame -o F.svg writes a flame graph of the selected samples' stacks instead of the
@@ -142,7 +144,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             "{}: {} samples of {}",
             args.file.display(),
             p.samples,
-            rate(&p)
+            render::rate(&p)
         );
         kstate_format::output::write(out, profile::flame::svg(&p.folded, &title))
             .map_err(|e| Error::io(out, e))?;
@@ -178,21 +180,21 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             .map(|h| annotate::annotate(&trace, h))
             .collect();
         if args.json {
-            let mut j = json_value(&p, &opts.filters);
-            j["details"] = ann.iter().map(|a| details_json(&p, a)).collect();
+            let mut j = render::json(&p, &opts.filters);
+            j["details"] = ann.iter().map(|a| render::details_json(&p, a)).collect();
             println!("{j}");
         } else {
-            print_text(&p, &opts.filters, args.top);
+            print!("{}", render::text(&p, &opts.filters, args.top));
             for a in &ann {
-                print_details(&p, a);
+                print!("{}", render::details_text(&p, a));
             }
         }
         return Ok(ExitCode::SUCCESS);
     }
     if args.json {
-        println!("{}", json(&p, &opts.filters));
+        println!("{}", render::json(&p, &opts.filters));
     } else {
-        print_text(&p, &opts.filters, args.top);
+        print!("{}", render::text(&p, &opts.filters, args.top));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -227,44 +229,8 @@ fn compare_events(
         eprintln!("kstate profile: warning: {w}");
     }
     let c = compare::compare(&pb.counts(), &[pa.counts()], t);
-    let mut header = vec![format!(
-        "{}: sampled events, clock {}",
-        args.file.display(),
-        pa.clock
-    )];
-    for p in [&pa, &pb] {
-        header.push(format!(
-            "{}: {} samples selected (of {} in the file), {} lost",
-            rate(p),
-            p.samples,
-            p.total_samples,
-            p.lost
-        ));
-    }
-    for (k, v) in opts.filters.describe() {
-        header.push(format!("{k}: {v}"));
-    }
-    let events: Vec<serde_json::Value> = [&pa, &pb]
-        .iter()
-        .map(|p| {
-            serde_json::json!({
-                "event": p.event, "freq_hz": p.freq, "period": p.period, "samples": p.samples,
-                "samples_in_file": p.total_samples, "lost": p.lost,
-            })
-        })
-        .collect();
-    let filters: serde_json::Map<String, serde_json::Value> = opts
-        .filters
-        .describe()
-        .into_iter()
-        .map(|(k, v)| (k, serde_json::Value::String(v)))
-        .collect();
-    let extra = serde_json::json!({
-        "file": args.file.display().to_string(),
-        "simulated": false,
-        "events": events,
-        "filters": filters,
-    });
+    let file = args.file.display().to_string();
+    let (header, extra) = render::comparison_header(&file, &pa, &pb, &opts.filters);
     print::comparison(&c, &header, "Image", extra, args.json, args.top);
     Ok(ExitCode::SUCCESS)
 }
@@ -283,247 +249,6 @@ fn similar(p: &Profile, name: &str) -> String {
     } else {
         format!(" (similar: {})", like.join(", "))
     }
-}
-
-fn pct(_: &Profile, n: u64, of: u64) -> f64 {
-    if of == 0 {
-        0.0
-    } else {
-        n as f64 * 100.0 / of as f64
-    }
-}
-
-fn rate(p: &Profile) -> String {
-    match (p.freq, p.period) {
-        (Some(hz), _) => format!("{} at {hz} Hz", p.event),
-        (_, Some(per)) => format!("{} every {per} events", p.event),
-        _ => p.event.clone(),
-    }
-}
-
-fn print_text(p: &Profile, f: &Filters, top: usize) {
-    println!("# {}, clock {}", rate(p), p.clock);
-    println!(
-        "# {} samples selected (of {} in the file), {} lost; kernel {:.1}%, user {:.1}%",
-        p.samples,
-        p.total_samples,
-        p.lost,
-        pct(p, p.kernel_samples, p.samples),
-        pct(p, p.user_samples, p.samples)
-    );
-    println!("# user chains: {}", p.chains.describe());
-    if let (Some(a), Some(b)) = (p.first_ts, p.last_ts) {
-        println!(
-            "# time: {} .. {} (+{} .. +{} from trace start)",
-            timefmt::fmt_secs(a),
-            timefmt::fmt_secs(b),
-            timefmt::fmt_secs(a.saturating_sub(p.trace_start)),
-            timefmt::fmt_secs(b.saturating_sub(p.trace_start))
-        );
-    }
-    for (k, v) in f.describe() {
-        println!("# {k}: {v}");
-    }
-    if !p.details.is_empty() {
-        return;
-    }
-    if let Some(v) = &p.callers {
-        print_view(p, v, "callers", "Caller");
-        return;
-    }
-    if let Some(v) = &p.callees {
-        print_view(p, v, "callees", "Callee");
-        return;
-    }
-    println!("#");
-    println!(
-        "# {:>8} {:>11} {:>8}  {:<8} {:<24} Symbol",
-        "Overhead", "Cumulative", "Samples", "Kind", "Image"
-    );
-    let mut cum = 0.0;
-    let n = if top == 0 { p.rows.len() } else { top };
-    for r in p.rows.iter().take(n) {
-        let share = p.share(r.period);
-        cum += share;
-        let mark = if r.sym.kind.is_kernel() { "[k]" } else { "[.]" };
-        println!(
-            "  {:>7.2}% {:>10.2}% {:>8}  {:<8} {:<24} {mark} {}",
-            share,
-            cum,
-            r.samples,
-            r.sym.kind.name(),
-            r.sym.image,
-            r.sym.name
-        );
-    }
-    if p.rows.len() > n {
-        println!("# ({} more symbols; --top 0 shows all)", p.rows.len() - n);
-    }
-}
-
-fn print_view(p: &Profile, v: &CallView, what: &str, col: &str) {
-    println!(
-        "# {what} of {}: {} samples with it on the stack ({:.2}% of the selected), {} with it running",
-        v.symbol,
-        v.samples,
-        pct(p, v.samples, p.samples),
-        v.self_samples
-    );
-    println!("#");
-    println!(
-        "# {:>7} {:>7}  {:<8} {:<24} {col}",
-        "Samples", "%", "Kind", "Image"
-    );
-    for (s, n) in &v.rows {
-        println!(
-            "  {:>7} {:>6.2}%  {:<8} {:<24} {}",
-            n,
-            pct(p, *n, v.samples),
-            if s.image.is_empty() {
-                "-"
-            } else {
-                s.kind.name()
-            },
-            if s.image.is_empty() { "-" } else { &s.image },
-            s.name
-        );
-    }
-}
-
-fn print_details(p: &Profile, a: &Annotation) {
-    println!("#");
-    println!(
-        "# {} in {} ({}{}): {} samples, {:.2}% of the selected",
-        a.sym.name,
-        a.sym.image,
-        a.sym.kind.name(),
-        a.sym
-            .path
-            .as_deref()
-            .map(|x| format!(" {x}"))
-            .unwrap_or_default(),
-        a.samples,
-        pct(p, a.samples, p.samples)
-    );
-    if let (Some(start), Some(size)) = (a.start, a.size) {
-        let src = a.source.as_deref().map(|s| format!(", code read from {s}"));
-        println!("# {start:#x}, {size} bytes{}", src.unwrap_or_default());
-    }
-    if let Some(why) = &a.no_text {
-        println!("# no instruction text: {why}");
-    }
-    if a.unplaced > 0 {
-        println!(
-            "# {} samples at addresses outside the file's segments",
-            a.unplaced
-        );
-    }
-    println!("#");
-    println!(
-        "# {:>18} {:>8} {:>8} {:>7}  Instruction",
-        "Address", "Offset", "Samples", "%"
-    );
-    for l in &a.lines {
-        println!(
-            "  {:>18} {:>8} {:>8} {:>6.2}%  {}",
-            format!("{:#x}", l.addr),
-            l.offset.map_or("?".into(), |o| format!("+{o:#x}")),
-            l.samples,
-            pct(p, l.samples, a.samples),
-            l.text.as_deref().unwrap_or("-")
-        );
-    }
-}
-
-fn details_json(p: &Profile, a: &Annotation) -> serde_json::Value {
-    serde_json::json!({
-        "symbol": a.sym.name,
-        "image": a.sym.image,
-        "path": a.sym.path,
-        "kind": a.sym.kind.name(),
-        "samples": a.samples,
-        "percent": pct(p, a.samples, p.samples),
-        "unplaced_samples": a.unplaced,
-        "start": a.start,
-        "size": a.size,
-        "code_source": a.source,
-        "no_text": a.no_text,
-        "instructions": a.lines.iter().map(|l| serde_json::json!({
-            "address": l.addr,
-            "offset": l.offset,
-            "samples": l.samples,
-            "percent": pct(p, l.samples, a.samples),
-            "bytes": l.bytes.iter().map(|b| format!("{b:02x}")).collect::<String>(),
-            "text": l.text,
-        })).collect::<Vec<_>>(),
-    })
-}
-
-fn view_json(p: &Profile, v: &CallView) -> serde_json::Value {
-    serde_json::json!({
-        "symbol": v.symbol,
-        "samples": v.samples,
-        "self_samples": v.self_samples,
-        "rows": v.rows.iter().map(|(s, n)| serde_json::json!({
-            "symbol": s.name,
-            "image": s.image,
-            "kind": s.kind.name(),
-            "samples": n,
-            "percent": pct(p, *n, v.samples),
-        })).collect::<Vec<_>>(),
-    })
-}
-
-fn json(p: &Profile, f: &Filters) -> String {
-    json_value(p, f).to_string()
-}
-
-fn json_value(p: &Profile, f: &Filters) -> serde_json::Value {
-    let mut cum = 0.0;
-    let rows: Vec<serde_json::Value> = p
-        .rows
-        .iter()
-        .map(|r| {
-            let share = p.share(r.period);
-            cum += share;
-            serde_json::json!({
-                "symbol": r.sym.name,
-                "image": r.sym.image,
-                "path": r.sym.path,
-                "kind": r.sym.kind.name(),
-                "samples": r.samples,
-                "period": r.period,
-                "percent": share,
-                "cumulative_percent": cum,
-            })
-        })
-        .collect();
-    let filters: serde_json::Map<String, serde_json::Value> = f
-        .describe()
-        .into_iter()
-        .map(|(k, v)| (k, serde_json::Value::String(v)))
-        .collect();
-    serde_json::json!({
-        "event": p.event,
-        "freq_hz": p.freq,
-        "period": p.period,
-        "clock": p.clock,
-        "samples_in_file": p.total_samples,
-        "lost": p.lost,
-        "samples": p.samples,
-        "total_period": p.total_period,
-        "kernel_samples": p.kernel_samples,
-        "user_samples": p.user_samples,
-        "trace_start": p.trace_start,
-        "first_ts": p.first_ts,
-        "last_ts": p.last_ts,
-        "filters": filters,
-        "symbols": rows,
-        "callers": p.callers.as_ref().map(|v| view_json(p, v)),
-        "callees": p.callees.as_ref().map(|v| view_json(p, v)),
-        "warnings": p.warnings,
-        "user_chains": {"cfi": p.chains.cfi, "frame_pointers": p.chains.fp, "cut": p.chains.cut},
-    })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -573,76 +298,17 @@ pub fn diff(args: DiffArgs) -> Result<ExitCode, Error> {
     let a = profile::profile(&super::open(&args.before)?, &opts)?;
     let b = profile::profile(&super::open(&args.after)?, &opts)?;
     let rows = profile::diff(&a, &b);
+    let (before, after) = (
+        args.before.display().to_string(),
+        args.after.display().to_string(),
+    );
     if args.json {
-        let j: Vec<serde_json::Value> = rows
-            .iter()
-            .map(|r| {
-                serde_json::json!({
-                    "symbol": r.name,
-                    "image": r.image,
-                    "kind": r.kind.name(),
-                    "before_samples": r.before_samples,
-                    "after_samples": r.after_samples,
-                    "before_percent": r.before_percent,
-                    "after_percent": r.after_percent,
-                    "delta_percent": r.after_percent - r.before_percent,
-                })
-            })
-            .collect();
-        println!(
+        println!("{}", render::diff_json(&before, &a, &after, &b, &rows));
+    } else {
+        print!(
             "{}",
-            serde_json::json!({
-                "before": {"file": args.before.display().to_string(), "event": a.event,
-                           "samples": a.samples, "lost": a.lost, "total_period": a.total_period},
-                "after": {"file": args.after.display().to_string(), "event": b.event,
-                          "samples": b.samples, "lost": b.lost, "total_period": b.total_period},
-                "symbols": j,
-            })
+            render::diff_text(&before, &a, &after, &b, &rows, args.top)
         );
-        return Ok(ExitCode::SUCCESS);
-    }
-    println!(
-        "# before: {}: {} samples of {}, {} lost",
-        args.before.display(),
-        a.samples,
-        rate(&a),
-        a.lost
-    );
-    println!(
-        "# after:  {}: {} samples of {}, {} lost ({:+.1}% samples)",
-        args.after.display(),
-        b.samples,
-        rate(&b),
-        b.lost,
-        if a.samples > 0 {
-            (b.samples as f64 - a.samples as f64) * 100.0 / a.samples as f64
-        } else {
-            0.0
-        }
-    );
-    if a.event != b.event {
-        println!("# warning: different events ({} vs {})", a.event, b.event);
-    }
-    println!("#");
-    println!(
-        "# {:>8} {:>8} {:>8} {:>9} {:>9}  {:<24} Symbol",
-        "Before", "After", "Delta", "Samples", "Samples", "Image"
-    );
-    let n = if args.top == 0 { rows.len() } else { args.top };
-    for r in rows.iter().take(n) {
-        println!(
-            "  {:>7.2}% {:>7.2}% {:>+7.2}% {:>9} {:>9}  {:<24} {}",
-            r.before_percent,
-            r.after_percent,
-            r.after_percent - r.before_percent,
-            r.before_samples,
-            r.after_samples,
-            r.image,
-            r.name
-        );
-    }
-    if rows.len() > n {
-        println!("# ({} more symbols; --top 0 shows all)", rows.len() - n);
     }
     Ok(ExitCode::SUCCESS)
 }

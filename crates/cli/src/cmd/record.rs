@@ -1,7 +1,6 @@
 //! `kstate record`: kernel events into a trace.dat while a command runs (or until Ctrl-C
 //! or --duration), then a summary with the buffer consumption rate per CPU.
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -9,10 +8,9 @@ use std::time::Duration;
 use kstate_format::writer::Compression;
 use kstate_format::{Error, ErrorKind};
 use kstate_record::events::PRESETS;
-use kstate_record::{Options, Summary, DEFAULT_BUFFER_KIB};
+use kstate_record::{Options, DEFAULT_BUFFER_KIB};
 
 use super::exit_status;
-use crate::timefmt;
 use kstate_args as numbers;
 
 #[derive(clap::Args)]
@@ -146,9 +144,10 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     match kstate_record::record(&opts, &mut notify) {
         Ok(s) => {
             if args.json {
-                println!("{}", summary_json(&s));
+                let exit = s.workload_status.map(exit_status::shell_status);
+                println!("{}", kstate_render::record::json(&s, exit));
             } else {
-                print_summary(&s);
+                eprint!("{}", kstate_render::record::text(&s));
             }
             if let Some(why) = &s.disk_full {
                 eprintln!(
@@ -178,166 +177,4 @@ fn list_presets() {
             println!("         {e}");
         }
     }
-}
-
-fn mib(b: f64) -> String {
-    if b >= 1024.0 * 1024.0 {
-        format!("{:.1} MiB", b / (1024.0 * 1024.0))
-    } else {
-        format!("{:.1} KiB", b / 1024.0)
-    }
-}
-
-fn print_summary(s: &Summary) {
-    let secs = s.duration_ns as f64 / 1e9;
-    eprintln!(
-        "kstate: recorded {} s into {} ({}): {} events, {} lost{}",
-        timefmt::fmt_secs(s.duration_ns),
-        s.output.display(),
-        mib(s.file_bytes as f64),
-        s.events(),
-        s.lost(),
-        s.stopped_by
-            .as_ref()
-            .map(|w| format!(" ({w})"))
-            .unwrap_or_default()
-    );
-    eprintln!(
-        "  {:>4} {:>12} {:>10} {:>12} {:>13} {:>13}",
-        "cpu", "events", "lost", "bytes", "rate", "buffer holds"
-    );
-    let buffer = (s.buffer_kib * 1024) as f64;
-    for c in &s.cpus {
-        let n = &c.count;
-        let rate = if secs > 0.0 {
-            n.data_bytes as f64 / secs
-        } else {
-            0.0
-        };
-        let lost = if n.lost_unknown > 0 {
-            format!("{}+?", n.lost)
-        } else {
-            n.lost.to_string()
-        };
-        let holds = if rate > 0.0 {
-            format!("{:.2} s", buffer / rate)
-        } else {
-            "-".into()
-        };
-        eprintln!(
-            "  {:>4} {:>12} {:>10} {:>12} {:>13} {:>13}",
-            n.cpu,
-            n.events,
-            lost,
-            mib(n.data_bytes as f64),
-            format!("{}/s", mib(rate)),
-            holds
-        );
-    }
-    eprintln!(
-        "  buffer {} KiB per CPU, clock {}; recorder CPU {:.3} s while recording, {:.3} s in all",
-        s.buffer_kib,
-        s.clock,
-        s.recording_cpu_ns as f64 / 1e9,
-        s.recorder_cpu_ns as f64 / 1e9
-    );
-    if let Some(x) = &s.samples {
-        let split = match x.per_event.len() {
-            0 | 1 => String::new(),
-            _ => format!(
-                " ({})",
-                x.per_event
-                    .iter()
-                    .map(|(e, n)| format!("{e} {n}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        };
-        eprintln!(
-            "  samples: {}{split} of {}, {} lost{}{} ({} of perf records)",
-            x.samples,
-            x.what,
-            x.lost,
-            if x.throttled > 0 {
-                format!(", throttled {} times", x.throttled)
-            } else {
-                String::new()
-            },
-            x.fell_back_from
-                .as_ref()
-                .map(|e| format!(", instead of {e}"))
-                .unwrap_or_default(),
-            mib(x.bytes as f64)
-        );
-    }
-    if let Some(x) = &s.stacks {
-        eprintln!(
-            "  stacks: {} {}, {} lost ({} of perf records)",
-            x.samples,
-            x.what,
-            x.lost,
-            mib(x.bytes as f64)
-        );
-    }
-}
-
-fn summary_json(s: &Summary) -> String {
-    let secs = s.duration_ns as f64 / 1e9;
-    let cpus: Vec<serde_json::Value> = s
-        .cpus
-        .iter()
-        .map(|c| {
-            let n = &c.count;
-            let rate = if secs > 0.0 { n.data_bytes as f64 / secs } else { 0.0 };
-            serde_json::json!({
-                "cpu": n.cpu,
-                "events": n.events,
-                "lost": n.lost,
-                "lost_unknown_pages": n.lost_unknown,
-                "pages": n.pages,
-                "bytes": n.data_bytes,
-                "bytes_per_s": rate,
-                "buffer_holds_s": if rate > 0.0 { Some((s.buffer_kib * 1024) as f64 / rate) } else { None },
-                "overrun": c.stats.as_ref().map(|r| r.overrun),
-                "dropped": c.stats.as_ref().map(|r| r.dropped_events),
-            })
-        })
-        .collect();
-    serde_json::json!({
-        "output": s.output.display().to_string(),
-        "file_bytes": s.file_bytes,
-        "duration_ns": s.duration_ns,
-        "clock": s.clock,
-        "buffer_kib_per_cpu": s.buffer_kib,
-        "events": s.events(),
-        "lost": s.lost(),
-        "cpus": cpus,
-        "events_enabled": s.events_enabled,
-        "missing_events": s.missing_events,
-        "stale_instances_removed": s.stale_instances_removed,
-        "stopped_by": s.stopped_by,
-        "disk_full": s.disk_full,
-        "workload_exit": s.workload_status.map(exit_status::shell_status),
-        "workload_signal": s.workload_status.and_then(|st| st.signal()),
-        "recorder_cpu_ns": s.recorder_cpu_ns,
-        "recording_cpu_ns": s.recording_cpu_ns,
-        "sysinfo_snapshots": s.sysinfo_snapshots,
-        "spliced": s.spliced,
-        "samples": s.samples.as_ref().map(|x| serde_json::json!({
-            "what": x.what,
-            "samples": x.samples,
-            "per_event": x.per_event.iter().map(|(e, n)| serde_json::json!({"event": e, "samples": n})).collect::<Vec<_>>(),
-            "lost": x.lost,
-            "throttled": x.throttled,
-            "bytes": x.bytes,
-            "fell_back_from": x.fell_back_from,
-        })),
-        "stacks": s.stacks.as_ref().map(|x| serde_json::json!({
-            "what": x.what,
-            "chains": x.samples,
-            "lost": x.lost,
-            "bytes": x.bytes,
-        })),
-    })
-    .to_string()
 }

@@ -1,0 +1,193 @@
+//! `kstate fleet`'s report of merged summaries: text tables, CSV and JSON.
+
+use std::io::Write;
+
+use kstate_analyze::fleet::{Failure, Fleet, Merged, Outlier};
+
+use crate::csv_field;
+
+/// One printed row: a group's (or the whole fleet's) merged statistics.
+struct Line<'a> {
+    analyzer: &'a str,
+    key: &'a str,
+    unit: &'a str,
+    group: Option<&'a str>,
+    m: &'a Merged,
+}
+
+fn lines(f: &Fleet) -> Vec<Line<'_>> {
+    let mut v = Vec::new();
+    for ((a, k), e) in &f.entries {
+        v.push(Line {
+            analyzer: a,
+            key: k,
+            unit: &e.unit,
+            group: None,
+            m: &e.fleet,
+        });
+        for (g, m) in &e.groups {
+            v.push(Line {
+                analyzer: a,
+                key: k,
+                unit: &e.unit,
+                group: Some(g),
+                m,
+            });
+        }
+    }
+    v
+}
+
+const QUANTILES: [(&str, u64); 3] = [("p50", 500), ("p99", 990), ("p999", 999)];
+
+/// recordings, count, total, avg, min, max, flagged, then the quantiles' values and
+/// buckets.
+fn numbers(m: &Merged) -> [u64; 13] {
+    let a = &m.agg;
+    let q = QUANTILES.map(|(_, p)| m.quantile(p));
+    [
+        m.recordings,
+        a.count,
+        a.total,
+        a.avg(),
+        a.min(),
+        a.max,
+        a.flagged,
+        q[0].value,
+        q[1].value,
+        q[2].value,
+        q[0].bucket as u64,
+        q[1].bucket as u64,
+        q[2].bucket as u64,
+    ]
+}
+
+/// One row per group and the fleet, every figure as an integer.
+pub fn csv(f: &Fleet, out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "analyzer,key,unit,group,recordings,count,total,avg,min,max,flagged,\
+         p50,p99,p999,p50_bucket,p99_bucket,p999_bucket"
+    )?;
+    // Analyzer, key and group names come from the recordings: escaped as formulas too.
+    let q = csv_field;
+    for l in lines(f) {
+        let n: Vec<String> = numbers(l.m).iter().map(u64::to_string).collect();
+        writeln!(
+            out,
+            "{},{},{},{},{}",
+            q(l.analyzer),
+            q(l.key),
+            l.unit,
+            q(l.group.unwrap_or("(fleet)")),
+            n.join(",")
+        )?;
+    }
+    Ok(())
+}
+
+/// A text table row: the group, then recordings, count, total, avg, min, max, p50, p99,
+/// p99.9.
+fn text_row(out: &mut dyn Write, c: [&dyn std::fmt::Display; 10]) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "  {:<24} {:>5} {:>10} {:>14} {:>10} {:>10} {:>12} {:>10} {:>10} {:>10}",
+        c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9]
+    )
+}
+
+/// The tables per analyzer and key, then the outliers; `by` and `k` as the user gave them.
+pub fn text(
+    f: &Fleet,
+    outliers: &[Outlier],
+    by: &str,
+    k: f64,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let n: u64 = f.recordings.values().sum();
+    writeln!(
+        out,
+        "{} recordings in {} groups by {}",
+        n,
+        f.recordings.len(),
+        by
+    )?;
+    let mut last = None;
+    for l in lines(f) {
+        if last != Some((l.analyzer, l.key)) {
+            writeln!(out, "\n{} {} ({})", l.analyzer, l.key, l.unit)?;
+            text_row(
+                out,
+                [
+                    &"group", &"recs", &"count", &"total", &"avg", &"min", &"max", &"p50", &"p99",
+                    &"p99.9",
+                ],
+            )?;
+            last = Some((l.analyzer, l.key));
+        }
+        let n = numbers(l.m);
+        let g = l.group.unwrap_or("(fleet)");
+        text_row(
+            out,
+            [
+                &g, &n[0], &n[1], &n[2], &n[3], &n[4], &n[5], &n[7], &n[8], &n[9],
+            ],
+        )?;
+    }
+    writeln!(
+        out,
+        "\noutliers (p99 > {} x the median of the groups' p99s): {}",
+        k,
+        if outliers.is_empty() { "none" } else { "" }
+    )?;
+    for o in outliers {
+        writeln!(
+            out,
+            "  {} {} {}: p99 {} vs median {}",
+            o.analyzer, o.key, o.group, o.p99, o.median_p99
+        )?;
+    }
+    Ok(())
+}
+
+/// One JSON document: every row with its quantiles' buckets, the outliers, the failures.
+pub fn json(
+    f: &Fleet,
+    outliers: &[Outlier],
+    failed: &[Failure],
+    by: &str,
+    k: f64,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    use serde_json::json;
+    let rows: Vec<_> = lines(f)
+        .iter()
+        .map(|l| {
+            let a = &l.m.agg;
+            let mut v = json!({
+                "analyzer": l.analyzer, "key": l.key, "unit": l.unit, "group": l.group,
+                "recordings": l.m.recordings, "count": a.count, "total": a.total,
+                "avg": a.avg(), "min": a.min(), "max": a.max, "flagged": a.flagged,
+            });
+            for (name, p) in QUANTILES {
+                let q = l.m.quantile(p);
+                v[name] = json!(q.value);
+                v[format!("{name}_bucket")] = json!({"index": q.bucket, "lo": q.lo, "hi": q.hi});
+            }
+            v
+        })
+        .collect();
+    let doc = json!({
+        "by": by, "k": k,
+        "groups": f.recordings,
+        "rows": rows,
+        "outliers": outliers.iter().map(|o| json!({
+            "analyzer": o.analyzer, "key": o.key, "group": o.group,
+            "p99": o.p99, "median_p99": o.median_p99,
+        })).collect::<Vec<_>>(),
+        "failed": failed.iter().map(|(p, e)| json!({"file": p.display().to_string(), "error": e}))
+            .collect::<Vec<_>>(),
+    });
+    serde_json::to_writer_pretty(&mut *out, &doc).map_err(std::io::Error::other)?;
+    writeln!(out)
+}
