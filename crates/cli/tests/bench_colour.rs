@@ -135,9 +135,43 @@ fn times_the_walk_on_this_machine_and_draws_the_chart() {
     assert_eq!(cells.len(), 4);
     for c in cells {
         assert!(c["ns_per_visit"].as_f64().unwrap() > 0.0, "{c}");
+        // CPU time over wall time: a thread cannot run longer than the wall clock (a
+        // little slack for the two clocks' reads).
+        let on_cpu = c["on_cpu"].as_f64().unwrap();
+        assert!(on_cpu > 0.0 && on_cpu <= 1.05, "{c}");
+        assert_eq!(c["contended"], on_cpu < 0.9, "{c}");
     }
     assert!(v["pmu"].is_null() || v["pmu"]["why"].as_str().is_some());
     let svg = std::fs::read_to_string(&chart).unwrap();
     assert!(svg.contains("model threshold: c &gt;= "), "{svg}");
     assert!(svg.contains("2 workers"));
+}
+
+/// Without --nodes, the list is long enough to overflow the target level's ways: on a
+/// 1 MiB 8-way L2 with 64 B lines (this machine's), 2,048 structures 8 KiB apart, whose
+/// 3 hot lines each fill 3/8 of the L2 when spread, and the model's threshold is
+/// 2,048 / (8 ways x 16 sets) = 16 colours; uncoloured, every visit misses the L2.
+#[test]
+fn the_default_list_overflows_the_ways() {
+    let t = tempfile::tempdir().unwrap();
+    fake_sysfs(
+        t.path(),
+        &[(1, "Data", "32K", 8, 64), (2, "Unified", "1024K", 8, 64)],
+    );
+    let v = kstate_json(&[
+        "bench",
+        "colour",
+        "--sysfs",
+        t.path().to_str().unwrap(),
+        "--simulate-only",
+        "--json",
+    ]);
+    assert_eq!(v["nodes"], 2048);
+    assert_eq!(v["model"]["threshold"], 16);
+    let sims = v["simulated"].as_array().unwrap();
+    assert_eq!(sims[0]["colours"], 1);
+    assert_eq!(sims[0]["levels"][1]["misses"], 2048 * 3, "{}", sims[0]);
+    let last = sims.last().unwrap();
+    assert!(last["colours"].as_u64().unwrap() >= 16);
+    assert_eq!(last["levels"][1]["misses"], 0, "{last}");
 }

@@ -24,12 +24,17 @@ use layout::{Layout, Region};
 
 const AFTER_HELP: &str = "\
 Each worker follows the ring of structures in a fixed pseudo-random order (dependent
-loads: no prefetcher helps), reading the hot fields of each; ns/visit is a worker's time
-per structure, averaged over the workers of a run, median of --runs runs; the colour
-counts are interleaved within each run. The memory is a 2 MiB-aligned mapping advised to
-use huge pages: when the kernel grants them, virtual addresses give the real set index
-below 2 MiB; with 4 KiB pages the bits above 4 KiB come from scattered physical pages and
-the real conflicts are weaker than the model's (the header says which).
+loads: no prefetcher helps), reading the hot fields of each; ns/visit is a worker's CPU
+time per structure (its thread's own clock, so time spent off the CPU on a loaded machine
+is not counted), averaged over the workers of a run, median of --runs runs; the colour
+counts are interleaved within each run. on-CPU is CPU time over wall time, the lowest of
+a cell's runs' workers: a cell marked '!' had a worker off the CPU for more than a tenth
+of its walk, and other programs' use of the shared caches meanwhile may have cost it.
+The memory is a 2 MiB-aligned mapping advised to use huge pages: when the kernel grants
+them, virtual addresses give the guest-physical set index below 2 MiB (in a virtual
+machine the host may still back them with 4 KiB pages, which no guest can see); with
+4 KiB pages the bits above 4 KiB come from scattered physical pages and the real
+conflicts are weaker than the model's (the header says which).
 
 The simulated columns replay one pass of the walk's addresses (after a warm-up pass)
 through the host's data caches as LRU set-associative caches, each level fed by the
@@ -39,7 +44,7 @@ touch. They are deterministic; the timings are not.
 Examples:
   kstate bench colour
   kstate bench colour --workers 1,2 --colours 1,2,4,8 --chart colour.svg
-  kstate bench colour --nodes 512 --stride 16384 --level 2 --json";
+  kstate bench colour --nodes 2048 --stride 16384 --level 2 --json";
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = AFTER_HELP)]
@@ -48,8 +53,9 @@ pub struct Args {
     #[arg(short = 'p', long, value_delimiter = ',', default_value = "1,2",
           value_parser = kstate_args::int::<usize>(1..=1024))]
     workers: Vec<usize>,
-    /// Structures in the list (the seed's p processes); default: 4 times what one colour
-    /// of the target level holds
+    /// Structures in the list (the seed's p processes); default: as many as make the hot
+    /// fields fill half the target level when spread (a power of two, at least 4 times
+    /// what one colour holds), so the coloured walk fits and the uncoloured one cannot
     #[arg(short = 'n', long, value_parser = kstate_args::int::<u64>(1..=1 << 20))]
     nodes: Option<u64>,
     /// Bytes from one structure to the next (a multiple of 4096; the seed's 8 KiB stack)
@@ -120,8 +126,30 @@ pub fn simulate(l: &Layout, base: u64, levels: &[Level]) -> Simulated {
     }
 }
 
-/// One timed run: `workers` threads each walk `passes` laps; ns per visit, averaged.
-fn timed_run(head: *const u8, l: &Layout, workers: usize, passes: u64) -> f64 {
+/// The calling thread's CPU time, ns.
+fn thread_cpu_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a timespec to fill; it cannot fail for this thread.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// One timed run's result.
+#[derive(Debug, Clone, Copy)]
+struct Timed {
+    /// CPU ns per visit, averaged over the workers.
+    ns: f64,
+    /// The lowest worker's CPU time over its wall time.
+    on_cpu: f64,
+}
+
+/// One timed run: `workers` threads each walk `passes` laps, timed by their own CPU
+/// clocks: a loaded machine's other threads then cost a worker only what they do to the
+/// caches, not the time it waits for a CPU (wall time had 0.375 s of CPU in 2.7 s).
+fn timed_run(head: *const u8, l: &Layout, workers: usize, passes: u64) -> Timed {
     let visits = passes * l.nodes;
     let barrier = Arc::new(Barrier::new(workers));
     let head = head as usize;
@@ -134,20 +162,45 @@ fn timed_run(head: *const u8, l: &Layout, workers: usize, passes: u64) -> f64 {
                 // outlives the threads (joined below) and nobody writes it meanwhile.
                 unsafe { layout::walk(head as *const u8, fields, spacing, nodes) };
                 b.wait();
-                let t = Instant::now();
+                let (t, cpu) = (Instant::now(), thread_cpu_ns());
                 // SAFETY: as above.
                 std::hint::black_box(unsafe {
                     layout::walk(head as *const u8, fields, spacing, visits)
                 });
-                t.elapsed().as_nanos() as f64 / visits as f64
+                let cpu = thread_cpu_ns().saturating_sub(cpu) as f64;
+                let wall = t.elapsed().as_nanos() as f64;
+                (
+                    cpu / visits as f64,
+                    if wall > 0.0 { cpu / wall } else { 1.0 },
+                )
             })
         })
         .collect();
-    let ns: Vec<f64> = handles
+    let got: Vec<(f64, f64)> = handles
         .into_iter()
-        .map(|h| h.join().unwrap_or(0.0))
+        .map(|h| h.join().unwrap_or((0.0, 0.0)))
         .collect();
-    ns.iter().sum::<f64>() / ns.len().max(1) as f64
+    Timed {
+        ns: got.iter().map(|g| g.0).sum::<f64>() / got.len().max(1) as f64,
+        on_cpu: got.iter().map(|g| g.1).fold(f64::INFINITY, f64::min),
+    }
+}
+
+/// Below this share of its wall time on a CPU, a cell's worker is flagged.
+const ON_CPU_FLAG: f64 = 0.9;
+
+/// The default structure count: the largest power of two whose hot lines fill at most
+/// half the target level when spread over its sets, so that the coloured walk fits and
+/// the uncoloured one (`fit` structures per colour) cannot; at least 4 x `fit` (512 here
+/// filled 1/16 of the 1 MiB L2 and the L3 hid the conflicts); the memory capped.
+fn default_nodes(target: &Level, stride: u64, fields: u64, fit: u64) -> u64 {
+    let half = target.size / 2 / (fields * target.line).max(1);
+    let pow2 = if half == 0 {
+        1
+    } else {
+        1 << (63 - half.leading_zeros())
+    };
+    pow2.max(4 * fit).min(MAX_REGION / stride).max(1)
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -174,7 +227,9 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
     let geo = Geometry::read(&a.sysfs)?;
     let target = geo.require(a.level)?;
     let fit = model::fit_per_colour(&target, a.stride);
-    let nodes = a.nodes.unwrap_or(4 * fit);
+    let nodes = a
+        .nodes
+        .unwrap_or_else(|| default_nodes(&target, a.stride, a.fields, fit));
     let threshold = model::threshold(nodes, &target, a.stride);
     if nodes.saturating_mul(a.stride) > MAX_REGION {
         return Err(bad(format!(
@@ -219,18 +274,21 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
 
     // Timed walks: every run measures every cell, the colourings interleaved.
     let mut times: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); colours.len()]; a.workers.len()];
+    let mut on_cpu: Vec<Vec<f64>> = vec![vec![f64::INFINITY; colours.len()]; a.workers.len()];
     let mut passes = a.passes.unwrap_or(1);
     if !a.simulate_only {
         if a.passes.is_none() {
             let head = region.link(&layouts[0]);
-            let ns = timed_run(head, &layouts[0], 1, 3);
+            let ns = timed_run(head, &layouts[0], 1, 3).ns;
             passes = ((20e6 / (ns * nodes as f64)) as u64).clamp(3, 100_000);
         }
         for _ in 0..a.runs {
             for (ci, l) in layouts.iter().enumerate() {
                 let head = region.link(l);
                 for (wi, &w) in a.workers.iter().enumerate() {
-                    times[wi][ci].push(timed_run(head, l, w, passes));
+                    let t = timed_run(head, l, w, passes);
+                    times[wi][ci].push(t.ns);
+                    on_cpu[wi][ci] = on_cpu[wi][ci].min(t.on_cpu);
                 }
             }
         }
@@ -296,11 +354,13 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
             "pmu": match &pmu { Ok(()) => Value::Null, Err(m) => json!({"available": false, "why": m}) },
             "passes": passes, "runs": a.runs, "timed": !a.simulate_only,
             "cells": a.workers.iter().enumerate().flat_map(|(wi, &w)| {
-                let (times, med) = (&times, &med);
+                let (times, med, on_cpu) = (&times, &med, &on_cpu);
                 colours.iter().enumerate().map(move |(ci, &c)| json!({
                     "workers": w, "colours": c,
                     "ns_per_visit": med[wi][ci].is_finite().then_some(med[wi][ci]),
                     "runs_ns_per_visit": times[wi][ci],
+                    "on_cpu": on_cpu[wi][ci].is_finite().then_some(on_cpu[wi][ci]),
+                    "contended": on_cpu[wi][ci] < ON_CPU_FLAG,
                     "speedup": (med[wi][0] / med[wi][ci]).is_finite().then_some(med[wi][0] / med[wi][ci]),
                     "at_or_above_threshold": c >= threshold,
                 }))
@@ -333,7 +393,8 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         "memory: {} MiB; {}",
         bytes >> 20,
         match huge {
-            Some(h) if h >= bytes => "all in huge pages (the simulated set indices are the real ones below 2 MiB)".to_string(),
+            Some(h) if h >= bytes => "all in huge pages as this kernel sees them (the simulated set indices are the \
+                 guest-physical ones below 2 MiB; a hypervisor may still back them with 4 KiB pages)".to_string(),
             Some(h) => format!(
                 "{} MiB of it in huge pages; the rest in 4 KiB pages, whose set bits above 4 KiB come from scattered physical pages (real conflicts weaker than the model's)",
                 h >> 20
@@ -359,17 +420,18 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
     }
     if !a.simulate_only {
         println!(
-            "\ntimed: median of {} runs, {passes} passes of {nodes} visits per worker and run",
+            "\ntimed (thread CPU time): median of {} runs, {passes} passes of {nodes} visits per worker and run",
             a.runs
         );
         println!(
-            "{:>8} {:>8} {:>10} {:>9}  model",
-            "workers", "colours", "ns/visit", "speed-up"
+            "{:>8} {:>8} {:>10} {:>9} {:>7}  model",
+            "workers", "colours", "ns/visit", "speed-up", "on-CPU"
         );
         for (wi, &w) in a.workers.iter().enumerate() {
             for (ci, &c) in colours.iter().enumerate() {
+                let busy = on_cpu[wi][ci];
                 println!(
-                    "{w:>8} {:>8} {:>10.2} {:>9.3}  {}",
+                    "{w:>8} {:>8} {:>10.2} {:>9.3} {:>6.0}%{} {}",
                     if c == 1 {
                         "1 (off)".to_string()
                     } else {
@@ -377,6 +439,8 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
                     },
                     med[wi][ci],
                     med[wi][0] / med[wi][ci],
+                    busy * 100.0,
+                    if busy < ON_CPU_FLAG { "!" } else { " " },
                     if c >= threshold {
                         "c >= threshold"
                     } else {
@@ -385,6 +449,13 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
                 );
             }
         }
+    }
+    if !a.simulate_only && on_cpu.iter().flatten().any(|&b| b < ON_CPU_FLAG) {
+        println!(
+            "! a worker was off the CPU for more than {:.0} % of its walk (the machine is busy): \
+             its CPU time excludes the wait, not what other programs did to the caches",
+            (1.0 - ON_CPU_FLAG) * 100.0
+        );
     }
     println!("\nsimulated (one pass after a warm-up; per visit = per structure):");
     print!("{:>8}", "colours");
