@@ -425,3 +425,112 @@ fn corrupt_cfi_cuts_chains_and_never_names_a_wrong_caller() {
     );
     assert!(chains["cut"].as_u64().unwrap() >= shown, "{chains}");
 }
+
+/// `kstate ARGS` with HOME at `home` (where perf's build-id cache, `~/.debug`, is).
+fn kstate_home(home: &Path, args: &[&str]) -> serde_json::Value {
+    let out = std::process::Command::new(KSTATE)
+        .env("HOME", home)
+        .args(args)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "kstate {args:?}: {text}");
+    serde_json::from_str(text.lines().last().unwrap()).unwrap()
+}
+
+/// Samples per caller of `leaf` in `kstate profile --callers leaf --json` output.
+fn leaf_callers(v: &serde_json::Value) -> HashMap<String, u64> {
+    v["callers"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let name = r["symbol"].as_str().unwrap().to_string();
+            (name, r["samples"].as_u64().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn a_deleted_binary_is_read_from_perfs_build_id_cache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&empty).unwrap();
+    let exe = build_leaf(tmp.path());
+    let perf = |args: &[&str]| {
+        let st = std::process::Command::new("perf")
+            .env("HOME", &home)
+            .args(args)
+            .output()
+            .expect("perf is needed by these tests");
+        assert!(st.status.success(), "perf {args:?}");
+    };
+
+    // kstate's recording, then the binary put in the cache and deleted: its CFI (and
+    // symbols) come from the cached copy.
+    let copy = tmp.path().join("leaf-copy");
+    std::fs::copy(&exe, &copy).unwrap();
+    let c = copy.to_str().unwrap();
+    let file = tmp.path().join("copy.dat");
+    let f = file.to_str().unwrap();
+    let e = "sched:sched_process_exit";
+    kstate(&[
+        "record",
+        "-e",
+        e,
+        "--sample",
+        "--stack-bytes",
+        "8192",
+        "-o",
+        f,
+        "--",
+        c,
+        "100",
+    ]);
+    perf(&["buildid-cache", "-a", c]);
+    std::fs::remove_file(&copy).unwrap();
+    let args = ["profile", "--callers", "leaf", "--json", f];
+    let v = kstate_home(&home, &args);
+    let callers = leaf_callers(&v);
+    let (twice, once) = (callers["twice"], callers["once"]);
+    let ratio = twice as f64 / once as f64;
+    assert!((1.6..=2.5).contains(&ratio), "{callers:?}");
+    assert!(
+        v["user_chains"]["cfi"].as_u64().unwrap() >= twice + once,
+        "{v}"
+    );
+    // Without the cache the same chains are cut at once: nothing on the stack is named.
+    let v = kstate_home(&empty, &["profile", "--json", f]);
+    assert!(
+        v["user_chains"]["cut"].as_u64().unwrap() >= twice + once,
+        "{v}"
+    );
+
+    // perf record -g puts the binary in the cache itself; deleted, it is read from there.
+    let copy = tmp.path().join("leaf-perf");
+    std::fs::copy(&exe, &copy).unwrap();
+    let data = tmp.path().join("perf.data");
+    let d = data.to_str().unwrap();
+    let c = copy.to_str().unwrap();
+    perf(&[
+        "record",
+        "-q",
+        "-g",
+        "-e",
+        "cpu-clock",
+        "-o",
+        d,
+        "--",
+        c,
+        "100",
+    ]);
+    std::fs::remove_file(&copy).unwrap();
+    let v = kstate_home(&home, &["profile", "--json", d]);
+    let top = &v["symbols"][0];
+    assert_eq!(top["symbol"], "leaf", "{v}");
+    assert!(top["percent"].as_f64().unwrap() > 90.0, "{v}");
+    let v = kstate_home(&empty, &["profile", "--json", d]);
+    assert_eq!(v["symbols"][0]["symbol"], "[unknown]", "{v}");
+}

@@ -383,9 +383,10 @@ impl Symbolizer {
         i
     }
 
-    /// The binary with this build id in perf's build-id cache, loaded: its key in `images`.
-    fn cached(&mut self, want: &[u8]) -> Option<String> {
-        let c = build_id_cache(want)?;
+    /// The binary mapped from `path` with this build id in perf's build-id cache, loaded:
+    /// its key in `images`.
+    fn cached(&mut self, path: &str, want: &[u8]) -> Option<String> {
+        let c = build_id_cache(path, want)?;
         if !self.images.contains_key(&c) {
             self.images.insert(c.clone(), ElfImage::load(&c));
         }
@@ -417,13 +418,27 @@ impl Symbolizer {
             Kind::Binary
         };
         let path = Some(m.path.clone());
+        // A file gone since the recording: perf's build-id cache may hold it (perf record
+        // puts every binary hit there).
+        let gone = match self.images.get(&m.path) {
+            Some(img) => img.problem.is_some(),
+            None => !std::path::Path::new(&m.path).is_file(),
+        };
+        let from_cache = m
+            .build_id
+            .as_deref()
+            .filter(|_| gone)
+            .and_then(|want| self.cached(&m.path, want));
+        if let Some(c) = from_cache {
+            return self.sym_in(&c, m, addr, base, path, kind);
+        }
         self.image(&m.path);
         let mut key = m.path.clone();
         let have = self.images[&m.path].build_id.clone();
         if let (Some(want), Some(have)) = (&m.build_id, &have) {
             if want != have {
                 // perf's build-id cache may hold the binary as it was.
-                match self.cached(want) {
+                match self.cached(&m.path, want) {
                     Some(c) => key = c,
                     None => {
                         self.mismatched
@@ -439,34 +454,46 @@ impl Symbolizer {
                 }
             }
         }
-        let img = &self.images[&key];
+        self.sym_in(&key, m, addr, base, path, kind)
+    }
+
+    /// The symbol at `addr` of mapping `m`, read from the loaded image `key` (the mapped
+    /// file, or its copy in perf's build-id cache).
+    fn sym_in(
+        &self,
+        key: &str,
+        m: &Map,
+        addr: u64,
+        image: String,
+        path: Option<String>,
+        kind: Kind,
+    ) -> Sym {
+        let img = &self.images[key];
         let off = addr - m.start + m.pgoff;
-        match img.offset_to_addr(off).and_then(|a| img.lookup(a)) {
-            Some(name) => Sym {
-                name: name.to_string(),
-                image: base,
-                path,
-                kind,
-            },
-            None => unknown(base, kind, path),
+        let name = img.offset_to_addr(off).and_then(|a| img.lookup(a));
+        Sym {
+            name: name.unwrap_or("[unknown]").to_string(),
+            image,
+            path,
+            kind,
         }
     }
 }
 
 /// Where perf's build-id cache (`~/.debug`, filled by `perf record` and `perf buildid-cache`)
-/// keeps a binary with this build id.
-fn build_id_cache(id: &[u8]) -> Option<String> {
+/// keeps the binary mapped from `path` with this build id.
+fn build_id_cache(path: &str, id: &[u8]) -> Option<String> {
     let home = std::env::var_os("HOME")?;
     let hex = samples::hex(id);
     if hex.len() < 3 {
         return None;
     }
-    let link = std::path::Path::new(&home)
-        .join(".debug/.build-id")
-        .join(&hex[..2])
-        .join(&hex[2..]);
-    // Newer perf links a directory holding `elf`; older ones link the file.
-    [link.join("elf"), link]
+    let debug = std::path::Path::new(&home).join(".debug");
+    let link = debug.join(".build-id").join(&hex[..2]).join(&hex[2..]);
+    // Newer perf links a directory holding `elf`; older ones link the file; the link
+    // points into ~/.debug/<path>/<build id>/, which may be there without it.
+    let by_path = debug.join(path.trim_start_matches('/')).join(&hex);
+    [link.join("elf"), link, by_path.join("elf")]
         .into_iter()
         .find(|p| p.is_file())
         .map(|p| p.display().to_string())

@@ -396,7 +396,7 @@ fn file_for<'f>(files: &'f mut HashMap<String, Option<FileCfi>>, m: &Map) -> Opt
     if at_path.as_ref().is_some_and(same) {
         return files[&m.path].as_ref();
     }
-    let cached = m.build_id.as_deref().and_then(super::build_id_cache)?;
+    let cached = super::build_id_cache(&m.path, m.build_id.as_deref()?)?;
     let f = files
         .entry(cached.clone())
         .or_insert_with(|| FileCfi::load(&cached));
