@@ -201,3 +201,110 @@ fn a_missing_allocator_is_reported() {
     assert_eq!(rc, 2);
     assert!(err.contains("unknown allocator"), "{err}");
 }
+
+/// Whether libc's debug file (found by build id) is installed: it names main_arena.
+fn libc_debug_installed() -> bool {
+    let out = Command::new("readelf")
+        .args(["-n", "/lib/x86_64-linux-gnu/libc.so.6"])
+        .output()
+        .expect("readelf (binutils) is needed by this test");
+    let notes = String::from_utf8_lossy(&out.stdout);
+    let Some(id) = notes
+        .split("Build ID: ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+    else {
+        return false;
+    };
+    std::path::Path::new(&format!(
+        "/usr/lib/debug/.build-id/{}/{}.debug",
+        &id[..2],
+        &id[2..]
+    ))
+    .exists()
+}
+
+/// Seed 002's finding: with one arena, glibc's malloc lock serializes the threads, and
+/// the lock view names it and the harness function that called malloc.
+#[test]
+fn lock_view_names_main_arena_and_the_harness() {
+    let args = [
+        "bench", "malloc", "--locks", "-t", "4", "-m", "256", "-n", "1000", "-c", "1", "-i", "0.3",
+        "--json",
+    ];
+    let out = Command::new(KSTATE)
+        .args(args)
+        .env_remove("LD_PRELOAD")
+        .env("MALLOC_ARENA_MAX", "1")
+        .output()
+        .expect("run kstate");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let views = v["locks"].as_array().unwrap();
+    assert_eq!(views.len(), 1, "{v}");
+    let g = &views[0];
+    assert_eq!(g["allocator"], "glibc", "{g}");
+    assert_eq!(g["threads"], 4, "{g}");
+    let top = &g["top_lock"];
+    let lock = top["lock"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no lock: {g}"));
+    let want = match libc_debug_installed() {
+        true => "main_arena@",
+        false => "libc.so.6+0x",
+    };
+    assert!(lock.starts_with(want), "{want}: {g}");
+    // Every harness thread queued on it, for a real share of its time.
+    assert_eq!(top["threads"], 4, "{g}");
+    let wait = top["wait_pct_of_thread_time"].as_f64().unwrap();
+    assert!(wait > 1.0 && wait <= 100.0, "{g}");
+    // The harness's own function called malloc (and free), which took the lock.
+    let callers = top["callers"].as_array().unwrap();
+    assert_eq!(
+        callers[0]["caller"], "kstate_lab::bench::malloc::worker",
+        "{g}"
+    );
+    let waits = top["waits"].as_u64().unwrap();
+    assert!(
+        callers[0]["waits"].as_u64().unwrap() * 100 >= waits * 80,
+        "{g}"
+    );
+    // main_arena's lock is not a pthread mutex: its hold is not seen, not 0.
+    assert_eq!(g["holds_recorded"], true, "{g}");
+    assert!(
+        top["hold_ns"].is_null() && top["hold_pct_of_thread_time"].is_null(),
+        "{g}"
+    );
+    assert!(
+        top["hold_note"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("not seen by the probes")),
+        "{g}"
+    );
+    // The text view says so in words.
+    let args: Vec<&str> = args.iter().copied().filter(|a| *a != "--json").collect();
+    let out = Command::new(KSTATE)
+        .args(&args)
+        .env_remove("LD_PRELOAD")
+        .env("MALLOC_ARENA_MAX", "1")
+        .output()
+        .expect("run kstate");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("glibc (4 threads, size 256): top lock "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains(want) && line.ends_with("hold: not seen by the probes"),
+        "{line}"
+    );
+    assert!(
+        text.contains("from kstate_lab::bench::malloc::worker"),
+        "{text}"
+    );
+}

@@ -15,6 +15,12 @@
 //! Allocators: glibc (no preload) and the Debian packages libjemalloc2,
 //! libtcmalloc-minimal4 and libmimalloc2.0, found with `dpkg -L`; a path to a shared
 //! object works too. One that is not installed is reported as missing.
+//!
+//! `--locks` adds seed 002's lock view: per allocator, one more run under the recorder
+//! names the most waited-on lock, its wait and hold shares and its top callers (see
+//! `locks`).
+
+mod locks;
 
 use std::io::Write;
 use std::process::{Command, ExitCode, Stdio};
@@ -79,6 +85,11 @@ pub struct Args {
     allocators: Vec<String>,
     #[command(flatten)]
     harness: Harness,
+    /// Also, per allocator, record one run (the most threads, the first size) with the
+    /// futex events, call chains and mutex hold probes, and show its top lock: wait and
+    /// hold share of thread time and top callers (as `kstate top-locks`)
+    #[arg(long)]
+    locks: bool,
     /// Print the result as JSON
     #[arg(long)]
     json: bool,
@@ -96,6 +107,10 @@ pub struct PassArgs {
     /// Also print the shared objects mapped into this process, one per line, first
     #[arg(long)]
     maps: bool,
+    /// Write the result to this file instead of standard output (`--locks` records the
+    /// child, whose standard output is the terminal's)
+    #[arg(long, value_name = "FILE", hide = true)]
+    result: Option<std::path::PathBuf>,
 }
 
 // ---- the harness (runs in the child) --------------------------------------------------
@@ -137,6 +152,8 @@ struct Shared {
     ready: AtomicUsize,
 }
 
+// Not inlined: the lock view names it as malloc's caller.
+#[inline(never)]
 fn worker(idx: usize, threads: usize, max: usize, h: &Harness, sh: &Shared) -> [u64; 64] {
     let mut sizes_seen = [0u64; 64];
     let mut ptrs: Vec<*mut libc::c_void> = vec![std::ptr::null_mut(); h.per_loop];
@@ -281,7 +298,11 @@ pub fn pass(a: PassArgs) -> Result<ExitCode, Error> {
         "sizes": dist,
         "libs": libs,
     });
-    println!("{v}");
+    match &a.result {
+        Some(f) => std::fs::write(f, format!("{v}\n"))
+            .map_err(|e| err(format!("{}: cannot write the result: {e}", f.display())))?,
+        None => println!("{v}"),
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -436,6 +457,19 @@ fn run_pass(a: &Allocator, threads: usize, size: usize, h: &Harness) -> Result<C
         .last()
         .and_then(|l| serde_json::from_str(l).ok())
         .ok_or_else(|| err(format!("the harness printed no result: {stdout:?}")))?;
+    check_libs(a, &result)?;
+    Ok(Cell {
+        alloc: 0,
+        threads,
+        size,
+        result,
+        max_rss_kib: ru.ru_maxrss,
+    })
+}
+
+/// Checks that the harness child mapped the allocator asked for (and, for glibc, no
+/// other): a preload that did not take effect is an error, not a mislabelled column.
+fn check_libs(a: &Allocator, result: &Value) -> Result<(), Error> {
     let libs: Vec<&str> = result["libs"]
         .as_array()
         .map(|v| v.iter().filter_map(Value::as_str).collect())
@@ -465,13 +499,29 @@ fn run_pass(a: &Allocator, threads: usize, size: usize, h: &Harness) -> Result<C
             }
         }
     }
-    Ok(Cell {
-        alloc: 0,
-        threads,
-        size,
-        result,
-        max_rss_kib: ru.ru_maxrss,
-    })
+    Ok(())
+}
+
+/// The lock view of every allocator that can run: the most threads, the first size.
+fn lock_views(a: &Args, allocs: &[Allocator]) -> Result<Vec<locks::View>, Error> {
+    let threads = a.threads.iter().copied().max().unwrap_or(1);
+    let size = a.sizes.first().copied().unwrap_or(1024);
+    let mut pass = vec![
+        "bench".to_string(),
+        "malloc-pass".into(),
+        "-t".into(),
+        threads.to_string(),
+        "-m".into(),
+        size.to_string(),
+    ];
+    pass.extend(harness_args(&a.harness));
+    let mut v = Vec::new();
+    for al in allocs.iter().filter(|al| al.missing.is_none()) {
+        let view = locks::view(&al.name, al.so.as_deref(), threads, size, &pass)?;
+        check_libs(al, &view.result)?;
+        v.push(view);
+    }
+    Ok(v)
 }
 
 fn group(n: f64) -> String {
@@ -520,6 +570,10 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
             }
         }
     }
+    let views = match a.locks {
+        true => lock_views(&a, &allocs)?,
+        false => Vec::new(),
+    };
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let mut sizes_total = [0u64; 64];
     for c in &cells {
@@ -556,6 +610,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
             "sizes": sizes_total.iter().enumerate().filter(|(_, n)| **n > 0)
                 .map(|(b, n)| json!({"from": 1u64 << b, "to": (2u64 << b) - 1, "count": n}))
                 .collect::<Vec<_>>(),
+            "locks": a.locks.then(|| views.iter().map(locks::View::json).collect::<Vec<_>>()),
         });
         println!("{v}");
     } else {
@@ -641,6 +696,28 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         for al in &allocs {
             if let Some(m) = &al.missing {
                 writeln!(w, "{}: missing: {m}", al.name).map_err(io)?;
+            }
+        }
+        if a.locks {
+            writeln!(
+                w,
+                "\ntop lock per allocator (recorded as kstate top-locks):"
+            )
+            .map_err(io)?;
+            for l in views.iter().flat_map(locks::View::text) {
+                writeln!(w, "{l}").map_err(io)?;
+            }
+            // Notes every run shares, once (per-run ones, such as chain counts, are in
+            // --json).
+            let first = views
+                .first()
+                .map(|v| v.notes.as_slice())
+                .unwrap_or_default();
+            for n in first
+                .iter()
+                .filter(|n| views.iter().all(|v| v.notes.contains(n)))
+            {
+                writeln!(w, "# {n}").map_err(io)?;
             }
         }
     }
