@@ -13,6 +13,7 @@
 
 pub mod assemble;
 pub mod check;
+pub mod cpu_time;
 mod end;
 pub mod error;
 pub mod events;

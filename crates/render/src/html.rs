@@ -25,15 +25,8 @@ pub struct RunInfo {
     pub exit: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Default)]
-pub struct CpuSplit {
-    pub user: f64,
-    pub system: f64,
-    pub idle: f64,
-    pub iowait: f64,
-    /// Everything else (steal, guest), so the four above plus this make 1.
-    pub other: f64,
-}
+/// Shares of CPU time over the run (/proc/stat, read by kstate_record::cpu_time).
+pub use kstate_record::cpu_time::CpuSplit;
 
 /// Rows shown per analyzer table.
 const TABLE_ROWS: usize = 20;

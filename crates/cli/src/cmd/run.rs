@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use kstate_format::{Error, ErrorKind};
+use kstate_record::cpu_time;
 use kstate_record::Options;
-use kstate_render::html::{CpuSplit, RunInfo};
+use kstate_render::html::RunInfo;
 use kstate_render::rundir;
 
 #[derive(clap::Args)]
@@ -53,45 +54,6 @@ pub struct Args {
     /// The command to run (default: the built-in demo)
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
-}
-
-/// The aggregate `cpu` line of /proc/stat: user nice system idle iowait irq softirq steal.
-fn proc_stat() -> Option<Vec<u64>> {
-    let s = std::fs::read_to_string("/proc/stat").ok()?;
-    let line = s.lines().find(|l| l.starts_with("cpu "))?;
-    Some(
-        line.split_whitespace()
-            .skip(1)
-            .filter_map(|v| v.parse().ok())
-            .collect(),
-    )
-}
-
-/// Shares of CPU time between two /proc/stat readings. guest and guest_nice are already
-/// counted in user and nice, so they are left out.
-pub fn cpu_split(a: &[u64], b: &[u64]) -> Option<CpuSplit> {
-    let d: Vec<f64> = a
-        .iter()
-        .zip(b)
-        .take(8)
-        .map(|(x, y)| y.saturating_sub(*x) as f64)
-        .collect();
-    let at = |i: usize| d.get(i).copied().unwrap_or(0.0);
-    let total: f64 = d.iter().sum();
-    if total <= 0.0 {
-        return None;
-    }
-    let user = (at(0) + at(1)) / total;
-    let system = (at(2) + at(5) + at(6)) / total;
-    let idle = at(3) / total;
-    let iowait = at(4) / total;
-    Some(CpuSplit {
-        user,
-        system,
-        idle,
-        iowait,
-        other: (1.0 - user - system - idle - iowait).max(0.0),
-    })
 }
 
 fn stamp() -> String {
@@ -188,7 +150,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         opts.events.join(","),
         dir.display()
     );
-    let before = proc_stat();
+    let before = cpu_time::read(None);
     let t = Instant::now();
     let summary = match kstate_record::record(&opts, &mut notify) {
         Ok(s) => s,
@@ -202,8 +164,8 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         }
     };
     let wall = t.elapsed().as_secs_f64();
-    let after = proc_stat();
-    let cpu = before.zip(after).and_then(|(a, b)| cpu_split(&a, &b));
+    let after = cpu_time::read(None);
+    let cpu = before.zip(after).and_then(|(a, b)| b.since(&a).split());
 
     let source = super::source(&dat)?;
     let label = source.label().to_string();
@@ -281,17 +243,6 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_split_from_proc_stat() {
-        let a = [100, 0, 50, 800, 50, 0, 0, 0, 0, 0];
-        let b = [200, 0, 100, 1000, 100, 0, 0, 0, 0, 0];
-        let c = cpu_split(&a, &b).unwrap();
-        assert!((c.user - 0.25).abs() < 1e-9);
-        assert!((c.system - 0.125).abs() < 1e-9);
-        assert!((c.idle - 0.5).abs() < 1e-9);
-        assert!((c.iowait - 0.125).abs() < 1e-9);
-    }
 
     #[test]
     fn directory_names() {

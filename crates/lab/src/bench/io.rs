@@ -97,28 +97,8 @@ fn err(msg: impl Into<String>) -> Error {
 
 /// Per-CPU jiffies from /proc/stat: user+nice, system+irq+softirq, idle, iowait.
 pub fn cpu_times(ncpu: usize) -> [u64; 4] {
-    let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let mut t = [0u64; 4];
-    for l in s.lines() {
-        let mut it = l.split_whitespace();
-        let Some(name) = it.next() else { continue };
-        let Some(n) = name
-            .strip_prefix("cpu")
-            .and_then(|c| c.parse::<usize>().ok())
-        else {
-            continue;
-        };
-        if n >= ncpu {
-            continue;
-        }
-        let v: Vec<u64> = it.filter_map(|x| x.parse().ok()).collect();
-        let g = |i: usize| v.get(i).copied().unwrap_or(0);
-        t[0] += g(0) + g(1);
-        t[1] += g(2) + g(5) + g(6);
-        t[2] += g(3);
-        t[3] += g(4);
-    }
-    t
+    let j = kstate_record::cpu_time::read(Some(ncpu)).unwrap_or_default();
+    [j.user, j.system, j.idle, j.iowait]
 }
 
 fn drop_caches() {
