@@ -399,6 +399,7 @@ const SIDE_DIR: &str = "side";
 struct Side {
     free_buffer: Option<std::fs::File>,
     inst: Instance,
+    events: Vec<(String, String)>,
 }
 
 /// The events of `sel` that go to the side instance: with a pid filter, the completions.
@@ -447,6 +448,7 @@ fn prepare(opts: &Options, plan: &Plan) -> Result<Output> {
             Some(Side {
                 free_buffer: side.hold_free_buffer(),
                 inst: side,
+                events: to_side,
             })
         }
     };
@@ -702,6 +704,10 @@ fn run(
     let capture = Ongoing {
         dir: out.scratch.dir().to_path_buf(),
         instance: inst.dir().to_path_buf(),
+        side: out.side.as_ref().map(|s| {
+            let evs = s.events.iter().map(|(s, e)| format!("{s}:{e}")).collect();
+            (s.inst.dir().to_path_buf(), evs)
+        }),
         standby: plan
             .standby
             .iter()

@@ -62,6 +62,9 @@ pub struct Ongoing {
     pub dir: PathBuf,
     /// The tracefs instance recording it.
     pub instance: PathBuf,
+    /// The instance recording completions beside a pid filter (see `session`) and its
+    /// events, `system:event`: these are switched there.
+    pub side: Option<(PathBuf, Vec<String>)>,
     /// Events whose formats the capture holds but which started off (`Options::standby`),
     /// `system:event`.
     pub standby: Vec<String>,
@@ -108,7 +111,11 @@ impl Ongoing {
                     "{ev} is neither recorded nor on standby: its format is not in the recording"
                 )));
             };
-            let path = self.instance.join(format!("events/{sys}/{name}/enable"));
+            let dir = match &self.side {
+                Some((side, evs)) if evs.contains(ev) => side,
+                _ => &self.instance,
+            };
+            let path = dir.join(format!("events/{sys}/{name}/enable"));
             crate::tracefs::write(&path, if on { "1" } else { "0" })?;
         }
         Ok(())
