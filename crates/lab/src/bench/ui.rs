@@ -5,14 +5,20 @@
 //! `--baseline BIN` another kstate binary answers the same interactions in the same run
 //! (e.g. main before a change), so before and after share the machine's load.
 //!
-//! Interactions (each a fresh question, so no answer comes from the server's cache except
-//! where said):
+//! Each interaction is timed as every request the page makes for it (app.js's update()),
+//! one after another as the page sends them, not only the panel that changed: the
+//! browser waits for all of them. (Answers the server has cached come back at once, as
+//! they do for the page.)
 //!   open     api/meta (every analyzer's first pass) + each panel + the overview lanes
-//!   window   a new window (a tenth of the trace, moved on each run): every panel's
-//!            statistics and distribution
+//!   window   a brushed window (a tenth of the trace, moved on each run): every panel's
+//!            statistics and distribution (the overview is redrawn, not re-read)
 //!   again    the same window once more (answered from the cache)
-//!   filter   a key filter (the first panel's largest key) inside the window
-//!   zoom     the overview lanes for the window, at 1200 bins
+//!   filter   a click on a key (the first panel's largest) inside the window: the
+//!            overview lanes (key filters do not change them) and every panel
+//!   inout    "inside vs outside" for the window: what-changed-most over every analyzer,
+//!            then each panel's comparison and its two distributions
+//!   zoom     "zoom to window": the overview lanes for the window, at 1200 bins, and
+//!            every panel
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -174,6 +180,7 @@ struct Times {
     window: Cost,
     again: Cost,
     filter: Cost,
+    inout: Cost,
     zoom: Cost,
 }
 
@@ -192,6 +199,31 @@ fn panels(s: &Server, names: &[String], extra: &str) -> Result<(), Error> {
     for n in names {
         s.get(&format!("api/panel?a={n}&mode=stat{extra}"))?;
         s.get(&format!("api/panel?a={n}&mode=dist{extra}"))?;
+    }
+    Ok(())
+}
+
+/// Every panel with a key filter on the first (the page's panels after a key click: the
+/// others ask what they asked before).
+fn panels_keyed(s: &Server, names: &[String], extra: &str, key: &str) -> Result<(), Error> {
+    for (i, n) in names.iter().enumerate() {
+        let k = if i == 0 { key } else { "" };
+        panels(s, std::slice::from_ref(n), &format!("{extra}{k}"))?;
+    }
+    Ok(())
+}
+
+/// "Inside vs outside" for window `w` as the page asks it (loadChanges, then each
+/// panelCompare).
+fn inout(s: &Server, names: &[String], w: &str, key: &str) -> Result<(), Error> {
+    s.get(&format!("api/compare?a=*&kind=inout&metric=p99&window={w}"))?;
+    for (i, n) in names.iter().enumerate() {
+        let k = if i == 0 { key } else { "" };
+        s.get(&format!(
+            "api/compare?a={n}&kind=inout&metric=p99&window={w}{k}"
+        ))?;
+        s.get(&format!("api/panel?a={n}&mode=dist&not_window={w}{k}"))?;
+        s.get(&format!("api/panel?a={n}&mode=dist&window={w}{k}"))?;
     }
     Ok(())
 }
@@ -220,9 +252,10 @@ fn time_server(kstate: &Path, file: &Path, runs: u32) -> Result<(Times, Shape), 
         .filter_map(|a| a["name"].as_str().map(str::to_string))
         .collect();
     let span = (f["end"].as_u64().unwrap_or(1) - f["start"].as_u64().unwrap_or(0)) as f64 / 1e9;
+    let whole = format!("api/lanes?from=0&to={span:.9}&w=1200");
     let (t_open, _) = s.timed(|| {
-        panels(&s, &names, "")?;
-        s.get(&format!("api/lanes?from=0&to={span:.9}&w=1200"))
+        s.get(&whole)?;
+        panels(&s, &names, "")
     })?;
     let mut best: Option<Times> = None;
     for run in 0..runs {
@@ -232,21 +265,25 @@ fn time_server(kstate: &Path, file: &Path, runs: u32) -> Result<(Times, Shape), 
         let (again, _) = s.timed(|| panels(&s, &names, &extra))?;
         let first = names.first().cloned().unwrap_or_default();
         let rows = s.get(&format!("api/panel?a={first}&mode=stat{extra}"))?;
-        let filter = match rows["rows"][0]["key"].as_str() {
-            Some(k) => {
-                let extra = format!("{extra}&key={}", enc(k));
-                s.timed(|| panels(&s, std::slice::from_ref(&first), &extra))?
-                    .0
-            }
-            None => Cost::default(),
-        };
+        let key = rows["rows"][0]["key"]
+            .as_str()
+            .map_or(String::new(), |k| format!("&key={}", enc(k)));
+        let (filter, _) = s.timed(|| {
+            s.get(&whole)?;
+            panels_keyed(&s, &names, &extra, &key)
+        })?;
+        let (inout, _) = s.timed(|| inout(&s, &names, &w, &key))?;
         let (lo, hi) = w.split_once(':').expect("a window");
-        let (zoom, _) = s.timed(|| s.get(&format!("api/lanes?from={lo}&to={hi}&w=1200")))?;
+        let (zoom, _) = s.timed(|| {
+            s.get(&format!("api/lanes?from={lo}&to={hi}&w=1200"))?;
+            panels_keyed(&s, &names, &extra, &key)
+        })?;
         let t = Times {
             open: t_meta.add(t_open),
             window,
             again,
             filter,
+            inout,
             zoom,
         };
         best = Some(match best {
@@ -256,6 +293,7 @@ fn time_server(kstate: &Path, file: &Path, runs: u32) -> Result<(Times, Shape), 
                 window: b.window.min(t.window),
                 again: b.again.min(t.again),
                 filter: b.filter.min(t.filter),
+                inout: b.inout.min(t.inout),
                 zoom: b.zoom.min(t.zoom),
             },
         });
@@ -263,17 +301,19 @@ fn time_server(kstate: &Path, file: &Path, runs: u32) -> Result<(Times, Shape), 
     Ok((best.expect("runs >= 1"), Shape { names, span }))
 }
 
-/// `kstate analyze` doing the work of the window and filter interactions.
-fn time_cli(file: &Path, shape: &Shape) -> Result<(f64, f64), Error> {
+/// `kstate analyze` doing the work of the window, filter and inside-vs-outside
+/// interactions (the first analyzer's key-filtered statistics; each analyzer's
+/// statistics with --window and with --not-window).
+fn time_cli(file: &Path, shape: &Shape) -> Result<(f64, f64, f64), Error> {
     let exe = std::env::current_exe().map_err(|e| err(e.to_string()))?;
     let w = window(shape.span, 0);
-    let run = |args: &[&str]| -> Result<f64, Error> {
+    let run_with = |args: &[&str], flag: &str| -> Result<f64, Error> {
         let t = Instant::now();
         let o = Command::new(&exe)
             .arg("analyze")
             .args(args)
             .arg(file)
-            .args(["--window", &w, "--format", "json"])
+            .args([flag, &w, "--format", "json"])
             .stderr(Stdio::null())
             .output()
             .map_err(|e| err(e.to_string()))?;
@@ -282,15 +322,18 @@ fn time_cli(file: &Path, shape: &Shape) -> Result<(f64, f64), Error> {
         }
         Ok(t.elapsed().as_secs_f64())
     };
+    let run = |args: &[&str]| run_with(args, "--window");
     let mut window = 0.0;
+    let mut inout = 0.0;
     for n in &shape.names {
+        inout += run(&[n])? + run_with(&[n], "--not-window")?;
         window += run(&[n])? + run(&[n, "--dist", "--buckets", "log10"])?;
     }
     let filter = match shape.names.first() {
         Some(n) => run(&[n])?,
         None => 0.0,
     };
-    Ok((window, filter))
+    Ok((window, filter, inout))
 }
 
 /// `trace-cmd report | awk` pairing system calls over the file (it reads it all
@@ -320,7 +363,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         Some(b) => Some(time_server(b, &a.file, a.runs)?.0),
         None => None,
     };
-    let (cli_window, cli_filter) = time_cli(&a.file, &shape)?;
+    let (cli_window, cli_filter, cli_inout) = time_cli(&a.file, &shape)?;
     let peer = if a.no_peer || !shape.names.iter().any(|n| n == "syscall") {
         None
     } else {
@@ -341,6 +384,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
             base.map(|b| b.filter),
             Some(cli_filter),
         ),
+        ("inout", now.inout, base.map(|b| b.inout), Some(cli_inout)),
         ("zoom", now.zoom, base.map(|b| b.zoom), None),
     ];
     if a.json {
@@ -390,7 +434,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         println!("peer:     trace-cmd report | awk pairing system calls over the file: {p:.3} s");
     }
     println!(
-        "seconds; wall: fastest of {} windows, cpu: the server's CPU for it; window/again: every panel's statistics and distribution",
+        "seconds; wall: fastest of {} windows, cpu: the server's CPU for it; each interaction: every request the page makes for it",
         a.runs
     );
     Ok(ExitCode::SUCCESS)
