@@ -22,13 +22,19 @@ report (kernel frames end in _[k]).
 Shares are by sample period, as perf weighs them (with cpu-clock all periods are equal, so
 shares are sample shares). Kernel symbols come from the kallsyms in the recording; user
 symbols from the mapped files' ELF symbol tables (or their /usr/lib/debug/.build-id files)
-as they are now on this machine: a file whose build id differs from the recorded one gives
+as they are now on this machine, or where a file is gone or its build id differs from the
+recorded one, from perf's build-id cache (~/.debug); failing that it gives `[unknown]` or
 `[build-id mismatch]`, not wrong names.
 
 --callers SYMBOL counts, over the samples with SYMBOL on their stack, the function that
 called it (innermost occurrence); --callees SYMBOL the function it was calling, `[self]`
-when it was running itself. User call chains follow frame pointers: code built without
-them loses its caller frames (as with perf record -g).
+when it was running itself. User call chains are unwound through the mapped files' DWARF
+CFI from the stack copy each sample carries (`kstate record --stack-bytes`, as with perf
+--call-graph dwarf), so code without frame pointers keeps its callers; code without CFI is
+walked through frame pointers, and without a stack copy (--stack-bytes 0) the kernel's
+frame-pointer chain is used (code built without them then loses caller frames, as with
+perf record -g). The header counts the chains unwound by CFI, by frame pointers, and cut
+short (stack copy too small, file gone, corrupt CFI: cut, never a guessed caller).
 
 --compare-events A,B puts each symbol's share of event A next to its share of event B (a
 recording with both: `kstate record --sample A --sample B`) and flags (*) the symbols whose
@@ -59,6 +65,9 @@ Examples:
 
 #[derive(clap::Args)]
 #[command(after_help = AFTER_HELP)]
+#[command(mut_arg("window", |a| a.help("Only samples in FROM:TO")))]
+#[command(mut_arg("not_window", |a| a.help("Only samples outside FROM:TO")))]
+#[command(mut_arg("cpu", |a| a.help("Only samples taken on these CPUs (comma-separated)")))]
 pub struct Args {
     /// A recording made with `kstate record --sample`
     file: PathBuf,
@@ -83,24 +92,8 @@ pub struct Args {
     /// Only the N largest symbols (0: all)
     #[arg(long, value_name = "N", default_value_t = 50)]
     top: usize,
-    /// Only samples in FROM:TO
-    #[arg(long, value_parser = parse_window, value_name = "FROM:TO")]
-    window: Option<WindowSpec>,
-    /// Only samples outside FROM:TO
-    #[arg(long, value_parser = parse_window, value_name = "FROM:TO")]
-    not_window: Option<WindowSpec>,
-    /// Only these processes (comma-separated)
-    #[arg(long, value_delimiter = ',')]
-    pid: Vec<i32>,
-    /// Only these threads (comma-separated)
-    #[arg(long, value_delimiter = ',')]
-    tid: Vec<i32>,
-    /// Only tasks with this comm (comma-separated)
-    #[arg(long, value_delimiter = ',')]
-    comm: Vec<String>,
-    /// Only samples taken on these CPUs (comma-separated)
-    #[arg(long, value_delimiter = ',')]
-    cpu: Vec<u32>,
+    #[command(flatten)]
+    filter: kstate_args::FilterArgs,
     /// The sampled event to report, when the recording has several [default: its first]
     #[arg(long, value_name = "NAME")]
     event: Option<String>,
@@ -120,15 +113,7 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode, Error> {
     let trace = super::open(&args.file)?;
     let opts = profile::Options {
-        filters: Filters {
-            window: args.window,
-            not_window: args.not_window,
-            pids: args.pid.clone(),
-            tids: args.tid.clone(),
-            comms: args.comm.clone(),
-            cpus: args.cpu.clone(),
-            ..Filters::default()
-        },
+        filters: args.filter.filters(),
         callers: args.callers.clone(),
         callees: args.callees.clone(),
         event: args.event.clone(),
