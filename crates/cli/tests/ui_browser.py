@@ -156,11 +156,15 @@ with sync_playwright() as p:
           "the blkqueue panel differs from kstate analyze blkqueue --window")
     # A windowed syscall panel reads only around the window, and so does the CLI: the
     # server's answer and kstate analyze's are the same bytes, counts and notes included.
-    for w in (win, "50:60"):
-        body = urllib.request.urlopen(f"{STALL_URL}api/panel?a=syscall&window={w}").read().decode()
-        code, out, err = cli("analyze", "syscall", STALL, "--window", w, "--format", "json")
-        check(code == 0, f"kstate analyze syscall --window {w}: {err}")
-        check(body == out, f"window {w}: the panel's JSON differs from kstate analyze's:\n{body}\n{out}")
+    # (The server derives a key filter's answer from the unkeyed one: the same bytes too.)
+    for w, key in ((win, None), (win, "write"), ("50:60", None)):
+        q, flags = f"a=syscall&window={w}", ["--window", w]
+        if key:
+            q, flags = q + f"&key={key}", flags + ["--key", key]
+        body = urllib.request.urlopen(f"{STALL_URL}api/panel?{q}").read().decode()
+        code, out, err = cli("analyze", "syscall", STALL, *flags, "--format", "json")
+        check(code == 0, f"kstate analyze syscall {flags}: {err}")
+        check(body == out, f"{q}: the panel's JSON differs from kstate analyze's:\n{body}\n{out}")
     past = json.loads(body)
     check(past["rows"] == [] and past["pairs"]["selected"] == 0, f"a window past the end selected something: {past}")
     q_all = cli_json("analyze", "blkqueue", STALL)
