@@ -402,6 +402,16 @@ struct Side {
     events: Vec<(String, String)>,
 }
 
+/// The side instance's buffer per CPU: completions are few beside what the main instance
+/// records, so a quarter of its buffer (on a machine with many CPUs the buffers add up),
+/// but at least four sub-buffers.
+fn side_buffer_kib(opts: &Options) -> u64 {
+    let subbuf = opts
+        .subbuf_kib
+        .unwrap_or_else(|| default_subbuf_kib(opts.buffer_kib));
+    (opts.buffer_kib / 4).max(4 * subbuf).min(opts.buffer_kib)
+}
+
 /// The events of `sel` that go to the side instance: with a pid filter, the completions.
 fn side_events(opts: &Options, sel: &Selection) -> Vec<(String, String)> {
     let pid_filtered = !opts.pids.is_empty() || (!opts.command.is_empty() && !opts.all);
@@ -429,7 +439,7 @@ fn prepare(opts: &Options, plan: &Plan) -> Result<Output> {
         .filter(|e| !to_side.contains(e))
         .cloned()
         .collect();
-    setup_instance(&inst, opts, sel, &main_events, clock)?;
+    setup_instance(&inst, opts, sel, &main_events, opts.buffer_kib, clock)?;
     let free_buffer = inst.hold_free_buffer();
     // The instance's header_page describes its sub-buffer ("page") size.
     let header_page = inst.read("events/header_page")?;
@@ -437,7 +447,7 @@ fn prepare(opts: &Options, plan: &Plan) -> Result<Output> {
         true => None,
         false => {
             let side = Instance::create(tfs)?;
-            setup_instance(&side, opts, sel, &to_side, clock)?;
+            setup_instance(&side, opts, sel, &to_side, side_buffer_kib(opts), clock)?;
             // Its pages are merged into the main ones, so they must be laid out alike.
             if side.read("events/header_page")? != header_page {
                 return Err(Error::new(format!(
@@ -1159,19 +1169,21 @@ fn choose_clock(tfs: &Tracefs, want: Option<&str>) -> Result<String> {
     }
 }
 
-/// Sets up an instance for `sel` and enables `enable` (of `sel`'s events) in it.
+/// Sets up an instance for `sel` and enables `enable` (of `sel`'s events) in it, with
+/// `buffer_kib` per CPU (its sub-buffers are sized for `opts.buffer_kib` all the same, so
+/// that every instance of the recording has the same pages).
 fn setup_instance(
     inst: &Instance,
     opts: &Options,
     sel: &Selection,
     enable: &[(String, String)],
+    buffer_kib: u64,
     clock: &str,
 ) -> Result<()> {
-    inst.write("buffer_size_kb", &opts.buffer_kib.to_string())
+    inst.write("buffer_size_kb", &buffer_kib.to_string())
         .map_err(|e| {
             e.context(format_args!(
-                "setting the buffer to {} KiB per CPU",
-                opts.buffer_kib
+                "setting the buffer to {buffer_kib} KiB per CPU"
             ))
         })?;
     inst.write("trace_clock", clock)?;
