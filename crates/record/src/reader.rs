@@ -216,6 +216,7 @@ impl CpuReader {
                     pipe: None,
                     splice_ok: true,
                     tap: reader_tap,
+                    carried: 0,
                 };
                 if let Err(e) = r.run(&ctl) {
                     ctl.fail(e);
@@ -266,6 +267,9 @@ struct Mover {
     pipe: Option<Pipe>,
     splice_ok: bool,
     tap: Arc<Tap>,
+    /// Event bytes already read from the page the kernel is writing (by reads of it
+    /// while partly filled); 0 once a page has been handed over whole.
+    carried: usize,
 }
 
 /// The pipe between kernel and file: 1 MiB when the system allows it, so one splice moves
@@ -392,6 +396,7 @@ impl Mover {
             self.dst
                 .splice_from(pipe_r, n)
                 .map_err(|e| e.context(format_args!("CPU {}", self.cpu)))?;
+            self.carried = 0;
         }
     }
 
@@ -425,9 +430,17 @@ impl Mover {
             self.dst
                 .write_page()
                 .map_err(|e| e.context(format_args!("CPU {}", self.cpu)))?;
-            if until == Until::Partial && in_page < self.page_size / 2 {
-                return Ok(data);
+            if until == Until::Empty {
+                continue;
             }
+            // A page read in part before and filled since comes back with only its
+            // rest: the page the kernel writes now follows it.
+            if in_page + self.carried >= self.page_size / 2 {
+                self.carried = 0;
+                continue;
+            }
+            self.carried += in_page;
+            return Ok(data);
         }
     }
 }
@@ -438,13 +451,15 @@ enum Until {
     /// Until the kernel has nothing more: only once tracing is off, as while it is on
     /// there may always be more.
     Empty,
-    /// Until a page comes back less than half filled: the page the kernel was writing,
-    /// which holds everything traced up to the read. Reading on would only chase events
-    /// traced since, and while tracing goes on there always are some (the recorder's
-    /// own writes switch tasks on its CPU): each read would add a whole page to the
-    /// file for a handful of events, hundreds of MiB a second with 512 KiB pages. A
-    /// full page is more than half filled unless one event takes more than half a page,
-    /// and stopping early on such a page only leaves the rest for the next read.
+    /// Until a page comes back less than half filled (counting what earlier reads took
+    /// of it): the page the kernel was writing, which holds everything traced up to the
+    /// read. Reading on would only chase events traced since, and while tracing goes on
+    /// there always are some (the recorder's own writes switch tasks on its CPU): each
+    /// read would add a whole page to the file for a handful of events, hundreds of MiB
+    /// a second with 512 KiB pages. A full page is more than half filled unless one
+    /// event takes more than half a page, and stopping early on such a page only leaves
+    /// the rest for the next read. Once the page being written is more than half read,
+    /// one more read follows: at most one extra page per half page of events.
     Partial,
 }
 
