@@ -3,6 +3,10 @@
 //! option and the range (clap prefixes "invalid value 'V' for '--OPTION <N>'") instead of
 //! overflowing, allocating without bound or running for ever further on.
 
+mod filter;
+
+pub use filter::FilterArgs;
+
 use std::ops::RangeInclusive;
 use std::time::Duration;
 

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use kstate_analyze::analyzer::{Buckets, Mode};
 use kstate_analyze::analyzers;
-use kstate_analyze::filter::{parse_dur, parse_dur_or_secs, parse_window, Filters, WindowSpec};
+use kstate_analyze::filter::{parse_dur, parse_dur_or_secs, Filters};
 use kstate_analyze::Query;
 use kstate_format::{Error, ErrorKind};
 use kstate_render::sorted::{LogOrder, SortedLog};
@@ -40,6 +40,11 @@ sorting holds rows back until the end, so it needs --top: memory stays bounded b
 
 #[derive(clap::Args)]
 #[command(after_help = AFTER_HELP)]
+#[command(mut_arg("window", |a| a.help("Only pairs starting in FROM:TO")))]
+#[command(mut_arg("not_window", |a| a.help("Only pairs starting outside FROM:TO")))]
+#[command(mut_arg("cpu", |a| a.help(
+    "Only pairs that started on these CPUs (syscall) / ended on them (runq, offcpu)"
+)))]
 pub struct Args {
     /// Analyzer to run (see --list)
     analyzer: Option<String>,
@@ -74,24 +79,8 @@ pub struct Args {
     /// --stat/--dist: only the first N keys; --log --sort: only the first N rows
     #[arg(long, value_name = "N")]
     top: Option<usize>,
-    /// Only pairs starting in FROM:TO
-    #[arg(long, value_parser = parse_window, value_name = "FROM:TO")]
-    window: Option<WindowSpec>,
-    /// Only pairs starting outside FROM:TO
-    #[arg(long, value_parser = parse_window, value_name = "FROM:TO")]
-    not_window: Option<WindowSpec>,
-    /// Only these processes (comma-separated)
-    #[arg(long, value_delimiter = ',')]
-    pid: Vec<i32>,
-    /// Only these threads (comma-separated)
-    #[arg(long, value_delimiter = ',')]
-    tid: Vec<i32>,
-    /// Only tasks with this comm (comma-separated)
-    #[arg(long, value_delimiter = ',')]
-    comm: Vec<String>,
-    /// Only pairs that started on these CPUs (syscall) / ended on them (runq, offcpu)
-    #[arg(long, value_delimiter = ',')]
-    cpu: Vec<u32>,
+    #[command(flatten)]
+    filter: kstate_args::FilterArgs,
     /// Only these keys, as printed (comma-separated)
     #[arg(long, value_delimiter = ',')]
     key: Vec<String>,
@@ -158,15 +147,10 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     query.by = args.by.clone();
     query.interval = args.interval;
     query.filters = Filters {
-        window: args.window,
-        not_window: args.not_window,
-        pids: args.pid.clone(),
-        tids: args.tid.clone(),
-        comms: args.comm.clone(),
-        cpus: args.cpu.clone(),
         keys: args.key.clone(),
         min: args.min,
         max: args.max,
+        ..args.filter.filters()
     };
     query.check().map_err(super::engine_err)?;
     let source = super::source(file)?;
