@@ -7,5 +7,6 @@ pub mod geometry;
 pub mod model;
 pub mod sets;
 pub mod sim;
+pub mod valgrind;
 
 pub use geometry::{Geometry, Level};

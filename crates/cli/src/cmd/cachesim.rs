@@ -3,12 +3,15 @@
 //! under valgrind's cachegrind, and each function's share of the D1 and LL data misses is
 //! put next to its share of the data references.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::path::PathBuf;
+use std::process::ExitCode;
 
+use kstate_analyze::cache::valgrind;
 use kstate_analyze::cachegrind::{self, Cachegrind};
 use kstate_analyze::profile::compare;
-use kstate_format::{Error, ErrorKind};
+use kstate_format::Error;
+
+use super::cachesim_sets;
 
 const AFTER_HELP: &str = "\
 The figures come from cachegrind's simulation of the caches (their sizes are printed in
@@ -44,10 +47,10 @@ Examples:
 pub struct Args {
     /// Print JSON (one line, after what the command itself prints)
     #[arg(long)]
-    pub(super) json: bool,
+    json: bool,
     /// Only the N first functions (with --sets, sites): the flagged, then the largest (0: all)
     #[arg(long, value_name = "N", default_value_t = 30)]
-    pub(super) top: usize,
+    top: usize,
     /// Flag a function whose miss share is at least RATIO times its reference share
     #[arg(long, value_name = "RATIO", default_value_t = compare::Thresholds::default().ratio)]
     ratio: f64,
@@ -56,7 +59,7 @@ pub struct Args {
     min_share: f64,
     /// The valgrind to run
     #[arg(long, value_name = "PATH", default_value = "valgrind")]
-    pub(super) valgrind: PathBuf,
+    valgrind: PathBuf,
     /// Simulated D1 cache: SIZE,ASSOC,LINE in bytes (default: this CPU's, as cachegrind
     /// reads it)
     #[arg(long, value_name = "SIZE,ASSOC,LINE")]
@@ -74,139 +77,27 @@ pub struct Args {
     /// fall in against an even spread; flags the sites whose structures collide by
     /// alignment, with the colours that would cure it (valgrind lackey's address trace)
     #[arg(long, conflicts_with_all = ["input", "keep", "d1", "ll", "ratio", "min_share"])]
-    pub(super) sets: bool,
+    sets: bool,
     /// With --sets: the cache level to check (from sysfs)
     #[arg(long, default_value_t = 2, value_parser = kstate_args::int::<u32>(1..=4), requires = "sets")]
-    pub(super) level: u32,
+    level: u32,
     /// With --sets: the cache as SIZE,ASSOC,LINE in bytes instead of this CPU's
     #[arg(long, value_name = "SIZE,ASSOC,LINE", requires = "sets")]
-    pub(super) cache: Option<String>,
+    cache: Option<String>,
     /// With --sets: the sysfs root the cache geometry is read from
     #[arg(long, value_name = "ROOT", default_value = "/sys", requires = "sets")]
-    pub(super) sysfs: PathBuf,
+    sysfs: PathBuf,
     /// With --sets: only sites with at least N distinct lines
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = kstate_args::int::<u64>(1..=1 << 30), requires = "sets")]
-    pub(super) min_lines: u64,
+    min_lines: u64,
     /// The command to run under cachegrind
     #[arg(last = true, value_name = "CMD")]
-    pub(super) command: Vec<String>,
-}
-
-pub(super) fn usage(msg: impl Into<String>) -> Error {
-    Error::new(ErrorKind::Unsupported, None, msg.into())
-}
-
-/// `SIZE,ASSOC,LINE`, checked here so that a typo is not a valgrind usage message.
-pub(super) fn cache_spec(opt: &str, v: &str) -> Result<String, Error> {
-    let n: Vec<Option<u64>> = v.split(',').map(|x| x.trim().parse().ok()).collect();
-    match n.as_slice() {
-        [Some(s), Some(a), Some(l)] if *s > 0 && *a > 0 && *l > 0 => Ok(format!("{s},{a},{l}")),
-        _ => Err(usage(format!(
-            "--{opt} {v:?}: expected SIZE,ASSOC,LINE in bytes, e.g. 32768,8,64"
-        ))),
-    }
-}
-
-/// valgrind's version line, which also proves it is valgrind.
-pub(super) fn valgrind_version(valgrind: &Path) -> Result<String, Error> {
-    let out = Command::new(valgrind)
-        .arg("--version")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => usage(format!(
-                "{} not found: kstate cachesim runs the command under valgrind's cachegrind; install valgrind (Debian/Ubuntu: apt-get install valgrind) or give --valgrind PATH",
-                valgrind.display()
-            )),
-            _ => usage(format!("running {} --version: {e}", valgrind.display())),
-        })?;
-    let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    if !out.status.success() || !v.starts_with("valgrind-") {
-        return Err(usage(format!(
-            "{} does not look like valgrind (`--version` printed {:?}, {})",
-            valgrind.display(),
-            v.lines().next().unwrap_or(""),
-            out.status
-        )));
-    }
-    Ok(v)
-}
-
-/// valgrind's scratch files live in a fresh directory of kstate's own (0700), removed on
-/// every way out: valgrind opens `--log-file` and `--cachegrind-out-file` with O_TRUNC,
-/// so a fixed name in a shared $TMPDIR would be written through a link another user
-/// planted there, as root (issue 24).
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Runs the command under cachegrind; returns its output file's text, valgrind's version
-/// and the command's exit status.
-fn simulate(args: &Args) -> Result<(String, String, std::process::ExitStatus), Error> {
-    if args.command.is_empty() {
-        return Err(usage(
-            "give the command to simulate after --, e.g. kstate cachesim -- ./prog (or --input FILE)",
-        ));
-    }
-    let version = valgrind_version(&args.valgrind)?;
-    let tmp = std::env::temp_dir();
-    let scratch = Scratch(
-        kstate_format::output::private_dir(&tmp, "kstate-cachesim-", "")
-            .map_err(|e| Error::io(&tmp, e))?,
-    );
-    let log = scratch.0.join("valgrind.log");
-    let out = scratch.0.join("cachegrind.out");
-    let mut cmd = Command::new(&args.valgrind);
-    cmd.arg("--tool=cachegrind")
-        .arg("--cache-sim=yes")
-        .arg(format!("--cachegrind-out-file={}", out.display()))
-        .arg(format!("--log-file={}", log.display()));
-    if let Some(d1) = &args.d1 {
-        cmd.arg(format!("--D1={}", cache_spec("d1", d1)?));
-    }
-    if let Some(ll) = &args.ll {
-        cmd.arg(format!("--LL={}", cache_spec("ll", ll)?));
-    }
-    cmd.arg("--").args(&args.command);
-    let status = cmd
-        .status()
-        .map_err(|e| usage(format!("running {}: {e}", args.valgrind.display())))?;
-    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
-    // What valgrind warns about the simulation (e.g. the LL cache it had to adjust).
-    for l in log_text.lines().filter(|l| l.contains("warning:")) {
-        let l = l.trim_start_matches(|c: char| c == '-' || c == '=' || c.is_ascii_digit());
-        eprintln!("kstate cachesim: valgrind:{l}");
-    }
-    let text = std::fs::read_to_string(&out).map_err(|e| {
-        let tail: Vec<&str> = log_text.lines().rev().take(8).collect();
-        usage(format!(
-            "cachegrind wrote no output ({}: {e}); valgrind exited with {status}{}",
-            out.display(),
-            if tail.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    ", saying:\n  {}",
-                    tail.into_iter().rev().collect::<Vec<_>>().join("\n  ")
-                )
-            }
-        ))
-    })?;
-    // --keep is placed the way kstate writes every output (a fresh file renamed onto the
-    // name), not handed to valgrind, which would open a planted link at it.
-    if let Some(k) = &args.keep {
-        kstate_format::output::write(k, &text).map_err(|e| Error::io(k, e))?;
-    }
-    Ok((text, version, status))
+    command: Vec<String>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
     if args.sets {
-        return super::cachesim_sets::run(&args);
+        return sets(&args);
     }
     let t = compare::Thresholds::checked(args.ratio, args.min_share)?;
     let (text, version, status) = match &args.input {
@@ -215,8 +106,21 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             (text, None, None)
         }
         None => {
-            let (text, v, s) = simulate(&args)?;
-            (text, Some(v), Some(s))
+            let run = valgrind::CachegrindRun {
+                valgrind: &args.valgrind,
+                d1: args.d1.as_deref(),
+                ll: args.ll.as_deref(),
+                command: &args.command,
+            };
+            let sim = valgrind::cachegrind(&run, |w| {
+                eprintln!("kstate cachesim: valgrind:{w}");
+            })?;
+            // --keep is placed the way kstate writes every output (a fresh file renamed
+            // onto the name), not handed to valgrind, which would open a planted link at it.
+            if let Some(k) = &args.keep {
+                kstate_format::output::write(k, &sim.text).map_err(|e| Error::io(k, e))?;
+            }
+            (sim.text, Some(sim.version), Some(sim.status))
         }
     };
     let cg: Cachegrind = cachegrind::parse(&text)?;
@@ -264,5 +168,23 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         "summary": summary,
     });
     crate::print::comparison(&c, &header, "File", extra, args.json, args.top);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--sets`: the command under lackey, its sites judged against one cache level.
+fn sets(args: &Args) -> Result<ExitCode, Error> {
+    if args.command.is_empty() {
+        return Err(valgrind::usage(
+            "give the command to check after --, e.g. kstate cachesim --sets -- ./prog",
+        ));
+    }
+    let (lvl, source) = valgrind::level(args.cache.as_deref(), args.level, &args.sysfs)?;
+    let run = valgrind::lackey(&args.valgrind, &args.command, lvl)?;
+    let shown = cachesim_sets::Shown {
+        json: args.json,
+        top: args.top,
+        min_lines: args.min_lines,
+    };
+    cachesim_sets::print(&run, &lvl, &source, &args.command.join(" "), shown);
     Ok(ExitCode::SUCCESS)
 }

@@ -1,115 +1,37 @@
-//! `kstate cachesim --sets -- CMD`: CMD under valgrind's lackey (`--trace-mem=yes`), its
-//! address trace read from a pipe as it is written (never stored: it is gigabytes for a
-//! second of run time) into [`kstate_analyze::cache::sets`], which charges each data
-//! access to its instruction and judges each site's spread over one cache level's sets.
+//! `kstate cachesim --sets`: printing what [`kstate_analyze::cache::valgrind::lackey`]
+//! found, each site's spread over one cache level's sets, as text or one JSON line.
 
-use std::io::BufReader;
-use std::os::fd::{FromRawFd, OwnedFd};
-use std::process::{Command, ExitCode};
-
-use kstate_analyze::cache::sets::{read_lackey, Detector, Symbols};
-use kstate_analyze::cache::{Geometry, Level};
-use kstate_format::{Error, ErrorKind};
+use kstate_analyze::cache::sets::Symbols;
+use kstate_analyze::cache::valgrind::Lackey;
+use kstate_analyze::cache::Level;
 use serde_json::json;
 
-use super::cachesim::{cache_spec, usage, valgrind_version, Args};
-
-fn level(args: &Args) -> Result<(Level, String), Error> {
-    if let Some(c) = &args.cache {
-        let spec = cache_spec("cache", c)?;
-        let n: Vec<u64> = spec.split(',').filter_map(|x| x.parse().ok()).collect();
-        let l = Level::new(args.level, n[0], n[1], n[2])
-            .ok_or_else(|| usage(format!("--cache {c}: fewer bytes than one set of lines")))?;
-        return Ok((l, "--cache".into()));
-    }
-    let g = Geometry::read(&args.sysfs)?;
-    let l = g.require(args.level)?;
-    Ok((l, g.source.display().to_string()))
+/// How much to show, from the command line.
+pub(super) struct Shown {
+    pub json: bool,
+    /// The N first sites, the flagged then the largest (0: all).
+    pub top: usize,
+    /// Only sites with at least this many distinct lines.
+    pub min_lines: u64,
 }
 
-/// A pipe whose write end the child inherits (as `fd`) and whose read end it does not.
-fn pipe() -> Result<(OwnedFd, OwnedFd), Error> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills two descriptors, which are owned below.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), 0) } != 0 {
-        return Err(Error::new(
-            ErrorKind::Io,
-            None,
-            format!("pipe: {}", std::io::Error::last_os_error()),
-        ));
-    }
-    // SAFETY: fresh descriptors nobody else owns.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // SAFETY: setting close-on-exec on our own read end.
-    unsafe { libc::fcntl(fds[0], libc::F_SETFD, libc::FD_CLOEXEC) };
-    Ok((r, w))
-}
-
-pub fn run(args: &Args) -> Result<ExitCode, Error> {
-    if args.command.is_empty() {
-        return Err(usage(
-            "give the command to check after --, e.g. kstate cachesim --sets -- ./prog",
-        ));
-    }
-    let (lvl, source) = level(args)?;
-    let version = valgrind_version(&args.valgrind)?;
-    let (r, w) = pipe()?;
-    let fd = {
-        use std::os::fd::AsRawFd;
-        w.as_raw_fd()
-    };
-    let mut child = Command::new(&args.valgrind)
-        .args(["--tool=lackey", "--trace-mem=yes", "-v", "-v"])
-        .arg(format!("--log-fd={fd}"))
-        .arg("--")
-        .args(&args.command)
-        .spawn()
-        .map_err(|e| usage(format!("running {}: {e}", args.valgrind.display())))?;
-    drop(w);
-    let mut d = Detector::new(lvl);
-    let read = read_lackey(BufReader::new(std::fs::File::from(r)), &mut d);
-    let status = child
-        .wait()
-        .map_err(|e| Error::new(ErrorKind::Io, None, format!("waiting for valgrind: {e}")))?;
-    let trace = read?;
-    let cmd = args.command.join(" ");
-    if !status.success() || trace.instructions == 0 {
-        let said: Vec<&str> = trace
-            .messages
-            .iter()
-            .rev()
-            .filter(|m| {
-                m.trim_start_matches(|c: char| c == '=' || c.is_ascii_digit())
-                    .trim()
-                    .len()
-                    > 1
-            })
-            .take(6)
-            .map(String::as_str)
-            .collect();
-        let why = match status.code() {
-            Some(127) if trace.instructions == 0 => {
-                "valgrind could not start it (exit status 127: not found or not executable; valgrind's message is above)".to_string()
-            }
-            Some(c) => format!("it exited with status {c} under valgrind"),
-            None => format!("it ended by {status} under valgrind"),
-        };
-        return Err(usage(format!(
-            "`{cmd}`: {why}; its {} data accesses are not reported, as a failed run's figures would be passed off as the program's{}{}",
-            d.accesses,
-            if said.is_empty() { "" } else { "; valgrind said:\n  " },
-            said.into_iter().rev().collect::<Vec<_>>().join("\n  ")
-        )));
-    }
+/// Prints the run of `cmd` against `lvl` (read from `source`).
+pub(super) fn print(run: &Lackey, lvl: &Level, source: &str, cmd: &str, shown: Shown) {
+    let (d, trace, version) = (&run.detector, &run.trace, &run.version);
+    let Shown {
+        json,
+        top,
+        min_lines,
+    } = shown;
     let syms = Symbols::new(&trace.objects);
-    let all = d.findings(args.min_lines);
+    let all = d.findings(min_lines);
     let flagged = all.iter().filter(|f| f.flagged).count();
-    let shown: Vec<_> = if args.top == 0 {
+    let shown: Vec<_> = if top == 0 {
         all.iter().collect()
     } else {
-        all.iter().take(args.top.max(flagged)).collect()
+        all.iter().take(top.max(flagged)).collect()
     };
-    if args.json {
+    if json {
         let v = json!({
             "simulated": true,
             "simulator": "lackey",
@@ -129,7 +51,7 @@ pub fn run(args: &Args) -> Result<ExitCode, Error> {
             })).collect::<Vec<_>>(),
         });
         println!("{v}");
-        return Ok(ExitCode::SUCCESS);
+        return;
     }
     println!(
         "SIMULATED cache sets (valgrind lackey address trace, {version}), not this machine's counters:"
@@ -142,7 +64,7 @@ pub fn run(args: &Args) -> Result<ExitCode, Error> {
         d.accesses,
         d.sites(),
         all.len(),
-        args.min_lines
+        min_lines
     );
     println!(
         "{:>10} {:>8} {:>9} {:>9} {:>8} {:>8}  site",
@@ -172,5 +94,4 @@ pub fn run(args: &Args) -> Result<ExitCode, Error> {
     if flagged == 0 {
         println!("\nno site piles into few sets");
     }
-    Ok(ExitCode::SUCCESS)
 }
