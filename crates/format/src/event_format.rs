@@ -2,7 +2,9 @@
 //! layout. Parsed once per event type; after that a field is read by offset and size.
 
 use crate::error::{Error, Result};
-use crate::trace::MAX_EVENT_ID;
+
+/// Event ids are the ring buffer's 16-bit `common_type`; tables indexed by id stay this small.
+pub const MAX_EVENT_ID: u32 = u16::MAX as u32;
 
 /// How a field's bytes are laid out in the record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -21,9 +21,6 @@ use crate::tracedat;
 /// bound leaves room for growth while keeping such a table a few MB at worst.
 pub const MAX_CPUS: u32 = 1 << 16;
 
-/// Event ids are the ring buffer's 16-bit `common_type`; tables indexed by id stay this small.
-pub const MAX_EVENT_ID: u32 = u16::MAX as u32;
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Container {
     /// trace-cmd's file; `compression` is the algorithm name in v7 files ("zstd", "zlib").
