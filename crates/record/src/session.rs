@@ -412,13 +412,13 @@ fn side_buffer_kib(opts: &Options) -> u64 {
     (opts.buffer_kib / 4).max(4 * subbuf).min(opts.buffer_kib)
 }
 
-/// The events of `sel` that go to the side instance: with a pid filter, the completions.
-fn side_events(opts: &Options, sel: &Selection) -> Vec<(String, String)> {
+/// The `events` that go to the side instance: with a pid filter, the completions.
+fn side_events(opts: &Options, events: &[(String, String)]) -> Vec<(String, String)> {
     let pid_filtered = !opts.pids.is_empty() || (!opts.command.is_empty() && !opts.all);
     if !pid_filtered {
         return Vec::new();
     }
-    sel.events
+    events
         .iter()
         .filter(|(s, e)| COMPLETIONS.contains(&(s.as_str(), e.as_str())))
         .cloned()
@@ -432,7 +432,10 @@ fn prepare(opts: &Options, plan: &Plan) -> Result<Output> {
         tfs, sel, clock, ..
     } = plan;
     let inst = Instance::create(tfs)?;
-    let to_side = side_events(opts, sel);
+    let to_side = side_events(opts, &sel.events);
+    // Completions on standby (a watcher may turn them on) are switched in the side
+    // instance too.
+    let standby_side = side_events(opts, &plan.standby);
     let main_events: Vec<(String, String)> = sel
         .events
         .iter()
@@ -443,7 +446,7 @@ fn prepare(opts: &Options, plan: &Plan) -> Result<Output> {
     let free_buffer = inst.hold_free_buffer();
     // The instance's header_page describes its sub-buffer ("page") size.
     let header_page = inst.read("events/header_page")?;
-    let side = match to_side.is_empty() {
+    let side = match to_side.is_empty() && standby_side.is_empty() {
         true => None,
         false => {
             let side = Instance::create(tfs)?;
@@ -458,7 +461,7 @@ fn prepare(opts: &Options, plan: &Plan) -> Result<Output> {
             Some(Side {
                 free_buffer: side.hold_free_buffer(),
                 inst: side,
-                events: to_side,
+                events: to_side.into_iter().chain(standby_side).collect(),
             })
         }
     };
