@@ -13,8 +13,8 @@ use std::ops::Range;
 use std::sync::OnceLock;
 
 use gimli::{
-    BaseAddresses, CieOrFde, DebugFrame, EhFrame, EhFrameHdr, EndianSlice, LittleEndian,
-    UnwindContext, UnwindSection,
+    BaseAddresses, CfaRule, CieOrFde, DebugFrame, EhFrame, EhFrameHdr, EndianSlice, LittleEndian,
+    RegisterRule, UnwindContext, UnwindSection, UnwindTableRow, X86_64,
 };
 
 use super::unwind::Bytes;
@@ -98,22 +98,60 @@ impl Cfi {
 
     fn cover_in<'a, S: UnwindSection<R<'a>>>(&self, s: &S, svma: u64) -> Cover {
         let index = self.index.get_or_init(|| index(s, &self.bases));
-        let n = index.fdes.partition_point(|f| f.0 <= svma);
-        let Some(&(_, end, off)) = n.checked_sub(1).map(|i| &index.fdes[i]) else {
+        let Some(off) = index.fde_at(svma) else {
             return uncovered(index);
         };
-        if svma >= end {
-            return uncovered(index);
+        match self.row_at(s, off, svma, |_| ()) {
+            Some(()) => Cover::Covered,
+            None => Cover::Corrupt,
         }
-        let Ok(fde) = s.fde_from_offset(&self.bases, S::Offset::from(off), S::cie_from_offset)
-        else {
-            return Cover::Corrupt;
-        };
+    }
+
+    /// `f` of the CFI row for `svma` of the FDE at `off`; None where it does not parse.
+    fn row_at<'a, S: UnwindSection<R<'a>>, T>(
+        &self,
+        s: &S,
+        off: usize,
+        svma: u64,
+        f: impl FnOnce(&UnwindTableRow<usize>) -> T,
+    ) -> Option<T> {
+        let fde = s
+            .fde_from_offset(&self.bases, S::Offset::from(off), S::cie_from_offset)
+            .ok()?;
         let mut ctx = UnwindContext::new();
-        match fde.unwind_info_for_address(s, &self.bases, &mut ctx, svma) {
-            Ok(_) => Cover::Covered,
-            Err(_) => Cover::Corrupt,
+        let row = fde
+            .unwind_info_for_address(s, &self.bases, &mut ctx, svma)
+            .ok()?;
+        Some(f(row))
+    }
+
+    /// Whether the covered code at `svma` keeps the caller's frame pointer where a
+    /// frame-pointer walk looks for it (CFA = rbp + 16, rbp saved at CFA - 16): then the
+    /// kernel's frame-pointer chain is right about this frame's caller.
+    pub(super) fn keeps_frame_pointer(&self, svma: u64) -> bool {
+        let data = EndianSlice::new(&self.data[..], LittleEndian);
+        if self.eh_frame {
+            let mut s = EhFrame::from(data);
+            s.set_address_size(8);
+            self.keeps_frame_pointer_in(&s, svma)
+        } else {
+            let mut s = DebugFrame::from(data);
+            s.set_address_size(8);
+            self.keeps_frame_pointer_in(&s, svma)
         }
+    }
+
+    fn keeps_frame_pointer_in<'a, S: UnwindSection<R<'a>>>(&self, s: &S, svma: u64) -> bool {
+        let index = self.index.get_or_init(|| index(s, &self.bases));
+        let Some(off) = index.fde_at(svma) else {
+            return false;
+        };
+        self.row_at(s, off, svma, |row| {
+            let cfa = matches!(row.cfa(),
+                CfaRule::RegisterAndOffset { register, offset: 16 } if *register == X86_64::RBP);
+            cfa && matches!(row.register(X86_64::RBP), Some(RegisterRule::Offset(-16)))
+        })
+        .unwrap_or(false)
     }
 
     /// framehop finds an address's FDE through the header's table: it must be the FDE
@@ -133,6 +171,15 @@ impl Cfi {
         } else {
             Cover::Corrupt
         }
+    }
+}
+
+impl Index {
+    /// The offset of the FDE covering `svma`.
+    fn fde_at(&self, svma: u64) -> Option<usize> {
+        let n = self.fdes.partition_point(|f| f.0 <= svma);
+        let &(_, end, off) = &self.fdes[n.checked_sub(1)?];
+        (svma < end).then_some(off)
     }
 }
 

@@ -11,8 +11,11 @@
 //! recording (build-id mismatch, unless perf's build-id cache holds the file as it was),
 //! or a stack copy cut short end the chain there, counted as cut. A walk that reaches an
 //! address in no executable mapping has gone astray: it is dropped for the kernel's own
-//! frame-pointer chain, recorded with the sample.
+//! frame-pointer chain, recorded with the sample. So is a walk that reached the end of
+//! the copy in a function that keeps its frame pointer (its CFI says so), where the
+//! kernel's chain agrees with every frame walked: the kernel read the whole stack.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
@@ -187,9 +190,12 @@ enum End {
     Cut,
     /// At a return address in no executable mapping.
     Astray,
+    /// At the end of the stack copy, counted as cut.
+    ShortCopy,
 }
 
 /// How one frame is stepped over.
+#[derive(Clone, Copy)]
 enum Step {
     /// framehop, with the file's CFI or (code without CFI) frame pointers.
     Framehop,
@@ -238,10 +244,13 @@ impl<'m> ChainUnwinder<'m> {
             return;
         };
         let stack = std::mem::take(&mut s.user_stack);
+        // Set when a read went past the end of the copy.
+        let past_copy = Cell::new(false);
         let mut read = |addr: u64| -> Result<u64, ()> {
             let off = usize::try_from(addr.checked_sub(sp).ok_or(())?).map_err(|_| ())?;
-            let b = stack.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
-            Ok(u64::from_le_bytes(b.try_into().map_err(|_| ())?))
+            let b = stack.get(off..off.checked_add(8).ok_or(())?);
+            past_copy.set(b.is_none());
+            Ok(u64::from_le_bytes(b.ok_or(())?.try_into().map_err(|_| ())?))
         };
         let p = process(
             self.maps,
@@ -253,7 +262,7 @@ impl<'m> ChainUnwinder<'m> {
         let mut regs = UnwindRegsX86_64::new(ip, sp, bp);
         let mut addr = FrameAddress::from_instruction_pointer(ip);
         let mut out = vec![ip];
-        let mut used_fp = false;
+        let (mut used_fp, mut keeps_fp) = (false, false);
         let end = loop {
             let look = addr.address_for_lookup();
             let step = match p.place(look) {
@@ -287,6 +296,17 @@ impl<'m> ChainUnwinder<'m> {
             let ra = match next {
                 Ok(Some(ra)) => ra,
                 Ok(None) => break End::Root,
+                Err(()) if past_copy.get() => {
+                    // Whether the kernel's frame-pointer walk got this frame's caller right.
+                    keeps_fp = match (step, p.place(look)) {
+                        (Step::FramePointer, _) => true,
+                        (_, Some(Place::Cfi(cfi, base))) => {
+                            cfi.keeps_frame_pointer(look.wrapping_sub(*base))
+                        }
+                        _ => true,
+                    };
+                    break End::ShortCopy;
+                }
                 Err(()) => break End::Cut,
             };
             let Some(next) = FrameAddress::from_return_address(ra) else {
@@ -306,9 +326,17 @@ impl<'m> ChainUnwinder<'m> {
             .iter()
             .position(|&a| a == CONTEXT_USER)
             .unwrap_or(s.callchain.len());
-        if end == End::Astray && user < s.callchain.len() {
-            // The kernel's walk, up to its own first address in no mapping.
-            let kernel = &s.callchain[user + 1..];
+        // Where ours went astray, or the copy ended in a function that keeps its frame
+        // pointer, the kernel's walk (it reads the whole stack) takes over, provided it
+        // agrees with ours as far as ours went.
+        let agree = match end {
+            End::Astray => Some(0),
+            End::ShortCopy if keeps_fp => Some(out.len()),
+            _ => None,
+        };
+        let kernel = s.callchain.get(user + 1..).unwrap_or_default();
+        if agree.is_some_and(|n| kernel.len() > n && kernel[..n] == out[..n]) {
+            // Up to its own first address in no mapping.
             let ok = kernel
                 .iter()
                 .skip(1)
@@ -496,5 +524,28 @@ mod tests {
         u.unwind(&mut s, regs::UNWIND_MASK);
         assert_eq!(s.callchain, vec![CONTEXT_USER, 0x401000, 0x1111]);
         assert_eq!(u.counts.fp, 1);
+    }
+
+    /// A walk that reaches a return address in no mapping has gone astray: that address
+    /// is never shown; the kernel's own chain is kept, up to its first such address.
+    #[test]
+    fn a_walk_gone_astray_gives_way_to_the_kernels_chain() {
+        let maps = HashMap::from([(7, vec![map("")])]);
+        let mut u = ChainUnwinder::new(&maps);
+        // Frame pointer at sp: saved bp 0, return address 0xdead000 (no mapping).
+        let stack = [0u64.to_le_bytes(), 0xdead000u64.to_le_bytes()].concat();
+        let mut s = sample(0x401000, stack.clone());
+        s.user_regs[0] = 0x8000;
+        s.callchain = vec![CONTEXT_USER, 0x401000, 0x402000];
+        u.unwind(&mut s, regs::UNWIND_MASK);
+        assert_eq!(s.callchain, vec![CONTEXT_USER, 0x401000, 0x402000]);
+        assert_eq!(u.counts.fp, 1);
+        // The kernel's chain astray too: kept up to there, counted as cut.
+        let mut s = sample(0x401000, stack);
+        s.user_regs[0] = 0x8000;
+        s.callchain = vec![CONTEXT_USER, 0x401000, 0x402000, 0x1111, 0x403000];
+        u.unwind(&mut s, regs::UNWIND_MASK);
+        assert_eq!(s.callchain, vec![CONTEXT_USER, 0x401000, 0x402000]);
+        assert_eq!(u.counts.cut, 1);
     }
 }
