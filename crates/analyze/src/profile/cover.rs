@@ -220,8 +220,9 @@ mod tests {
     use std::sync::Arc;
 
     /// A CIE (code align 1, data align -8, RA r16, CFA = rsp+8, RA at CFA-8) and one FDE
-    /// for [0x1000, 0x1010) with pcrel-less absolute addresses, as `.debug_frame`.
-    fn debug_frame() -> Vec<u8> {
+    /// for [0x1000, 0x1010) with absolute addresses and instructions `fde`, as
+    /// `.debug_frame`.
+    fn debug_frame(instructions: &[u8]) -> Vec<u8> {
         let mut v = Vec::new();
         // CIE: length, id 0xffffffff, version 1, augmentation "", code align 1,
         // data align -8, RA reg 16, then DW_CFA_def_cfa rsp(7) 8, DW_CFA_offset r16 1.
@@ -241,6 +242,7 @@ mod tests {
             &0u32.to_le_bytes()[..],
             &0x1000u64.to_le_bytes(),
             &0x10u64.to_le_bytes(),
+            instructions,
         ]
         .concat();
         v.extend((fde.len() as u32).to_le_bytes());
@@ -254,18 +256,38 @@ mod tests {
 
     #[test]
     fn covered_uncovered_and_corrupt_are_told_apart() {
-        let good = cfi(debug_frame());
+        let good = cfi(debug_frame(&[]));
         assert_eq!(good.cover(0x1004), Cover::Covered);
         // Code after the FDE, in a section that parsed: code without CFI.
         assert_eq!(good.cover(0x2000), Cover::Uncovered);
         assert_eq!(good.cover(0x0800), Cover::Uncovered);
 
         // The FDE's CIE pointer broken: nothing can be said about any address.
-        let mut bad = debug_frame();
+        let mut bad = debug_frame(&[]);
         let cie_pointer = bad.len() - 20;
         bad[cie_pointer..cie_pointer + 4].copy_from_slice(&0x7777u32.to_le_bytes());
         let bad = cfi(bad);
         assert_eq!(bad.cover(0x1004), Cover::Corrupt);
         assert_eq!(bad.cover(0x2000), Cover::Corrupt);
+    }
+
+    /// `push rbp` at 0x1000, `mov rbp, rsp` at 0x1001: from 0x1004 the CFA is rbp+16
+    /// and the kernel's frame-pointer walk is right about the caller; before, it is not.
+    #[test]
+    fn a_frame_pointer_prologue_is_seen_in_the_cfi() {
+        let prologue = [
+            0x41, // advance_loc 1
+            0x0e, 16, // def_cfa_offset 16
+            0x86, 2,    // offset rbp, CFA-16
+            0x43, // advance_loc 3
+            0x0d, 6, // def_cfa_register rbp
+        ];
+        let c = cfi(debug_frame(&prologue));
+        assert_eq!(c.cover(0x1000), Cover::Covered);
+        assert!(!c.keeps_frame_pointer(0x1000));
+        assert!(!c.keeps_frame_pointer(0x1002));
+        assert!(c.keeps_frame_pointer(0x1008));
+        // Frameless code (the CIE's rule only).
+        assert!(!cfi(debug_frame(&[])).keeps_frame_pointer(0x1008));
     }
 }
