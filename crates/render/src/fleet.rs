@@ -191,3 +191,39 @@ pub fn json(
     serde_json::to_writer_pretty(&mut *out, &doc).map_err(std::io::Error::other)?;
     writeln!(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use kstate_analyze::fleet::{summarize, Fleet, GroupBy};
+    use kstate_analyze::Source;
+
+    /// Group names come from the recordings (host names, command lines): a CSV cell that
+    /// starts like a formula is written as text, and the fleet row carries the same figures
+    /// as the one group it holds.
+    #[test]
+    fn csv_cells_that_look_like_formulas_are_text() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/fixtures/external/lisa-sched_load/trace.dat"
+        );
+        let mut s = summarize(&Source::open(path.as_ref()).unwrap(), &[]).unwrap();
+        s.meta.host = "=HYPERLINK(\"x\")".into();
+        let mut f = Fleet::new(GroupBy::Host, None, None);
+        f.add(&s);
+        let mut out = Vec::new();
+        super::csv(&f, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let rows: Vec<&str> = text.lines().collect();
+        assert!(rows.len() > 2, "{text}");
+        let cell = ",\"'=HYPERLINK(\"\"x\"\")\",";
+        let at = rows
+            .iter()
+            .position(|l| l.contains(cell))
+            .expect("the group's row");
+        // One recording: the fleet row just above it has the same figures.
+        let (_, group) = rows[at].split_once(cell).unwrap();
+        let (_, fleet) = rows[at - 1].split_once(",(fleet),").unwrap();
+        assert_eq!(fleet, group);
+        assert!(group.starts_with("1,"), "{group}");
+    }
+}
