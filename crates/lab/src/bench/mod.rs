@@ -9,6 +9,7 @@ pub mod malloc;
 pub mod overhead;
 pub mod record;
 pub mod sample;
+pub mod stacks;
 pub mod ui;
 
 use std::path::{Path, PathBuf};
@@ -89,6 +90,10 @@ pub enum Bench {
     /// `kstate record`, and under `kstate record --sample` at the default rate; run time,
     /// ratio to untraced, samples taken and the recorder's CPU
     Sample(sample::Args),
+    /// What callers and hold times cost: `kstate profile`'s samples per second with and
+    /// without stack copies (the cost of copying and unwinding a stack), and a mutex-heavy
+    /// program's slowdown under `record --stacks` and `--stacks --holds`
+    Stacks(stacks::Args),
     /// Seed 001's cache-colouring study: workers walking page-strided structures,
     /// uncoloured and with c colours; ns per visit, speed-up, the model's threshold
     /// c >= p / (s / stride) from the host's cache geometry, and simulated misses
@@ -117,6 +122,7 @@ pub fn run(b: Bench) -> Result<ExitCode, Error> {
         Bench::Chat(a) => chat::run(a),
         Bench::Colour(a) => colour::run(a),
         Bench::Sample(a) => sample::run(a),
+        Bench::Stacks(a) => stacks::run(a),
         Bench::Ui(a) => ui::run(a),
         Bench::SamplePass(a) => sample::pass(a),
         Bench::MallocPass(a) => malloc::pass(a),
