@@ -452,7 +452,7 @@ fn leaf_callers(v: &serde_json::Value) -> HashMap<String, u64> {
 }
 
 #[test]
-fn a_deleted_binary_is_read_from_perfs_build_id_cache() {
+fn a_deleted_or_rebuilt_binary_is_read_from_perfs_build_id_cache() {
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("home");
     let empty = tmp.path().join("empty");
@@ -502,6 +502,16 @@ fn a_deleted_binary_is_read_from_perfs_build_id_cache() {
         "{v}"
     );
     // Without the cache the same chains are cut at once: nothing on the stack is named.
+    let v = kstate_home(&empty, &["profile", "--json", f]);
+    assert!(
+        v["user_chains"]["cut"].as_u64().unwrap() >= twice + once,
+        "{v}"
+    );
+    // Another program at the path (a rebuild: another build id): the cache again.
+    let other = support::gcc(tmp.path(), "other", NO_CFI_C, &["-O1"]);
+    std::fs::copy(&other, &copy).unwrap();
+    let v = kstate_home(&home, &args);
+    assert_eq!(leaf_callers(&v), callers, "{v}");
     let v = kstate_home(&empty, &["profile", "--json", f]);
     assert!(
         v["user_chains"]["cut"].as_u64().unwrap() >= twice + once,
