@@ -17,18 +17,30 @@ WITH known AS (
     WHERE scheme = 'kstate-loglinear-256-128' AND scheme_version = 1
       AND kind IN ('stat', 'bucket')
 ),
+once AS (
+    -- Each recording counted once, however many summaries of it the files hold (a
+    -- summary copied twice, a dataset appended to twice): a row is identified by its
+    -- recording and what it is, and of equal rows the one of the first file is kept.
+    SELECT * FROM (
+        SELECT k.*,
+               ROW_NUMBER() OVER (PARTITION BY recording, kind, analyzer, key, bucket
+                                  ORDER BY file) AS copy_no
+        FROM known k
+    ) numbered
+    WHERE copy_no = 1
+),
 grouped AS (
-    SELECT 'fleet' AS dim, '(fleet)' AS grp, k.* FROM known k
+    SELECT 'fleet' AS dim, '(fleet)' AS grp, k.* FROM once k
     UNION ALL
-    SELECT 'host' AS dim, k.host AS grp, k.* FROM known k
+    SELECT 'host' AS dim, k.host AS grp, k.* FROM once k
     UNION ALL
-    SELECT 'kernel' AS dim, COALESCE(k.kernel, '(unknown)') AS grp, k.* FROM known k
+    SELECT 'kernel' AS dim, COALESCE(k.kernel, '(unknown)') AS grp, k.* FROM once k
     UNION ALL
     SELECT 'command' AS dim,
            CASE WHEN k.command IS NULL THEN '(unknown)'
                 WHEN k.command = '' THEN '(system-wide)'
                 ELSE k.command END AS grp,
-           k.* FROM known k
+           k.* FROM once k
 ),
 stats AS (
     SELECT dim, grp, analyzer, key,

@@ -10,6 +10,8 @@ SparkFiles; built with `--features parquet`) on its share of the recordings:
 hundred per recording, docs/bucket-scheme.md) come back as rows of a DataFrame that is
 appended to one Parquet dataset partitioned by host and date (of the recording's start).
 Then the fleet reduce runs in Spark SQL over the whole dataset: the shipped query, unchanged.
+A recording the dataset already holds (a second run, the same file named twice, or the
+same recording under another path) is not written again, and is named on stderr.
 
 Recordings are named by local paths or globs (the same on every executor: a shared
 mount), or by any URL Spark reads (hdfs://, s3a://, ...): those are read with
@@ -77,6 +79,17 @@ def summarize_one(kstate, path, data=None):
             yield ("ok", tuple(row[c] for c in names + ["date"]))
 
 
+def already_summarized(spark, out):
+    """The recording ids and files the dataset at `out` holds (empty sets if none yet)."""
+    try:
+        old = spark.read.parquet(out).select("recording", "file").distinct().collect()
+    except Exception as e:  # noqa: BLE001 - Spark says "path does not exist" many ways
+        if "does not exist" in str(e) or "PATH_NOT_FOUND" in str(e):
+            return set(), set()
+        raise
+    return set(r for r, _ in old), set(f for _, f in old)
+
+
 def local_inputs(patterns):
     """Local paths and globs, expanded on the driver (executors see the same mount)."""
     out = []
@@ -116,9 +129,17 @@ def main(argv=None):
             return shipped
         return name
 
+    # The dataset is appended to: what it already holds is not summarized or written
+    # again (a second run, or a recording named twice), so every figure counts each
+    # recording once. Known by the file summarized, and after summarizing by the
+    # recording's id (the same recording under another path).
+    done_ids, done_files = already_summarized(spark, args.out)
     urls = [p for p in args.inputs if "://" in p and not p.startswith("file://")]
     local = local_inputs([p[len("file://"):] if p.startswith("file://") else p
                           for p in args.inputs if p not in urls])
+    notes = [f"{p}: already summarized in {args.out}; skipped"
+             for p in sorted(set(p for p in local if p in done_files))]
+    local = [p for p in dict.fromkeys(local) if p not in done_files]
     parts = []
     if local:
         n = args.partitions or len(local)
@@ -126,16 +147,37 @@ def main(argv=None):
                      .flatMap(lambda p: summarize_one(binary(), p)))
     for u in urls:
         parts.append(sc.binaryFiles(u)
+                     .filter(lambda kv: kv[0] not in done_files)
                      .flatMap(lambda kv: summarize_one(binary(), kv[0], kv[1])))
-    results = parts[0] if len(parts) == 1 else sc.union(parts)
-    results = results.cache()
-
-    schema = ", ".join(f"`{c}` {t}" for c, t in COLUMNS) + ", `date` string"
-    rows = results.filter(lambda r: r[0] == "ok").map(lambda r: r[1])
-    df = spark.createDataFrame(rows, schema)
-    df.write.mode("append").partitionBy("host", "date").parquet(args.out)
-    failed = sorted(results.filter(lambda r: r[0] == "failed").map(lambda r: r[1]).collect())
-    results.unpersist()
+    failed = []
+    if parts:
+        results = parts[0] if len(parts) == 1 else sc.union(parts)
+        results = results.cache()
+        schema = ", ".join(f"`{c}` {t}" for c, t in COLUMNS) + ", `date` string"
+        rows = results.filter(lambda r: r[0] == "ok").map(lambda r: r[1])
+        df = spark.createDataFrame(rows, schema).cache()
+        # Per recording, the rows of one file: the first by path; those already in the
+        # dataset are left out.
+        from pyspark.sql import functions as F
+        first = df.groupBy("recording").agg(F.min("file").alias("file"))
+        keep = df.join(first, ["recording", "file"])
+        if done_ids:
+            known = spark.createDataFrame([(r,) for r in done_ids], "recording string")
+            keep = keep.join(known, "recording", "left_anti")
+        keep = keep.select(*[c for c, _ in COLUMNS], "date")
+        pairs = (df.select("recording", "file").distinct()
+                 .join(first.withColumnRenamed("file", "kept"), "recording").collect())
+        for r, f, kept in sorted(pairs, key=lambda x: x[1]):
+            if r in done_ids:
+                notes.append(f"{f}: recording {r} is already in {args.out}; not written again")
+            elif f != kept:
+                notes.append(f"{f}: the same recording ({r}) as {kept}; counted once")
+        keep.write.mode("append").partitionBy("host", "date").parquet(args.out)
+        failed = sorted(results.filter(lambda r: r[0] == "failed").map(lambda r: r[1]).collect())
+        df.unpersist()
+        results.unpersist()
+    for n in notes:
+        print(f"kstate_spark: {n}", file=sys.stderr)
 
     if args.sql:
         spark.read.parquet(args.out).createOrReplaceTempView("summaries")

@@ -476,11 +476,18 @@ impl Fleet {
     }
 }
 
-/// A summary that could not be read: its path and why.
+/// A summary that could not be read, or was left out: its path and why.
 pub type Failure = (PathBuf, String);
 
 /// Reads `paths` with `read` on all cores and merges them; the summaries that could not
 /// be read are returned beside the merge, in path order.
+///
+/// A recording is merged once, however many summaries of it there are (a summary copied
+/// into a second directory, a dataset appended to twice): a summary whose recording id
+/// was already merged is left out and listed among the failures, naming both files, so
+/// the figures count it once and the user learns of the copy. Which of the two is
+/// merged depends on which thread reads first; they hold the same recording (the id
+/// hashes its host, start, file name, events and duration), so the figures do not.
 pub fn reduce<F>(paths: &[PathBuf], read: F, template: &Fleet) -> (Fleet, Vec<Failure>)
 where
     F: Fn(&Path) -> Result<Summary, String> + Sync,
@@ -490,6 +497,8 @@ where
         .unwrap_or(1)
         .min(paths.len().max(1));
     let next = std::sync::atomic::AtomicUsize::new(0);
+    // Recording id -> the path whose summary of it was merged.
+    let merged_ids = std::sync::Mutex::new(std::collections::HashMap::<String, usize>::new());
     let parts: Vec<(Fleet, Vec<Failure>)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|_| {
@@ -499,9 +508,22 @@ where
                     loop {
                         let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some(p) = paths.get(i) else { break };
-                        match read(p) {
-                            Ok(sum) => f.add(&sum),
-                            Err(e) => failed.push((p.clone(), e)),
+                        let sum = match read(p) {
+                            Ok(sum) => sum,
+                            Err(e) => {
+                                failed.push((p.clone(), e));
+                                continue;
+                            }
+                        };
+                        let first = *merged_ids
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .entry(sum.meta.recording.clone())
+                            .or_insert(i);
+                        if first == i {
+                            f.add(&sum);
+                        } else {
+                            failed.push((p.clone(), duplicate(p, &paths[first], &sum)));
                         }
                     }
                     (f, failed)
@@ -521,6 +543,16 @@ where
     }
     failed.sort();
     (fleet, failed)
+}
+
+/// Why `path` was left out: `merged` holds the same recording.
+fn duplicate(path: &Path, merged: &Path, s: &Summary) -> String {
+    format!(
+        "{}: the same recording ({}) as {}; counted once",
+        path.display(),
+        s.meta.recording,
+        merged.display()
+    )
 }
 
 #[cfg(test)]

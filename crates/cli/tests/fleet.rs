@@ -326,6 +326,65 @@ fn bad_files_are_listed_and_the_rest_merged() {
     assert_eq!(n, WORKLOADS.len() as u64);
 }
 
+/// The fleet's summaries, with one of them copied again into a subdirectory: the same
+/// recording twice. Returns the directory and the copy.
+fn with_a_copy(f: &Fleet, dir: &Path) -> PathBuf {
+    for e in std::fs::read_dir(&f.summaries).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::copy(&p, dir.join(p.file_name().unwrap())).unwrap();
+    }
+    let one = std::fs::read_dir(&f.summaries).unwrap().next().unwrap();
+    let one = one.unwrap().path();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    let copy = dir.join("sub").join(one.file_name().unwrap());
+    std::fs::copy(&one, &copy).unwrap();
+    copy
+}
+
+/// A summary copied into a subdirectory is counted once by `kstate fleet` (the figures
+/// and recordings of the fleet without the copy), and the copy is named with the file it
+/// duplicates; the exit status says something was left out.
+#[test]
+fn a_copied_summary_counts_once() {
+    let f = fleet();
+    let dir = tempfile::tempdir().unwrap();
+    let copy = with_a_copy(f, dir.path());
+    let args = [
+        "--by",
+        "command",
+        "--analyzer",
+        "syscall",
+        "--format",
+        "json",
+    ];
+    let o = Command::new(KSTATE)
+        .arg("fleet")
+        .arg(dir.path())
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains(&copy.display().to_string()), "{err}");
+    let original = dir.path().join(copy.file_name().unwrap());
+    assert!(err.contains(&original.display().to_string()), "{err}");
+    assert!(err.contains("the same recording"), "{err}");
+    let got: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut want_args = vec![std::ffi::OsStr::new("fleet"), f.summaries.as_os_str()];
+    want_args.extend(args.iter().map(std::ffi::OsStr::new));
+    let want = kstate_json(&want_args);
+    assert_eq!(got["groups"], want["groups"]);
+    let n: u64 = got["groups"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|x| x.as_u64().unwrap())
+        .sum();
+    assert_eq!(n, WORKLOADS.len() as u64);
+    assert_eq!(got["rows"], want["rows"]);
+    assert_eq!(got["failed"].as_array().unwrap().len(), 1);
+}
+
 // ---------------------------------------------------------------------------------------
 // The shipped SQL on DuckDB and Spark
 
@@ -442,13 +501,18 @@ fn same_as_kstate(sql_rows: &[Value], dir: &Path, engine: &str) {
     assert!(want.is_empty(), "{engine} lacks {:?}", want.keys().next());
 }
 
-/// DuckDB running sql/fleet_quantiles.sql gives `kstate fleet`'s figures; a summary of
+/// DuckDB running sql/fleet_quantiles.sql gives `kstate fleet`'s figures, with a summary
+/// copied twice as without; a summary of
 /// another bucket scheme is refused by `kstate fleet` (named, the rest merged) and left
 /// out by the query.
 #[test]
 fn shipped_sql_on_duckdb() {
     let f = fleet();
     same_as_kstate(&duckdb_rows(&f.summaries), &f.summaries, "duckdb");
+    // A summary copied twice: each recording still counted once.
+    let copied = tempfile::tempdir().unwrap();
+    with_a_copy(f, copied.path());
+    same_as_kstate(&duckdb_rows(copied.path()), &f.summaries, "duckdb, a copy");
 
     let dir = tempfile::tempdir().unwrap();
     for e in std::fs::read_dir(&f.summaries).unwrap() {
@@ -505,12 +569,20 @@ duckdb.sql(f"COPY (SELECT * REPLACE (2 AS scheme_version) FROM '{src}') TO '{new
 /// The PySpark job (python/kstate_spark) in local[2]: kstate summarize on the executors,
 /// one Parquet dataset partitioned by host and date, the shipped SQL in Spark SQL: the
 /// same figures as `kstate fleet`; a recording that does not parse is listed, the rest
-/// summarized.
+/// summarized. A recording named twice (a copy under another directory) is written once,
+/// and a second run into the same dataset adds nothing: the figures stay those of
+/// `kstate fleet` on the fleet's summaries.
 #[test]
 fn spark_job_local() {
     let f = fleet();
     let dir = tempfile::tempdir().unwrap();
     let broken = cut_short(&f.recordings[0], dir.path());
+    std::fs::create_dir(dir.path().join("copy")).unwrap();
+    let copy = dir
+        .path()
+        .join("copy")
+        .join(f.recordings[1].file_name().unwrap());
+    std::fs::copy(&f.recordings[1], &copy).unwrap();
     let out = dir.path().join("dataset");
     let result = dir.path().join("result.json");
     let failures = dir.path().join("failures.json");
@@ -520,35 +592,54 @@ fn spark_job_local() {
         venv_bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let o = Command::new(venv_bin.join("spark-submit"))
-        .current_dir(dir.path())
-        .env("PATH", path)
-        .env("PYSPARK_PYTHON", python())
-        .args(["--master", "local[2]"])
-        // A handful of rows: two shuffle partitions, not Spark's 200; no web UI.
-        .args(["--conf", "spark.sql.shuffle.partitions=2"])
-        .args(["--conf", "spark.ui.enabled=false"])
-        .args(["--files", KSTATE])
-        .arg(repo("python/kstate_spark/job.py"))
-        .arg("--out")
-        .arg(&out)
-        .arg("--sql")
-        .arg(repo("sql/fleet_quantiles.sql"))
-        .arg("--result")
-        .arg(&result)
-        .arg("--failures")
-        .arg(&failures)
-        .args(&f.recordings)
-        .arg(&broken)
-        .output()
-        .unwrap();
-    // spark-submit passes the Python driver's stderr on to its stdout.
-    let err = String::from_utf8_lossy(&o.stdout) + String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let submit = |inputs: &[&Path]| {
+        let o = Command::new(venv_bin.join("spark-submit"))
+            .current_dir(dir.path())
+            .env("PATH", &path)
+            .env("PYSPARK_PYTHON", python())
+            .args(["--master", "local[2]"])
+            // A handful of rows: two shuffle partitions, not Spark's 200; no web UI.
+            .args(["--conf", "spark.sql.shuffle.partitions=2"])
+            .args(["--conf", "spark.ui.enabled=false"])
+            .args(["--files", KSTATE])
+            .arg(repo("python/kstate_spark/job.py"))
+            .arg("--out")
+            .arg(&out)
+            .arg("--sql")
+            .arg(repo("sql/fleet_quantiles.sql"))
+            .arg("--result")
+            .arg(&result)
+            .arg("--failures")
+            .arg(&failures)
+            .args(inputs)
+            .output()
+            .unwrap();
+        // spark-submit passes the Python driver's stderr on to its stdout.
+        let err = String::from_utf8_lossy(&o.stdout) + String::from_utf8_lossy(&o.stderr);
+        let rows: Vec<Value> = std::fs::read_to_string(&result)
+            .unwrap_or_else(|e| panic!("{}: {e}\n{err}", result.display()))
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (o.status.code(), err.into_owned(), rows)
+    };
+    let mut inputs: Vec<&Path> = f.recordings.iter().map(PathBuf::as_path).collect();
+    inputs.push(&broken);
+    inputs.push(&copy);
+    let (code, err, rows) = submit(&inputs);
+    assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains(&format!("kstate_spark: {}", broken.display())),
         "{err}"
     );
+    // The copy and the original named together; the first path's rows are kept.
+    let note = err
+        .lines()
+        .find(|l| l.contains("the same recording"))
+        .unwrap_or_else(|| panic!("no note of the copy: {err}"));
+    for p in [&copy, &f.recordings[1]] {
+        assert!(note.contains(&p.display().to_string()), "{note}");
+    }
     let failed: Value = serde_json::from_slice(&std::fs::read(&failures).unwrap()).unwrap();
     assert_eq!(failed.as_array().unwrap().len(), 1);
     assert_eq!(failed[0]["file"], broken.display().to_string());
@@ -561,10 +652,20 @@ fn spark_job_local() {
     assert_eq!(hosts.len(), 1, "{hosts:?}");
     let dates = std::fs::read_dir(out.join(&hosts[0])).unwrap().count();
     assert_eq!(dates, 1);
-    let rows: Vec<Value> = std::fs::read_to_string(&result)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     same_as_kstate(&rows, &f.summaries, "spark");
+
+    // Run again over part of the fleet: nothing is summarized or written twice.
+    let (code, err, rows) = submit(&[&f.recordings[0], &copy]);
+    assert_eq!(code, Some(0), "{err}");
+    // The file summarized before is skipped; the copy, summarized under a new path, is
+    // known by its recording id and not written again.
+    for p in [&f.recordings[0], &copy] {
+        let prefix = format!("kstate_spark: {}: ", p.display());
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with(&prefix) && l.contains("already")),
+            "{err}"
+        );
+    }
+    same_as_kstate(&rows, &f.summaries, "spark, run twice");
 }

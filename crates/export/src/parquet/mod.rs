@@ -34,7 +34,7 @@ mod write;
 
 #[cfg(feature = "parquet")]
 pub use summary::{
-    read_summary, summary_files, write_summary, COLUMNS as SUMMARY_COLUMNS,
+    read_summary, read_summary_of, summary_files, write_summary, COLUMNS as SUMMARY_COLUMNS,
     SUFFIX as SUMMARY_SUFFIX,
 };
 
