@@ -1,0 +1,71 @@
+//! `kstate bench stacks` (issue 16's benchmark row) measures what it says: the recordings
+//! with stack copies are larger per sample than those without, and the mutex program under
+//! `--holds` pays for its uprobe hits (three per lock/unlock pair) while `--stacks` alone
+//! does not.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
+
+#[test]
+fn stack_copies_and_hold_probes_cost_what_they_should() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(KSTATE)
+        .args([
+            "bench",
+            "stacks",
+            "--spin-ms",
+            "200",
+            "--threads",
+            "2",
+            "--pairs",
+            "2000",
+            "--runs",
+            "1",
+            "--json",
+            "--dir",
+        ])
+        .arg(tmp.path())
+        .output()
+        .expect("run kstate");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let d = v["decode"].as_array().unwrap();
+    let (copies, fp) = (&d[0], &d[1]);
+    assert_eq!(copies["config"], "stack copies", "{v}");
+    for r in d {
+        let n: Vec<u64> = r["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect();
+        // 200 and 600 ms of CPU at 999 Hz, give or take scheduling.
+        assert!(n[0] >= 100 && n[1] > n[0] * 2, "{r}");
+        assert!(r["samples_per_s"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    // Each copy is up to 8 KiB: the long recording grows by several KiB per extra sample
+    // with copies, far less without.
+    let growth = |r: &Value| {
+        let b = r["file_bytes"].as_array().unwrap();
+        let n = r["samples"].as_array().unwrap();
+        (b[1].as_u64().unwrap() as f64 - b[0].as_u64().unwrap() as f64)
+            / (n[1].as_u64().unwrap() - n[0].as_u64().unwrap()) as f64
+    };
+    assert!(growth(copies) > 4096.0, "{v}");
+    assert!(growth(fp) < 2048.0, "{v}");
+    // The hold probes trap on every lock and unlock: microseconds per pair, where the bare
+    // program takes well under one.
+    let m = v["mutex"].as_array().unwrap();
+    let per = |i: usize| m[i]["ns_per_pair"].as_f64().unwrap();
+    assert_eq!(m[2]["config"], "--stacks --holds", "{v}");
+    assert!(per(2) > 1000.0, "{v}");
+    assert!(per(2) > per(1) * 10.0 && per(2) > per(0) * 10.0, "{v}");
+}
