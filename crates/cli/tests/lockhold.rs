@@ -261,7 +261,21 @@ fn lockwait_says_kernel_hold_times_are_not_recorded() {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("lock.dat");
     let f = file.to_str().unwrap();
-    kstate(&["record", "-e", "lock", "-o", f, "--", "true"]);
+    // Threads mapping and unmapping contend on their mmap_lock: lockwait has waits to
+    // show (a trace without any is refused).
+    kstate(&[
+        "record",
+        "-e",
+        "lock",
+        "-o",
+        f,
+        "--",
+        support::KSTATE,
+        "workload",
+        "mmap",
+        "4",
+        "20000",
+    ]);
     let text = kstate(&["analyze", "lockwait", f]);
     let has = Path::new("/sys/kernel/tracing/events/lock/lock_acquired").exists();
     let want = match has {
