@@ -1081,3 +1081,70 @@ fn a_flight_save_cut_short_by_sigterm_ends_where_the_recording_did() {
         "{log:?}"
     );
 }
+
+/// A busy start (60000 short calls, some 10 MiB of events) and then the 300 ms call with
+/// little after it: a 4 MiB flight recorder must give pages back, yet keep the call.
+const BUSY_THEN_SLEEP: &str = "dd if=/dev/zero of=/dev/null bs=512 count=60000 2>/dev/null; \
+                               sleep 0.3; sleep 0.15; sleep 0.15";
+
+#[test]
+fn a_flight_recorder_bounded_by_size_never_keeps_more_and_saves_the_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = watch_json_250ms()
+        .args(["--keep", "4M", "--after", "200ms", "--save-dir"])
+        .arg(dir.path())
+        .args(["--alarm", "syscall.max{name=clock_nanosleep} > 200ms"])
+        .args(["--", "sh", "-c", BUSY_THEN_SLEEP])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // Every interval's line says what the flight recorder held after its last tick.
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut dropped = 0;
+    for l in &lines {
+        let kept = l["flight"]["kept_bytes"].as_u64().expect("flight in {l}");
+        assert!(kept <= 4 << 20, "{kept} bytes kept: {l}");
+        dropped = dropped.max(l["flight"]["dropped_bytes"].as_u64().unwrap());
+    }
+    assert!(dropped > 0, "the bound was never reached: {stderr}");
+    // A save holds the 300 ms call, and says what was given back before it.
+    let saved: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    let file = saved
+        .iter()
+        .find(|f| nanosleeps(f).iter().any(|&(_, v)| v >= 300_000_000))
+        .unwrap_or_else(|| panic!("no 300 ms clock_nanosleep in {saved:?}: {stderr}"));
+    let log = watch_log(file);
+    assert_eq!(log[0].1, "dropped", "{log:?}");
+    assert!(
+        log[0].2.starts_with("flight recorder (--keep 4M): ")
+            && log[0].2.contains("bytes) given back"),
+        "{log:?}"
+    );
+    assert!(
+        !log[0].2.starts_with("flight recorder (--keep 4M): 0 older"),
+        "{log:?}"
+    );
+    assert!(support::trace_cmd_report(file, &["-t"]).contains("sys_enter"));
+}
+
+#[test]
+fn a_keep_that_is_neither_a_time_nor_a_size_is_refused_with_the_range() {
+    for bad in ["5X", "0M", "2000G", "1.5M"] {
+        let out = Command::new(KSTATE)
+            .args(["watch", "--keep", bad, "--", "true"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {err}");
+        assert!(err.contains("'--keep <TIME|SIZE>'"), "{bad}: {err}");
+        assert!(err.contains("from 1M to 1024G"), "{bad}: {err}");
+    }
+}

@@ -21,6 +21,8 @@ use crate::watch::Ongoing;
 
 pub struct Flight {
     keep_ns: u64,
+    /// `--keep SIZE`: the pages on disk, every CPU's together, never take more bytes.
+    keep_bytes: Option<u64>,
     layout: PageLayout,
     cpus: Vec<CpuPages>,
     /// Pages and bytes given back so far.
@@ -38,6 +40,34 @@ struct CpuPages {
     pages: VecDeque<(u64, u64)>,
     /// Everything before this offset has been punched out.
     punched: u64,
+}
+
+impl CpuPages {
+    /// Punches out the first page indexed (and anything before it); false when the
+    /// file system refused, which leaves it on disk.
+    fn drop_first(&mut self, ps: u64, pages: &mut u64, bytes: &mut u64) -> bool {
+        let Some(&(off, _)) = self.pages.front() else {
+            return false;
+        };
+        let end = off + ps;
+        // SAFETY: fallocate on our own descriptor with a valid range.
+        let r = unsafe {
+            libc::fallocate(
+                self.file.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                self.punched as libc::off_t,
+                (end - self.punched) as libc::off_t,
+            )
+        };
+        if r != 0 {
+            return false;
+        }
+        self.pages.pop_front();
+        *bytes += end - self.punched;
+        *pages += 1;
+        self.punched = end;
+        true
+    }
 }
 
 impl Flight {
@@ -71,11 +101,25 @@ impl Flight {
             .collect::<Result<Vec<_>>>()?;
         Ok(Flight {
             keep_ns,
+            keep_bytes: None,
             layout,
             cpus,
             dropped_pages: 0,
             dropped_bytes: 0,
         })
+    }
+
+    /// Bounds the pages on disk in bytes (`--keep 50M`) rather than in time: the oldest
+    /// pages of any CPU go first, whatever a save to come wanted (it says what it lost).
+    pub fn bounded_by_bytes(mut self, bytes: u64) -> Flight {
+        self.keep_ns = u64::MAX;
+        self.keep_bytes = Some(bytes);
+        self
+    }
+
+    /// Bytes of pages on disk now (written and not given back).
+    pub fn kept_bytes(&self) -> u64 {
+        self.cpus.iter().map(|c| c.indexed - c.punched).sum()
     }
 
     /// Indexes the pages written since the last call, and gives back the disk space of
@@ -103,22 +147,28 @@ impl Flight {
             // A page may hold events up to the next page's start: drop it only when the
             // next one starts before the window.
             while c.pages.len() >= 2 && c.pages[1].1 < keep_from {
-                let (off, _) = c.pages.pop_front().unwrap_or_default();
-                let end = off + ps;
-                // SAFETY: fallocate on our own descriptor with a valid range.
-                let r = unsafe {
-                    libc::fallocate(
-                        c.file.as_raw_fd(),
-                        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                        c.punched as libc::off_t,
-                        (end - c.punched) as libc::off_t,
-                    )
-                };
-                if r == 0 {
-                    self.dropped_bytes += end - c.punched;
-                    self.dropped_pages += 1;
-                    c.punched = end;
+                if !c.drop_first(ps, &mut self.dropped_pages, &mut self.dropped_bytes) {
+                    break;
                 }
+            }
+        }
+        let Some(bound) = self.keep_bytes else {
+            return;
+        };
+        // Over the size: the CPU whose first page is oldest gives it back, until the rest
+        // fits. Pages are counted once indexed (whole pages), so a partly written one
+        // beyond them is at most a page per CPU more on disk.
+        while self.kept_bytes() > bound {
+            let Some(c) = self
+                .cpus
+                .iter_mut()
+                .filter(|c| !c.pages.is_empty())
+                .min_by_key(|c| c.pages[0].1)
+            else {
+                break;
+            };
+            if !c.drop_first(ps, &mut self.dropped_pages, &mut self.dropped_bytes) {
+                break;
             }
         }
     }

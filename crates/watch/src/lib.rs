@@ -41,15 +41,44 @@ pub struct Options {
     pub alarm_log: Option<PathBuf>,
     pub on_alarm: Option<String>,
     pub alarm_every: Duration,
-    /// The flight recorder's window, how long a save goes on after its alarm, where
-    /// saves go.
-    pub keep: Option<Duration>,
+    /// The flight recorder's bound (a time or a size), how long a save goes on after its
+    /// alarm, where saves go.
+    pub keep: Option<Keep>,
     pub after: Duration,
     pub save_dir: PathBuf,
     /// `--escalate` rules and `--shed` event specs.
     pub escalations: Vec<String>,
     pub shed: Vec<String>,
     pub command: Vec<String>,
+}
+
+/// What the flight recorder keeps (`--keep`): the last stretch of time, or the newest
+/// pages up to a size on disk (every CPU's together).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    Time(Duration),
+    Bytes(u64),
+}
+
+impl Keep {
+    /// The time window; none for a size bound.
+    pub fn time(&self) -> Option<Duration> {
+        match self {
+            Keep::Time(d) => Some(*d),
+            Keep::Bytes(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Keep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Keep::Time(d) => write!(f, "{d:?}"),
+            Keep::Bytes(b) if b % (1 << 30) == 0 => write!(f, "{}G", b >> 30),
+            Keep::Bytes(b) if b % (1 << 20) == 0 => write!(f, "{}M", b >> 20),
+            Keep::Bytes(b) => write!(f, "{}K", b >> 10),
+        }
+    }
 }
 
 /// How a watch ended.

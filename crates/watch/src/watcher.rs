@@ -55,6 +55,9 @@ pub struct Watch {
     /// Flight recorder (--keep): the window kept, how long after an alarm a save goes
     /// on, where saves go, and the saves to come (file, from, to).
     keep: Option<u64>,
+    /// `--keep SIZE`: the flight recorder's pages bounded in bytes instead (`keep` is
+    /// then none: a save reaches back as far as the pages kept).
+    keep_bytes: Option<u64>,
     after: u64,
     save_dir: PathBuf,
     flight: Option<Flight>,
@@ -97,13 +100,20 @@ impl Watch {
             json: args.json || !std::io::IsTerminal::is_terminal(&std::io::stdout()),
             dashboard: None,
             fired_lines: Vec::new(),
-            keep: args.keep.map(|k| k.as_nanos() as u64),
+            keep: args
+                .keep
+                .and_then(|k| k.time())
+                .map(|k| k.as_nanos() as u64),
+            keep_bytes: match args.keep {
+                Some(crate::Keep::Bytes(b)) => Some(b),
+                _ => None,
+            },
             after: args.after.as_nanos() as u64,
             save_dir: args.save_dir.clone(),
             flight: None,
             saves: Vec::new(),
             capture: PathBuf::new(),
-            keep_text: args.keep.map(|k| format!("{k:?}")),
+            keep_text: args.keep.map(|k| k.to_string()),
             adapt,
             ongoing_events: Vec::new(),
             clock: String::new(),
@@ -151,6 +161,15 @@ impl Watch {
                 .iter()
                 .map(|e| serde_json::json!({"ts": e.ts, "kind": e.kind, "text": e.text}))
                 .collect::<Vec<_>>());
+            // The flight recorder's pages on disk after the last tick, and what it gave
+            // back so far (a size bound can be checked against it).
+            if let Some(fl) = &self.flight {
+                line["flight"] = serde_json::json!({
+                    "kept_bytes": fl.kept_bytes(),
+                    "dropped_pages": fl.dropped_pages,
+                    "dropped_bytes": fl.dropped_bytes,
+                });
+            }
             writeln!(out, "{line}")
                 .and_then(|_| out.flush())
                 .map_err(|e| {
@@ -176,7 +195,9 @@ impl Watch {
                 crate::held_back(f)
             );
         }
-        if let Some(keep) = self.keep {
+        if self.keep.is_some() || self.keep_bytes.is_some() {
+            // A size bound: from as far back as the pages kept reach.
+            let keep = self.keep.unwrap_or(u64::MAX);
             let name: String = f
                 .rule
                 .chars()
@@ -284,9 +305,11 @@ impl Watcher for Watch {
         .map_err(|e| err(e.to_string()))?;
         self.live = Some(live);
         self.capture = ongoing.dir.clone();
-        if let Some(keep) = self.keep {
-            self.flight = Some(Flight::new(ongoing, keep)?);
-        }
+        self.flight = match (self.keep, self.keep_bytes) {
+            (Some(keep), _) => Some(Flight::new(ongoing, keep)?),
+            (None, Some(bytes)) => Some(Flight::new(ongoing, u64::MAX)?.bounded_by_bytes(bytes)),
+            (None, None) => None,
+        };
         if !self.json {
             self.dashboard = Some(Dashboard::start(ongoing.start_ts, self.buffer_bytes));
             self.adapt.log.held = Some(Vec::new());
@@ -324,6 +347,8 @@ impl Watcher for Watch {
         if self.flight.is_some() {
             // Pages a save to come may want stay: the pending saves', and the window
             // before any interval not yet analysed (its alarms are still to come).
+            // A size bound (no window) holds nothing back: the flight recorder drops the
+            // oldest pages past the size whatever a save wanted.
             let keep = self.keep.unwrap_or(0);
             // An analysis far behind holds no more than twice the window and --after: the
             // disk bound holds, and a save that lost its start says so.
@@ -474,7 +499,14 @@ impl Watch {
             "flight recorder (--keep {keep}): {} older pages ({} bytes) given back before this window",
             fl.dropped_pages, fl.dropped_bytes
         );
-        if kept_from > from && fl.dropped_pages > 0 {
+        if kept_from > from && self.keep_bytes.is_some() {
+            text.push_str(&format!(
+                "; the {} kept (every CPU's pages together, {} bytes now) reach back to {:.3} s",
+                keep,
+                fl.kept_bytes(),
+                kept_from.saturating_sub(self.start) as f64 / 1e9
+            ));
+        } else if kept_from > from && fl.dropped_pages > 0 {
             text.push_str(&format!(
                 "; its first {:.3} s were given back too (the watch fell behind)",
                 (kept_from - from) as f64 / 1e9

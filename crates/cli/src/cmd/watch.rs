@@ -87,13 +87,14 @@ pub struct Args {
     /// A rule fires at most this often (held-back firings are counted in the next)
     #[arg(long, value_name = "TIME", default_value = "10s", value_parser = numbers::duration)]
     alarm_every: Duration,
-    /// Flight recorder: keep only the last TIME of the recording on disk, and when an
-    /// alarm fires write a trace.dat from TIME before it to --after after it, named after
-    /// the alarm, into --save-dir. Pages older than that are given back as it goes: the
-    /// disk holds at most twice TIME and --after of them, however far the live analysis
-    /// falls behind
-    #[arg(long, value_name = "TIME", value_parser = numbers::duration)]
-    keep: Option<Duration>,
+    /// Flight recorder: keep only the last TIME of the recording on disk (or the newest
+    /// SIZE of pages, every CPU's together: 50M, 1G, from 1M to 1024G), and when an alarm
+    /// fires write a trace.dat from TIME before it (or as far back as the pages kept
+    /// reach) to --after after it, named after the alarm, into --save-dir. Older pages
+    /// are given back as it goes, checked every interval: with TIME the disk holds at
+    /// most twice TIME and --after of them, however far the live analysis falls behind
+    #[arg(long, value_name = "TIME|SIZE", value_parser = keep)]
+    keep: Option<kstate_watch::Keep>,
     /// With --keep: how long after the alarm the saved recording goes on
     #[arg(long, value_name = "TIME", default_value = "2s", value_parser = numbers::duration)]
     after: Duration,
@@ -128,6 +129,34 @@ fn interval(s: &str) -> Result<Duration, String> {
         Err(_) => Err(format!(
             "expected seconds (0.5) or a duration (250ms), {range}"
         )),
+    }
+}
+
+/// The sizes `--keep` takes: a few pages per CPU at least, and no more than a disk.
+const KEEP_BYTES: std::ops::RangeInclusive<u64> = 1 << 20..=1 << 40;
+
+/// `--keep`: a duration (30s, 1.5) or a size with its unit (K, M, G; KiB and MiB too).
+fn keep(s: &str) -> Result<kstate_watch::Keep, String> {
+    let t = s.trim();
+    let units = [("K", 10), ("M", 20), ("G", 30), ("T", 40)];
+    let sized = units.iter().find_map(|(u, shift)| {
+        [format!("{u}iB"), format!("{u}B"), u.to_string()]
+            .iter()
+            .find_map(|suffix| t.strip_suffix(suffix.as_str()))
+            .map(|n| (n.trim(), *shift))
+    });
+    let range = "a duration (30s, 1.5) or a size from 1M to 1024G (50M, 1G)";
+    let Some((n, shift)) = sized else {
+        return numbers::duration(t)
+            .map(kstate_watch::Keep::Time)
+            .map_err(|e| format!("{e}; or a size from 1M to 1024G (50M, 1G)"));
+    };
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("expected {range}: {n:?} is not a whole number"))?;
+    match n.checked_mul(1 << shift) {
+        Some(b) if KEEP_BYTES.contains(&b) => Ok(kstate_watch::Keep::Bytes(b)),
+        _ => Err(format!("out of range: expected {range}")),
     }
 }
 
