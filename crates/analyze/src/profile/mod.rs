@@ -1195,6 +1195,9 @@ pub fn diff(a: &Profile, b: &Profile) -> Vec<DiffRow> {
         dy.total_cmp(&dx)
             .then(y.after_samples.cmp(&x.after_samples))
             .then(x.name.cmp(&y.name))
+            // Several images' `[unknown]` tie on everything else: without this they came
+            // out in hash order, so the same two files printed differently run to run.
+            .then_with(|| x.image.cmp(&y.image))
     });
     v
 }
