@@ -31,6 +31,8 @@ pub struct Overload {
     lost: Vec<(u32, u64)>,
     shed: bool,
     calm: u32,
+    /// Calm checks in a row before a restore.
+    calm_checks: u32,
 }
 
 impl Overload {
@@ -40,7 +42,15 @@ impl Overload {
             lost: Vec::new(),
             shed: false,
             calm: 0,
+            calm_checks: CALM_CHECKS,
         }
+    }
+
+    /// Restores only after `n` calm checks in a row (checked more often than every
+    /// interval, the calm asked for stays as long).
+    pub fn calm_for(mut self, n: u32) -> Overload {
+        self.calm_checks = n.max(1);
+        self
     }
 
     pub fn is_shed(&self) -> bool {
@@ -73,7 +83,7 @@ impl Overload {
                 self.shed = true;
                 Step::Shed(why.join(", "))
             }
-            (true, _) if self.calm >= CALM_CHECKS => {
+            (true, _) if self.calm >= self.calm_checks => {
                 self.shed = false;
                 Step::Restore
             }

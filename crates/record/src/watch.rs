@@ -96,7 +96,67 @@ const COMMIT_MARGIN_NS: u64 = 1_000_000;
 const FLUSH_WAIT: Duration = Duration::from_secs(2);
 
 impl Ongoing {
+    /// What switches events and reads the ring buffers, for a thread of the watcher's
+    /// own (overload checks between ticks).
+    pub fn switch(&self) -> Switch {
+        Switch {
+            instance: self.instance.clone(),
+            side: self.side.clone(),
+            events: self.events.clone(),
+            standby: self.standby.clone(),
+            cpus: self.cpus.iter().map(|c| c.cpu).collect(),
+            clock: self.clock.clone(),
+        }
+    }
+
     /// Now, on the trace clock (watching needs a clock user space can read).
+    pub fn now(&self) -> u64 {
+        crate::system::user_clock(&self.clock).map_or(0, crate::system::now_ns)
+    }
+
+    /// See [`Switch::set_enabled`].
+    pub fn set_enabled(&self, events: &[String], on: bool) -> Result<()> {
+        self.switch().set_enabled(events, on)
+    }
+
+    /// See [`Switch::ring_stats`].
+    pub fn ring_stats(&self) -> Vec<RingStats> {
+        self.switch().ring_stats()
+    }
+
+    /// Has every reader move what it has traced (flush number `n`, growing); returns the
+    /// horizon: the time up to which every CPU's events are in their files.
+    pub(crate) fn flush(&self, n: u64, now_ns: u64, ctl: &Control) -> u64 {
+        for c in &self.cpus {
+            c.tap.flush(n);
+        }
+        let asked = Instant::now();
+        while !self.cpus.iter().all(|c| c.tap.flushed(n)) {
+            if ctl.has_failed() || asked.elapsed() > FLUSH_WAIT {
+                // A reader that cannot move its pages holds the horizon back; the next
+                // flush tries again.
+                return 0;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        now_ns.saturating_sub(COMMIT_MARGIN_NS)
+    }
+}
+
+/// The recording's event switches and ring-buffer statistics, apart from the rest of
+/// [`Ongoing`], so that a thread can check for overload between ticks.
+#[derive(Clone)]
+pub struct Switch {
+    instance: PathBuf,
+    side: Option<(PathBuf, Vec<String>)>,
+    events: Vec<String>,
+    standby: Vec<String>,
+    cpus: Vec<u32>,
+    clock: String,
+}
+
+impl Switch {
+    /// Now, on the trace clock.
     pub fn now(&self) -> u64 {
         crate::system::user_clock(&self.clock).map_or(0, crate::system::now_ns)
     }
@@ -126,29 +186,11 @@ impl Ongoing {
     pub fn ring_stats(&self) -> Vec<RingStats> {
         self.cpus
             .iter()
-            .filter_map(|c| {
-                let path = self.instance.join(format!("per_cpu/cpu{}/stats", c.cpu));
+            .filter_map(|&cpu| {
+                let path = self.instance.join(format!("per_cpu/cpu{cpu}/stats"));
                 let text = crate::tracefs::read(&path).ok()?;
-                kstate_format::extras::parse_ring_stats(c.cpu, &text).ok()
+                kstate_format::extras::parse_ring_stats(cpu, &text).ok()
             })
             .collect()
-    }
-
-    /// Has every reader move what it has traced (flush number `n`, growing); returns the
-    /// horizon: the time up to which every CPU's events are in their files.
-    pub(crate) fn flush(&self, n: u64, now_ns: u64, ctl: &Control) -> u64 {
-        for c in &self.cpus {
-            c.tap.flush(n);
-        }
-        let asked = Instant::now();
-        while !self.cpus.iter().all(|c| c.tap.flushed(n)) {
-            if ctl.has_failed() || asked.elapsed() > FLUSH_WAIT {
-                // A reader that cannot move its pages holds the horizon back; the next
-                // flush tries again.
-                return 0;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        now_ns.saturating_sub(COMMIT_MARGIN_NS)
     }
 }

@@ -7,8 +7,13 @@ use kstate_analyze::alarm::Firing;
 use kstate_analyze::escalate::Escalation;
 use kstate_analyze::live::Interval;
 use kstate_format::watch_log::{Entry, Kind};
-use kstate_record::overload::{Overload, Step};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kstate_record::overload::{Overload, CALM_CHECKS};
 use kstate_record::watch::Ongoing;
+
+use crate::guard::{self, Guard, Shared, CHECK_EVERY};
 
 /// Entries kept at most; past it they are counted (memory stays bounded on a long watch).
 const LOG_MAX: usize = 100_000;
@@ -117,20 +122,55 @@ pub struct Adapt {
     pub escalations: Vec<Escalate>,
     /// `--shed`: recorded events that may be turned off under overload.
     shed_base: Vec<String>,
-    overload: Overload,
+    /// Overload, checked between ticks by the guard's thread.
+    shared: Arc<Mutex<Shared>>,
+    guard: Option<Guard>,
     /// Alarms fired since the last tick.
     fired: Vec<String>,
     pub log: Log,
 }
 
 impl Adapt {
-    pub fn new(escalations: Vec<Escalate>, shed_base: Vec<String>, buffer_bytes: u64) -> Adapt {
+    pub fn new(
+        escalations: Vec<Escalate>,
+        shed_base: Vec<String>,
+        buffer_bytes: u64,
+        interval: Duration,
+    ) -> Adapt {
+        // Checked every 100 ms, shed events still come back after five calm intervals.
+        let per_interval = (interval.as_nanos() / CHECK_EVERY.as_nanos()).max(1) as u32;
+        let overload = Overload::new(buffer_bytes).calm_for(CALM_CHECKS * per_interval);
+        let shared = Arc::new(Mutex::new(Shared::new(overload)));
+        guard::lock(&shared).sheddable = shed_base.clone();
         Adapt {
             escalations,
             shed_base,
-            overload: Overload::new(buffer_bytes),
+            shared,
+            guard: None,
             fired: Vec::new(),
             log: Log::new(0),
+        }
+    }
+
+    /// Tracing is on: overload is checked from now on.
+    pub fn start(&mut self, ongoing: &Ongoing) -> kstate_record::Result<()> {
+        let g = Guard::start(self.shared.clone(), ongoing.switch())
+            .map_err(|e| kstate_record::Error::new(format!("starting the overload checks: {e}")))?;
+        self.guard = Some(g);
+        Ok(())
+    }
+
+    /// Tracing is off: no more checks (the instance is about to go).
+    pub fn stop(&mut self) {
+        self.guard = None;
+        self.take_entries();
+    }
+
+    /// The guard's entries into the log (told now; stamped when they happened).
+    fn take_entries(&mut self) {
+        let entries = std::mem::take(&mut guard::lock(&self.shared).entries);
+        for (ts, kind, text) in entries {
+            self.log.add(ts, kind, text, true);
         }
     }
 
@@ -160,12 +200,21 @@ impl Adapt {
     }
 
     /// Every tick: escalations the alarms asked for start, those whose time is over end,
-    /// and the ring buffers are checked for overload. `now` is the time the tick is for;
+    /// and the guard learns what it may shed. `now` is the time the tick is for;
     /// an entry that turns events on is stamped before the switch, one that turns them
     /// off after it: the file has none of them on the wrong side of its entry.
     pub fn tick(&mut self, ongoing: &Ongoing, now: u64) -> kstate_record::Result<()> {
         let fired = std::mem::take(&mut self.fired);
-        let shedding = self.overload.is_shed();
+        self.take_entries();
+        // Held to the end: the guard does not switch while escalations do.
+        let shared = self.shared.clone();
+        let mut sh = guard::lock(&shared);
+        if let Some(e) = sh.error.take() {
+            return Err(kstate_record::Error::new(format!(
+                "shedding under overload: {e}"
+            )));
+        }
+        let shedding = sh.overload.is_shed();
         for i in 0..self.escalations.len() {
             let e = &mut self.escalations[i];
             let mut stamp = now;
@@ -202,28 +251,7 @@ impl Adapt {
                 self.log.add(ongoing.now(), Kind::RELAX, text, true);
             }
         }
-        match self.overload.check(&ongoing.ring_stats()) {
-            Step::Nothing => {}
-            Step::Shed(why) => {
-                let off = self.sheddable();
-                ongoing.set_enabled(&off, false)?;
-                let text = match off.is_empty() {
-                    true => format!("{why}; nothing to shed (mark events with --shed)"),
-                    false => format!("{why}; {} off", off.join(",")),
-                };
-                self.log.add(ongoing.now(), Kind::SHED, text, true);
-            }
-            Step::Restore => {
-                let on = self.sheddable();
-                let stamp = ongoing.now();
-                ongoing.set_enabled(&on, true)?;
-                let text = match on.is_empty() {
-                    true => "the readers caught up".to_string(),
-                    false => format!("the readers caught up; {} on again", on.join(",")),
-                };
-                self.log.add(stamp, Kind::RESTORE, text, true);
-            }
-        }
+        sh.sheddable = self.sheddable();
         Ok(())
     }
 

@@ -6,6 +6,7 @@
 
 mod adapt;
 mod alarm_log;
+mod guard;
 mod json;
 mod tty;
 mod watcher;
@@ -189,7 +190,12 @@ pub fn run(args: Options) -> Result<Ended, Error> {
         Alarms::new(rules.clone(), args.alarm_every.as_nanos() as u64),
         rules,
         alarm_log,
-        Adapt::new(adapt_escalations, shed, args.buffer_kib * 1024),
+        Adapt::new(
+            adapt_escalations,
+            shed,
+            args.buffer_kib * 1024,
+            args.interval,
+        ),
     );
     let mut notify = |m: &str| eprintln!("kstate: {m}");
     let summary = kstate_record::record_watched(&opts, &mut notify, &mut w)

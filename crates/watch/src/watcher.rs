@@ -305,6 +305,7 @@ impl Watcher for Watch {
         .map_err(|e| err(e.to_string()))?;
         self.live = Some(live);
         self.capture = ongoing.dir.clone();
+        self.adapt.start(ongoing)?;
         self.flight = match (self.keep, self.keep_bytes) {
             (Some(keep), _) => Some(Flight::new(ongoing, keep)?),
             (None, Some(bytes)) => Some(Flight::new(ongoing, u64::MAX)?.bounded_by_bytes(bytes)),
@@ -369,6 +370,7 @@ impl Watcher for Watch {
     }
 
     fn stopped(&mut self, ongoing: &Ongoing) -> kstate_record::Result<()> {
+        self.adapt.stop();
         let Some(live) = self.live.take() else {
             return Ok(());
         };

@@ -33,9 +33,9 @@ Examples:\n  \
     kstate watch -e syscall -a --escalate 'syscall.p99 > 50ms over 3s -> bio,lock for 20s' --shed bio\n\n\
 Escalation (--escalate 'RULE -> EVENTS [for TIME]'): when the alarm RULE fires, EVENTS\n\
   (as -e takes them) are turned on for TIME (default 10 s; firing again extends it), then\n\
-  off. Overload: when a CPU's ring buffer is half unread or loses events, the --shed\n\
-  events and any escalated ones are turned off until every CPU has been calm for five\n\
-  intervals. Alarms, escalations, shedding and losses are printed, and written into the\n\
+  off. Overload: every 100 ms, when a CPU's ring buffer is half unread or lost events, the\n\
+  --shed events and any escalated ones are turned off (before the buffer is full) until\n\
+  every CPU has been calm for five intervals. Alarms, escalations, shedding and losses are printed, and written into the\n\
   recording (-o) and the flight recorder's files: `kstate info` lists them.\n\n\
     Run as root. Like kstate record, events go into a private tracefs instance that is\n\
     removed on exit (Ctrl-C, SIGTERM too). With -o the recording is kept as a trace.dat.\n\n",
