@@ -617,8 +617,9 @@ fn kernel_filters_apply_and_bad_ones_are_explained() {
         "--",
         "true",
     ]);
-    assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
+    // The expression is the user's: a bad argument, exit 2 as `record --help` says.
+    assert_eq!(o.status.code(), Some(2), "{err}");
     // The kernel's own reason, from the instance's error_log, with its caret.
     assert!(
         err.contains("--filter") && err.contains("the kernel refused it"),
@@ -1116,8 +1117,22 @@ fn bad_arguments_are_refused_before_recording() {
     let d = dir.path().to_str().unwrap();
     let missing = dir.path().join("no/such/dir/x.dat");
     let me = std::process::id().to_string();
-    let cases: [(&[&str], String); 6] = [
+    let cases: [(&[&str], String); 9] = [
         (&["-o", d, "--", "true"], format!("-o {d}: is a directory")),
+        (
+            &["-o", o, "--clock", "nosuch", "--", "true"],
+            "trace clock 'nosuch' is not offered by this kernel".into(),
+        ),
+        (
+            &["-o", o, "--filter", "net:len > 0", "--", "true"],
+            "--filter 'net:len > 0': 'net' is not among the events being recorded".into(),
+        ),
+        // The function tracer writes ftrace:function; it has no enable file.
+        (
+            &["-o", o, "-e", "ftrace:function", "--", "true"],
+            "-e ftrace:function: not an event that can be enabled: the kernel's function tracer"
+                .into(),
+        ),
         (
             &["-o", missing.to_str().unwrap(), "--", "true"],
             "does not exist".into(),
@@ -1152,6 +1167,55 @@ fn bad_arguments_are_refused_before_recording() {
         );
     }
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+/// An application writes its markers to the standard /sys/kernel/tracing/trace_marker,
+/// not to kstate's private instance's: the kernel copies them into the recording
+/// (options/copy_trace_marker), where `kstate dump` prints them as trace-cmd does.
+#[test]
+fn an_applications_trace_markers_are_recorded() {
+    let dir = tmp();
+    let out = dir.path().join("markers.dat");
+    let marker = format!("hello-kstate-{}", std::process::id());
+    let script =
+        format!("for i in 1 2 3; do echo {marker}-$i > /sys/kernel/tracing/trace_marker; done");
+    record(&[
+        "-o",
+        out.to_str().unwrap(),
+        "-e",
+        "sched",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let text = String::from_utf8(ok(&["dump", out.to_str().unwrap()]).stdout).unwrap();
+    let marks: Vec<&str> = text.lines().filter(|l| l.contains(&marker)).collect();
+    assert_eq!(marks.len(), 3, "three markers in:\n{}", marks.join("\n"));
+    for (i, l) in marks.iter().enumerate() {
+        assert!(
+            l.contains(" print: ") && l.trim_end().ends_with(&format!("{marker}-{}", i + 1)),
+            "{l}"
+        );
+    }
+    assert!(
+        text.contains("sched_switch"),
+        "sched events recorded beside them"
+    );
+
+    // Markers come with any event: asking for them alone is explained, not recorded.
+    let r = run(&[
+        "record",
+        "-o",
+        out.to_str().unwrap(),
+        "-e",
+        "ftrace:print",
+        "--",
+        "true",
+    ]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(err.contains("trace markers (print)"), "{err}");
 }
 
 /// `-p PID` ends when the process does (like `perf record -p`), and says so.

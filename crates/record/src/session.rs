@@ -274,7 +274,8 @@ fn check(opts: &Options, notify: Notify<'_>) -> Result<Plan> {
         // New threads, to count each hold in its process (named through its mappings).
         wanted.extend([u.system().to_string(), "task:task_newtask".into()]);
     }
-    let sel = events::resolve(&tfs.path("events"), &wanted)?;
+    let mut sel = events::resolve(&tfs.path("events"), &wanted)?;
+    only_enableable(&tfs, &mut sel.events)?;
     if !sel.missing.is_empty() {
         notify(&format!(
             "warning: this kernel lacks {}; recording the rest",
@@ -425,6 +426,18 @@ fn side_events(opts: &Options, events: &[(String, String)]) -> Vec<(String, Stri
         .collect()
 }
 
+/// Has the kernel copy what applications write to the top-level `trace_marker` (the one
+/// they know, /sys/kernel/tracing/trace_marker) into `inst`, so their markers are in the
+/// recording as `print` events; otherwise only writes to the instance's own trace_marker
+/// would be. Only the main instance: the side one would record each marker twice. The
+/// setting goes with the instance when it is removed; kernels without the option (it is
+/// recent) record only the instance's own markers.
+fn copy_trace_marker(inst: &Instance) {
+    if inst.path("options/copy_trace_marker").exists() {
+        let _ = inst.write("options/copy_trace_marker", "1");
+    }
+}
+
 /// Creates and sets up the instance, starts the output (an unwritable path fails before
 /// anything is traced) and the scratch directory, a capture from the start.
 fn prepare(opts: &Options, plan: &Plan) -> Result<Output> {
@@ -443,6 +456,7 @@ fn prepare(opts: &Options, plan: &Plan) -> Result<Output> {
         .cloned()
         .collect();
     setup_instance(&inst, opts, sel, &main_events, opts.buffer_kib, clock)?;
+    copy_trace_marker(&inst);
     let free_buffer = inst.hold_free_buffer();
     // The instance's header_page describes its sub-buffer ("page") size.
     let header_page = inst.read("events/header_page")?;
@@ -1143,12 +1157,64 @@ fn event_formats<'a>(
                 .map(|t| (s.clone(), e.clone(), t))
         })
         .collect::<Result<_>>()?;
-    for e in ["print", "bprint", "bputs"] {
+    for e in ALWAYS_RECORDED {
         if let Ok(t) = tracefs::read(&tfs.path(&format!("events/ftrace/{e}/format"))) {
             formats.push(("ftrace".to_string(), e.to_string(), t));
         }
     }
     Ok(formats)
+}
+
+/// ftrace's own events that are always in a recording: trace markers (`print`) and
+/// trace_printk (`bprint`, `bputs`). The kernel writes them unasked; kstate saves their
+/// formats in every file (see [`event_formats`]).
+const ALWAYS_RECORDED: [&str; 3] = ["print", "bprint", "bputs"];
+
+/// Takes out of `events` those that have no `enable` file, which are not events one
+/// enables: ftrace's always-recorded ones are dropped (they come anyway), and the ones
+/// the kernel's tracers write (`function`, `funcgraph_*`, `hwlat`, ...) are refused
+/// with what they are, instead of failing later on the missing `enable` file.
+fn only_enableable(tfs: &Tracefs, events: &mut Vec<(String, String)>) -> Result<()> {
+    let enableable = |s: &str, e: &str| tfs.path(&format!("events/{s}/{e}/enable")).exists();
+    let always = |s: &str, e: &str| s == "ftrace" && ALWAYS_RECORDED.contains(&e);
+    if let Some((s, e)) = events
+        .iter()
+        .find(|(s, e)| !enableable(s, e) && !always(s, e))
+    {
+        let tracer = tracer_of(e);
+        let instead = match tracer.starts_with("function") {
+            true => {
+                " (kernels can also refuse the function tracer outright); for a function, \
+                 record the tracepoints near it (`kstate record --list-presets`) or a probe \
+                 on it (`perf probe FUNC`, then -e probe:FUNC)"
+            }
+            false => "",
+        };
+        return Err(Error::bad_argument(format!(
+            "-e {s}:{e}: not an event that can be enabled: the kernel's {tracer} tracer \
+             (current_tracer) writes it, and kstate records events, not tracers{instead}"
+        )));
+    }
+    let asked = events.first().map(|(s, e)| format!("{s}:{e}"));
+    events.retain(|(s, e)| enableable(s, e));
+    if let (true, Some(asked)) = (events.is_empty(), asked) {
+        return Err(Error::bad_argument(format!(
+            "-e {asked}: trace markers (print) and trace_printk (bprint, bputs) are in \
+             every recording without asking; name an event to record beside them, e.g. -e sched"
+        )));
+    }
+    Ok(())
+}
+
+/// The tracer that writes ftrace's event `e`, for the message about it.
+fn tracer_of(e: &str) -> &str {
+    match e {
+        "function" | "func_repeats" | "kernel_stack" => "function",
+        "funcgraph_entry" | "funcgraph_exit" => "function_graph",
+        "context_switch" | "wakeup" => "wakeup",
+        "mmiotrace_map" | "mmiotrace_rw" => "mmiotrace",
+        other => other,
+    }
 }
 
 /// The requested trace clock, or `mono` when the kernel has it (it maps to wall time and
@@ -1161,7 +1227,7 @@ fn choose_clock(tfs: &Tracefs, want: Option<&str>) -> Result<String> {
         .collect();
     match want {
         Some(w) if names.contains(&w) => Ok(w.to_string()),
-        Some(w) => Err(Error::new(format!(
+        Some(w) => Err(Error::bad_argument(format!(
             "trace clock '{w}' is not offered by this kernel (it has: {})",
             names.join(", ")
         ))),
@@ -1214,7 +1280,7 @@ fn setup_instance(
 /// `EVENT:EXPR` into the kernel's filter file(s); the kernel's own complaint on error.
 fn apply_filter(inst: &Instance, sel: &Selection, spec: &str) -> Result<()> {
     let bad = || {
-        Error::new(format!(
+        Error::bad_argument(format!(
             "--filter '{spec}': expected EVENT:EXPR (EVENT is system:event, event or system)"
         ))
     };
@@ -1235,14 +1301,15 @@ fn apply_filter(inst: &Instance, sel: &Selection, spec: &str) -> Result<()> {
             .collect(),
     };
     if targets.is_empty() {
-        return Err(Error::new(format!(
+        return Err(Error::bad_argument(format!(
             "--filter '{spec}': '{head}' is not among the events being recorded"
         )));
     }
     for (file, expr) in targets {
         if let Err(e) = inst.write(&file, expr.trim()) {
             let why = kernel_error(inst, &file).unwrap_or_else(|| e.to_string());
-            return Err(Error::new(format!(
+            // The expression is the user's: a bad argument (exit 2), as `--help` says.
+            return Err(Error::bad_argument(format!(
                 "--filter '{spec}': the kernel refused it: {why}"
             )));
         }

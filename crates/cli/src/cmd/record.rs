@@ -160,7 +160,11 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         }
         Err(e) => {
             eprintln!("kstate record: {e}");
-            Ok(ExitCode::FAILURE)
+            Ok(ExitCode::from(if e.is_bad_argument() {
+                crate::EXIT_BAD_INPUT
+            } else {
+                crate::EXIT_FAILED
+            }))
         }
     }
 }
