@@ -258,3 +258,40 @@ fn bench_read_never_writes_through_a_link_planted_at_its_old_scratch_name() {
     assert_eq!(std::fs::read(&victim).unwrap(), PRECIOUS);
     assert_eq!(leftovers(top.path()), ["victim"]);
 }
+
+/// `run -o DIR` and `split -o DIR` where DIR is a symbolic link planted to an empty
+/// directory: refused before anything is written (exit 2), as O_NOFOLLOW refuses a file,
+/// and the link's target stays empty.
+#[test]
+fn an_output_directory_that_is_a_symlink_is_refused() {
+    let top = tmp();
+    let target = top.path().join("elsewhere");
+    std::fs::create_dir(&target).unwrap();
+    let link = top.path().join("out");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let l = link.to_str().unwrap();
+    let trace = support::fixtures_dir().join("lisa-sched_load/trace.dat");
+    let commands: [&[&str]; 2] = [
+        &["run", "-o", l, "--", "true"],
+        &["split", "--per-cpu", trace.to_str().unwrap(), "-o", l],
+    ];
+    for args in commands {
+        let o = support::run(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("{l}: the output directory is a symbolic link")),
+            "{args:?}: {err}"
+        );
+        assert_eq!(names_in(&target), Vec::<PathBuf>::new(), "{args:?}");
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+    }
+    // The same directory named as itself is used.
+    let t = target.to_str().unwrap();
+    let o = support::run(&["split", "--per-cpu", trace.to_str().unwrap(), "-o", t]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!names_in(&target).is_empty());
+}

@@ -99,6 +99,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         .output
         .clone()
         .unwrap_or_else(|| default_dir(&args.command));
+    super::split::refuse_symlink(&dir)?;
     if dir.exists() {
         let empty = std::fs::read_dir(&dir)
             .map(|mut d| d.next().is_none())

@@ -3,7 +3,7 @@
 //! whole metadata and kstate's sections, and reads in kstate and trace-cmd alike.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use kstate_format::writer::{write_from_trace, Compression, WriterConfig};
@@ -27,6 +27,7 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode, Error> {
     let _ = args.per_cpu;
     let trace = super::open(&args.file)?;
+    refuse_symlink(&args.output)?;
     std::fs::create_dir_all(&args.output).map_err(|e| Error::io(&args.output, e))?;
     if trace.cpu_data.is_empty() {
         return Err(
@@ -51,4 +52,28 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         let _ = writeln!(std::io::stdout(), "{}", out.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Refuses an output directory that is itself a symbolic link (`split -o`, `run -o`), as
+/// O_NOFOLLOW refuses a file: kstate runs as root, and a link planted at the name in a
+/// directory others can write (a shared /tmp) would send its files wherever the link
+/// points. Links among the parents (/var/tmp often is one) are the owner's and stay
+/// allowed.
+pub(crate) fn refuse_symlink(dir: &Path) -> Result<(), Error> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.file_type().is_symlink() => {
+            let to =
+                std::fs::read_link(dir).map_or_else(|_| "?".into(), |t| t.display().to_string());
+            Err(Error::new(
+                ErrorKind::Input,
+                None,
+                format!(
+                    "the output directory is a symbolic link (to {to}); kstate does not write \
+                     through one: name a real directory"
+                ),
+            )
+            .in_file(dir))
+        }
+        _ => Ok(()),
+    }
 }
