@@ -1,8 +1,8 @@
 //! When the readers fall behind the kernel: a watcher reads each CPU's ring-buffer
-//! statistics often (kstate watch: every 100 ms), and before the buffer fills (which loses events of every
-//! kind, or in overwrite mode the oldest pages whole) it turns off the events marked
-//! sheddable; once every CPU has been calm for a while, it turns them back on. The
-//! traced system is never held up: the kernel never waits for a reader.
+//! statistics often (kstate watch: every 100 ms), and before the buffer fills (which
+//! loses events of every kind, or in overwrite mode the oldest pages whole) it turns off
+//! the events marked sheddable; once every CPU has been calm for a while, it turns them
+//! back on. The traced system is never held up: the kernel never waits for a reader.
 
 use kstate_format::extras::RingStats;
 
