@@ -285,7 +285,8 @@ fn check(opts: &Options, notify: Notify<'_>) -> Result<Plan> {
     let standby = match opts.standby.is_empty() {
         true => Vec::new(),
         false => {
-            let sb = events::resolve(&tfs.path("events"), &opts.standby)?;
+            let mut sb = events::resolve(&tfs.path("events"), &opts.standby)?;
+            only_enableable(&tfs, &mut sb.events)?;
             if !sb.missing.is_empty() {
                 notify(&format!(
                     "warning: this kernel lacks {}; they cannot be turned on",
