@@ -52,15 +52,17 @@ fn stack_copies_and_hold_probes_cost_what_they_should() {
         assert!(r["samples_per_s"].as_f64().unwrap() > 0.0, "{r}");
     }
     // Each copy is up to 8 KiB: the long recording grows by several KiB per extra sample
-    // with copies, far less without.
+    // more with copies than without. (Both files also hold the trace events of the longer
+    // run, a few KiB per extra millisecond on a busy machine, so the copies are judged by
+    // the difference.)
     let growth = |r: &Value| {
         let b = r["file_bytes"].as_array().unwrap();
         let n = r["samples"].as_array().unwrap();
         (b[1].as_u64().unwrap() as f64 - b[0].as_u64().unwrap() as f64)
             / (n[1].as_u64().unwrap() - n[0].as_u64().unwrap()) as f64
     };
-    assert!(growth(copies) > 4096.0, "{v}");
-    assert!(growth(fp) < 2048.0, "{v}");
+    assert!(growth(copies) - growth(fp) > 4096.0, "{v}");
+    assert!(growth(fp) < growth(copies) / 2.0, "{v}");
     // The hold probes trap on every lock and unlock: microseconds per pair, where the bare
     // program takes well under one.
     let m = v["mutex"].as_array().unwrap();
