@@ -265,13 +265,32 @@ fn lock_view_names_main_arena_and_the_harness() {
     assert!(wait > 1.0 && wait <= 100.0, "{g}");
     // The harness's own function called malloc (and free), which took the lock.
     let callers = top["callers"].as_array().unwrap();
+    let named: Vec<&Value> = callers
+        .iter()
+        .filter(|c| c["caller"] != "[no chain]")
+        .collect();
     assert_eq!(
-        callers[0]["caller"], "kstate_lab::bench::malloc::worker",
+        named[0]["caller"], "kstate_lab::bench::malloc::worker",
         "{g}"
     );
-    let waits = top["waits"].as_u64().unwrap();
+    // Waits whose stack copy the kernel dropped (a loaded machine overflows the sampler's
+    // ring with 8 KiB copies at every futex call: they are counted as lost) have no chain;
+    // of those with one, the harness function holds the great share.
+    let no_chain: u64 = callers
+        .iter()
+        .filter(|c| c["caller"] == "[no chain]")
+        .map(|c| c["waits"].as_u64().unwrap())
+        .sum();
+    let chained = top["waits"].as_u64().unwrap() - no_chain;
+    assert!(chained >= 100, "{g}");
     assert!(
-        callers[0]["waits"].as_u64().unwrap() * 100 >= waits * 80,
+        callers
+            .iter()
+            .find(|c| c["caller"] == "kstate_lab::bench::malloc::worker")
+            .and_then(|c| c["waits"].as_u64())
+            .unwrap()
+            * 100
+            >= chained * 80,
         "{g}"
     );
     // main_arena's lock is not a pthread mutex: its hold is not seen, not 0.
