@@ -237,7 +237,8 @@ fn glibc_malloc_lock_is_taken_from_the_harness_function() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|c| c["caller"] != "[unknown caller]")
+        // `[no chain]`: waits whose stack copy the sampler's ring dropped under load.
+        .filter(|c| c["caller"] != "[unknown caller]" && c["caller"] != "[no chain]")
         .max_by_key(|c| c["waits"].as_u64().unwrap())
         .map(|c| c["caller"].as_str().unwrap())
         .unwrap();

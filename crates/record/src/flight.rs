@@ -173,12 +173,15 @@ impl Flight {
         }
     }
 
-    /// The time the oldest page still on disk starts, per the index.
+    /// From when every CPU's pages are still on disk: the latest of the CPUs' first kept
+    /// page starts. (The earliest would claim a stretch for which a CPU whose older pages
+    /// were given back holds nothing: a save said it began before a call whose start it
+    /// had lost.)
     pub fn oldest(&self) -> Option<u64> {
         self.cpus
             .iter()
             .filter_map(|c| c.pages.front().map(|p| p.1))
-            .min()
+            .max()
     }
 
     /// Writes the pages covering [from, to] (ns on the trace clock) of every CPU as a
