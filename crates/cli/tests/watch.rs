@@ -1087,12 +1087,7 @@ fn a_flight_save_cut_short_by_sigterm_ends_where_the_recording_did() {
 const BUSY_THEN_SLEEP: &str = "dd if=/dev/zero of=/dev/null bs=512 count=60000 2>/dev/null; \
                                sleep 0.3; sleep 0.15; sleep 0.15";
 
-// Open defect (issue 15): on this tree the size-bounded save loses the 300 ms call's
-// start (the save of a quiet run holds its exit only), while the time-bounded flight
-// recorder keeps it (the_flight_recorder_saves_the_seconds_before_an_alarm). Run with
-// --ignored to reproduce.
 #[test]
-#[ignore = "open defect: a --keep SIZE save loses the alarm call's start (issue 15)"]
 fn a_flight_recorder_bounded_by_size_never_keeps_more_and_saves_the_call() {
     let dir = tempfile::tempdir().unwrap();
     let out = watch_json_250ms()

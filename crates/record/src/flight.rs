@@ -155,15 +155,18 @@ impl Flight {
         let Some(bound) = self.keep_bytes else {
             return;
         };
-        // Over the size: the CPU whose first page is oldest gives it back, until the rest
-        // fits. Pages are counted once indexed (whole pages), so a partly written one
-        // beyond them is at most a page per CPU more on disk.
+        // Over the size: the page whose events ended longest ago goes, until the rest
+        // fits. A page's events end where the CPU's next page starts; a CPU's last page
+        // holds its newest events however early it started (a quiet CPU's one page may
+        // span the whole burst of another CPU: choosing by start gave back the page that
+        // held an alarm's call). Pages are counted once indexed (whole pages), so a
+        // partly written one beyond them is at most a page per CPU more on disk.
         while self.kept_bytes() > bound {
             let Some(c) = self
                 .cpus
                 .iter_mut()
                 .filter(|c| !c.pages.is_empty())
-                .min_by_key(|c| c.pages[0].1)
+                .min_by_key(|c| c.pages.get(1).map_or(u64::MAX, |p| p.1))
             else {
                 break;
             };
