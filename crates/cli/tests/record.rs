@@ -957,7 +957,9 @@ fn a_system_wide_sched_recording_grows_with_its_events() {
         .map(|c| (c["cpu"].as_u64().unwrap(), c["bytes"].as_u64().unwrap()))
         .collect();
     let switches = i["event_counts"]["sched_switch"].as_u64().unwrap_or(0);
-    assert!(switches >= 2000, "only {switches} sched_switch events");
+    // At least one switch away per sleep (this kernel does not trace CPU 1 leaving idle,
+    // so the switch back may not be there).
+    assert!(switches >= 1000, "only {switches} sched_switch events");
     assert_eq!(i["events"], sum["events"], "info and the summary disagree");
     let event_bytes: u64 = recorded.values().sum();
     let mut page_bytes = 0;
