@@ -230,7 +230,10 @@ pub fn describe(trace: &Trace) -> Result<Description<'_>, Error> {
     let mut pages = BTreeMap::new();
     for (cpu, t) in merger.totals() {
         lost.insert(cpu, (t.lost_counted, t.lost_unknown > 0));
-        pages.insert(cpu, t.pages);
+        // A perf.data read straight holds no pages to count.
+        if !t.direct {
+            pages.insert(cpu, t.pages);
+        }
     }
     let by_event = trace
         .events

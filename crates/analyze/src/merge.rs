@@ -14,7 +14,8 @@ use std::sync::Arc;
 use kstate_format::page::{read_header, PageCursor};
 
 use kstate_format::{
-    ClockMap, Endian, Error, Lost, PageLayout, PageSource, Result, TimeShift, Trace,
+    ClockMap, CpuEvents, Endian, Error, Item, Lost, PageLayout, PageSource, Result, TimeShift,
+    Trace,
 };
 
 use crate::page_index::{id_bits, PageIndex};
@@ -90,11 +91,17 @@ pub struct CpuTotals {
     pub lost_counted: u64,
     /// Pages whose loss flag came without a count.
     pub lost_unknown: u64,
+    /// The CPU's events came straight from a container that holds no pages (perf.data):
+    /// `pages` counts nothing.
+    pub direct: bool,
 }
 
 struct CpuStream {
     cpu: u32,
     src: Box<dyn PageSource>,
+    /// The CPU's events straight from a container that holds events (perf.data), read
+    /// instead of `src` (then empty).
+    direct: Option<Box<dyn CpuEvents>>,
     cursor: PageCursor,
     /// The record waiting to be delivered: raw timestamp (after the guest-to-host time
     /// shift, if any), payload range.
@@ -152,15 +159,32 @@ impl Merger {
     /// Merges the CPUs of `trace` (all of them, or those in `cpus`), delivering events
     /// accepted by `filter`.
     pub fn new(trace: &Trace, cpus: Option<&[u32]>, filter: IdFilter) -> Result<Merger> {
-        let mut sources = Vec::new();
+        let mut sources: Vec<(u32, Box<dyn PageSource>)> = Vec::new();
+        let mut direct = Vec::new();
         for (i, cd) in trace.cpu_data.iter().enumerate() {
             if cpus.is_some_and(|c| !c.contains(&cd.cpu)) {
                 continue;
             }
-            // Containers that build pages on demand build only the wanted events.
-            sources.push((cd.cpu, trace.pages_for(i, filter.wanted.as_deref())?));
+            // Containers that hold events give them without pages; those that build
+            // pages on demand build only the wanted events.
+            let wanted = filter.wanted.as_deref();
+            match trace.events_for(i, wanted) {
+                Some(events) => {
+                    direct.push(Some(events?));
+                    sources.push((cd.cpu, Box::new(Exhausted)));
+                }
+                None => {
+                    direct.push(None);
+                    sources.push((cd.cpu, trace.pages_for(i, wanted)?));
+                }
+            }
         }
-        Ok(Merger::build(trace, sources, filter, false))
+        Ok(Merger::start(trace, sources, filter, false, |m| {
+            for (s, d) in m.streams.iter_mut().zip(direct) {
+                s.totals.direct = d.is_some();
+                s.direct = d;
+            }
+        }))
     }
 
     /// [`Merger::new`] over every CPU, reading only the pages `index` says hold a wanted
@@ -227,6 +251,7 @@ impl Merger {
             .map(|(cpu, src)| CpuStream {
                 cpu,
                 src,
+                direct: None,
                 cursor: PageCursor::default(),
                 head: None,
                 pending_lost: Lost::None,
@@ -345,7 +370,11 @@ impl Merger {
             return Ok(None);
         }
         self.delivered = Some(i);
-        let payload = &s.src.page()[start..start + len];
+        let bytes = match &s.direct {
+            Some(d) => d.bytes(),
+            None => s.src.page(),
+        };
+        let payload = &bytes[start..start + len];
         let endian = self.layout.endian;
         Ok(Some(Event {
             ts: self.clock.to_ns(ts),
@@ -394,6 +423,10 @@ impl Merger {
             return Error::corrupt(0, problem.to_string());
         };
         let at = s.head.map_or(0, |(_, start, _)| start);
+        if let Some(d) = &s.direct {
+            return Error::corrupt(d.offset() + at as u64, format!("CPU {}: {problem}", s.cpu))
+                .in_file(d.path());
+        }
         Error::corrupt(
             s.src.page_offset(),
             format!(
@@ -441,6 +474,36 @@ impl Merger {
         let s = &mut self.streams[i];
         s.head = None;
         s.head_lost = Lost::None;
+        if let Some(d) = s.direct.as_mut() {
+            loop {
+                match d.next() {
+                    Ok(Some(Item::Event { ts, start, len })) => {
+                        let ts = shift.map_or(ts, |t| t.apply(s.cpu, ts));
+                        s.head = Some((ts, start, len));
+                        s.head_lost = std::mem::take(&mut s.pending_lost);
+                        if s.head_lost.is_some() {
+                            *loss_gen += 1;
+                            *gaps_open += 1;
+                        }
+                        return Ok(());
+                    }
+                    // As a page's loss flag: reported with the CPU's next event.
+                    Ok(Some(Item::Lost(n))) => {
+                        s.totals.lost_counted += n;
+                        s.pending_lost = merge_lost(s.pending_lost, Lost::Count(n));
+                    }
+                    Ok(None) => {
+                        if s.pending_lost.is_some() {
+                            s.pending_lost = Lost::None;
+                            *loss_gen += 1;
+                            *gaps_open += 1;
+                        }
+                        return Ok(());
+                    }
+                    Err(e) => return Err(s.fail(e)),
+                }
+            }
+        }
         loop {
             let page = s.src.page();
             let rec = match s.cursor.next(page, layout.endian) {
@@ -532,6 +595,7 @@ impl CpuStream {
             e
         };
         self.src = Box::new(Exhausted);
+        self.direct = None;
         Error {
             msg: format!("CPU {}: {}", self.cpu, e.msg),
             ..e

@@ -12,6 +12,23 @@ const MAX_DELTA: u64 = (1 << 27) - 1;
 const MISSED_EVENTS: u64 = 1 << 31;
 const MISSED_STORED: u64 = 1 << 30;
 
+fn record_size(padded: usize, empty: bool) -> usize {
+    if padded <= MAX_SMALL && !empty {
+        4 + padded
+    } else {
+        8 + padded
+    }
+}
+
+/// Whether a payload of `len` bytes can be stored in a page of `layout` (readers that take
+/// events without pages drop the same ones the pages would).
+pub fn fits(layout: &PageLayout, len: usize) -> bool {
+    let padded = (len + 3) & !3;
+    // A time extend may be needed on top; room for the stored loss count after data.
+    let room = layout.page_size - layout.data_offset - layout.commit_size;
+    record_size(padded, len == 0) + 8 <= room
+}
+
 /// One page being filled; [`PageBuilder::push`] hands back finished pages.
 pub struct PageBuilder {
     layout: PageLayout,
@@ -71,17 +88,12 @@ impl PageBuilder {
     /// returns a finished page when this event did not fit on the current one. Payloads
     /// larger than a page cannot be stored and return false.
     pub fn push(&mut self, ts: u64, payload: &[u8], done: &mut dyn FnMut(&[u8])) -> bool {
-        let padded = (payload.len() + 3) & !3;
-        let rec = if padded <= MAX_SMALL && !payload.is_empty() {
-            4 + padded
-        } else {
-            8 + padded
-        };
-        // A time extend may be needed on top; room for the stored loss count after data.
-        let room = self.layout.page_size - self.layout.data_offset - self.layout.commit_size;
-        if rec + 8 > room {
+        if !fits(&self.layout, payload.len()) {
             return false;
         }
+        let padded = (payload.len() + 3) & !3;
+        let rec = record_size(padded, payload.is_empty());
+        let room = self.layout.page_size - self.layout.data_offset - self.layout.commit_size;
         let ts = ts.max(self.last_ts);
         let need = rec + if self.empty() { 0 } else { 8 };
         if self.loss_pending() && !self.empty() || self.pos + need > self.layout.data_offset + room

@@ -155,6 +155,12 @@ impl Records {
         self
     }
 
+    /// Whether compressed records were met: the records handed out since are not where
+    /// their offset says.
+    pub fn inflated(&self) -> bool {
+        self.inflate.is_some()
+    }
+
     /// The file offset of the next record in the file (not counting decompressed ones).
     pub fn position(&self) -> u64 {
         self.pos

@@ -10,18 +10,21 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::bytes::Endian;
 use crate::error::{Error, Result};
+use crate::events::CpuEvents;
 use crate::layout::PageLayout;
 use crate::page_builder::PageBuilder;
 use crate::pages::PageSource;
+use crate::perf_direct::PerfEvents;
 use crate::perf_records::Records;
 use crate::trace::BuildPages;
 
-const RECORD_LOST: u32 = 2;
+pub(crate) const RECORD_LOST: u32 = 2;
 const RECORD_COMM: u32 = 3;
-const RECORD_SAMPLE: u32 = 9;
+pub(crate) const RECORD_SAMPLE: u32 = 9;
 
 // perf_event_attr.sample_type bits (linux/perf_event.h).
 const S_IP: u64 = 1 << 0;
@@ -57,10 +60,10 @@ pub(crate) struct SampleLayout {
 }
 
 /// A sample's time, CPU and raw tracepoint record (None where the event has no raw data).
-struct Sample<'a> {
-    ts: u64,
-    cpu: u32,
-    raw: Option<&'a [u8]>,
+pub(crate) struct Sample<'a> {
+    pub ts: u64,
+    pub cpu: u32,
+    pub raw: Option<&'a [u8]>,
 }
 
 #[inline]
@@ -103,7 +106,7 @@ impl SampleLayout {
 
     /// The CPU of a SAMPLE record's body (0 where samples do not record it).
     #[inline]
-    fn cpu(&self, b: &[u8]) -> Option<u32> {
+    pub(crate) fn cpu(&self, b: &[u8]) -> Option<u32> {
         match self.cpu_at {
             Some(at) => Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?)),
             None => Some(0),
@@ -112,7 +115,7 @@ impl SampleLayout {
 
     /// Decodes a SAMPLE record's body (after the 8-byte header); None where it is too short.
     #[inline]
-    fn sample<'a>(&self, b: &'a [u8]) -> Option<Sample<'a>> {
+    pub(crate) fn sample<'a>(&self, b: &'a [u8]) -> Option<Sample<'a>> {
         let st = self.sample_type;
         let ts = match self.time_at {
             Some(at) => u64_at(b, at)?,
@@ -147,7 +150,7 @@ impl SampleLayout {
     }
 
     /// The CPU of a non-sample record, from the sample id perf appends to it.
-    fn trailer_cpu(&self, b: &[u8]) -> Option<u32> {
+    pub(crate) fn trailer_cpu(&self, b: &[u8]) -> Option<u32> {
         let st = self.sample_type;
         if !self.sample_id_all || st & S_CPU == 0 {
             return None;
@@ -173,13 +176,14 @@ pub(crate) enum Layouts {
 }
 
 impl Layouts {
-    fn for_sample(&self, b: &[u8]) -> Option<&SampleLayout> {
+    #[inline]
+    pub(crate) fn for_sample(&self, b: &[u8]) -> Option<&SampleLayout> {
         match self {
             Layouts::One(l) => Some(l),
             Layouts::ById(m) => m.get(&u64::from_le_bytes(b.get(..8)?.try_into().unwrap())),
         }
     }
-    fn for_other(&self, b: &[u8]) -> Option<&SampleLayout> {
+    pub(crate) fn for_other(&self, b: &[u8]) -> Option<&SampleLayout> {
         match self {
             Layouts::One(l) => Some(l),
             Layouts::ById(m) => {
@@ -191,12 +195,46 @@ impl Layouts {
 }
 
 /// What one pass over the records found before any analysis: which CPUs hold samples, the
-/// command names, and whether every CPU's records are in time order.
+/// command names, whether every CPU's records are in time order, and where each CPU's
+/// records lie in the file.
 pub(crate) struct Scan {
     /// CPUs with samples or losses, and the bytes their samples take in the file.
     pub cpus: Vec<(u32, u64)>,
     pub comms: HashMap<i32, String>,
     pub in_order: bool,
+    /// Per CPU of `cpus`, the stretches of the data section holding its records (see
+    /// [`RUN_GAP`]); None where the records were compressed, and offsets in the file do
+    /// not locate them.
+    pub runs: Option<Runs>,
+}
+
+/// Per CPU, the [start, end) offsets of the stretches of the data section holding its
+/// records, in file order.
+pub(crate) type Runs = HashMap<u32, Arc<[(u64, u64)]>>;
+
+/// Two stretches of one CPU's records closer than this in the file are kept as one, with
+/// the other CPUs' records between them passed over when it is read. perf writes each
+/// CPU's buffer out in chunks, so stretches are long in real files; in a file whose CPUs
+/// alternate record by record this bounds the index to one entry per 64 KiB per CPU
+/// instead of one per record.
+const RUN_GAP: u64 = 64 << 10;
+
+/// One CPU's part of the scan.
+#[derive(Default, Clone)]
+struct CpuScan {
+    seen: bool,
+    last_ts: u64,
+    bytes: u64,
+    runs: Vec<(u64, u64)>,
+}
+
+impl CpuScan {
+    fn covers(&mut self, at: u64, end: u64) {
+        match self.runs.last_mut() {
+            Some(r) if at.saturating_sub(r.1) <= RUN_GAP => r.1 = end,
+            _ => self.runs.push((at, end)),
+        }
+    }
 }
 
 /// Reads every record header once; CPU numbers are checked against `cpu_limit` here, with
@@ -208,16 +246,15 @@ pub(crate) fn scan(
     cpu_limit: u32,
 ) -> Result<Scan> {
     let mut r = Records::open(path, data.0, data.1)?;
-    // Per CPU (indexed by the checked CPU number): whether seen, the last sample's time,
-    // and the bytes of its samples.
-    let mut last: Vec<(bool, u64, u64)> = Vec::new();
-    fn slot(last: &mut Vec<(bool, u64, u64)>, cpu: u32) -> &mut (bool, u64, u64) {
+    // Indexed by the checked CPU number.
+    let mut last: Vec<CpuScan> = Vec::new();
+    fn slot(last: &mut Vec<CpuScan>, cpu: u32) -> &mut CpuScan {
         let c = cpu as usize;
         if c >= last.len() {
-            last.resize(c + 1, (false, 0, 0));
+            last.resize(c + 1, CpuScan::default());
         }
         let e = &mut last[c];
-        e.0 = true;
+        e.seen = true;
         e
     }
     let mut comms = HashMap::new();
@@ -234,6 +271,7 @@ pub(crate) fn scan(
         ))
     };
     while let Some((at, kind, b)) = r.next()? {
+        let end = at + 8 + b.len() as u64;
         match kind {
             RECORD_SAMPLE => {
                 let Some(s) = layouts.for_sample(b).and_then(|l| l.sample(b)) else {
@@ -243,14 +281,15 @@ pub(crate) fn scan(
                     continue;
                 }
                 let cpu = check(s.cpu, at, "sample")?;
-                let (_, prev, bytes) = slot(&mut last, cpu);
-                in_order &= s.ts >= *prev;
-                *prev = s.ts;
-                *bytes += 8 + b.len() as u64;
+                let c = slot(&mut last, cpu);
+                in_order &= s.ts >= c.last_ts;
+                c.last_ts = s.ts;
+                c.bytes += 8 + b.len() as u64;
+                c.covers(at, end);
             }
             RECORD_LOST => {
                 if let Some(cpu) = layouts.for_other(b).and_then(|l| l.trailer_cpu(b)) {
-                    slot(&mut last, check(cpu, at, "lost-events")?);
+                    slot(&mut last, check(cpu, at, "lost-events")?).covers(at, end);
                 }
             }
             RECORD_COMM if b.len() >= 8 => {
@@ -265,13 +304,21 @@ pub(crate) fn scan(
     let cpus: Vec<(u32, u64)> = last
         .iter()
         .enumerate()
-        .filter(|(_, e)| e.0)
-        .map(|(c, e)| (c as u32, e.2))
+        .filter(|(_, e)| e.seen)
+        .map(|(c, e)| (c as u32, e.bytes))
         .collect();
+    let runs = (!r.inflated()).then(|| {
+        last.into_iter()
+            .enumerate()
+            .filter(|(_, e)| e.seen)
+            .map(|(c, e)| (c as u32, Arc::from(e.runs)))
+            .collect()
+    });
     Ok(Scan {
         cpus,
         comms,
         in_order,
+        runs,
     })
 }
 
@@ -282,6 +329,9 @@ pub(crate) struct PerfPages {
     pub data: (u64, u64),
     pub layouts: Layouts,
     pub layout: PageLayout,
+    /// Where each CPU's records lie ([`Scan::runs`]): what lets a CPU's events be read
+    /// straight from the file.
+    pub runs: Option<Runs>,
 }
 
 impl BuildPages for PerfPages {
@@ -303,6 +353,10 @@ impl BuildPages for PerfPages {
     }
     fn first_ts(&self) -> Option<u64> {
         None
+    }
+    fn events(&self, cpu: u32, wanted: Option<&[bool]>) -> Option<Result<Box<dyn CpuEvents>>> {
+        let runs = self.runs.as_ref()?.get(&cpu)?.clone();
+        Some(PerfEvents::open(self, cpu, runs, wanted).map(|e| Box::new(e) as Box<dyn CpuEvents>))
     }
 }
 

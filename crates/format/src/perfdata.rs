@@ -4,11 +4,13 @@
 //! The event formats come from perf's TRACING_DATA feature section, which holds the same
 //! header_page / formats / kallsyms / printk / cmdlines blocks as the start of a trace.dat
 //! v6, and is read by the same code. Each sample's raw tracepoint payload is the record the
-//! kernel's ring buffer would have held, so a CPU's samples are packed into ring-buffer
-//! pages (`page_builder`) as a reader asks for them, straight from the file
-//! (`perf_stream`): everything downstream reads a perf.data like any other trace, nothing
-//! is copied to disk, and memory is bounded by a window and a page per CPU. perf's
-//! lost-event records become the pages' lost counts on the CPU they name.
+//! kernel's ring buffer would have held. The time-ordered merge of the analyses takes each
+//! CPU's payloads in place from the file (`perf_direct`, over the stretches the scan at
+//! open found); a reader that needs pages (`convert`, page indexes) gets them packed from
+//! the samples as it asks (`page_builder`, `perf_stream`). Either way nothing is copied to
+//! disk, and memory is bounded by a window (and a page) per CPU. perf's lost-event records
+//! become losses on the CPU they name. Compressed records (`perf record -z`) are read
+//! through pages only.
 //!
 //! Where one CPU's records are not in time order in the file, the crate's sorting reader
 //! is used instead and the pages go to unnamed temporary files (`built_pages`) for the life of
@@ -33,6 +35,10 @@ use crate::trace::{Container, CpuData, DataLoc, Trace};
 use crate::tracedat::meta::Meta;
 
 pub use crate::perf_file::MAGIC;
+
+/// Set (to anything) in the environment, a perf.data's events are read through the pages
+/// built from them, as before the direct decoder (`perf_direct`), instead of straight.
+pub const PAGES_ENV: &str = "KSTATE_PERF_PAGES";
 
 /// Page size of the synthesized pages (perf records no ring-buffer pages of its own).
 const PAGE_SIZE: usize = 4096;
@@ -100,6 +106,9 @@ fn with_tracepoints(mut pf: PerfFile) -> Result<Trace> {
                 data: pf.data,
                 layouts,
                 layout,
+                // The pages path stays selectable, for comparing the two (tests, `bench
+                // analyze`).
+                runs: scan.runs.filter(|_| std::env::var_os(PAGES_ENV).is_none()),
             });
             let cpu_data: Vec<CpuData> = scan
                 .cpus

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use crate::bytes::Endian;
 use crate::error::{Error, Result};
 use crate::event_format::EventFormat;
+use crate::events::CpuEvents;
 use crate::layout::PageLayout;
 use crate::pages::{PageSource, PlainPages};
 use crate::spool::Spool;
@@ -85,6 +86,11 @@ pub trait BuildPages: Send + Sync + std::fmt::Debug {
     fn pages(&self, cpu: u32, wanted: Option<&[bool]>) -> Result<Box<dyn PageSource>>;
     /// The time of the trace's first event, known without building any pages.
     fn first_ts(&self) -> Option<u64>;
+    /// `cpu`'s events straight from the container, without pages, where it can give them
+    /// (only the events set in `wanted`, all when None).
+    fn events(&self, _cpu: u32, _wanted: Option<&[bool]>) -> Option<Result<Box<dyn CpuEvents>>> {
+        None
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -233,6 +239,21 @@ impl Trace {
                     .named(self.path.clone()),
             )),
             DataLoc::Built(b) => b.pages(cd.cpu, wanted),
+        }
+    }
+
+    /// The events of `cpu_data[index]` straight from its container, for a reader that
+    /// needs events rather than pages; None where the container holds pages (read them
+    /// with [`Trace::pages_for`]).
+    pub fn events_for(
+        &self,
+        index: usize,
+        wanted: Option<&[bool]>,
+    ) -> Option<Result<Box<dyn CpuEvents>>> {
+        let cd = &self.cpu_data[index];
+        match &cd.loc {
+            DataLoc::Built(b) => b.events(cd.cpu, wanted),
+            _ => None,
         }
     }
 
