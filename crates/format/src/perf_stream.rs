@@ -222,7 +222,6 @@ const RUN_GAP: u64 = 64 << 10;
 /// One CPU's part of the scan.
 #[derive(Default, Clone)]
 struct CpuScan {
-    seen: bool,
     last_ts: u64,
     bytes: u64,
     runs: Vec<(u64, u64)>,
@@ -237,6 +236,34 @@ impl CpuScan {
     }
 }
 
+/// The CPUs seen so far. Only those get an entry (a header may claim any number of
+/// CPUs), found through the last one used, since records come in long runs of one CPU.
+#[derive(Default)]
+struct Slots {
+    seen: Vec<(u32, CpuScan)>,
+    index: HashMap<u32, usize>,
+    last: Option<(u32, usize)>,
+}
+
+impl Slots {
+    #[inline]
+    fn get(&mut self, cpu: u32) -> &mut CpuScan {
+        let i = match self.last {
+            Some((c, i)) if c == cpu => i,
+            _ => {
+                let seen = &mut self.seen;
+                let i = *self.index.entry(cpu).or_insert_with(|| {
+                    seen.push((cpu, CpuScan::default()));
+                    seen.len() - 1
+                });
+                self.last = Some((cpu, i));
+                i
+            }
+        };
+        &mut self.seen[i].1
+    }
+}
+
 /// Reads every record header once; CPU numbers are checked against `cpu_limit` here, with
 /// the record's offset, before any table is sized by them.
 pub(crate) fn scan(
@@ -246,17 +273,7 @@ pub(crate) fn scan(
     cpu_limit: u32,
 ) -> Result<Scan> {
     let mut r = Records::open(path, data.0, data.1)?;
-    // Indexed by the checked CPU number.
-    let mut last: Vec<CpuScan> = Vec::new();
-    fn slot(last: &mut Vec<CpuScan>, cpu: u32) -> &mut CpuScan {
-        let c = cpu as usize;
-        if c >= last.len() {
-            last.resize(c + 1, CpuScan::default());
-        }
-        let e = &mut last[c];
-        e.seen = true;
-        e
-    }
+    let mut slots = Slots::default();
     let mut comms = HashMap::new();
     let mut in_order = true;
     let check = |cpu: u32, at: u64, what: &str| -> Result<u32> {
@@ -281,7 +298,7 @@ pub(crate) fn scan(
                     continue;
                 }
                 let cpu = check(s.cpu, at, "sample")?;
-                let c = slot(&mut last, cpu);
+                let c = slots.get(cpu);
                 in_order &= s.ts >= c.last_ts;
                 c.last_ts = s.ts;
                 c.bytes += 8 + b.len() as u64;
@@ -289,7 +306,7 @@ pub(crate) fn scan(
             }
             RECORD_LOST => {
                 if let Some(cpu) = layouts.for_other(b).and_then(|l| l.trailer_cpu(b)) {
-                    slot(&mut last, check(cpu, at, "lost-events")?).covers(at, end);
+                    slots.get(check(cpu, at, "lost-events")?).covers(at, end);
                 }
             }
             RECORD_COMM if b.len() >= 8 => {
@@ -301,17 +318,13 @@ pub(crate) fn scan(
             _ => {}
         }
     }
-    let cpus: Vec<(u32, u64)> = last
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| e.seen)
-        .map(|(c, e)| (c as u32, e.bytes))
-        .collect();
+    let mut cpus_seen = slots.seen;
+    cpus_seen.sort_by_key(|c| c.0);
+    let cpus: Vec<(u32, u64)> = cpus_seen.iter().map(|(c, e)| (*c, e.bytes)).collect();
     let runs = (!r.inflated()).then(|| {
-        last.into_iter()
-            .enumerate()
-            .filter(|(_, e)| e.seen)
-            .map(|(c, e)| (c as u32, Arc::from(e.runs)))
+        cpus_seen
+            .into_iter()
+            .map(|(c, e)| (c, Arc::from(e.runs)))
             .collect()
     });
     Ok(Scan {
@@ -459,5 +472,49 @@ impl PageSource for CpuPages {
     }
     fn path(&self) -> &Path {
         &self.records.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One SAMPLE record (TIME, CPU, RAW) on `cpu`.
+    fn sample(cpu: u32, ts: u64) -> Vec<u8> {
+        let raw = [1u8, 0, 0, 0, 7, 0, 0, 0];
+        let mut b = Vec::new();
+        b.extend_from_slice(&RECORD_SAMPLE.to_le_bytes());
+        b.extend_from_slice(&0u16.to_le_bytes());
+        b.extend_from_slice(&((8 + 8 + 8 + 4 + raw.len() + 4) as u16).to_le_bytes());
+        b.extend_from_slice(&ts.to_le_bytes());
+        b.extend_from_slice(&cpu.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&(raw.len() as u32 + 4).to_le_bytes());
+        b.extend_from_slice(&raw);
+        b.extend_from_slice(&[0; 4]);
+        b
+    }
+
+    /// A file whose header claims 2^32 CPUs and whose samples name CPU 2^31 and 3: the
+    /// scan's tables hold the two CPUs seen, not one entry per CPU number (the fuzzer's
+    /// perfdirect target ran out of memory on such a file), and each CPU's stretches are
+    /// where its records are.
+    #[test]
+    fn scan_sizes_its_tables_by_the_cpus_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data");
+        let mut b = sample(1 << 31, 10);
+        let one = b.len() as u64;
+        b.extend(sample(3, 20));
+        b.extend(sample(1 << 31, 30));
+        std::fs::write(&path, &b).unwrap();
+        let layouts = Layouts::One(SampleLayout::new(S_TIME | S_CPU | S_RAW, 0, false));
+        let s = scan(&path, (0, b.len() as u64), &layouts, u32::MAX).unwrap();
+        assert_eq!(s.cpus, vec![(3, one), (1 << 31, 2 * one)]);
+        assert!(s.in_order);
+        let runs = s.runs.unwrap();
+        assert_eq!(&runs[&3][..], &[(one, 2 * one)]);
+        // The other CPU's one record between its two is passed over, not a new stretch.
+        assert_eq!(&runs[&(1 << 31)][..], &[(0, 3 * one)]);
     }
 }
