@@ -7,6 +7,7 @@ pub mod colour;
 pub mod io;
 pub mod malloc;
 pub mod overhead;
+pub mod perfdata;
 pub mod record;
 pub mod sample;
 pub mod stacks;
@@ -65,8 +66,9 @@ pub enum Bench {
     /// sys_enter/sys_exit per thread and sums per call number; wall time and peak RSS of
     /// both, same file, same run
     Analyze {
-        /// trace.dat or capture directory with raw_syscalls events (e.g. from
-        /// scripts/make-bench-trace)
+        /// trace.dat, capture directory or perf.data with raw_syscalls events (e.g. from
+        /// scripts/make-bench-trace); a perf.data is compared with `perf trace -s` and
+        /// `perf script`
         file: PathBuf,
         /// Passes of kstate; the fastest is reported (the peer runs once: it is slow)
         #[arg(long, default_value_t = 3, value_parser = kstate_args::int::<u32>(RUNS))]
@@ -387,6 +389,10 @@ END { for (k in cnt) printf "%s %d %.0f\n", k, cnt[k], tot[k] }
 "#;
 
 fn bench_analyze(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitCode, Error> {
+    // A perf.data's peers are perf's own tools.
+    if perfdata::is_perf_data(file) {
+        return perfdata::analyze(file, runs, no_peer, json);
+    }
     let exe =
         std::env::current_exe().map_err(|e| Error::new(ErrorKind::Io, None, e.to_string()))?;
     let mut best: Option<Measured> = None;

@@ -1,0 +1,156 @@
+//! `kstate bench analyze` on a perf.data: `kstate analyze syscall --stat` read straight
+//! from the file, and through the pages the older path built (`KSTATE_PERF_PAGES`), next to
+//! the peers a perf user has on the same file: `perf trace -s` (the same per-call summary)
+//! and `perf script` (decoding every event to text), in the same run, as ratios.
+
+use std::path::Path;
+use std::process::{Command, ExitCode};
+
+use kstate_format::{Error, ErrorKind};
+
+use super::{measure, Measured};
+
+/// Whether `file` is a perf.data written to a file (its magic).
+pub fn is_perf_data(file: &Path) -> bool {
+    use std::io::Read;
+    let mut m = [0u8; 8];
+    std::fs::File::open(file)
+        .and_then(|mut f| f.read_exact(&mut m))
+        .is_ok()
+        && &m == kstate_format::perfdata::MAGIC
+}
+
+fn quoted(p: &Path) -> String {
+    format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
+}
+
+/// The fastest of `runs` runs of `cmd()`.
+fn fastest(runs: u32, keep: bool, cmd: &mut dyn FnMut() -> Command) -> Result<Measured, Error> {
+    let mut best: Option<Measured> = None;
+    for _ in 0..runs {
+        let m = measure(&mut cmd(), keep)?;
+        if best.as_ref().is_none_or(|b| m.secs < b.secs) {
+            best = Some(m);
+        }
+    }
+    Ok(best.expect("runs >= 1"))
+}
+
+pub fn analyze(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitCode, Error> {
+    let exe =
+        std::env::current_exe().map_err(|e| Error::new(ErrorKind::Io, None, e.to_string()))?;
+    let kstate = |paged: bool| {
+        let exe = exe.clone();
+        move || {
+            let mut c = Command::new(&exe);
+            c.args(["analyze", "syscall", "--stat", "--format", "json"])
+                .arg(file)
+                .env_remove(kstate_format::perfdata::PAGES_ENV);
+            if paged {
+                c.env(kstate_format::perfdata::PAGES_ENV, "1");
+            }
+            c
+        }
+    };
+    let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load_before = load();
+    let direct = fastest(runs, true, &mut kstate(false))?;
+    let paged = fastest(runs, false, &mut kstate(true))?;
+    let v: serde_json::Value = serde_json::from_str(&direct.stdout).map_err(|e| {
+        Error::new(
+            ErrorKind::Corrupt,
+            None,
+            format!("kstate analyze printed invalid JSON: {e}"),
+        )
+    })?;
+    let events = v["events_read"].as_u64().unwrap_or(0);
+    // perf prints its summary on stderr and its events on stdout: both are discarded.
+    let sh = |script: String| {
+        move || {
+            let mut c = Command::new("sh");
+            c.arg("-c").arg(&script);
+            c
+        }
+    };
+    let peers = if no_peer {
+        Vec::new()
+    } else {
+        let f = quoted(file);
+        vec![
+            (
+                "perf trace -s",
+                fastest(
+                    runs,
+                    false,
+                    &mut sh(format!("perf trace -i {f} -s >/dev/null 2>&1")),
+                )?,
+            ),
+            (
+                "perf script",
+                fastest(
+                    runs,
+                    false,
+                    &mut sh(format!("perf script -i {f} >/dev/null 2>&1")),
+                )?,
+            ),
+        ]
+    };
+    let load_after = load();
+    let rate = |m: &Measured| events as f64 / m.secs;
+    if json {
+        let row = |m: &Measured| {
+            serde_json::json!({"seconds": m.secs, "cpu_seconds": m.cpu_secs,
+                "events_per_sec": rate(m), "max_rss_kib": m.max_rss_kib,
+                "kstate_speedup": m.secs / direct.secs})
+        };
+        let mut out = serde_json::json!({
+            "file": file.display().to_string(), "events": events, "runs": runs,
+            "loadavg_before": load_before.trim(), "loadavg_after": load_after.trim(),
+            "kstate": row(&direct), "kstate_pages": row(&paged),
+        });
+        for (name, m) in &peers {
+            out[name.replace([' ', '-'], "_").replace("__", "_")] = row(m);
+        }
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).expect("plain values")
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("file:    {}  ({events} events, perf.data)", file.display());
+    println!("task:    system-call time per call (analyze syscall --stat; perf trace -s)");
+    println!(
+        "machine: load average {} before, {} after; best of {runs} runs each\n",
+        load_before
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
+        load_after
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    println!(
+        "{:<34} {:>9} {:>9} {:>14} {:>10} {:>12}",
+        "reader", "seconds", "CPU s", "events/s", "peak RSS", "kstate is"
+    );
+    let line = |name: &str, m: &Measured| {
+        println!(
+            "{:<34} {:>9.3} {:>9.3} {:>14.0} {:>6} MiB {:>11.1}x",
+            name,
+            m.secs,
+            m.cpu_secs,
+            rate(m),
+            m.max_rss_kib / 1024,
+            m.secs / direct.secs
+        );
+    };
+    line("kstate analyze syscall --stat", &direct);
+    line("  the same through built pages", &paged);
+    for (name, m) in &peers {
+        line(name, m);
+    }
+    Ok(ExitCode::SUCCESS)
+}
