@@ -1171,6 +1171,100 @@ fn bad_arguments_are_refused_before_recording() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
+/// A name kstate does not know, or a value it cannot read, is a usage error wherever it is
+/// typed: exit 2 (as clap's own errors), a message naming it and saying what is valid, and
+/// nothing recorded or created. `record -e nosuch` and `run -e nosuch` exited 1, and `run`
+/// announced the recording first.
+#[test]
+fn unknown_names_and_bad_values_are_usage_errors() {
+    let dir = tmp();
+    let trace = dir.path().join("sched.dat");
+    let t = trace.to_str().unwrap();
+    record(&["-o", t, "-e", "sched", "--", "true"]);
+    let out = dir.path().join("x.dat");
+    let o = out.to_str().unwrap();
+    let rundir = dir.path().join("run");
+    let r = rundir.to_str().unwrap();
+    let presets = "a preset (syscall, softirq, mem, bio, net, lock, sched, proc, futex, perf, all)";
+    let analyzers = "there are: syscall, runq, offcpu";
+    let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
+        (
+            vec!["record", "-o", o, "-e", "nosuch", "--", "true"],
+            vec!["'nosuch'", presets, "available_events"],
+        ),
+        (
+            vec!["record", "-o", o, "-e", "sched:no_such_event", "--", "true"],
+            vec!["'sched:no_such_event'", presets],
+        ),
+        (
+            vec!["record", "-o", o, "-e", "shced", "--", "true"],
+            vec!["did you mean: sched?", presets],
+        ),
+        (
+            vec!["run", "-o", r, "-e", "nosuch", "--", "true"],
+            vec!["'nosuch'", presets],
+        ),
+        (
+            vec!["watch", "-o", o, "-d", "1", "-e", "nosuch"],
+            vec!["'nosuch'", presets],
+        ),
+        (
+            vec!["watch", "-o", o, "-d", "1", "--shed", "nosuch"],
+            vec!["'nosuch'", presets],
+        ),
+        (
+            vec!["record", "-o", o, "--duration", "soon", "--", "true"],
+            vec![
+                "'soon'",
+                "--duration",
+                "expected seconds (1.5) or a duration",
+            ],
+        ),
+        (
+            vec!["record", "-o", o, "--filter", "pid == 1", "--", "true"],
+            vec!["--filter 'pid == 1'", "expected EVENT:EXPR"],
+        ),
+        (
+            vec!["analyze", "nosuch", t],
+            vec!["no analyzer \"nosuch\"", analyzers],
+        ),
+        (
+            vec!["plot", "nosuch", "-o", o, t],
+            vec!["no analyzer \"nosuch\"", analyzers],
+        ),
+        (
+            vec!["compare", "--analyzer", "nosuch", t, t],
+            vec!["no analyzer \"nosuch\"", analyzers],
+        ),
+        (
+            vec!["watch", "-o", o, "-d", "1", "--alarm", "nosuch.p99 > 1ms"],
+            vec!["no analyzer \"nosuch\"", analyzers],
+        ),
+        (
+            vec!["analyze", "runq", "--sort", "nosuch", t],
+            vec!["\"nosuch\"", "columns are key, count"],
+        ),
+        (
+            vec!["dump", "--events", "nosuch", t],
+            vec!["no event \"nosuch\""],
+        ),
+    ];
+    for (args, expect) in cases {
+        let res = run(&args);
+        let err = String::from_utf8_lossy(&res.stderr);
+        assert_eq!(res.status.code(), Some(2), "{args:?}: {err}");
+        for e in expect {
+            assert!(err.contains(e), "{args:?}: expected '{e}' in: {err}");
+        }
+        assert!(
+            !err.contains("recording"),
+            "{args:?} announced a recording: {err}"
+        );
+        assert!(!out.exists(), "{args:?} wrote {o}");
+        assert!(!rundir.exists(), "{args:?} left {r}");
+    }
+}
+
 /// An application writes its markers to the standard /sys/kernel/tracing/trace_marker,
 /// not to kstate's private instance's: the kernel copies them into the recording
 /// (options/copy_trace_marker), where `kstate dump` prints them as trace-cmd does.
