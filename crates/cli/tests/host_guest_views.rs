@@ -18,6 +18,7 @@ use std::process::Command;
 use kstate_format::timeshift::{Sample, FLAG_INTERPOLATE};
 use kstate_format::writer::{write_from_trace, WriterConfig};
 use kstate_format::{TimeShift, Trace};
+use support::KSTATE;
 
 /// First and last timestamps of a file.
 fn span(file: &Path) -> (i64, i64) {
@@ -312,4 +313,115 @@ fn report_of_a_host_and_its_guest_matches_trace_cmd_per_machine() {
         &url,
     );
     assert!(std::fs::metadata(&shot).unwrap().len() > 10_000);
+}
+
+/// A `kstate ui` server, stopped when dropped.
+struct Server {
+    child: std::process::Child,
+    url: String,
+    out: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Server {
+    /// Starts `kstate ui ARGS`; returns it and what it printed before the URL.
+    fn start(args: &[&std::ffi::OsStr]) -> (Server, String) {
+        use std::io::BufRead;
+        let mut child = Command::new(KSTATE)
+            .arg("ui")
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("cannot start kstate ui");
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        // Stopped by its Drop whatever happens next.
+        let mut server = Server {
+            child,
+            url: String::new(),
+            out,
+        };
+        let mut said = String::new();
+        loop {
+            let mut line = String::new();
+            assert!(
+                server.out.read_line(&mut line).unwrap() > 0,
+                "kstate ui printed no URL: {said}"
+            );
+            if let Some(url) = line
+                .split_whitespace()
+                .find(|w| w.starts_with("http://127.0.0.1:"))
+            {
+                server.url = url.to_string();
+                return (server, said);
+            }
+            said.push_str(&line);
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn ui_shows_a_host_and_its_guest_on_one_axis() {
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (host, guest, plain) = host_and_guest(tmp.path());
+    let tc = trace_cmd_per_file(&[&host, &guest]);
+    let expect: Vec<serde_json::Value> = ["host.dat", "guest.dat"]
+        .iter()
+        .map(|n| {
+            let f = tc.iter().find(|(k, _)| k.ends_with(n)).unwrap().1;
+            serde_json::json!({"events": f.events, "first": f.first, "last": f.last})
+        })
+        .collect();
+    let (machines, said) = Server::start(&[host.as_os_str(), guest.as_os_str()]);
+    assert!(
+        said.contains("a host and its guests on the host's clock (host: ")
+            && said.contains(&format!("guest 1: {}", guest.display())),
+        "{said}"
+    );
+    let (ab, said) = Server::start(&[host.as_os_str(), plain.as_os_str()]);
+    assert!(said.is_empty(), "{said}");
+    let (forced, _) = Server::start(&["--compare".as_ref(), host.as_os_str(), guest.as_os_str()]);
+    // Three files that are not a host and its guests: refused, naming the odd one.
+    let bad = support::run(&[
+        "ui".as_ref(),
+        host.as_os_str(),
+        guest.as_os_str(),
+        plain.as_os_str(),
+    ]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}: is not a guest's recording of",
+            plain.display()
+        )),
+        "{err}"
+    );
+
+    let py = support::python_venv("uivenv", &["playwright"], "playwright.sync_api");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/host_guest_ui.py");
+    let out = Command::new(py)
+        .arg(script)
+        .arg(KSTATE)
+        .arg(shots())
+        .arg(&machines.url)
+        .arg(&guest)
+        .arg(&ab.url)
+        .arg(&forced.url)
+        .arg(serde_json::Value::Array(expect).to_string())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
