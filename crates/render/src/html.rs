@@ -93,7 +93,7 @@ pub fn render(r: &Survey, run: Option<&RunInfo>) -> String {
     let bands = charts::bands(r, 3);
     let size = svg::DEFAULT_SIZE;
     for a in &r.analyses {
-        section(&mut h, "", r, a, &bands, size);
+        section(&mut h, ("", ""), r, a, &bands, size);
     }
     if !r.snapshots.is_empty() {
         let _ = writeln!(
@@ -312,11 +312,11 @@ pub(crate) fn utc(ns: i128) -> Option<String> {
     })
 }
 
-/// One analyzer's section; its id is `{id}an-NAME` (`id`: "" alone, the machine's prefix
-/// in a report of a host and its guests).
+/// One analyzer's section; its id is `{id}an-NAME` and its heading starts with `who`
+/// (both "" alone; the machine's prefix and name in a report of a host and its guests).
 pub(crate) fn section(
     h: &mut String,
-    id: &str,
+    (id, who): (&str, &str),
     r: &Survey,
     a: &Analysis,
     bands: &[(f64, f64, String)],
@@ -326,10 +326,11 @@ pub(crate) fn section(
     let info = a.info;
     let _ = write!(
         h,
-        "<section id=\"{2}an-{0}\"><h2>{0}: {1}</h2>",
+        "<section id=\"{2}an-{0}\"><h2>{3}{0}: {1}</h2>",
         esc(info.name),
         esc(info.about),
-        esc(id)
+        esc(id),
+        esc(who)
     );
     let c = &o.counts;
     let _ = write!(

@@ -481,8 +481,9 @@ fn machine(h: &mut String, i: usize, mc: &Machine) {
     let bands = charts::bands(r, 3);
     let size = svg::DEFAULT_SIZE;
     let id = prefix(i);
+    let who = format!("{} \u{b7} ", mc.role);
     for a in &r.analyses {
-        section(h, &id, r, a, &bands, size);
+        section(h, (&id, &who), r, a, &bands, size);
     }
     if !r.snapshots.is_empty() {
         let _ = writeln!(
