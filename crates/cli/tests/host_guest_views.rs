@@ -359,6 +359,24 @@ impl Server {
     }
 }
 
+/// What `kstate ui ARGS` printed on stderr until it served.
+fn ui_stderr(args: &[&std::ffi::OsStr]) -> String {
+    use std::io::BufRead;
+    let mut child = Command::new(KSTATE)
+        .arg("ui")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("cannot start kstate ui");
+    let mut line = String::new();
+    let read = std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    assert!(read.is_ok_and(|n| n > 0), "kstate ui did not serve");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -387,6 +405,13 @@ fn ui_shows_a_host_and_its_guest_on_one_axis() {
     let (ab, said) = Server::start(&[host.as_os_str(), plain.as_os_str()]);
     assert!(said.is_empty(), "{said}");
     let (forced, _) = Server::start(&["--compare".as_ref(), host.as_os_str(), guest.as_os_str()]);
+    // The guest given first: compared A/B, and the terminal says why it is not one axis.
+    let why = ui_stderr(&[guest.as_os_str(), host.as_os_str()]);
+    assert!(
+        why.contains("comparing A with B, not a host and its guest: ")
+            && why.contains("is a guest's recording"),
+        "{why}"
+    );
     // Three files that are not a host and its guests: refused, naming the odd one.
     let bad = support::run(&[
         "ui".as_ref(),

@@ -121,7 +121,14 @@ fn layout(files: &[File], compare: bool) -> Result<Option<Vec<Role>>, String> {
     };
     match roles {
         Ok(r) => Ok(Some(r)),
-        Err(_) if files.len() <= 2 => Ok(None),
+        Err(why) if files.len() <= 2 => {
+            // A guest's file given first (or beside another guest's) is compared A/B;
+            // say why it is not the host-and-guest view the user may have meant.
+            if !compare && named.iter().any(|(_, t)| machines::is_guest(t)) {
+                eprintln!("kstate ui: comparing A with B, not a host and its guest: {why}");
+            }
+            Ok(None)
+        }
         Err(why) if compare || !all_open || why.is_empty() => Err(format!(
             "{} files: kstate ui takes one file, two to compare (A/B), or a host's recording and its guests'",
             files.len()
