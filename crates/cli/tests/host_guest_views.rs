@@ -213,18 +213,33 @@ fn report_of_a_host_and_its_guest_matches_trace_cmd_per_machine() {
         "{err}"
     );
     assert!(!html_path.exists());
+    let dir = tmp.path().join("out");
     let out = support::run(&[
         "report".as_ref(),
         host.as_os_str(),
         guest.as_os_str(),
         "-o".as_ref(),
         html_path.as_os_str(),
+        "--dir".as_ref(),
+        dir.as_os_str(),
     ]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // --dir: each machine's analyses, as kstate analyze prints them for its file.
+    for (sub, file) in [("host", &host), ("guest1", &guest)] {
+        let written = std::fs::read_to_string(dir.join(sub).join("syscall.csv")).unwrap();
+        let analyze = support::kstate(&[
+            "analyze".as_ref(),
+            "syscall".as_ref(),
+            "--format".as_ref(),
+            "csv".as_ref(),
+            file.as_os_str(),
+        ]);
+        assert_eq!(written, analyze, "{sub}/syscall.csv");
+    }
     let html = std::fs::read_to_string(&html_path).unwrap();
     std::fs::copy(&html_path, shots().join("report.html")).unwrap();
     let tc = trace_cmd_per_file(&[&host, &guest]);
