@@ -364,6 +364,11 @@ pub struct Counts {
 /// Receives log rows as pairs complete.
 pub trait LogSink {
     fn row(&mut self, row: &LogRow<'_>) -> std::io::Result<()>;
+    /// Whether rows need their `comm` (a string made per row): sinks that bin rows by
+    /// time and value (the UI's lanes) do without it, and save a pass an allocation a row.
+    fn wants_comm(&self) -> bool {
+        true
+    }
 }
 
 /// A sink that drops rows (for `--stat` and `--dist`).
@@ -1099,7 +1104,10 @@ fn flush_log<A: Analyzer>(
     log: &mut dyn LogSink,
     keys: &mut KeyFilter,
 ) -> Result<(), Error> {
-    for s in std::mem::take(&mut out.pending) {
+    // Taken and given back, so that its allocation serves every event of the pass.
+    let mut pending = std::mem::take(&mut out.pending);
+    let wants_comm = log.wants_comm();
+    for s in pending.drain(..) {
         let key = a.key_name(s.key, &out.tasks);
         if !keys.accepts(&key) {
             if s.kind == Kind::Dur {
@@ -1108,7 +1116,11 @@ fn flush_log<A: Analyzer>(
             }
             continue;
         }
-        let comm = out.tasks.comm(s.tid);
+        let comm = if wants_comm {
+            out.tasks.comm(s.tid)
+        } else {
+            String::new()
+        };
         let row = LogRow {
             start: s.start,
             key: &key,
@@ -1123,5 +1135,6 @@ fn flush_log<A: Analyzer>(
         log.row(&row)
             .map_err(|e| Error::new(ErrorKind::Io, None, format!("writing output: {e}")))?;
     }
+    out.pending = pending;
     Ok(())
 }
