@@ -876,22 +876,17 @@ impl<A: Analyzer> Pass<A> {
     /// Hands one event (one of the ids `new` returned) to the analyzer; returns what is
     /// wrong with the record if the analyzer found it damaged (the caller names its place
     /// in the file: [`Merger::record_error`], then [`Pass::damaged_record`]).
-    #[inline]
+    // Once per event: inlined into the loop that reads the events, with what is rare (a
+    // CPU not seen yet, a loss, a log to write, a damaged record) out of line.
+    #[inline(always)]
     pub(crate) fn event(
         &mut self,
         ev: &Event<'_>,
         log: &mut dyn LogSink,
     ) -> Result<Option<String>, Error> {
         let cpu = ev.cpu as usize;
-        if cpu >= self.prev_ts.len() {
-            self.prev_ts.resize(cpu + 1, 0);
-        }
-        if ev.lost_before.is_some() && self.sel.overlaps(self.prev_ts[cpu], ev.ts) {
-            let e = self.lost.entry(ev.cpu).or_insert(Some(0));
-            *e = match (*e, ev.lost_before) {
-                (Some(n), Lost::Count(k)) => Some(n + k),
-                _ => None,
-            };
+        if cpu >= self.prev_ts.len() || ev.lost_before.is_some() {
+            self.lost_before(ev);
         }
         self.prev_ts[cpu] = ev.ts;
         self.first.get_or_insert(ev.ts);
@@ -907,6 +902,34 @@ impl<A: Analyzer> Pass<A> {
             *n += 1;
         }
         self.a.event(ev, out);
+        if out.damaged.is_none() && out.pending.is_empty() {
+            return Ok(None);
+        }
+        self.after_event(log)
+    }
+
+    /// A CPU seen for the first time, or events lost before `ev`: counted when the loss
+    /// may lie in the selected time.
+    #[cold]
+    #[inline(never)]
+    fn lost_before(&mut self, ev: &Event<'_>) {
+        let cpu = ev.cpu as usize;
+        if cpu >= self.prev_ts.len() {
+            self.prev_ts.resize(cpu + 1, 0);
+        }
+        if ev.lost_before.is_some() && self.sel.overlaps(self.prev_ts[cpu], ev.ts) {
+            let e = self.lost.entry(ev.cpu).or_insert(Some(0));
+            *e = match (*e, ev.lost_before) {
+                (Some(n), Lost::Count(k)) => Some(n + k),
+                _ => None,
+            };
+        }
+    }
+
+    /// The event gave samples to log, or was damaged.
+    #[inline(never)]
+    fn after_event(&mut self, log: &mut dyn LogSink) -> Result<Option<String>, Error> {
+        let out = &mut self.out;
         let damaged = out.damaged.take();
         if !out.pending.is_empty() {
             flush_log(&self.a, out, log, &mut self.key_filter)?;
