@@ -233,7 +233,7 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/../../../shared/fixtures/external/lisa-sched_load/trace.dat"
         );
-        let mut s = summarize(&Source::open(path.as_ref()).unwrap(), &[]).unwrap();
+        let mut s = summarize(&Source::open(path.as_ref()).unwrap(), &[], false).unwrap();
         s.meta.host = "=HYPERLINK(\"x\")".into();
         let f = Fleet::new(GroupBy::Host, None, None).of(&[s]);
         let mut out = Vec::new();
