@@ -326,10 +326,11 @@ pub fn write_hex(v: u64, out: &mut Vec<u8>) {
     // Shift the significant digits to the top so that all sixteen are formed at once, each
     // 32-bit half spread one nibble per byte (no loop, no table), then keep the first n.
     let top = v << (4 * (16 - n));
-    let mut buf = [0u8; 16];
-    buf[..8].copy_from_slice(&hex8((top >> 32) as u32).to_be_bytes());
-    buf[8..].copy_from_slice(&hex8(top as u32).to_be_bytes());
-    push_fixed(out, &buf, n);
+    // Each half stored straight from its register (no buffer read back whole).
+    let end = out.len() + n;
+    out.extend_from_slice(&hex8((top >> 32) as u32).to_be_bytes());
+    out.extend_from_slice(&hex8(top as u32).to_be_bytes());
+    out.truncate(end);
 }
 
 /// The eight hex digits of `x` as ASCII bytes, most significant digit in the top byte.
@@ -388,8 +389,24 @@ fn dec_digits(mut v: u64, buf: &mut [u8; 20]) -> usize {
 /// Appends `v` in decimal.
 #[inline]
 pub fn write_dec(v: u64, out: &mut Vec<u8>) {
+    // Small values (system call numbers, return values, pids, prios) are formed in a
+    // register and stored once.
     if v < 10 {
         out.push(b'0' + v as u8);
+        return;
+    }
+    if v < 100 {
+        let r = 2 * v as usize;
+        out.extend_from_slice(&[PAIRS[r], PAIRS[r + 1]]);
+        return;
+    }
+    if v < 10_000 {
+        let (h, l) = (2 * (v / 100) as usize, 2 * (v % 100) as usize);
+        if v < 1000 {
+            push_fixed(out, &[PAIRS[h + 1], PAIRS[l], PAIRS[l + 1], 0], 3);
+        } else {
+            out.extend_from_slice(&[PAIRS[h], PAIRS[h + 1], PAIRS[l], PAIRS[l + 1]]);
+        }
         return;
     }
     write_dec_padded(v, 0, false, out)
