@@ -425,10 +425,10 @@ impl StallingDisk {
 impl Drop for StallingDisk {
     fn drop(&mut self) {
         let _ = Command::new("fsfreeze").arg("-u").arg(&self.a).output();
-        for at in [&self.b, &self.a] {
+        // B's loop device holds A's file open: A unmounts only once B is detached.
+        let mounts = [&self.a, &self.b];
+        for (at, dev) in mounts.iter().zip(&self.loops).rev() {
             let _ = Command::new("umount").arg(at).output();
-        }
-        for dev in self.loops.iter().rev() {
             let _ = Command::new("losetup").arg("-d").arg(dev).output();
         }
     }
