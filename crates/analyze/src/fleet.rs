@@ -476,19 +476,51 @@ impl Fleet {
     }
 }
 
-/// A summary that could not be read, or was left out: its path and why.
+/// A summary that could not be read: its path and why.
 pub type Failure = (PathBuf, String);
 
+/// A summary of a recording already merged from another file: left out, so that the
+/// recording counts once.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Duplicate {
+    pub path: PathBuf,
+    /// The file whose summary of the recording was merged.
+    pub merged: PathBuf,
+    pub recording: String,
+}
+
+impl std::fmt::Display for Duplicate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: the same recording ({}) as {}; counted once",
+            self.path.display(),
+            self.recording,
+            self.merged.display()
+        )
+    }
+}
+
+/// What [`reduce`] made of a directory of summaries.
+#[derive(Debug, Clone)]
+pub struct Reduced {
+    pub fleet: Fleet,
+    /// Summaries that could not be read (the figures leave them out), in path order.
+    pub failed: Vec<Failure>,
+    /// Summaries of recordings merged from another file, in path order.
+    pub duplicates: Vec<Duplicate>,
+}
+
 /// Reads `paths` with `read` on all cores and merges them; the summaries that could not
-/// be read are returned beside the merge, in path order.
+/// be read are returned beside the merge.
 ///
 /// A recording is merged once, however many summaries of it there are (a summary copied
 /// into a second directory, a dataset appended to twice): a summary whose recording id
-/// was already merged is left out and listed among the failures, naming both files, so
-/// the figures count it once and the user learns of the copy. Which of the two is
-/// merged depends on which thread reads first; they hold the same recording (the id
-/// hashes its host, start, file name, events and duration), so the figures do not.
-pub fn reduce<F>(paths: &[PathBuf], read: F, template: &Fleet) -> (Fleet, Vec<Failure>)
+/// was already merged is left out and returned as a [`Duplicate`], naming both files.
+/// That is not a failure: nothing of the fleet is missing from the figures. Which of the
+/// two is merged depends on which thread reads first; they hold the same recording (the
+/// id hashes its host, start, file name, events and duration), so the figures do not.
+pub fn reduce<F>(paths: &[PathBuf], read: F, template: &Fleet) -> Reduced
 where
     F: Fn(&Path) -> Result<Summary, String> + Sync,
 {
@@ -499,12 +531,13 @@ where
     let next = std::sync::atomic::AtomicUsize::new(0);
     // Recording id -> the path whose summary of it was merged.
     let merged_ids = std::sync::Mutex::new(std::collections::HashMap::<String, usize>::new());
-    let parts: Vec<(Fleet, Vec<Failure>)> = std::thread::scope(|s| {
+    type Part = (Fleet, Vec<Failure>, Vec<Duplicate>);
+    let parts: Vec<Part> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|_| {
                 s.spawn(|| {
                     let mut f = template.clone();
-                    let mut failed = Vec::new();
+                    let (mut failed, mut dups) = (Vec::new(), Vec::new());
                     loop {
                         let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some(p) = paths.get(i) else { break };
@@ -523,10 +556,14 @@ where
                         if first == i {
                             f.add(&sum);
                         } else {
-                            failed.push((p.clone(), duplicate(p, &paths[first], &sum)));
+                            dups.push(Duplicate {
+                                path: p.clone(),
+                                merged: paths[first].clone(),
+                                recording: sum.meta.recording,
+                            });
                         }
                     }
-                    (f, failed)
+                    (f, failed, dups)
                 })
             })
             .collect();
@@ -535,24 +572,19 @@ where
             .map(|h| h.join().expect("a reducer thread panicked"))
             .collect()
     });
-    let mut fleet = template.clone();
-    let mut failed = Vec::new();
-    for (f, e) in parts {
-        fleet.merge(f);
-        failed.extend(e);
+    let mut out = Reduced {
+        fleet: template.clone(),
+        failed: Vec::new(),
+        duplicates: Vec::new(),
+    };
+    for (f, e, d) in parts {
+        out.fleet.merge(f);
+        out.failed.extend(e);
+        out.duplicates.extend(d);
     }
-    failed.sort();
-    (fleet, failed)
-}
-
-/// Why `path` was left out: `merged` holds the same recording.
-fn duplicate(path: &Path, merged: &Path, s: &Summary) -> String {
-    format!(
-        "{}: the same recording ({}) as {}; counted once",
-        path.display(),
-        s.meta.recording,
-        merged.display()
-    )
+    out.failed.sort();
+    out.duplicates.sort();
+    out
 }
 
 #[cfg(test)]

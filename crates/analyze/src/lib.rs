@@ -62,6 +62,7 @@ pub mod ksyms;
 pub mod lanes;
 pub mod live;
 pub mod locks;
+pub mod machines;
 pub mod merge;
 pub mod page_index;
 pub mod pair;

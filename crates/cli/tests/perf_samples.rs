@@ -27,9 +27,10 @@ fn perf_script_counts(file: &Path) -> Counts {
             continue;
         }
         let event = w[w.len() - 1].trim_end_matches(':').to_string();
-        let tid: u32 = w[w.len() - 2]
-            .parse()
-            .unwrap_or_else(|_| panic!("perf script line {l:?}"));
+        // A system-wide recording has samples perf prints as ":-1 -1" (no task).
+        let tid = w[w.len() - 2]
+            .parse::<i64>()
+            .unwrap_or_else(|_| panic!("perf script line {l:?}")) as u32;
         let comm = w[..w.len() - 2].join(" ");
         *by_event.entry(event).or_default() += 1;
         *by_comm.entry((comm, tid)).or_default() += 1;
@@ -113,12 +114,82 @@ fn samples_per_event_and_command_match_perf_script() {
             .filter(|(_, n)| *n > 0)
             .collect();
         assert_eq!(per_event, want.0, "{name}: info per event");
+        // The samples are the file's events: counted in the top lines as perf script lists them.
+        assert_eq!(
+            info["events"].as_u64(),
+            Some(want.0.values().sum::<u64>()),
+            "{name}: info events"
+        );
+        let counts: BTreeMap<String, u64> =
+            serde_json::from_value(info["event_counts"].clone()).unwrap();
+        assert_eq!(counts, want.0, "{name}: info event_counts");
         assert_eq!(info["perf"]["pipe_mode"], pipe, "{name}: {info}");
         assert!(
             info["perf"]["perf_version"].is_string(),
             "{name}: no perf version: {info}"
         );
     }
+}
+
+/// `kstate info` of the smallest sample files (`perf record -e page-faults -- sleep 0.2`) and
+/// of tracepoint and software samples together, system-wide: events in all, per event and
+/// per CPU as `perf script` lists them (it said "events: 0" and listed no CPU or event).
+#[test]
+fn info_counts_samples_per_event_and_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = dir.path().join("pf.data");
+    perf_record(&small, &["-e", "page-faults"], false, &["sleep", "0.2"]);
+    let want = perf_script_counts(&small).0;
+    let total: u64 = want.values().sum();
+    assert!(total > 0, "perf script shows no page fault of sleep");
+    let text = support::kstate(&["info", small.to_str().unwrap()]);
+    assert!(
+        text.contains(&format!("\nevents:      {total}\n")),
+        "perf script has {total} samples:\n{text}"
+    );
+    assert!(
+        text.contains(&format!("\n  {total:>10}  page-faults\n")),
+        "per event:\n{text}"
+    );
+    // Samples of one command carry no CPU: a row says so, with the samples' time span.
+    assert!(
+        text.contains("(samples that do not record their CPU)"),
+        "{text}"
+    );
+    assert!(!text.contains("(no events)"), "{text}");
+
+    let mixed = dir.path().join("mixed.data");
+    perf_record(
+        &mixed,
+        &["-a", "-e", "sched:sched_switch,cpu-clock,page-faults"],
+        false,
+        &["sh", "-c", "ls -R /usr/share/doc > /dev/null; sleep 0.1"],
+    );
+    let want = perf_script_counts(&mixed).0;
+    let info = kstate_json(&["info", "--json", mixed.to_str().unwrap()]);
+    let counts: BTreeMap<String, u64> =
+        serde_json::from_value(info["event_counts"].clone()).unwrap();
+    // perf names a tracepoint system:name; kstate's tracepoint events are named as in
+    // trace.dat, without the system.
+    let want_named: BTreeMap<String, u64> = want
+        .iter()
+        .map(|(e, n)| (e.rsplit(':').next().unwrap().to_string(), *n))
+        .collect();
+    assert_eq!(counts, want_named, "{info}");
+    assert_eq!(info["events"].as_u64(), Some(want.values().sum::<u64>()));
+    let mut per_cpu_want: BTreeMap<u64, u64> = BTreeMap::new();
+    for l in perf_stdout(&["script", "-F", "cpu", "-i"], &mixed).lines() {
+        let cpu = l.trim().trim_start_matches('[').trim_end_matches(']');
+        *per_cpu_want.entry(cpu.parse().unwrap()).or_default() += 1;
+    }
+    let per_cpu: BTreeMap<u64, u64> = info["per_cpu"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["events"].as_u64() > Some(0))
+        .map(|c| (c["cpu"].as_u64().unwrap(), c["events"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(per_cpu, per_cpu_want, "{info}");
 }
 
 /// `perf report --stdio --no-children` rows: (share, dso, symbol).

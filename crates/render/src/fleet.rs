@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use kstate_analyze::fleet::{Failure, Fleet, Merged, Outlier};
+use kstate_analyze::fleet::{Duplicate, Failure, Fleet, Merged, Outlier};
 
 use crate::csv_field;
 
@@ -150,11 +150,13 @@ pub fn text(
     Ok(())
 }
 
-/// One JSON document: every row with its quantiles' buckets, the outliers, the failures.
+/// One JSON document: every row with its quantiles' buckets, the outliers, the failures
+/// and the summaries left out as copies of a recording merged from another file.
 pub fn json(
     f: &Fleet,
     outliers: &[Outlier],
     failed: &[Failure],
+    duplicates: &[Duplicate],
     by: &str,
     k: f64,
     out: &mut dyn Write,
@@ -187,6 +189,10 @@ pub fn json(
         })).collect::<Vec<_>>(),
         "failed": failed.iter().map(|(p, e)| json!({"file": p.display().to_string(), "error": e}))
             .collect::<Vec<_>>(),
+        "duplicates": duplicates.iter().map(|d| json!({
+            "file": d.path.display().to_string(), "recording": d.recording,
+            "merged": d.merged.display().to_string(),
+        })).collect::<Vec<_>>(),
     });
     serde_json::to_writer_pretty(&mut *out, &doc).map_err(std::io::Error::other)?;
     writeln!(out)

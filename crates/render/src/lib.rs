@@ -28,6 +28,7 @@ pub mod compare;
 pub mod fleet;
 pub mod html;
 pub mod info;
+pub mod machines;
 #[cfg(feature = "png")]
 pub mod png;
 pub mod profile;
