@@ -23,10 +23,11 @@ use crate::analyzer::{drive, trace_start, Analyzer, Config, LogSink, Mode, NoLog
 use crate::merge::{Event, IdFilter, LossMark, Merger};
 use crate::page_index::PageIndex;
 
-/// Bytes a chunk holds before it is handed over.
-const CHUNK: usize = 256 << 10;
+/// Bytes a chunk holds before it is handed over: small enough to be read back from the
+/// cache it was written to.
+const CHUNK: usize = 64 << 10;
 /// Chunks a decoder may hold ahead of the pass.
-const CHUNKS_AHEAD: usize = 8;
+const CHUNKS_AHEAD: usize = 32;
 /// Per record: timestamp (8), CPU (4), payload length (4).
 const RECORD_HEAD: usize = 16;
 
@@ -97,7 +98,7 @@ pub fn drive_piped<A: Analyzer>(
                     let len =
                         u32::from_ne_bytes(buf[at + 12..at + 16].try_into().expect("4")) as usize;
                     let payload = &buf[at + RECORD_HEAD..at + RECORD_HEAD + len];
-                    at += RECORD_HEAD + len.next_multiple_of(8);
+                    at += RECORD_HEAD + len;
                     let ev = Event {
                         ts,
                         cpu,
@@ -171,7 +172,6 @@ fn decode(
         buf.extend_from_slice(&ev.cpu.to_ne_bytes());
         buf.extend_from_slice(&(ev.payload.len() as u32).to_ne_bytes());
         buf.extend_from_slice(ev.payload);
-        buf.resize(buf.len().next_multiple_of(8), 0);
         if buf.len() >= CHUNK {
             let full = std::mem::replace(&mut buf, Vec::with_capacity(CHUNK + 4096));
             tx.send(Msg::Records(full)).map_err(|_| ())?;
