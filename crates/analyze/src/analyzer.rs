@@ -378,6 +378,11 @@ pub struct Counts {
 /// Receives log rows as pairs complete.
 pub trait LogSink {
     fn row(&mut self, row: &LogRow<'_>) -> std::io::Result<()>;
+    /// Whether rows need their `comm` (a string made per row): sinks that bin rows by
+    /// time and value (the UI's lanes) do without it, and save a pass an allocation a row.
+    fn wants_comm(&self) -> bool {
+        true
+    }
 }
 
 /// A sink that drops rows (for `--stat` and `--dist`).
@@ -923,22 +928,17 @@ impl<A: Analyzer> Pass<A> {
     /// Hands one event (one of the ids `new` returned) to the analyzer; returns what is
     /// wrong with the record if the analyzer found it damaged (the caller names its place
     /// in the file: [`Merger::record_error`], then [`Pass::damaged_record`]).
-    #[inline]
+    // Once per event: inlined into the loop that reads the events, with what is rare (a
+    // CPU not seen yet, a loss, a log to write, a damaged record) out of line.
+    #[inline(always)]
     pub(crate) fn event(
         &mut self,
         ev: &Event<'_>,
         log: &mut dyn LogSink,
     ) -> Result<Option<String>, Error> {
         let cpu = ev.cpu as usize;
-        if cpu >= self.prev_ts.len() {
-            self.prev_ts.resize(cpu + 1, 0);
-        }
-        if ev.lost_before.is_some() && self.sel.overlaps(self.prev_ts[cpu], ev.ts) {
-            let e = self.lost.entry(ev.cpu).or_insert(Some(0));
-            *e = match (*e, ev.lost_before) {
-                (Some(n), Lost::Count(k)) => Some(n + k),
-                _ => None,
-            };
+        if cpu >= self.prev_ts.len() || ev.lost_before.is_some() {
+            self.lost_before(ev);
         }
         self.prev_ts[cpu] = ev.ts;
         self.first.get_or_insert(ev.ts);
@@ -954,6 +954,34 @@ impl<A: Analyzer> Pass<A> {
             *n += 1;
         }
         self.a.event(ev, out);
+        if out.damaged.is_none() && out.pending.is_empty() {
+            return Ok(None);
+        }
+        self.after_event(log)
+    }
+
+    /// A CPU seen for the first time, or events lost before `ev`: counted when the loss
+    /// may lie in the selected time.
+    #[cold]
+    #[inline(never)]
+    fn lost_before(&mut self, ev: &Event<'_>) {
+        let cpu = ev.cpu as usize;
+        if cpu >= self.prev_ts.len() {
+            self.prev_ts.resize(cpu + 1, 0);
+        }
+        if ev.lost_before.is_some() && self.sel.overlaps(self.prev_ts[cpu], ev.ts) {
+            let e = self.lost.entry(ev.cpu).or_insert(Some(0));
+            *e = match (*e, ev.lost_before) {
+                (Some(n), Lost::Count(k)) => Some(n + k),
+                _ => None,
+            };
+        }
+    }
+
+    /// The event gave samples to log, or was damaged.
+    #[inline(never)]
+    fn after_event(&mut self, log: &mut dyn LogSink) -> Result<Option<String>, Error> {
+        let out = &mut self.out;
         let damaged = out.damaged.take();
         if !out.pending.is_empty() {
             flush_log(&self.a, out, log, &mut self.key_filter)?;
@@ -1204,7 +1232,10 @@ fn flush_log<A: Analyzer>(
     log: &mut dyn LogSink,
     keys: &mut KeyFilter,
 ) -> Result<(), Error> {
-    for s in std::mem::take(&mut out.pending) {
+    // Taken and given back, so that its allocation serves every event of the pass.
+    let mut pending = std::mem::take(&mut out.pending);
+    let wants_comm = log.wants_comm();
+    for s in pending.drain(..) {
         let key = a.key_name(s.key, &out.tasks);
         if !keys.accepts(&key) {
             if s.kind == Kind::Dur {
@@ -1213,7 +1244,11 @@ fn flush_log<A: Analyzer>(
             }
             continue;
         }
-        let comm = out.tasks.comm(s.tid);
+        let comm = if wants_comm {
+            out.tasks.comm(s.tid)
+        } else {
+            String::new()
+        };
         let row = LogRow {
             start: s.start,
             key: &key,
@@ -1228,5 +1263,6 @@ fn flush_log<A: Analyzer>(
         log.row(&row)
             .map_err(|e| Error::new(ErrorKind::Io, None, format!("writing output: {e}")))?;
     }
+    out.pending = pending;
     Ok(())
 }

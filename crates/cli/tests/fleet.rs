@@ -121,11 +121,19 @@ fn values(analyzer: &str, file: &Path) -> BTreeMap<String, Vec<u64>> {
             .find(|(k, _)| k.starts_with("dur_") || *k == "value" || k.ends_with("_ns"))
             .and_then(|(_, x)| x.as_u64())
             .unwrap_or_else(|| panic!("no value in {r}"));
-        out.entry(r["key"].as_str().unwrap().to_string())
-            .or_default()
-            .push(val);
+        // Summaries merge per-thread keys per command (comm-pid -> comm).
+        let key = r["key"].as_str().unwrap();
+        out.entry(strip_id(key).to_string()).or_default().push(val);
     }
     out
+}
+
+/// `comm-123` -> `comm`; other keys as they are.
+fn strip_id(key: &str) -> &str {
+    match key.rsplit_once('-') {
+        Some((c, id)) if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) => c,
+        _ => key,
+    }
 }
 
 fn got(row: &Value) -> Expect {
@@ -214,6 +222,90 @@ fn fleet_is_exact_to_the_bucket() {
             assert_eq!(getppid.unwrap()["recordings"], 2);
         }
     }
+}
+
+/// The whole fleet's rows of `kstate fleet DIR` for `analyzer`, by key: (count, total,
+/// min, max).
+fn fleet_keys(dir: &Path, analyzer: &str) -> BTreeMap<String, [u64; 4]> {
+    let v = kstate_json(&[
+        "fleet".as_ref(),
+        dir.as_os_str(),
+        "--analyzer".as_ref(),
+        analyzer.as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ]);
+    let n = |r: &Value, f: &str| r[f].as_u64().unwrap();
+    v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["group"].is_null())
+        .map(|r| {
+            let k = r["key"].as_str().unwrap().to_string();
+            (k, [n(r, "count"), n(r, "total"), n(r, "min"), n(r, "max")])
+        })
+        .collect()
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum()
+}
+
+/// By default a summary merges the keys that name a thread (microstate's `comm-tid
+/// STATE`) or a process (runq's `comm-pid`) per command; `--per-thread` keeps them. The
+/// merged keys hold exactly the per-thread keys' values added up (count, total, min,
+/// max), and the summaries are smaller.
+#[test]
+fn per_thread_keys_are_merged_per_command() {
+    let f = fleet();
+    let dir = tempfile::tempdir().unwrap();
+    let mut args: Vec<&Path> = vec![
+        "summarize".as_ref(),
+        "--per-thread".as_ref(),
+        "-o".as_ref(),
+        dir.path(),
+    ];
+    args.extend(f.recordings.iter().map(PathBuf::as_path));
+    kstate(&args);
+    let mut keys = [0usize; 2];
+    for analyzer in ["microstate", "runq"] {
+        let merged = fleet_keys(&f.summaries, analyzer);
+        let threads = fleet_keys(dir.path(), analyzer);
+        assert!(
+            threads.len() > merged.len(),
+            "{analyzer}: {} per-thread keys, {} per command",
+            threads.len(),
+            merged.len()
+        );
+        keys[0] += merged.len();
+        keys[1] += threads.len();
+        let mut added: BTreeMap<String, [u64; 4]> = BTreeMap::new();
+        for (k, v) in threads {
+            let (task, state) = match k.rsplit_once(' ') {
+                Some((t, s)) if analyzer == "microstate" => (t, format!(" {s}")),
+                _ => (k.as_str(), String::new()),
+            };
+            assert_ne!(strip_id(task), task, "{analyzer}: {k} names no thread");
+            let a = added
+                .entry(format!("{}{state}", strip_id(task)))
+                .or_insert([0, 0, u64::MAX, 0]);
+            a[0] += v[0];
+            a[1] += v[1];
+            a[2] = a[2].min(v[2]);
+            a[3] = a[3].max(v[3]);
+        }
+        assert_eq!(added, merged, "{analyzer}");
+    }
+    let (small, large) = (dir_bytes(&f.summaries), dir_bytes(dir.path()));
+    eprintln!(
+        "7 summaries: {small} bytes per command ({} microstate+runq keys), {large} per thread ({})",
+        keys[0], keys[1]
+    );
+    assert!(small < large, "{small} >= {large}");
 }
 
 /// The recording's facts come from the file (`kstate info --json`).

@@ -3,33 +3,20 @@
 //! clean. Needs root and tracefs (as the CI machine has); never skips.
 mod support;
 
-use support::run;
+use support::{ok, run, KSTATE};
 
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
 const INSTANCES: &str = "/sys/kernel/tracing/instances";
 /// getppid on x86_64.
 #[cfg(target_arch = "x86_64")]
 const NR_GETPPID: i64 = 110;
 #[cfg(target_arch = "aarch64")]
 const NR_GETPPID: i64 = 173;
-
-fn ok(args: &[&str]) -> Output {
-    let out = run(args);
-    assert!(
-        out.status.success(),
-        "kstate {} failed ({}):\n{}",
-        args.join(" "),
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 /// `kstate record --json ARGS`: the summary object (the last stdout line; the workload
 /// may print before it).

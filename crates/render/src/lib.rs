@@ -25,6 +25,7 @@
 pub mod charts;
 pub mod colour;
 pub mod compare;
+pub mod error;
 pub mod fleet;
 pub mod html;
 pub mod info;

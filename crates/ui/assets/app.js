@@ -222,16 +222,20 @@ async function loadLanes() {
   if (!fileIdx.some(goodFile)) return;
   try {
     const res = [];
+    let asked = "";
     for (const f of fileIdx) {
       if (!goodFile(f)) continue;
-      // Only the task and CPU filters apply to the overview: a key filter is a panel's,
-      // and re-binning 11 M events for it took as long as the panel itself.
-      const p = filterParams(null, { f, from: secs(v[0]), to: secs(v[1]), w: bins });
+      // The task and CPU filters apply to the overview, and the syscall panel's key to
+      // the system-call lane (the calls it scatters); other panels' keys are theirs.
+      const p = filterParams("syscall", { f, from: secs(v[0]), to: secs(v[1]), w: bins });
       p.delete("window");
+      asked = p.toString();
       res.push({ f, lanes: await api("lanes", p) });
     }
     if (gen !== UI.lanesGen) return;
     UI.lanes = res;
+    // The last question the overview answers (for tests: which filters it drew).
+    UI.lanesAsked = asked;
     drawLanes();
   } catch (e) {
     if (gen === UI.lanesGen) showError("overview: " + e.message);
@@ -256,12 +260,15 @@ function laneLayout() {
     group(lanes.blk, "level", 30, (l) => `${l.name.replace(/^0000/, "")} in flight`);
     // No calls for these filters: one line that says so, not an empty chart.
     if (lanes.syscalls) rows.push(lanes.syscalls.calls
-      ? { kind: "scatter", h: 130, sc: lanes.syscalls, label: tag + "syscalls", f, lanes }
-      : { kind: "empty", h: 14, label: tag + "syscalls: no calls for these filters", f, lanes });
+      ? { kind: "scatter", h: 130, sc: lanes.syscalls, label: tag + "syscalls" + syscallKey(), f, lanes }
+      : { kind: "empty", h: 14, label: tag + "syscalls" + syscallKey() + ": no calls for these filters", f, lanes });
     group(lanes.lost, "lost", 14, (l) => `${l.name} lost`);
   }
   return rows;
 }
+
+// The syscall panel's key filter, which the system-call lane shows alone.
+const syscallKey = () => (UI.st.keys.syscall ? ` (${UI.st.keys.syscall})` : "");
 
 function drawLanes() {
   if (!UI.lanes) return;
@@ -482,6 +489,19 @@ function panelAnalyzers() {
   return f ? f.analyzers : [];
 }
 
+// A and B share no analyzer: what each has, one line a side, rather than one line of
+// two paths and every reason.
+function nothingInCommon() {
+  const side = (i) => {
+    const f = files()[i];
+    const has = f.error ? "cannot be read (see above)" : f.analyzers.length ? "analyzers: " + f.analyzers.map((a) => a.name).join(", ") : "no analyzer applies";
+    return el("li", {}, el("span", { class: "tag " + (i ? "b" : "a") }, i ? "B" : "A"), " ", el("code", {}, f.label), el("br"), has);
+  };
+  return el("div", { class: "error nothing" }, el("strong", {}, "Nothing to compare: no analyzer applies to both recordings."),
+    el("ul", {}, side(0), side(1)),
+    "Record both with the same events (kstate record -e …) to compare them.");
+}
+
 async function loadPanels() {
   const gen = ++UI.panelsGen;
   const box = $("#panels");
@@ -489,7 +509,7 @@ async function loadPanels() {
   const st = UI.st;
   if (!list.length) {
     box.textContent = "";
-    if (st.mode === "ab") box.append(el("div", { class: "error" }, `${files()[0].label} and ${files()[1].label} have no analyzer in common (or one of them could not be read).`));
+    if (st.mode === "ab") box.append(nothingInCommon());
     return;
   }
   // Keep the cards (and their scroll) across updates; drop those no longer wanted.

@@ -89,6 +89,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         duplicates,
     } = fleet::reduce(
         &files,
+        |p| kstate_export::parquet::read_summary_meta(p).map_err(|e| super::with_path(p, &e)),
         |p| {
             kstate_export::parquet::read_summary_of(
                 p,
