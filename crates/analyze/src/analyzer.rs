@@ -197,6 +197,9 @@ pub struct Config {
     /// The file's pages, indexed once by a front end that asks many questions of it: a
     /// pass then skips the pages it would read for nothing ([`crate::page_index`]).
     pub pages: Option<std::sync::Arc<crate::page_index::PageIndex>>,
+    /// Threads a pass may use ([`crate::slices`]); 1 reads the file in one pass, as
+    /// analyzers that cannot cut it into time slices always do.
+    pub threads: usize,
 }
 
 impl Config {
@@ -208,6 +211,7 @@ impl Config {
             tgids: FxMap::default(),
             interval: None,
             pages: None,
+            threads: 1,
         }
     }
 }
@@ -242,6 +246,16 @@ impl Tasks {
             }
         }
         t
+    }
+    /// Forgets the names seeded from the file, for a pass over a later time slice: what
+    /// it then holds was learned from its own events, and overlays the earlier slices'
+    /// names ([`Tasks::overlay`]).
+    pub(crate) fn forget_comms(&mut self) {
+        self.comms.clear();
+    }
+    /// The names `later` learned replace these, as they would have in one pass.
+    pub(crate) fn overlay(&mut self, later: Tasks) {
+        self.comms.extend(later.comms);
     }
     /// Records that thread `tid` belongs to thread group `tgid`.
     pub fn set_tgid(&mut self, tid: i32, tgid: i32) {
@@ -567,6 +581,44 @@ impl Out {
     }
 }
 
+impl Out {
+    /// Adds the aggregates and counts of `later`, a pass over the time slice after this
+    /// one's (see [`Pass::absorb`]); its task names replace these.
+    fn absorb(&mut self, later: Out) {
+        let c = later.counts;
+        let n = &mut self.counts;
+        n.events += c.events;
+        n.selected += c.selected;
+        n.filtered += c.filtered;
+        n.broken_by_loss += c.broken_by_loss;
+        n.unmatched += c.unmatched;
+        n.inferred += c.inferred;
+        for (key, agg) in later.aggs {
+            let slot = match key < SMALL_KEYS {
+                true => Some(self.small[key as usize]).filter(|&i| i != u32::MAX),
+                false => self.index.get(&key).copied(),
+            };
+            match slot {
+                Some(i) => self.aggs[i as usize].1.merge(&agg),
+                None => {
+                    let i = self.aggs.len() as u32;
+                    if key < SMALL_KEYS {
+                        self.small[key as usize] = i;
+                    } else {
+                        self.index.insert(key, i);
+                    }
+                    self.aggs.push((key, agg));
+                }
+            }
+        }
+        self.last = None;
+        if later.counts.events > 0 {
+            self.now = later.now;
+        }
+        self.tasks.overlay(later.tasks);
+    }
+}
+
 const SMALL_KEYS: u64 = 1024;
 
 /// A small table an analyzer adds to its report.
@@ -672,7 +724,7 @@ pub fn sort_rows(
 }
 
 /// The first event's time of the whole trace (all events, all CPUs).
-fn trace_start(trace: &Trace) -> Result<Option<u64>, Error> {
+pub(crate) fn trace_start(trace: &Trace) -> Result<Option<u64>, Error> {
     // Parquet directories know it: merging all their events would build every table.
     if let Some(ts) = trace.known_first_ts() {
         return Ok(Some(ts));
@@ -1041,6 +1093,59 @@ impl<A: Analyzer> Pass<A> {
             notes,
             errors: self.errors,
         })
+    }
+
+    /// The analyzer, to set it up for a time slice ([`crate::slices`]).
+    pub(crate) fn analyzer_mut(&mut self) -> &mut A {
+        &mut self.a
+    }
+
+    /// A pass over a later time slice ([`crate::slices`]) learns task names from its own
+    /// events only, so that they overlay the earlier slices' names when absorbed.
+    pub(crate) fn forget_comms(&mut self) {
+        self.out.tasks.forget_comms();
+    }
+
+    /// Events handed over so far.
+    pub(crate) fn events(&self) -> u64 {
+        self.out.counts.events
+    }
+
+    /// Damage met so far beyond what the file declared when opened.
+    pub(crate) fn met_damage(&self, declared: usize) -> bool {
+        self.damaged != 0 || self.damaged_records > 0 || self.errors.len() > declared
+    }
+
+    /// Takes in the pass over the time slice that follows this pass's: its aggregates,
+    /// counts and task names are added as if one pass had read both, and `stitch` joins
+    /// the analyzers (pairs this pass left open with the ends the next one met first).
+    /// Both passes met no loss and no damage ([`crate::slices`] checks).
+    pub(crate) fn absorb(&mut self, next: Pass<A>, stitch: impl FnOnce(&mut A, A, &mut Out)) {
+        let Pass {
+            a,
+            out,
+            per_id,
+            first,
+            last,
+            lost,
+            ..
+        } = next;
+        self.out.absorb(out);
+        stitch(&mut self.a, a, &mut self.out);
+        for (n, m) in self.per_id.iter_mut().zip(per_id) {
+            *n += m;
+        }
+        if first.is_some() {
+            self.first = self.first.or(first);
+            self.last = self.last.max(last);
+        }
+        for (cpu, l) in lost {
+            let e = self.lost.entry(cpu).or_insert(Some(0));
+            *e = match (*e, l) {
+                (Some(a), Some(b)) => Some(a + b),
+                _ => None,
+            };
+        }
     }
 
     /// The outcome of `span` (whose events have all been handed over): the aggregates,
