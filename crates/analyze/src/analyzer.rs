@@ -197,6 +197,9 @@ pub struct Config {
     /// The file's pages, indexed once by a front end that asks many questions of it: a
     /// pass then skips the pages it would read for nothing ([`crate::page_index`]).
     pub pages: Option<std::sync::Arc<crate::page_index::PageIndex>>,
+    /// Threads a pass may use ([`crate::slices`]); 1 reads the file in one pass, as
+    /// analyzers that cannot cut it into time slices always do.
+    pub threads: usize,
 }
 
 impl Config {
@@ -208,6 +211,7 @@ impl Config {
             tgids: FxMap::default(),
             interval: None,
             pages: None,
+            threads: 1,
         }
     }
 }
@@ -242,6 +246,16 @@ impl Tasks {
             }
         }
         t
+    }
+    /// Forgets the names seeded from the file, for a pass over a later time slice: what
+    /// it then holds was learned from its own events, and overlays the earlier slices'
+    /// names ([`Tasks::overlay`]).
+    pub(crate) fn forget_comms(&mut self) {
+        self.comms.clear();
+    }
+    /// The names `later` learned replace these, as they would have in one pass.
+    pub(crate) fn overlay(&mut self, later: Tasks) {
+        self.comms.extend(later.comms);
     }
     /// Records that thread `tid` belongs to thread group `tgid`.
     pub fn set_tgid(&mut self, tid: i32, tgid: i32) {
@@ -364,6 +378,11 @@ pub struct Counts {
 /// Receives log rows as pairs complete.
 pub trait LogSink {
     fn row(&mut self, row: &LogRow<'_>) -> std::io::Result<()>;
+    /// Whether rows need their `comm` (a string made per row): sinks that bin rows by
+    /// time and value (the UI's lanes) do without it, and save a pass an allocation a row.
+    fn wants_comm(&self) -> bool {
+        true
+    }
 }
 
 /// A sink that drops rows (for `--stat` and `--dist`).
@@ -562,6 +581,44 @@ impl Out {
     }
 }
 
+impl Out {
+    /// Adds the aggregates and counts of `later`, a pass over the time slice after this
+    /// one's (see [`Pass::absorb`]); its task names replace these.
+    fn absorb(&mut self, later: Out) {
+        let c = later.counts;
+        let n = &mut self.counts;
+        n.events += c.events;
+        n.selected += c.selected;
+        n.filtered += c.filtered;
+        n.broken_by_loss += c.broken_by_loss;
+        n.unmatched += c.unmatched;
+        n.inferred += c.inferred;
+        for (key, agg) in later.aggs {
+            let slot = match key < SMALL_KEYS {
+                true => Some(self.small[key as usize]).filter(|&i| i != u32::MAX),
+                false => self.index.get(&key).copied(),
+            };
+            match slot {
+                Some(i) => self.aggs[i as usize].1.merge(&agg),
+                None => {
+                    let i = self.aggs.len() as u32;
+                    if key < SMALL_KEYS {
+                        self.small[key as usize] = i;
+                    } else {
+                        self.index.insert(key, i);
+                    }
+                    self.aggs.push((key, agg));
+                }
+            }
+        }
+        self.last = None;
+        if later.counts.events > 0 {
+            self.now = later.now;
+        }
+        self.tasks.overlay(later.tasks);
+    }
+}
+
 const SMALL_KEYS: u64 = 1024;
 
 /// A small table an analyzer adds to its report.
@@ -667,7 +724,7 @@ pub fn sort_rows(
 }
 
 /// The first event's time of the whole trace (all events, all CPUs).
-fn trace_start(trace: &Trace) -> Result<Option<u64>, Error> {
+pub(crate) fn trace_start(trace: &Trace) -> Result<Option<u64>, Error> {
     // Parquet directories know it: merging all their events would build every table.
     if let Some(ts) = trace.known_first_ts() {
         return Ok(Some(ts));
@@ -871,22 +928,17 @@ impl<A: Analyzer> Pass<A> {
     /// Hands one event (one of the ids `new` returned) to the analyzer; returns what is
     /// wrong with the record if the analyzer found it damaged (the caller names its place
     /// in the file: [`Merger::record_error`], then [`Pass::damaged_record`]).
-    #[inline]
+    // Once per event: inlined into the loop that reads the events, with what is rare (a
+    // CPU not seen yet, a loss, a log to write, a damaged record) out of line.
+    #[inline(always)]
     pub(crate) fn event(
         &mut self,
         ev: &Event<'_>,
         log: &mut dyn LogSink,
     ) -> Result<Option<String>, Error> {
         let cpu = ev.cpu as usize;
-        if cpu >= self.prev_ts.len() {
-            self.prev_ts.resize(cpu + 1, 0);
-        }
-        if ev.lost_before.is_some() && self.sel.overlaps(self.prev_ts[cpu], ev.ts) {
-            let e = self.lost.entry(ev.cpu).or_insert(Some(0));
-            *e = match (*e, ev.lost_before) {
-                (Some(n), Lost::Count(k)) => Some(n + k),
-                _ => None,
-            };
+        if cpu >= self.prev_ts.len() || ev.lost_before.is_some() {
+            self.lost_before(ev);
         }
         self.prev_ts[cpu] = ev.ts;
         self.first.get_or_insert(ev.ts);
@@ -902,6 +954,34 @@ impl<A: Analyzer> Pass<A> {
             *n += 1;
         }
         self.a.event(ev, out);
+        if out.damaged.is_none() && out.pending.is_empty() {
+            return Ok(None);
+        }
+        self.after_event(log)
+    }
+
+    /// A CPU seen for the first time, or events lost before `ev`: counted when the loss
+    /// may lie in the selected time.
+    #[cold]
+    #[inline(never)]
+    fn lost_before(&mut self, ev: &Event<'_>) {
+        let cpu = ev.cpu as usize;
+        if cpu >= self.prev_ts.len() {
+            self.prev_ts.resize(cpu + 1, 0);
+        }
+        if ev.lost_before.is_some() && self.sel.overlaps(self.prev_ts[cpu], ev.ts) {
+            let e = self.lost.entry(ev.cpu).or_insert(Some(0));
+            *e = match (*e, ev.lost_before) {
+                (Some(n), Lost::Count(k)) => Some(n + k),
+                _ => None,
+            };
+        }
+    }
+
+    /// The event gave samples to log, or was damaged.
+    #[inline(never)]
+    fn after_event(&mut self, log: &mut dyn LogSink) -> Result<Option<String>, Error> {
+        let out = &mut self.out;
         let damaged = out.damaged.take();
         if !out.pending.is_empty() {
             flush_log(&self.a, out, log, &mut self.key_filter)?;
@@ -1015,6 +1095,59 @@ impl<A: Analyzer> Pass<A> {
         })
     }
 
+    /// The analyzer, to set it up for a time slice ([`crate::slices`]).
+    pub(crate) fn analyzer_mut(&mut self) -> &mut A {
+        &mut self.a
+    }
+
+    /// A pass over a later time slice ([`crate::slices`]) learns task names from its own
+    /// events only, so that they overlay the earlier slices' names when absorbed.
+    pub(crate) fn forget_comms(&mut self) {
+        self.out.tasks.forget_comms();
+    }
+
+    /// Events handed over so far.
+    pub(crate) fn events(&self) -> u64 {
+        self.out.counts.events
+    }
+
+    /// Damage met so far beyond what the file declared when opened.
+    pub(crate) fn met_damage(&self, declared: usize) -> bool {
+        self.damaged != 0 || self.damaged_records > 0 || self.errors.len() > declared
+    }
+
+    /// Takes in the pass over the time slice that follows this pass's: its aggregates,
+    /// counts and task names are added as if one pass had read both, and `stitch` joins
+    /// the analyzers (pairs this pass left open with the ends the next one met first).
+    /// Both passes met no loss and no damage ([`crate::slices`] checks).
+    pub(crate) fn absorb(&mut self, next: Pass<A>, stitch: impl FnOnce(&mut A, A, &mut Out)) {
+        let Pass {
+            a,
+            out,
+            per_id,
+            first,
+            last,
+            lost,
+            ..
+        } = next;
+        self.out.absorb(out);
+        stitch(&mut self.a, a, &mut self.out);
+        for (n, m) in self.per_id.iter_mut().zip(per_id) {
+            *n += m;
+        }
+        if first.is_some() {
+            self.first = self.first.or(first);
+            self.last = self.last.max(last);
+        }
+        for (cpu, l) in lost {
+            let e = self.lost.entry(cpu).or_insert(Some(0));
+            *e = match (*e, l) {
+                (Some(a), Some(b)) => Some(a + b),
+                _ => None,
+            };
+        }
+    }
+
     /// The outcome of `span` (whose events have all been handed over): the aggregates,
     /// counts, losses and tables since the last interval, which start again from empty;
     /// pairs still open carry on into the next interval.
@@ -1099,7 +1232,10 @@ fn flush_log<A: Analyzer>(
     log: &mut dyn LogSink,
     keys: &mut KeyFilter,
 ) -> Result<(), Error> {
-    for s in std::mem::take(&mut out.pending) {
+    // Taken and given back, so that its allocation serves every event of the pass.
+    let mut pending = std::mem::take(&mut out.pending);
+    let wants_comm = log.wants_comm();
+    for s in pending.drain(..) {
         let key = a.key_name(s.key, &out.tasks);
         if !keys.accepts(&key) {
             if s.kind == Kind::Dur {
@@ -1108,7 +1244,11 @@ fn flush_log<A: Analyzer>(
             }
             continue;
         }
-        let comm = out.tasks.comm(s.tid);
+        let comm = if wants_comm {
+            out.tasks.comm(s.tid)
+        } else {
+            String::new()
+        };
         let row = LogRow {
             start: s.start,
             key: &key,
@@ -1123,5 +1263,6 @@ fn flush_log<A: Analyzer>(
         log.row(&row)
             .map_err(|e| Error::new(ErrorKind::Io, None, format!("writing output: {e}")))?;
     }
+    out.pending = pending;
     Ok(())
 }

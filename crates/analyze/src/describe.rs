@@ -25,6 +25,8 @@ pub struct Description<'t> {
     pub pages: BTreeMap<u32, u64>,
     pub by_event: BTreeMap<String, u64>,
     pub unknown_ids: u64,
+    /// A perf.data's samples of events whose samples do not record the CPU.
+    pub no_cpu: Option<CpuInfo>,
     pub sections: Sections,
     /// What could not be read; the figures cover the rest.
     pub errors: Vec<Error>,
@@ -235,13 +237,14 @@ pub fn describe(trace: &Trace) -> Result<Description<'_>, Error> {
             pages.insert(cpu, t.pages);
         }
     }
-    let by_event = trace
+    let mut by_event = trace
         .events
         .iter()
         .filter(|e| counts[e.id as usize] > 0)
         .map(|e| (e.name.clone(), counts[e.id as usize]))
         .collect();
     let sections = read_sections(trace, &mut errors);
+    let no_cpu = add_perf_samples(trace, &sections, &mut cpus, &mut by_event);
     if unknown_ids > 0 {
         errors.push(
             Error::new(
@@ -259,21 +262,69 @@ pub fn describe(trace: &Trace) -> Result<Description<'_>, Error> {
         pages,
         by_event,
         unknown_ids,
+        no_cpu,
         sections,
         errors,
     })
 }
 
+/// A perf.data's samples of events that are not tracepoints (cpu-clock, page-faults, cycles:
+/// the usual `perf record`) are its events as much as tracepoint samples are: `perf script`
+/// prints a line for each. The merger reads only tracepoint samples, so these are added from
+/// the sample pass [`read_sections`] already made. Returns the samples that carry no CPU.
+fn add_perf_samples(
+    trace: &Trace,
+    sections: &Sections,
+    cpus: &mut BTreeMap<u32, CpuInfo>,
+    by_event: &mut BTreeMap<String, u64>,
+) -> Option<CpuInfo> {
+    use kstate_format::samples::{event_type, RecordSource};
+    let pf = trace.perf.as_deref()?;
+    let Some(Some(info)) = &sections.samples else {
+        return None;
+    };
+    let events = pf.events();
+    let mut no_cpu: Option<CpuInfo> = None;
+    for (&(ev, cpu), span) in &info.counts.spans {
+        let Some(h) = events.get(ev) else { continue };
+        if h.attr.type_ == event_type::TRACEPOINT || span.samples == 0 {
+            continue;
+        }
+        *by_event.entry(h.event.clone()).or_default() += span.samples;
+        let c = match cpu {
+            Some(cpu) => cpus.entry(cpu).or_default(),
+            None => no_cpu.get_or_insert_with(CpuInfo::default),
+        };
+        c.events += span.samples;
+        c.first_ts = match (c.first_ts, span.first_time) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        c.last_ts = c.last_ts.max(span.last_time);
+    }
+    no_cpu
+}
+
 impl Description<'_> {
     /// Events read, all CPUs.
     pub fn total(&self) -> u64 {
-        self.cpus.values().map(|c| c.events).sum()
+        self.all_cpus().map(|c| c.events).sum()
     }
     pub fn first_ts(&self) -> Option<u64> {
-        self.cpus.values().filter_map(|c| c.first_ts).min()
+        self.all_cpus().filter_map(|c| c.first_ts).min()
     }
     pub fn last_ts(&self) -> Option<u64> {
-        self.cpus.values().filter_map(|c| c.last_ts).max()
+        self.all_cpus().filter_map(|c| c.last_ts).max()
+    }
+    fn all_cpus(&self) -> impl Iterator<Item = &CpuInfo> {
+        self.cpus.values().chain(self.no_cpu.as_ref())
+    }
+    /// Every CPU with events or a stream of its own, in order.
+    pub fn cpu_numbers(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self.lost.keys().chain(self.cpus.keys()).copied().collect();
+        v.sort_unstable();
+        v.dedup();
+        v
     }
     pub fn truncated(&self) -> bool {
         self.errors.iter().any(|e| e.kind == ErrorKind::Truncated)

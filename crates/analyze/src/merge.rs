@@ -401,7 +401,8 @@ impl Merger {
     }
 
     /// Reports an error met while priming, and moves past the event delivered last.
-    #[inline]
+    // Once per event, from `next`: inlined there with the walk through the page.
+    #[inline(always)]
     fn settle(&mut self) -> Result<()> {
         if let Some(e) = self.deferred.take() {
             return Err(e);
@@ -461,126 +462,173 @@ impl Merger {
     }
 
     /// Moves stream `i` to its next accepted record, loading pages as needed.
+    ///
+    /// The walk through the current page is the hot path of every pass (once per record):
+    /// it stays small enough to inline with the page cursor, and what happens once per
+    /// page (index, skipping, loss flags, live streams) is in `next_page`.
+    #[inline(always)]
     fn advance(&mut self, i: usize) -> Result<()> {
-        let layout = self.layout;
-        if self.streams[i].head_lost.is_some() {
-            // The record that closed this CPU's gap has been delivered.
-            self.gaps_open -= 1;
+        if self.streams[i].direct.is_some() {
+            return self.advance_direct(i);
         }
-        let live = self.live;
-        let (loss_gen, gaps_open, filter) = (&mut self.loss_gen, &mut self.gaps_open, &self.filter);
-        let shift = self.shift.as_deref();
-        let filter_bits = self.filter_bits;
-        let s = &mut self.streams[i];
-        s.head = None;
-        s.head_lost = Lost::None;
-        if let Some(d) = s.direct.as_mut() {
+        let endian = self.layout.endian;
+        loop {
+            let Merger {
+                streams,
+                filter,
+                shift,
+                loss_gen,
+                gaps_open,
+                ..
+            } = self;
+            let s = &mut streams[i];
+            if s.head_lost.is_some() {
+                // The record that closed this CPU's gap has been delivered.
+                *gaps_open -= 1;
+                s.head_lost = Lost::None;
+            }
+            s.head = None;
+            let page = s.src.page();
             loop {
-                match d.next() {
-                    Ok(Some(Item::Event { ts, start, len })) => {
-                        let ts = shift.map_or(ts, |t| t.apply(s.cpu, ts));
-                        s.head = Some((ts, start, len));
-                        s.head_lost = std::mem::take(&mut s.pending_lost);
-                        if s.head_lost.is_some() {
-                            *loss_gen += 1;
-                            *gaps_open += 1;
-                        }
-                        return Ok(());
-                    }
-                    // As a page's loss flag: reported with the CPU's next event.
-                    Ok(Some(Item::Lost(n))) => {
-                        s.totals.lost_counted += n;
-                        s.pending_lost = merge_lost(s.pending_lost, Lost::Count(n));
-                    }
-                    Ok(None) => {
-                        if s.pending_lost.is_some() {
-                            s.pending_lost = Lost::None;
-                            *loss_gen += 1;
-                            *gaps_open += 1;
-                        }
-                        return Ok(());
-                    }
+                let r = match s.cursor.next(page, endian) {
+                    Ok(Some(r)) => r,
+                    Ok(None) => break,
                     Err(e) => return Err(s.fail(e)),
+                };
+                let id = endian.uint(page, r.start, 2).unwrap_or(u64::MAX) as u32;
+                if !filter.accepts(id) {
+                    continue;
                 }
+                let ts = match shift {
+                    None => r.ts,
+                    Some(t) => t.apply(s.cpu, r.ts),
+                };
+                s.head = Some((ts, r.start, r.len));
+                if s.pending_lost.is_some() {
+                    s.head_lost = std::mem::take(&mut s.pending_lost);
+                    *loss_gen += 1;
+                    *gaps_open += 1;
+                }
+                return Ok(());
+            }
+            if !self.next_page(i)? {
+                return Ok(());
             }
         }
+    }
+
+    /// Moves stream `i` to its next page that may hold a wanted record; false when there
+    /// is none (for a live stream: none yet).
+    #[inline(never)]
+    /// [`Merger::advance`] for a CPU whose events come straight from the container.
+    fn advance_direct(&mut self, i: usize) -> Result<()> {
+        let Merger {
+            streams,
+            shift,
+            loss_gen,
+            gaps_open,
+            ..
+        } = self;
+        let s = &mut streams[i];
+        if s.head_lost.is_some() {
+            // The record that closed this CPU's gap has been delivered.
+            *gaps_open -= 1;
+            s.head_lost = Lost::None;
+        }
+        s.head = None;
+        let Some(d) = s.direct.as_mut() else {
+            return Ok(());
+        };
         loop {
-            let page = s.src.page();
-            let rec = match s.cursor.next(page, layout.endian) {
-                Ok(r) => r,
-                Err(e) => return Err(s.fail(e)),
-            };
-            match rec {
-                Some(r) => {
-                    let id = layout.endian.uint(page, r.start, 2).unwrap_or(u64::MAX) as u32;
-                    if !filter.accepts(id) {
-                        continue;
-                    }
-                    let ts = shift.map_or(r.ts, |t| t.apply(s.cpu, r.ts));
-                    s.head = Some((ts, r.start, r.len));
-                    s.head_lost = std::mem::take(&mut s.pending_lost);
-                    if s.head_lost.is_some() {
+            match d.next() {
+                Ok(Some(Item::Event { ts, start, len })) => {
+                    let ts = shift.as_deref().map_or(ts, |t| t.apply(s.cpu, ts));
+                    s.head = Some((ts, start, len));
+                    if s.pending_lost.is_some() {
+                        s.head_lost = std::mem::take(&mut s.pending_lost);
                         *loss_gen += 1;
                         *gaps_open += 1;
                     }
                     return Ok(());
                 }
-                None => {
-                    if let Some((ix, si)) = &s.index {
-                        let n = ix.skippable(*si, s.page_no, s.seek_pages, filter_bits);
-                        if n > 0 {
-                            // Pages before the window, or holding none of the wanted
-                            // events and no loss: passed over unread.
-                            let skipped = match s.src.skip(n as u64) {
-                                Ok(k) => k as usize,
-                                Err(e) => return Err(s.fail(e)),
-                            };
-                            s.page_no += skipped;
-                            s.totals.pages += skipped as u64;
-                        }
-                    }
-                    match s.src.advance() {
-                        Ok(true) => {}
-                        // More pages may come: a loss flagged so far waits for them.
-                        Ok(false) if live => return Ok(()),
-                        Ok(false) => {
-                            if s.pending_lost.is_some() {
-                                // Lost events after the last record: a gap to the end.
-                                s.pending_lost = Lost::None;
-                                *loss_gen += 1;
-                                *gaps_open += 1;
-                            }
-                            return Ok(());
-                        }
-                        Err(e) => return Err(s.fail(e)),
-                    }
-                    let k = s.page_no;
-                    s.page_no += 1;
-                    let header = match read_header(s.src.page(), &layout) {
-                        Ok(h) => h,
-                        Err(e) => return Err(s.fail(e)),
-                    };
-                    s.totals.pages += 1;
-                    match header.lost {
-                        Lost::None => {}
-                        Lost::Unknown => s.totals.lost_unknown += 1,
-                        Lost::Count(n) => s.totals.lost_counted += n,
-                    }
-                    s.pending_lost = merge_lost(s.pending_lost, header.lost);
-                    let holds = |(ix, i): &(Arc<PageIndex>, usize)| {
-                        ix.pages(*i)
-                            .and_then(|p| p.get(k))
-                            .is_none_or(|p| p.ids & filter_bits != 0)
-                    };
-                    s.cursor = if s.index.as_ref().is_none_or(holds) {
-                        PageCursor::new(&header, &layout)
-                    } else {
-                        // None of the wanted events: nothing to walk.
-                        PageCursor::default()
-                    };
+                // As a page's loss flag: reported with the CPU's next event.
+                Ok(Some(Item::Lost(n))) => {
+                    s.totals.lost_counted += n;
+                    s.pending_lost = merge_lost(s.pending_lost, Lost::Count(n));
                 }
+                Ok(None) => {
+                    if s.pending_lost.is_some() {
+                        // Lost events after the last record: a gap to the end.
+                        s.pending_lost = Lost::None;
+                        *loss_gen += 1;
+                        *gaps_open += 1;
+                    }
+                    return Ok(());
+                }
+                Err(e) => return Err(s.fail(e)),
             }
         }
+    }
+
+    fn next_page(&mut self, i: usize) -> Result<bool> {
+        let layout = self.layout;
+        let live = self.live;
+        let filter_bits = self.filter_bits;
+        let (loss_gen, gaps_open) = (&mut self.loss_gen, &mut self.gaps_open);
+        let s = &mut self.streams[i];
+        if let Some((ix, si)) = &s.index {
+            let n = ix.skippable(*si, s.page_no, s.seek_pages, filter_bits);
+            if n > 0 {
+                // Pages before the window, or holding none of the wanted
+                // events and no loss: passed over unread.
+                let skipped = match s.src.skip(n as u64) {
+                    Ok(k) => k as usize,
+                    Err(e) => return Err(s.fail(e)),
+                };
+                s.page_no += skipped;
+                s.totals.pages += skipped as u64;
+            }
+        }
+        match s.src.advance() {
+            Ok(true) => {}
+            // More pages may come: a loss flagged so far waits for them.
+            Ok(false) if live => return Ok(false),
+            Ok(false) => {
+                if s.pending_lost.is_some() {
+                    // Lost events after the last record: a gap to the end.
+                    s.pending_lost = Lost::None;
+                    *loss_gen += 1;
+                    *gaps_open += 1;
+                }
+                return Ok(false);
+            }
+            Err(e) => return Err(s.fail(e)),
+        }
+        let k = s.page_no;
+        s.page_no += 1;
+        let header = match read_header(s.src.page(), &layout) {
+            Ok(h) => h,
+            Err(e) => return Err(s.fail(e)),
+        };
+        s.totals.pages += 1;
+        match header.lost {
+            Lost::None => {}
+            Lost::Unknown => s.totals.lost_unknown += 1,
+            Lost::Count(n) => s.totals.lost_counted += n,
+        }
+        s.pending_lost = merge_lost(s.pending_lost, header.lost);
+        let holds = |(ix, i): &(Arc<PageIndex>, usize)| {
+            ix.pages(*i)
+                .and_then(|p| p.get(k))
+                .is_none_or(|p| p.ids & filter_bits != 0)
+        };
+        s.cursor = if s.index.as_ref().is_none_or(holds) {
+            PageCursor::new(&header, &layout)
+        } else {
+            // None of the wanted events: nothing to walk.
+            PageCursor::default()
+        };
+        Ok(true)
     }
 }
 

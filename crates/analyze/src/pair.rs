@@ -92,6 +92,20 @@ impl<K: Hash + Eq + Copy, V> Pairs<K, V> {
         let inside = |o: &Open<V>| (from..=to).contains(&o.start);
         self.hot.as_ref().is_some_and(|(_, o)| inside(o)) || self.open.values().any(inside)
     }
+    /// Takes every open pair out (in no particular order).
+    pub fn take_all(&mut self) -> Vec<(K, Open<V>)> {
+        let mut v: Vec<(K, Open<V>)> = self.open.drain().collect();
+        v.extend(self.hot.take());
+        v
+    }
+    /// Puts back an open pair taken out with [`Pairs::take_all`] or [`Pairs::end`].
+    pub fn put(&mut self, k: K, o: Open<V>) {
+        if let Some((hk, ho)) = self.hot.take() {
+            self.open.insert(hk, ho);
+        }
+        self.open.remove(&k);
+        self.hot = Some((k, o));
+    }
     pub fn len(&self) -> usize {
         self.open.len() + self.hot.is_some() as usize
     }

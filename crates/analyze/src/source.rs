@@ -138,6 +138,8 @@ pub struct Query {
     pub sort: Option<String>,
     /// Only the first N rows.
     pub top: Option<usize>,
+    /// Threads the analysis may use ([`crate::slices`]); the results are the same.
+    pub threads: usize,
 }
 
 impl Query {
@@ -158,6 +160,7 @@ impl Query {
             interval: None,
             sort: None,
             top: None,
+            threads: 1,
         })
     }
 
@@ -187,6 +190,7 @@ impl Query {
         cfg.by = self.by.clone();
         cfg.filters = self.filters.clone();
         cfg.interval = self.interval;
+        cfg.threads = self.threads;
         cfg.tgids = tgids.clone();
         cfg
     }

@@ -54,6 +54,9 @@ impl Agg {
         self.max = self.max.max(other.max);
         self.flagged += other.flagged;
         self.hist.merge(&other.hist);
+        for (a, b) in self.decades.counts.iter_mut().zip(other.decades.counts) {
+            *a += b;
+        }
     }
     /// Mean, rounded down to a whole nanosecond.
     pub fn avg(&self) -> u64 {

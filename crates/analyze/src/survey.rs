@@ -48,6 +48,9 @@ pub struct Survey {
     /// Events lost per CPU over the whole recording (None: uncounted).
     pub lost: BTreeMap<u32, Option<u64>>,
     pub events: u64,
+    /// The first and last event of the file (on its host's clock, for a guest's).
+    pub first_ts: Option<u64>,
+    pub last_ts: Option<u64>,
     /// What `kstate watch` did and saw while recording (alarms, escalations, shedding,
     /// losses), from the file's WATCH_LOG section.
     pub watch_log: Vec<kstate_format::watch_log::Entry>,
@@ -157,9 +160,25 @@ pub fn workload_of(trace: &Trace, rec: Option<&Recording>) -> Option<HashSet<i32
 
 /// Runs every analyzer of [`analyzers::ALL`] whose events the file has.
 pub fn survey(trace: &Trace, file: &str, tgids: &FxMap<i32, i32>) -> Survey {
+    let s = stats(trace, tgids);
+    let axis = s.axis;
+    s.finish(trace, file, tgids, axis)
+}
+
+/// The first half of a survey: every analyzer's statistics pass and the time axis they
+/// give. Several recordings shown on one axis (a host and its guests) each make theirs,
+/// then all finish on the axis that holds them all.
+pub struct Stats {
+    recording: Option<Recording>,
+    stats: Vec<(&'static Info, Outcome)>,
+    skipped: Vec<Skipped>,
+    /// The file's own axis.
+    pub axis: TimeAxis,
+}
+
+/// The statistics passes of every analyzer of [`analyzers::ALL`].
+pub fn stats(trace: &Trace, tgids: &FxMap<i32, i32>) -> Stats {
     let recording = recording(trace);
-    let snapshots = snapshots(trace);
-    let workload = workload_of(trace, recording.as_ref());
     let mut stats = Vec::new();
     let mut skipped = Vec::new();
     for info in analyzers::ALL {
@@ -175,45 +194,85 @@ pub fn survey(trace: &Trace, file: &str, tgids: &FxMap<i32, i32>) -> Survey {
             }),
         }
     }
+    // A guest's RECORDING start and stop are on its own clock, not the host's its events
+    // were moved to: its axis comes from the events.
+    let shifted = trace.time_shift.as_ref().is_some_and(|t| t.is_active());
     let axis = axis_of(
-        recording.as_ref(),
+        recording.as_ref().filter(|_| !shifted),
         &stats.iter().map(|(_, o)| o).collect::<Vec<_>>(),
     );
-    let mut analyses = Vec::new();
-    for (info, stat) in stats {
-        analyses.push(complete(trace, info, stat, tgids, axis, workload.clone()));
-    }
-    let (events, lost) = trace_events(trace);
-    let mut r = Survey {
-        watch_log: watch_log(trace),
-        file: file.to_string(),
-        axis,
+    Stats {
         recording,
-        analyses,
+        stats,
         skipped,
-        snapshots,
-        findings: Vec::new(),
-        workload,
-        lost,
-        events,
-    };
-    r.findings = crate::findings::rank(&r);
-    r
+        axis,
+    }
+}
+
+impl Stats {
+    /// The distribution and log passes on `axis`, and the findings.
+    pub fn finish(
+        self,
+        trace: &Trace,
+        file: &str,
+        tgids: &FxMap<i32, i32>,
+        axis: TimeAxis,
+    ) -> Survey {
+        let snapshots = snapshots(trace);
+        let workload = workload_of(trace, self.recording.as_ref());
+        let mut analyses = Vec::new();
+        for (info, stat) in self.stats {
+            analyses.push(complete(trace, info, stat, tgids, axis, workload.clone()));
+        }
+        let ev = trace_events(trace);
+        let mut r = Survey {
+            watch_log: watch_log(trace),
+            file: file.to_string(),
+            axis,
+            recording: self.recording,
+            analyses,
+            skipped: self.skipped,
+            snapshots,
+            findings: Vec::new(),
+            workload,
+            lost: ev.lost,
+            events: ev.count,
+            first_ts: ev.first,
+            last_ts: ev.last,
+        };
+        r.findings = crate::findings::rank(&r);
+        r
+    }
+}
+
+/// The events of a file: how many, the first and last timestamps, the losses per CPU.
+struct Events {
+    count: u64,
+    first: Option<u64>,
+    last: Option<u64>,
+    lost: BTreeMap<u32, Option<u64>>,
 }
 
 /// Events in the file and events lost per CPU (None: some loss uncounted).
-fn trace_events(trace: &Trace) -> (u64, BTreeMap<u32, Option<u64>>) {
-    let Ok(mut m) = Merger::new(trace, None, IdFilter::all()) else {
-        return (0, BTreeMap::new());
+fn trace_events(trace: &Trace) -> Events {
+    let mut ev = Events {
+        count: 0,
+        first: None,
+        last: None,
+        lost: BTreeMap::new(),
     };
-    let mut n = 0;
-    while let Ok(Some(_)) = m.next() {
-        n += 1;
+    let Ok(mut m) = Merger::new(trace, None, IdFilter::all()) else {
+        return ev;
+    };
+    while let Ok(Some(e)) = m.next() {
+        ev.count += 1;
+        ev.first.get_or_insert(e.ts);
+        ev.last = Some(e.ts);
     }
-    let lost = m
+    ev.lost = m
         .totals()
         .into_iter()
         .map(|(cpu, t)| (cpu, (t.lost_unknown == 0).then_some(t.lost_counted)))
         .collect();
-    (n, lost)
+    ev
 }

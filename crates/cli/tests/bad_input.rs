@@ -1,22 +1,12 @@
 //! Damaged input: one clear error naming the file, the byte offset and the problem, exit
 //! status 2, never a panic.
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use support::{fixtures_dir, run_on, KSTATE};
+
+use std::path::Path;
 use std::process::{Command, Output};
-
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/external")
-        .join(rel)
-}
-
-fn kstate(args: &[&str], file: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kstate"))
-        .args(args)
-        .arg(file)
-        .output()
-        .expect("kstate runs")
-}
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
@@ -40,7 +30,7 @@ fn wrong_magic() {
     let f = dir.path().join("not-a-trace.dat");
     std::fs::write(&f, b"\x7fELF this is not a trace file at all").unwrap();
     for cmd in [&["info"][..], &["dump"][..]] {
-        let o = kstate(cmd, &f);
+        let o = run_on(cmd, &f);
         // What the file is, in words, rather than the bytes that did not match.
         assert_bad(
             &o,
@@ -53,7 +43,7 @@ fn wrong_magic() {
 
 #[test]
 fn truncated_trace_dat() {
-    let src = std::fs::read(fixture("lisa-sched_load/trace.dat")).unwrap();
+    let src = std::fs::read(fixtures_dir().join("lisa-sched_load/trace.dat")).unwrap();
     let dir = tempfile::tempdir().unwrap();
     // Inside the metadata (mostly kallsyms in this file), and inside the CPU data, which
     // `trace-cmd dump --flyrecord` places in the last 200,704 bytes.
@@ -67,18 +57,18 @@ fn truncated_trace_dat() {
     ] {
         let f = dir.path().join(format!("cut-{cut}.dat"));
         std::fs::write(&f, &src[..cut]).unwrap();
-        let o = kstate(&["info"], &f);
+        let o = run_on(&["info"], &f);
         assert_bad(&o, &f, "offset");
         if cut > data_start {
             // The event data is cut: info still reports what it read and says so.
             let out = String::from_utf8_lossy(&o.stdout);
             assert!(out.contains("TRUNCATED"), "cut at {cut}: {out}");
-            let o = kstate(&["info", "--json"], &f);
+            let o = run_on(&["info", "--json"], &f);
             let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
             assert_eq!(v["truncated"], true);
             assert!(v["events"].as_u64().unwrap() > 0);
         }
-        let o = kstate(&["dump"], &f);
+        let o = run_on(&["dump"], &f);
         assert_eq!(o.status.code(), Some(2), "dump of a file cut at {cut}");
     }
 }
@@ -123,7 +113,7 @@ fn commit_overrunning_the_page() {
     let dir = capture_with_page(&page(5000, &[7]), None);
     let f = dir.path().join("per_cpu/cpu0/trace_pipe_raw");
     for cmd in ["info", "dump"] {
-        let o = kstate(&[cmd], dir.path());
+        let o = run_on(&[cmd], dir.path());
         assert_bad(&o, &f, "overruns the page");
         assert!(
             stderr(&o).contains("offset 8 "),
@@ -136,14 +126,14 @@ fn commit_overrunning_the_page() {
 #[test]
 fn event_id_without_format() {
     let dir = capture_with_page(&page(32, &[7, 99]), None);
-    let o = kstate(&["dump"], dir.path());
+    let o = run_on(&["dump"], dir.path());
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("event id 99"), "{}", stderr(&o));
     // The good event before it was printed (after trace-cmd's `cpus=N` line).
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(out.lines().count(), 2, "{out}");
     assert!(out.starts_with("cpus=1\n"), "{out}");
-    let o = kstate(&["info", "--json"], dir.path());
+    let o = run_on(&["info", "--json"], dir.path());
     assert_eq!(o.status.code(), Some(2));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["unknown_event_ids"], 1);
@@ -157,7 +147,7 @@ fn format_file_that_does_not_parse() {
         Some("name: tick\nID: 7\nformat:\n\tfield:int n;\toffset:eight;\tsize:4;\n"),
     );
     let f = dir.path().join("events/test/tick/format");
-    let o = kstate(&["info"], dir.path());
+    let o = run_on(&["info"], dir.path());
     assert_bad(&o, &f, "offset 25 ");
     assert!(stderr(&o).contains("bad number"), "{}", stderr(&o));
 }
@@ -165,7 +155,7 @@ fn format_file_that_does_not_parse() {
 #[test]
 fn good_capture_reads_cleanly() {
     let dir = capture_with_page(&page(32, &[7, 7]), None);
-    let o = kstate(&["dump", "--json"], dir.path());
+    let o = run_on(&["dump", "--json"], dir.path());
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
         .lines()
@@ -191,7 +181,7 @@ fn perf_data_with_zero_attribute_size() {
     h[24..32].copy_from_slice(&104u64.to_le_bytes()); // attributes at the end, empty
     std::fs::write(&f, &h).unwrap();
     for cmd in [&["info"][..], &["dump"][..]] {
-        assert_bad(&kstate(cmd, &f), &f, "attribute size 0 is implausible");
+        assert_bad(&run_on(cmd, &f), &f, "attribute size 0 is implausible");
     }
 }
 
@@ -200,7 +190,7 @@ fn perf_data_with_zero_attribute_size() {
 fn kstate_bounded(args: &[&str], file: &Path) -> Output {
     Command::new("prlimit")
         .arg(format!("--as={}", 1u64 << 30))
-        .arg(env!("CARGO_BIN_EXE_kstate"))
+        .arg(KSTATE)
         .args(args)
         .arg(file)
         .output()
@@ -320,11 +310,11 @@ fn wakeup_onto_an_impossible_cpu() {
 fn exit_status_says_whose_fault_it_was() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("no-such.dat");
-    assert_bad(&kstate(&["info"], &missing), &missing, "No such file");
+    assert_bad(&run_on(&["info"], &missing), &missing, "No such file");
 
-    let good = fixture("lisa-sched_load/trace.dat");
+    let good = fixtures_dir().join("lisa-sched_load/trace.dat");
     let unwritable = dir.path().join("no-such-dir").join("r.html");
-    let o = Command::new(env!("CARGO_BIN_EXE_kstate"))
+    let o = Command::new(KSTATE)
         .arg("report")
         .arg(&good)
         .arg("-o")

@@ -3,11 +3,12 @@
 //! fails), the LD_PRELOAD really reaches the harness process, and the sizes it asks for
 //! are exactly glibc rand_r's.
 
+mod support;
+
 use std::process::Command;
 
 use serde_json::Value;
-
-const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
+use support::{success_json, KSTATE};
 
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(KSTATE)
@@ -238,13 +239,7 @@ fn lock_view_names_main_arena_and_the_harness() {
         .env("MALLOC_ARENA_MAX", "1")
         .output()
         .expect("run kstate");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let v = success_json(&out);
     let views = v["locks"].as_array().unwrap();
     assert_eq!(views.len(), 1, "{v}");
     let g = &views[0];

@@ -3,11 +3,12 @@
 //! `--holds` pays for its uprobe hits (three per lock/unlock pair) while `--stacks` alone
 //! does not.
 
+mod support;
+
 use std::process::Command;
 
 use serde_json::Value;
-
-const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
+use support::{success_json, KSTATE};
 
 #[test]
 fn stack_copies_and_hold_probes_cost_what_they_should() {
@@ -30,13 +31,7 @@ fn stack_copies_and_hold_probes_cost_what_they_should() {
         .arg(tmp.path())
         .output()
         .expect("run kstate");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let v = success_json(&out);
     let d = v["decode"].as_array().unwrap();
     let (copies, fp) = (&d[0], &d[1]);
     assert_eq!(copies["config"], "stack copies", "{v}");

@@ -2,22 +2,11 @@
 //! `kstate record -e perf,syscall -a` against the running kernel. Needs root, tracefs and a
 //! real disk under the target directory; never skips.
 
+mod support;
+
 use serde_json::Value;
 use std::path::Path;
-use std::process::Command;
-
-const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
-
-fn ok(args: &[&str]) -> String {
-    let out = Command::new(KSTATE).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "kstate {} failed: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use support::{kstate, KSTATE};
 
 /// Records the workload system-wide and classifies the recording.
 fn classify(dir: &Path, name: &str, workload: &[&str]) -> Value {
@@ -34,11 +23,12 @@ fn classify(dir: &Path, name: &str, workload: &[&str]) -> Value {
         "workload",
     ];
     args.extend_from_slice(workload);
-    ok(&args);
+    kstate(&args);
     let v: Value =
-        serde_json::from_str(ok(&["classify", "--json", file.to_str().unwrap()]).trim()).unwrap();
+        serde_json::from_str(kstate(&["classify", "--json", file.to_str().unwrap()]).trim())
+            .unwrap();
     // The text form carries the same verdict with its evidence.
-    let text = ok(&["classify", file.to_str().unwrap()]);
+    let text = kstate(&["classify", file.to_str().unwrap()]);
     assert!(
         text.starts_with(&format!("{}: ", v["verdict"].as_str().unwrap())),
         "{text}"

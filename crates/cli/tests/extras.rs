@@ -2,6 +2,10 @@
 //! events, they come back from `Trace::open` as written, trace-cmd reads the file exactly
 //! as it reads the same file without them, and `kstate info` reports them.
 
+mod support;
+
+use support::run_on;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -202,16 +206,8 @@ fn event_lines(report: &str) -> usize {
         .count()
 }
 
-fn kstate(args: &[&str], file: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kstate"))
-        .args(args)
-        .arg(file)
-        .output()
-        .expect("kstate runs")
-}
-
 fn info_json(file: &Path) -> (Value, Output) {
-    let o = kstate(&["info", "--json"], file);
+    let o = run_on(&["info", "--json"], file);
     let v = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
         panic!(
             "info --json is not JSON ({e}): {}",
@@ -343,7 +339,7 @@ fn info_text_shows_the_recording() {
     let s = sections();
     let with = tmp.path().join("with.dat");
     write_with(&cap, &with, Compression::None, &all_options(&s));
-    let o = kstate(&["info"], &with);
+    let o = run_on(&["info"], &with);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = String::from_utf8(o.stdout).unwrap();
     for want in [
@@ -436,7 +432,7 @@ fn damaged_sections_are_errors_not_panics() {
         assert!(stderr.contains(e), "{e} not in {stderr}");
     }
     // Text output too, with the damage shown where the values would be.
-    let o = kstate(&["info"], &bad);
+    let o = run_on(&["info"], &bad);
     assert_eq!(o.status.code(), Some(2));
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(
@@ -451,7 +447,7 @@ fn damaged_sections_are_errors_not_panics() {
     options[0].1 = b"kstate-recording 2\ntool x\n".to_vec();
     let newer = tmp.path().join("newer.dat");
     write_with(&cap, &newer, Compression::None, &options[..1]);
-    let o = kstate(&["info"], &newer);
+    let o = run_on(&["info"], &newer);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(

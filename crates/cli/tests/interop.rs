@@ -10,30 +10,19 @@
 
 mod support;
 
+use support::{kstate, KSTATE};
+
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
-
 fn lisa() -> PathBuf {
     let f = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/fixtures/external/lisa-sched_load/trace.dat");
     assert!(f.is_file(), "fixture missing: {}", f.display());
     f
-}
-
-fn kstate(args: &[&str]) -> String {
-    let o = Command::new(KSTATE).args(args).output().unwrap();
-    assert!(
-        o.status.success(),
-        "kstate {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
 }
 
 fn s(p: &Path) -> &str {

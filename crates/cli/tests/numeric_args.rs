@@ -8,7 +8,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
+mod support;
+
+use support::KSTATE;
 
 const VALUES: [&str; 17] = [
     "1e20",

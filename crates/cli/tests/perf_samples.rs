@@ -27,9 +27,10 @@ fn perf_script_counts(file: &Path) -> Counts {
             continue;
         }
         let event = w[w.len() - 1].trim_end_matches(':').to_string();
-        let tid: u32 = w[w.len() - 2]
-            .parse()
-            .unwrap_or_else(|_| panic!("perf script line {l:?}"));
+        // A system-wide recording has samples perf prints as ":-1 -1" (no task).
+        let tid = w[w.len() - 2]
+            .parse::<i64>()
+            .unwrap_or_else(|_| panic!("perf script line {l:?}")) as u32;
         let comm = w[..w.len() - 2].join(" ");
         *by_event.entry(event).or_default() += 1;
         *by_comm.entry((comm, tid)).or_default() += 1;
@@ -113,12 +114,82 @@ fn samples_per_event_and_command_match_perf_script() {
             .filter(|(_, n)| *n > 0)
             .collect();
         assert_eq!(per_event, want.0, "{name}: info per event");
+        // The samples are the file's events: counted in the top lines as perf script lists them.
+        assert_eq!(
+            info["events"].as_u64(),
+            Some(want.0.values().sum::<u64>()),
+            "{name}: info events"
+        );
+        let counts: BTreeMap<String, u64> =
+            serde_json::from_value(info["event_counts"].clone()).unwrap();
+        assert_eq!(counts, want.0, "{name}: info event_counts");
         assert_eq!(info["perf"]["pipe_mode"], pipe, "{name}: {info}");
         assert!(
             info["perf"]["perf_version"].is_string(),
             "{name}: no perf version: {info}"
         );
     }
+}
+
+/// `kstate info` of the smallest sample files (`perf record -e page-faults -- sleep 0.2`) and
+/// of tracepoint and software samples together, system-wide: events in all, per event and
+/// per CPU as `perf script` lists them (it said "events: 0" and listed no CPU or event).
+#[test]
+fn info_counts_samples_per_event_and_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = dir.path().join("pf.data");
+    perf_record(&small, &["-e", "page-faults"], false, &["sleep", "0.2"]);
+    let want = perf_script_counts(&small).0;
+    let total: u64 = want.values().sum();
+    assert!(total > 0, "perf script shows no page fault of sleep");
+    let text = support::kstate(&["info", small.to_str().unwrap()]);
+    assert!(
+        text.contains(&format!("\nevents:      {total}\n")),
+        "perf script has {total} samples:\n{text}"
+    );
+    assert!(
+        text.contains(&format!("\n  {total:>10}  page-faults\n")),
+        "per event:\n{text}"
+    );
+    // Samples of one command carry no CPU: a row says so, with the samples' time span.
+    assert!(
+        text.contains("(samples that do not record their CPU)"),
+        "{text}"
+    );
+    assert!(!text.contains("(no events)"), "{text}");
+
+    let mixed = dir.path().join("mixed.data");
+    perf_record(
+        &mixed,
+        &["-a", "-e", "sched:sched_switch,cpu-clock,page-faults"],
+        false,
+        &["sh", "-c", "ls -R /usr/share/doc > /dev/null; sleep 0.1"],
+    );
+    let want = perf_script_counts(&mixed).0;
+    let info = kstate_json(&["info", "--json", mixed.to_str().unwrap()]);
+    let counts: BTreeMap<String, u64> =
+        serde_json::from_value(info["event_counts"].clone()).unwrap();
+    // perf names a tracepoint system:name; kstate's tracepoint events are named as in
+    // trace.dat, without the system.
+    let want_named: BTreeMap<String, u64> = want
+        .iter()
+        .map(|(e, n)| (e.rsplit(':').next().unwrap().to_string(), *n))
+        .collect();
+    assert_eq!(counts, want_named, "{info}");
+    assert_eq!(info["events"].as_u64(), Some(want.values().sum::<u64>()));
+    let mut per_cpu_want: BTreeMap<u64, u64> = BTreeMap::new();
+    for l in perf_stdout(&["script", "-F", "cpu", "-i"], &mixed).lines() {
+        let cpu = l.trim().trim_start_matches('[').trim_end_matches(']');
+        *per_cpu_want.entry(cpu.parse().unwrap()).or_default() += 1;
+    }
+    let per_cpu: BTreeMap<u64, u64> = info["per_cpu"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["events"].as_u64() > Some(0))
+        .map(|c| (c["cpu"].as_u64().unwrap(), c["events"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(per_cpu, per_cpu_want, "{info}");
 }
 
 /// `perf report --stdio --no-children` rows: (share, dso, symbol).
@@ -201,6 +272,167 @@ fn profile_top_functions_match_perf_report() {
             last_pct = *pct;
         }
     }
+}
+
+/// A C++ program, built here by g++ with frame pointers: `shapes::Acc<double>::add` (a
+/// template member), `shapes::spin_double` (static) and `plain_c`. `SQUARE_OFFSET` changes
+/// the code, so two builds have different build ids.
+const CPP_SOURCE: &str = r#"
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+namespace shapes {
+template <typename T> struct Acc {
+    T total{};
+    __attribute__((noinline)) void add(const std::vector<T>& v) {
+        for (auto x : v) total += x * x + SQUARE_OFFSET;
+    }
+};
+static __attribute__((noinline)) double spin_double(long n) {
+    Acc<double> a;
+    std::vector<double> v(1000, 1.5);
+    for (long i = 0; i < n; i++) a.add(v);
+    return a.total;
+}
+}
+extern "C" __attribute__((noinline)) long plain_c(long n) {
+    long s = 0;
+    for (long i = 0; i < n * 3000; i++) s += i ^ (s >> 3);
+    return s;
+}
+int main(int argc, char** argv) {
+    long n = argc > 1 ? atol(argv[1]) : 20000;
+    double d = shapes::spin_double(n);
+    long c = plain_c(n);
+    printf("%f %ld\n", d, c);
+}
+"#;
+
+fn gxx(dir: &Path, name: &str, offset: &str) -> PathBuf {
+    let src = dir.join(format!("{name}.cpp"));
+    std::fs::write(&src, CPP_SOURCE).unwrap();
+    let exe = dir.join(name);
+    let o = std::process::Command::new("g++")
+        .args(["-O1", "-g", "-fno-omit-frame-pointer"])
+        .arg(format!("-DSQUARE_OFFSET={offset}"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("g++ must be installed (apt-get install g++)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    exe
+}
+
+/// kstate's (share, symbol) rows.
+fn profile_rows(file: &Path) -> Vec<(f64, String)> {
+    let p = kstate_json(&["profile", "--json", "--top", "0", file.to_str().unwrap()]);
+    p["symbols"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["percent"].as_f64().unwrap(),
+                r["symbol"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Each of perf's rows (share, kstate's name for it) is kstate's, with the same share, in
+/// the same order where the shares differ.
+fn same_rows(what: &str, perf: &[(f64, String)], ours: &[(f64, String)]) {
+    let mut last_pos = 0usize;
+    let mut last_pct = f64::MAX;
+    for (pct, sym) in perf {
+        let pos = ours
+            .iter()
+            .position(|(_, s)| s == sym)
+            .unwrap_or_else(|| panic!("{what}: {sym} ({pct}%) not in kstate's {ours:?}"));
+        assert!(
+            (ours[pos].0 - pct).abs() < 0.011,
+            "{what}: {sym}: perf {pct:.2}% kstate {:.2}%",
+            ours[pos].0
+        );
+        if *pct < last_pct - 0.011 {
+            assert!(
+                pos >= last_pos,
+                "{what}: {sym} comes before a larger share in kstate's order: {ours:?}"
+            );
+        }
+        last_pos = pos;
+        last_pct = *pct;
+    }
+}
+
+/// C++ names are demangled as perf shows them (`shapes::Acc<double>::add`, no parameters),
+/// and code of a stripped binary is named by image and address (`app2+0x12ba`) where
+/// perf report has `0x00000000000012ba` in app2 (it said `[unknown]`, one row for all):
+/// the rows above 1 % equal `perf report --no-children`'s, at test time.
+#[test]
+fn cpp_names_and_stripped_code_match_perf_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = gxx(dir.path(), "app", "1");
+    let f = dir.path().join("cpp.data");
+    perf_record(
+        &f,
+        &["-g", "-F", "999"],
+        false,
+        &[exe.to_str().unwrap(), "20000"],
+    );
+    let perf: Vec<(f64, String)> = perf_report(&f)
+        .into_iter()
+        .filter(|(pct, _, _)| *pct >= 1.0)
+        .map(|(pct, _, sym)| (pct, sym))
+        .collect();
+    let names: Vec<&str> = perf.iter().map(|(_, s)| s.as_str()).collect();
+    assert!(
+        names.contains(&"shapes::Acc<double>::add") && names.contains(&"plain_c"),
+        "perf report: {perf:?}"
+    );
+    let ours = profile_rows(&f);
+    assert!(
+        !ours.iter().any(|(_, s)| s.starts_with("_Z")),
+        "mangled: {ours:?}"
+    );
+    same_rows("C++ with symbols", &perf, &ours);
+
+    // Stripped, with other code (another build id, so no copy with symbols is found).
+    let exe = gxx(dir.path(), "app2", "2");
+    assert!(std::process::Command::new("strip")
+        .arg(&exe)
+        .status()
+        .unwrap()
+        .success());
+    let f = dir.path().join("stripped.data");
+    perf_record(
+        &f,
+        &["-g", "-F", "999"],
+        false,
+        &[exe.to_str().unwrap(), "20000"],
+    );
+    let perf: Vec<(f64, String)> = perf_report(&f)
+        .into_iter()
+        .filter(|(pct, _, _)| *pct >= 1.0)
+        .map(|(pct, dso, sym)| match sym.strip_prefix("0x") {
+            Some(hex) => {
+                let at = u64::from_str_radix(hex, 16).unwrap();
+                (pct, format!("{dso}+{at:#x}"))
+            }
+            None => (pct, sym),
+        })
+        .collect();
+    assert!(
+        perf.iter()
+            .filter(|(_, s)| s.starts_with("app2+0x"))
+            .count()
+            >= 2,
+        "perf report: {perf:?}"
+    );
+    let ours = profile_rows(&f);
+    assert!(!ours.iter().any(|(_, s)| s == "[unknown]"), "{ours:?}");
+    same_rows("stripped C++", &perf, &ours);
 }
 
 /// A newer perf's attributes (152 bytes, which Debian's perf 6.1 refuses) are read: the

@@ -4,11 +4,12 @@
 
 mod support;
 
+use support::{kstate, KSTATE};
+
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 
-const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
 #[cfg(target_arch = "x86_64")]
 const NR_GETPPID: u64 = 110;
 #[cfg(target_arch = "aarch64")]
@@ -19,17 +20,6 @@ fn perf_record(out: &Path, extra: &[&str], workload: &[&str]) {
     let mut w = vec![KSTATE, "workload"];
     w.extend_from_slice(workload);
     support::perf_record(out, extra, false, &w);
-}
-
-fn kstate(args: &[&str]) -> String {
-    let o = Command::new(KSTATE).args(args).output().unwrap();
-    assert!(
-        o.status.success(),
-        "kstate {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
 }
 
 /// (ts ns, cpu, tid, event name, syscall NR when the event has one)

@@ -4,26 +4,13 @@
 //! `kstate_spin_caller_b`. `perf` (installed by CI) is the oracle. Needs root; never skips.
 mod support;
 
-use support::run;
+use support::{ok, run, KSTATE};
 
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
-const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
 const HOT: &str = "kstate_spin_hot_loop";
-
-fn ok(args: &[&str]) -> Output {
-    let out = run(args);
-    assert!(
-        out.status.success(),
-        "kstate {} failed ({}):\n{}",
-        args.join(" "),
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 /// `kstate record --json ARGS`: (the summary, the workload's own stdout lines).
 fn record(args: &[&str]) -> (Value, Vec<String>) {

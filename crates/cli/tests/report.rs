@@ -11,23 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
+mod support;
 
-fn ok(args: &[&str]) -> Output {
-    let out = Command::new(KSTATE)
-        .args(args)
-        .output()
-        .expect("cannot run kstate");
-    assert!(
-        out.status.success(),
-        "kstate {} failed ({}):\nstdout:\n{}\nstderr:\n{}",
-        args.join(" "),
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+use support::{ok, KSTATE};
 
 struct Run {
     _tmp: tempfile::TempDir,

@@ -1,23 +1,14 @@
 //! `kstate split --per-cpu` against trace-cmd: each CPU file reports exactly the lines
 //! the whole trace reports for that CPU, timestamps included.
 
+mod support;
+
 use std::path::Path;
 use std::process::Command;
-
-const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
+use support::{trace_cmd_report, KSTATE};
 
 fn report(file: &Path) -> Vec<String> {
-    let out = Command::new("trace-cmd")
-        .args(["report", "-t", "-i"])
-        .arg(file)
-        .output()
-        .expect("trace-cmd must be installed (apt-get install trace-cmd)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
+    trace_cmd_report(file, &["-t"])
         .lines()
         .filter(|l| !l.starts_with("cpus=") && !l.trim().is_empty())
         .map(str::to_string)

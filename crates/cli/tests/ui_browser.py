@@ -13,7 +13,7 @@ import urllib.request
 
 from playwright.sync_api import sync_playwright
 
-KSTATE, SHOTS, STALL_URL, STALL, AB_URL, FILE_A, FILE_B, BAD_URL, DISJOINT_URL = sys.argv[1:10]
+KSTATE, SHOTS, STALL_URL, STALL, AB_URL, FILE_A, FILE_B, BAD_URL, DISJOINT_URL, STALL_DISK = sys.argv[1:11]
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run",
         "--disable-default-apps", "--disable-extensions"]
@@ -106,11 +106,21 @@ with sync_playwright() as p:
     panel = page.evaluate("document.getElementById('panel-syscall')._stat")
     cli_syscall = cli_json("analyze", "syscall", STALL)
     check(panel["rows"] == cli_syscall["rows"], "the syscall panel's rows differ from kstate analyze's")
+    lane_calls_all = page.evaluate("kstateUi.lanes[0].lanes.syscalls.calls")
     # Find the longest write calls: click `write` (a filter), then the panel's longest.
     page.locator("#panel-syscall tr[data-key='write'] td.key a").click()
     ready(page)
     check(page.locator("[data-chip='key.syscall']").count() == 1, "no chip for the write filter")
     check(page.evaluate("location.hash").find("k.syscall=write") > 0, "the write filter is not in the URL")
+    # The key narrows the system-call lane too: it scatters the write calls alone, as many
+    # as kstate analyze counts over the whole recording.
+    page.wait_for_function("(kstateUi.lanesAsked || '').includes('key=write')")
+    sc = page.evaluate("kstateUi.lanes[0].lanes.syscalls")
+    cli_write = [r for r in cli_syscall["rows"] if r["key"] == "write"][0]
+    check(sc["calls"] == cli_write["count"], f"the write-filtered lane scatters {sc['calls']} calls, kstate analyze counts {cli_write['count']} writes")
+    check({l[1] for l in sc["longest"] if l} == {"write"}, "the write-filtered lane's longest calls are not all writes")
+    check(sc["calls"] < lane_calls_all, f"the write filter did not narrow the lane ({sc['calls']} of {lane_calls_all} calls)")
+    report["lane_calls_all"], report["lane_calls_write"] = lane_calls_all, sc["calls"]
     page.locator("#panel-syscall .tools button").click()
     page.wait_for_selector("#panel-syscall .longest table.log tbody tr")
     rows = page.evaluate("document.querySelector('#panel-syscall .longest')._rows")
@@ -191,7 +201,9 @@ with sync_playwright() as p:
         check(cell == fmt_dur(r["p99_ns"]), f"biotime {key}: the page shows {cell}, the CLI {fmt_dur(r['p99_ns'])}")
     for key, r in by_key(bi_out["rows"]).items():
         check(rows_c[key]["a"]["p99"] == r["p99_ns"], f"biotime {key} p99 outside differs from the CLI's")
-    w_key = max(bi_in["rows"], key=lambda r: r["count"])["key"] if bi_in["rows"] else None
+    # The writes of the disk that stalled (STALL_DISK: its key's beginning).
+    w_key = next((r["key"] for r in bi_in["rows"] if r["key"].startswith(STALL_DISK)), None)
+    check(w_key, f"biotime counts no write of the stalling disk {STALL_DISK} in the window: {[r['key'] for r in bi_in['rows']]}")
     if w_key:
         inside, outside = rows_c[w_key]["b"]["p99"], (rows_c[w_key]["a"] or {}).get("p99")
         report["biotime_p99_inside_ns"], report["biotime_p99_outside_ns"] = inside, outside
@@ -289,7 +301,12 @@ with sync_playwright() as p:
     page.goto(DISJOINT_URL + "#m=ab")
     page.wait_for_selector("#panels .error")
     msg = page.locator("#panels .error").inner_text()
-    check("no analyzer in common" in msg, f"two recordings with nothing in common: {msg}")
+    check("no analyzer applies to both" in msg, f"two recordings with nothing in common: {msg}")
+    # One line a side, naming what each has (scheduling against system calls), not one
+    # line of both paths and every reason.
+    sides = page.locator("#panels .error li").all_inner_texts()
+    check(len(sides) == 2 and "runq" in sides[0] and "syscall" not in sides[0] and "syscall" in sides[1],
+          f"the sides of nothing in common: {sides}")
     page.screenshot(path=f"{SHOTS}/8-nothing-in-common.png", full_page=True)
     check(errors == [], f"{len(errors)} console errors, the first: {errors[:3]}")
     page.close()

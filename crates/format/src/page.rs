@@ -111,7 +111,8 @@ impl PageCursor {
 
     /// The next data record, skipping time extends and padding; `None` at the end of the page.
     /// Errors carry offsets relative to the page start.
-    #[inline]
+    // Once per record: inlined into the merge's walk through a page.
+    #[inline(always)]
     pub fn next(&mut self, page: &[u8], endian: Endian) -> Result<Option<Record>> {
         loop {
             let at = self.pos;

@@ -9,6 +9,17 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::layout::whole_pages;
 use crate::mapped::Window;
 
+/// Pages a container stores packed its own way (trace.dat v7's compressed chunks): the
+/// container's reader describes them, and opens them when a reader of the trace asks, so
+/// that the trace's types name no container.
+pub trait PackedPages: Send + Sync + std::fmt::Debug {
+    /// The pages, read from `data` (the file holding them) and named `shown` in messages,
+    /// `page_size` bytes each.
+    fn open(&self, data: &Path, shown: &Path, page_size: usize) -> Result<Box<dyn PageSource>>;
+    /// File offset where they start.
+    fn offset(&self) -> u64;
+}
+
 /// A sequence of whole pages of one CPU. Shaped as advance-then-look so a consumer can
 /// parse the current page in place, without copying it out of the reader's buffer.
 pub trait PageSource: Send {

@@ -1074,6 +1074,17 @@ pub struct Counts {
     /// The earliest and latest sample times.
     pub first_time: Option<u64>,
     pub last_time: Option<u64>,
+    /// Samples per (event index, CPU); the CPU is `None` where the event's samples do not
+    /// record it (perf records one command's samples without it).
+    pub spans: std::collections::BTreeMap<(usize, Option<u32>), Span>,
+}
+
+/// How many samples, and the earliest and latest times among them (when they carry one).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Span {
+    pub samples: u64,
+    pub first_time: Option<u64>,
+    pub last_time: Option<u64>,
 }
 
 pub fn count(b: &[u8]) -> Result<Counts> {
@@ -1102,9 +1113,15 @@ pub fn count_source(s: &dyn RecordSource) -> Result<Counts> {
                 c.samples += 1;
                 c.per_event[r.event].1 += 1;
                 c.kernel_samples += x.is_kernel() as u64;
-                if events[r.event].attr.sample_type & sample::TIME != 0 {
+                let st = events[r.event].attr.sample_type;
+                let cpu = (st & sample::CPU != 0).then_some(x.cpu);
+                let span = c.spans.entry((r.event, cpu)).or_default();
+                span.samples += 1;
+                if st & sample::TIME != 0 {
                     c.first_time = Some(c.first_time.map_or(x.time, |t| t.min(x.time)));
                     c.last_time = Some(c.last_time.map_or(x.time, |t| t.max(x.time)));
+                    span.first_time = Some(span.first_time.map_or(x.time, |t| t.min(x.time)));
+                    span.last_time = Some(span.last_time.map_or(x.time, |t| t.max(x.time)));
                 }
                 pids.insert(x.pid);
                 tids.insert(x.tid);

@@ -12,10 +12,9 @@ use crate::error::{Error, Result};
 use crate::event_format::EventFormat;
 use crate::events::CpuEvents;
 use crate::layout::PageLayout;
-use crate::pages::{PageSource, PlainPages};
+use crate::pages::{PackedPages, PageSource, PlainPages};
 use crate::spool::Spool;
 use crate::timeshift::TimeShift;
-use crate::tracedat;
 
 /// The most CPUs a trace may name. Per-CPU tables are sized by CPU number, so a damaged
 /// number must not size one: Linux builds for at most 8192 (`CONFIG_NR_CPUS`), and this
@@ -71,8 +70,9 @@ pub enum DataLoc {
         offset: u64,
         size: u64,
     },
-    /// trace.dat v7 compressed chunks.
-    Compressed(tracedat::CompressedData),
+    /// Pages a container packs its own way (trace.dat v7's compressed chunks), opened by
+    /// the reader that found them.
+    Compressed(std::sync::Arc<dyn PackedPages>),
     /// Pages built on demand from a container that holds events rather than pages.
     Built(std::sync::Arc<dyn BuildPages>),
 }
@@ -233,11 +233,9 @@ impl Trace {
                     .map_err(|e| e.renamed(path, &self.shown(path)))?
                     .named(self.shown(path)),
             )),
-            DataLoc::Compressed(c) => Ok(Box::new(
-                tracedat::CompressedPages::open(self.data_path(), c, self.layout.page_size)
-                    .map_err(|e| e.renamed(self.data_path(), &self.path))?
-                    .named(self.path.clone()),
-            )),
+            DataLoc::Compressed(c) => c
+                .open(self.data_path(), &self.path, self.layout.page_size)
+                .map_err(|e| e.renamed(self.data_path(), &self.path)),
             DataLoc::Built(b) => b.pages(cd.cpu, wanted),
         }
     }

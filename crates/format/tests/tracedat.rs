@@ -536,7 +536,7 @@ fn corrupt_compressed_chunks_are_reported_by_the_page_reader() {
     let DataLoc::Compressed(c) = &t.cpu_data[0].loc else {
         panic!("zstd data should be compressed")
     };
-    let chunk = c.offset as usize + 4;
+    let chunk = c.offset() as usize + 4;
     let d = std::fs::read(&src).unwrap();
     let p = dir.path().join("bad.dat");
     for (at, value, kind) in [

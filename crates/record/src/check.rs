@@ -47,6 +47,13 @@ pub fn arguments(opts: &Options) -> Result<()> {
     Ok(())
 }
 
+/// The `-e` names against this kernel's events: one it does not have is the user's mistake
+/// (a bad argument), found before a front end announces the recording.
+pub fn event_names(specs: &[String]) -> Result<()> {
+    let tfs = crate::tracefs::Tracefs::open()?;
+    crate::events::resolve(&tfs.path("events"), specs).map(|_| ())
+}
+
 fn page_size() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };

@@ -249,19 +249,31 @@ fn unknown(spec: &str, available: &BTreeSet<(String, String)>) -> Error {
         .filter(|(d, n)| *d <= 2.max(want.len() / 4) || (want.len() >= 4 && n.contains(&want)))
         .collect();
     near.sort();
+    // A preset and a system may share a name (sched): suggest it once.
+    let mut shown = BTreeSet::new();
+    near.retain(|(_, n)| shown.insert(n.as_str()));
     near.truncate(6);
-    let hint = if near.is_empty() {
-        "see `kstate record --list-presets` and the kernel's available_events".to_string()
+    let near = if near.is_empty() {
+        String::new()
     } else {
         format!(
-            "did you mean: {}?",
+            "did you mean: {}? ",
             near.iter()
                 .map(|(_, n)| n.as_str())
                 .collect::<Vec<_>>()
                 .join(", ")
         )
     };
-    Error::new(format!("unknown event, system or preset '{spec}': {hint}"))
+    let presets: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
+    // A naming mistake is the user's to fix (exit 2), so the message says what is valid.
+    Error::bad_argument(format!(
+        "unknown event, system or preset '{spec}': {near}-e takes a preset ({}), a SYSTEM, \
+         SYSTEM:EVENT or SYSTEM:* of this kernel ({} systems, {} events: its available_events); \
+         `kstate record --list-presets` lists each preset's events",
+        presets.join(", "),
+        systems.len(),
+        available.len()
+    ))
 }
 
 /// Levenshtein distance, for suggestions.

@@ -60,6 +60,32 @@ impl Instance {
             .ok()
     }
 
+    /// Turns `options/copy_trace_marker` off again when the recorder dies however it dies.
+    /// While an instance that copies the markers has its tracing off (disable_on_free did
+    /// that to a killed recorder's), the kernel fails every write to the top-level
+    /// trace_marker (EBADF): every application's markers on the machine, until the next
+    /// recorder removes the instance. A shell in a process group of its own (a terminal's
+    /// Ctrl-C or a kill of the recorder's group does not reach it) waits for the end of
+    /// a pipe only the recorder holds (kstate's files are close-on-exec, so the shell
+    /// holds nothing of the instance open) and then switches the option off.
+    pub fn guard_trace_marker(&self) -> Option<MarkerGuard> {
+        use std::os::unix::process::CommandExt;
+        use std::process::{Command, Stdio};
+        let child = Command::new("/bin/sh")
+            .args([
+                "-c",
+                "read x; echo 0 > \"$0\"",
+                self.path("options/copy_trace_marker").to_str()?,
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .ok()?;
+        Some(MarkerGuard { child })
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -85,6 +111,19 @@ impl Instance {
     pub fn remove(&mut self) -> Result<()> {
         self.removed = true;
         teardown(&self.dir)
+    }
+}
+
+/// See [`Instance::guard_trace_marker`]. Dropped, it lets the shell finish (the option of
+/// a removed instance is gone by then, and the write fails quietly) and reaps it.
+pub struct MarkerGuard {
+    child: std::process::Child,
+}
+
+impl Drop for MarkerGuard {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
     }
 }
 

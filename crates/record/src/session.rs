@@ -366,6 +366,8 @@ struct Output {
     /// its buffer, so a killed recorder costs the machine nothing until the next one
     /// removes the instance. Older kernels without it keep tracing until then.
     free_buffer: Option<std::fs::File>,
+    /// Turns the instance's copy of applications' markers off if the recorder dies.
+    _marker_guard: Option<crate::instance::MarkerGuard>,
     inst: Instance,
     header_page: Vec<u8>,
     header_event: Vec<u8>,
@@ -433,10 +435,14 @@ fn side_events(opts: &Options, events: &[(String, String)]) -> Vec<(String, Stri
 /// would be. Only the main instance: the side one would record each marker twice. The
 /// setting goes with the instance when it is removed; kernels without the option (it is
 /// recent) record only the instance's own markers.
-fn copy_trace_marker(inst: &Instance) {
-    if inst.path("options/copy_trace_marker").exists() {
-        let _ = inst.write("options/copy_trace_marker", "1");
+fn copy_trace_marker(inst: &Instance) -> Option<crate::instance::MarkerGuard> {
+    if !inst.path("options/copy_trace_marker").exists() {
+        return None;
     }
+    // The guard first: without it a killed recorder would break markers machine-wide.
+    let guard = inst.guard_trace_marker()?;
+    inst.write("options/copy_trace_marker", "1").ok()?;
+    Some(guard)
 }
 
 /// Creates and sets up the instance, starts the output (an unwritable path fails before
@@ -457,7 +463,7 @@ fn prepare(opts: &Options, plan: &Plan) -> Result<Output> {
         .cloned()
         .collect();
     setup_instance(&inst, opts, sel, &main_events, opts.buffer_kib, clock)?;
-    copy_trace_marker(&inst);
+    let marker_guard = copy_trace_marker(&inst);
     let free_buffer = inst.hold_free_buffer();
     // The instance's header_page describes its sub-buffer ("page") size.
     let header_page = inst.read("events/header_page")?;
@@ -518,6 +524,7 @@ fn prepare(opts: &Options, plan: &Plan) -> Result<Output> {
         scratch,
         writer,
         free_buffer,
+        _marker_guard: marker_guard,
         inst,
         header_page,
         header_event,

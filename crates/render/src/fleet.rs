@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use kstate_analyze::fleet::{Failure, Fleet, Merged, Outlier};
+use kstate_analyze::fleet::{Duplicate, Failure, Figures, Fleet, Outlier};
 
 use crate::csv_field;
 
@@ -12,7 +12,7 @@ struct Line<'a> {
     key: &'a str,
     unit: &'a str,
     group: Option<&'a str>,
-    m: &'a Merged,
+    m: &'a Figures,
 }
 
 fn lines(f: &Fleet) -> Vec<Line<'_>> {
@@ -38,21 +38,21 @@ fn lines(f: &Fleet) -> Vec<Line<'_>> {
     v
 }
 
-const QUANTILES: [(&str, u64); 3] = [("p50", 500), ("p99", 990), ("p999", 999)];
+/// The names of kstate_analyze::fleet::QUANTILES.
+const QUANTILES: [&str; 3] = ["p50", "p99", "p999"];
 
 /// recordings, count, total, avg, min, max, flagged, then the quantiles' values and
 /// buckets.
-fn numbers(m: &Merged) -> [u64; 13] {
-    let a = &m.agg;
-    let q = QUANTILES.map(|(_, p)| m.quantile(p));
+fn numbers(m: &Figures) -> [u64; 13] {
+    let q = m.quantiles;
     [
         m.recordings,
-        a.count,
-        a.total,
-        a.avg(),
-        a.min(),
-        a.max,
-        a.flagged,
+        m.count,
+        m.total,
+        m.avg(),
+        m.min,
+        m.max,
+        m.flagged,
         q[0].value,
         q[1].value,
         q[2].value,
@@ -150,46 +150,73 @@ pub fn text(
     Ok(())
 }
 
-/// One JSON document: every row with its quantiles' buckets, the outliers, the failures.
+/// One JSON document: every row with its quantiles' buckets, the outliers, the failures
+/// and the summaries left out as copies of a recording merged from another file.
 pub fn json(
     f: &Fleet,
     outliers: &[Outlier],
     failed: &[Failure],
+    duplicates: &[Duplicate],
     by: &str,
     k: f64,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     use serde_json::json;
-    let rows: Vec<_> = lines(f)
+    // Written a row at a time: the document of every key by host of 1,000 summaries held
+    // as one serde_json value took 5 GB (ten times the figures it was made from).
+    let put = |out: &mut dyn Write, v: &serde_json::Value| {
+        serde_json::to_writer(&mut *out, v).map_err(std::io::Error::other)
+    };
+    write!(out, "{{\n\"by\": ")?;
+    put(out, &json!(by))?;
+    write!(out, ",\n\"k\": ")?;
+    put(out, &json!(k))?;
+    write!(out, ",\n\"groups\": ")?;
+    put(out, &json!(f.recordings))?;
+    write!(out, ",\n\"rows\": [")?;
+    for (i, l) in lines(f).iter().enumerate() {
+        let a = l.m;
+        let mut v = json!({
+            "analyzer": l.analyzer, "key": l.key, "unit": l.unit, "group": l.group,
+            "recordings": a.recordings, "count": a.count, "total": a.total,
+            "avg": a.avg(), "min": a.min, "max": a.max, "flagged": a.flagged,
+        });
+        for (name, q) in QUANTILES.iter().zip(a.quantiles) {
+            v[name] = json!(q.value);
+            v[format!("{name}_bucket")] = json!({"index": q.bucket, "lo": q.lo, "hi": q.hi});
+        }
+        write!(out, "{}\n  ", if i == 0 { "" } else { "," })?;
+        put(out, &v)?;
+    }
+    write!(out, "],\n\"outliers\": ")?;
+    let outliers: Vec<_> = outliers
         .iter()
-        .map(|l| {
-            let a = &l.m.agg;
-            let mut v = json!({
-                "analyzer": l.analyzer, "key": l.key, "unit": l.unit, "group": l.group,
-                "recordings": l.m.recordings, "count": a.count, "total": a.total,
-                "avg": a.avg(), "min": a.min(), "max": a.max, "flagged": a.flagged,
-            });
-            for (name, p) in QUANTILES {
-                let q = l.m.quantile(p);
-                v[name] = json!(q.value);
-                v[format!("{name}_bucket")] = json!({"index": q.bucket, "lo": q.lo, "hi": q.hi});
-            }
-            v
+        .map(|o| {
+            json!({
+                "analyzer": o.analyzer, "key": o.key, "group": o.group,
+                "p99": o.p99, "median_p99": o.median_p99,
+            })
         })
         .collect();
-    let doc = json!({
-        "by": by, "k": k,
-        "groups": f.recordings,
-        "rows": rows,
-        "outliers": outliers.iter().map(|o| json!({
-            "analyzer": o.analyzer, "key": o.key, "group": o.group,
-            "p99": o.p99, "median_p99": o.median_p99,
-        })).collect::<Vec<_>>(),
-        "failed": failed.iter().map(|(p, e)| json!({"file": p.display().to_string(), "error": e}))
-            .collect::<Vec<_>>(),
-    });
-    serde_json::to_writer_pretty(&mut *out, &doc).map_err(std::io::Error::other)?;
-    writeln!(out)
+    put(out, &json!(outliers))?;
+    write!(out, ",\n\"failed\": ")?;
+    let failed: Vec<_> = failed
+        .iter()
+        .map(|(p, e)| json!({"file": p.display().to_string(), "error": e}))
+        .collect();
+    put(out, &json!(failed))?;
+    write!(out, ",\n\"duplicates\": ")?;
+    let duplicates: Vec<_> = duplicates
+        .iter()
+        .map(|d| {
+            json!({
+                "file": d.path.display().to_string(), "recording": d.recording,
+                "merged": d.merged.display().to_string(),
+            })
+        })
+        .collect();
+    put(out, &json!(duplicates))?;
+    writeln!(out, "\n}}")
 }
 
 #[cfg(test)]
@@ -206,10 +233,9 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/../../../shared/fixtures/external/lisa-sched_load/trace.dat"
         );
-        let mut s = summarize(&Source::open(path.as_ref()).unwrap(), &[]).unwrap();
+        let mut s = summarize(&Source::open(path.as_ref()).unwrap(), &[], false).unwrap();
         s.meta.host = "=HYPERLINK(\"x\")".into();
-        let mut f = Fleet::new(GroupBy::Host, None, None);
-        f.add(&s);
+        let f = Fleet::new(GroupBy::Host, None, None).of(&[s]);
         let mut out = Vec::new();
         super::csv(&f, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();

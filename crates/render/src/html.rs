@@ -93,7 +93,7 @@ pub fn render(r: &Survey, run: Option<&RunInfo>) -> String {
     let bands = charts::bands(r, 3);
     let size = svg::DEFAULT_SIZE;
     for a in &r.analyses {
-        section(&mut h, r, a, &bands, size);
+        section(&mut h, ("", ""), r, a, &bands, size);
     }
     if !r.snapshots.is_empty() {
         let _ = writeln!(
@@ -251,7 +251,7 @@ fn summary(h: &mut String, r: &Survey, run: Option<&RunInfo>) {
 }
 
 /// The WATCH_LOG entries, on the report's time axis.
-fn watch_log(h: &mut String, r: &Survey) {
+pub(crate) fn watch_log(h: &mut String, r: &Survey) {
     if r.watch_log.is_empty() {
         return;
     }
@@ -272,7 +272,7 @@ fn watch_log(h: &mut String, r: &Survey) {
     h.push_str("</table></section>\n");
 }
 
-fn lost_html(lost: &std::collections::BTreeMap<u32, Option<u64>>) -> String {
+pub(crate) fn lost_html(lost: &std::collections::BTreeMap<u32, Option<u64>>) -> String {
     let any = lost.values().any(|l| *l != Some(0));
     if !any {
         return "<span class=\"ok\">none</span>".into();
@@ -288,7 +288,7 @@ fn lost_html(lost: &std::collections::BTreeMap<u32, Option<u64>>) -> String {
     format!("<span class=\"lost\">{}</span>", esc(&per.join(", ")))
 }
 
-fn utc(ns: i128) -> Option<String> {
+pub(crate) fn utc(ns: i128) -> Option<String> {
     const NS: i128 = 1_000_000_000;
     let secs = ns.div_euclid(NS);
     let days = secs.div_euclid(86_400);
@@ -312,14 +312,25 @@ fn utc(ns: i128) -> Option<String> {
     })
 }
 
-fn section(h: &mut String, r: &Survey, a: &Analysis, bands: &[(f64, f64, String)], size: Size) {
+/// One analyzer's section; its id is `{id}an-NAME` and its heading starts with `who`
+/// (both "" alone; the machine's prefix and name in a report of a host and its guests).
+pub(crate) fn section(
+    h: &mut String,
+    (id, who): (&str, &str),
+    r: &Survey,
+    a: &Analysis,
+    bands: &[(f64, f64, String)],
+    size: Size,
+) {
     let o = &a.stat;
     let info = a.info;
     let _ = write!(
         h,
-        "<section id=\"an-{0}\"><h2>{0}: {1}</h2>",
+        "<section id=\"{2}an-{0}\"><h2>{3}{0}: {1}</h2>",
         esc(info.name),
-        esc(info.about)
+        esc(info.about),
+        esc(id),
+        esc(who)
     );
     let c = &o.counts;
     let _ = write!(

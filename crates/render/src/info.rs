@@ -107,9 +107,10 @@ pub fn text(d: &Description) -> String {
         "\nper CPU:\n  {:>4} {:>10} {:>20} {:>20} {:>10} {:>12}",
         "cpu", "events", "first", "last", "lost", "bytes"
     );
-    for (cpu, (n, unknown)) in &d.lost {
-        let c = d.cpus.get(cpu).cloned().unwrap_or_default();
-        let lost = if *unknown {
+    for cpu in d.cpu_numbers() {
+        let c = d.cpus.get(&cpu).cloned().unwrap_or_default();
+        let (n, unknown) = d.lost.get(&cpu).copied().unwrap_or_default();
+        let lost = if unknown {
             format!("{n}+unknown")
         } else {
             n.to_string()
@@ -122,7 +123,19 @@ pub fn text(d: &Description) -> String {
             c.first_ts.map(fmt_secs).unwrap_or_else(|| "-".into()),
             c.last_ts.map(fmt_secs).unwrap_or_else(|| "-".into()),
             lost,
-            d.bytes(*cpu)
+            d.bytes(cpu)
+        );
+    }
+    if let Some(c) = &d.no_cpu {
+        let _ = writeln!(
+            s,
+            "  {:>4} {:>10} {:>20} {:>20} {:>10} {:>12}  (samples that do not record their CPU)",
+            "-",
+            c.events,
+            c.first_ts.map(fmt_secs).unwrap_or_else(|| "-".into()),
+            c.last_ts.map(fmt_secs).unwrap_or_else(|| "-".into()),
+            "-",
+            "-"
         );
     }
     let _ = writeln!(s, "\nper event:");
@@ -148,19 +161,26 @@ pub fn json(d: &Description) -> serde_json::Value {
             )
         })
         .collect();
-    let per_cpu: Vec<_> = d
-        .lost
-        .keys()
+    let mut per_cpu: Vec<_> = d
+        .cpu_numbers()
+        .into_iter()
         .map(|cpu| {
-            let c = d.cpus.get(cpu).cloned().unwrap_or_default();
-            let (n, unknown) = d.lost[cpu];
+            let c = d.cpus.get(&cpu).cloned().unwrap_or_default();
+            let (n, unknown) = d.lost.get(&cpu).copied().unwrap_or_default();
             json!({
                 "cpu": cpu, "events": c.events, "first_ts": c.first_ts, "last_ts": c.last_ts,
                 "lost": if unknown { json!(null) } else { json!(n) },
-                "bytes": d.bytes(*cpu), "pages": d.pages.get(cpu),
+                "bytes": d.bytes(cpu), "pages": d.pages.get(&cpu),
             })
         })
         .collect();
+    // Samples that do not record their CPU: one entry with a null cpu.
+    if let Some(c) = &d.no_cpu {
+        per_cpu.push(json!({
+            "cpu": null, "events": c.events, "first_ts": c.first_ts, "last_ts": c.last_ts,
+            "lost": null, "bytes": null, "pages": null,
+        }));
+    }
     let mut out = json!({
         "file": t.path.display().to_string(),
         "kind": kind, "version": version, "compression": compression,

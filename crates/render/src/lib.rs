@@ -25,9 +25,11 @@
 pub mod charts;
 pub mod colour;
 pub mod compare;
+pub mod error;
 pub mod fleet;
 pub mod html;
 pub mod info;
+pub mod machines;
 #[cfg(feature = "png")]
 pub mod png;
 pub mod profile;

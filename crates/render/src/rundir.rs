@@ -6,13 +6,18 @@ use std::path::{Path, PathBuf};
 
 use kstate_analyze::analyzer::Buckets;
 use kstate_analyze::survey::Survey;
-use kstate_format::{output, Error, ErrorKind};
+use kstate_format::output;
 
+use crate::error::Error;
 use crate::html::{self, RunInfo};
 use crate::{charts, svg, Format, Meta};
 
-fn bad(msg: String) -> Error {
-    Error::new(ErrorKind::Unsupported, None, msg)
+/// Writing `path` failed.
+fn write_err(path: &Path, source: std::io::Error) -> Error {
+    Error::Write {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// Writes `svg` to `path` as SVG or PNG, by the extension.
@@ -25,25 +30,25 @@ pub fn write_chart(svg: &str, path: &Path) -> Result<(), Error> {
         Some("svg") => svg.as_bytes().to_vec(),
         Some("png") => png(svg)?,
         _ => {
-            return Err(bad(format!(
+            return Err(Error::Format(format!(
                 "{}: the output must end in .svg or .png",
                 path.display()
             )))
         }
     };
-    output::write(path, bytes).map_err(|e| Error::io(path, e))
+    output::write(path, bytes).map_err(|e| write_err(path, e))
 }
 
 /// `svg` rasterized (see [`crate::png`]).
 #[cfg(feature = "png")]
 pub fn png(svg: &str) -> Result<Vec<u8>, Error> {
-    crate::png::svg_to_png(svg).map_err(|e| Error::new(ErrorKind::Io, None, e))
+    crate::png::svg_to_png(svg).map_err(Error::Raster)
 }
 
 /// Without the `png` feature there is no rasterizer: a clear error instead.
 #[cfg(not(feature = "png"))]
 pub fn png(_svg: &str) -> Result<Vec<u8>, Error> {
-    Err(bad(
+    Err(Error::Format(
         "this kstate was built without PNG support (cargo feature `png`); write .svg".into(),
     ))
 }
@@ -64,7 +69,7 @@ fn write_text(
     path: &Path,
     f: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
 ) -> Result<(), Error> {
-    output::write_with(path, f).map_err(|e| Error::io(path, e))
+    output::write_with(path, f).map_err(|e| write_err(path, e))
 }
 
 /// Writes each analysis as `NAME.csv`/`NAME.json` (what `kstate analyze NAME --format
@@ -140,5 +145,5 @@ pub fn write_outputs(r: &Survey, dir: &Path, file: &str) -> Result<Vec<PathBuf>,
 
 /// The HTML report of `r` into `path`.
 pub fn write_html(r: &Survey, run: Option<&RunInfo>, path: &Path) -> Result<(), Error> {
-    output::write(path, html::render(r, run)).map_err(|e| Error::io(path, e))
+    output::write(path, html::render(r, run)).map_err(|e| write_err(path, e))
 }

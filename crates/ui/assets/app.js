@@ -109,10 +109,21 @@ function filterParams(analyzer, extra = {}) {
   const st = UI.st, p = new URLSearchParams();
   for (const [k, v] of Object.entries(st.g)) p.set(k, v);
   if (analyzer && st.keys[analyzer]) p.set("key", st.keys[analyzer]);
-  if (st.win) p.set("window", `${secs(st.win[0])}:${secs(st.win[1])}`);
+  if (st.win) p.set("window", UI.machines ? `@${hostSecs(st.win[0])}:@${hostSecs(st.win[1])}` : `${secs(st.win[0])}:${secs(st.win[1])}`);
   for (const [k, v] of Object.entries(extra)) if (v != null) p.set(k, v);
   return p;
 }
+
+// A host and its guests share one axis whose 0 is the first event of any of them: a
+// window is sent as host-clock times (@S), which every machine's file resolves alike
+// (each file's own first event would otherwise be its 0). Integer ns, so no digit is lost.
+function hostSecs(t) {
+  const ns = goodFile(0).start + Math.round(Math.max(0, t) * 1e9);
+  return `${Math.floor(ns / 1e9)}.${String(ns % 1e9).padStart(9, "0")}`;
+}
+const MACHINE_COLOURS = ["#3f6fb5", "#d9822b", "#3a9a5b", "#8e5bb5"];
+const machineColour = (f) => MACHINE_COLOURS[f % MACHINE_COLOURS.length];
+const fileTag = (i) => (UI.machines ? files()[i].machine : files().length > 1 ? (i ? "B" : "A") : "file");
 
 // The window lies after the recording's end (a pasted link of a longer recording, or a
 // typed one): say so, rather than leaving every panel to say "no samples".
@@ -140,20 +151,25 @@ function drawHeader() {
   const fs = files(), box = $("#files");
   box.textContent = "";
   fs.forEach((f, i) => {
-    box.append(el("span", { class: "tag " + (i ? "b" : "a") }, fs.length > 1 ? (i ? "B" : "A") : "file"),
-               f.label + (i + 1 < fs.length ? "   " : ""));
+    const tag = el("span", { class: "tag " + (i ? "b" : "a"), "data-file": i }, fileTag(i));
+    if (UI.machines) tag.style.background = machineColour(i);
+    box.append(tag, f.label + (i + 1 < fs.length ? "   " : ""));
   });
   for (const b of document.querySelectorAll("#modes button")) {
     b.classList.toggle("on", b.dataset.mode === UI.st.mode);
-    b.disabled = b.dataset.mode === "ab" && fs.length < 2;
+    b.disabled = b.dataset.mode === "ab" && (fs.length < 2 || UI.machines);
+    if (b.dataset.mode === "ab") b.title = UI.machines ? "A host and its guests are one timeline: kstate ui --compare A B compares two files" : "Each panel for file A against file B";
     b.onclick = () => { UI.st.mode = b.dataset.mode; update(); };
   }
   const sel = $("#filesel");
   sel.textContent = "";
   if (fs.length > 1 && UI.st.mode !== "ab") {
+    // A host and its guests share the axis: the window and the zoom stay.
+    if (UI.machines) sel.append(el("span", { class: "what" }, "panels of: "));
     fs.forEach((f, i) => sel.append(el("button", {
-      class: UI.st.f === i ? "on" : "", onclick: () => { UI.st.f = i; UI.st.view = null; UI.st.win = null; update(); },
-    }, i ? "B" : "A")));
+      class: UI.st.f === i ? "on" : "", "data-file": i,
+      onclick: () => { UI.st.f = i; if (!UI.machines) { UI.st.view = null; UI.st.win = null; } update(); },
+    }, fileTag(i))));
   }
 }
 
@@ -202,20 +218,24 @@ async function loadLanes() {
   const bins = Math.max(50, Math.floor(width - LABEL_W - 8));
   const { v } = viewSpan();
   UI.view = v;
-  const fileIdx = UI.st.mode === "ab" ? [0, 1] : [UI.st.f];
+  const fileIdx = UI.machines ? files().map((_, i) => i) : UI.st.mode === "ab" ? [0, 1] : [UI.st.f];
   if (!fileIdx.some(goodFile)) return;
   try {
     const res = [];
+    let asked = "";
     for (const f of fileIdx) {
       if (!goodFile(f)) continue;
-      // Only the task and CPU filters apply to the overview: a key filter is a panel's,
-      // and re-binning 11 M events for it took as long as the panel itself.
-      const p = filterParams(null, { f, from: secs(v[0]), to: secs(v[1]), w: bins });
+      // The task and CPU filters apply to the overview, and the syscall panel's key to
+      // the system-call lane (the calls it scatters); other panels' keys are theirs.
+      const p = filterParams("syscall", { f, from: secs(v[0]), to: secs(v[1]), w: bins });
       p.delete("window");
+      asked = p.toString();
       res.push({ f, lanes: await api("lanes", p) });
     }
     if (gen !== UI.lanesGen) return;
     UI.lanes = res;
+    // The last question the overview answers (for tests: which filters it drew).
+    UI.lanesAsked = asked;
     drawLanes();
   } catch (e) {
     if (gen === UI.lanesGen) showError("overview: " + e.message);
@@ -226,7 +246,10 @@ function laneLayout() {
   const rows = [];
   const multi = UI.lanes.length > 1;
   for (const { f, lanes } of UI.lanes) {
-    const tag = multi ? (f ? "B " : "A ") : "";
+    const tag = multi ? fileTag(f) + " " : "";
+    // Each machine's events, first to last, on the host's clock.
+    const file = files()[f];
+    if (UI.machines && file.first != null) rows.push({ kind: "span", h: 10, label: `${file.machine}: events`, f, lanes, first: file.first, last: file.last, events: file.events });
     const group = (list, kind, h, title) => {
       if (!list.length) return;
       const peak = Math.max(1, ...list.map((l) => l.peak));
@@ -237,12 +260,15 @@ function laneLayout() {
     group(lanes.blk, "level", 30, (l) => `${l.name.replace(/^0000/, "")} in flight`);
     // No calls for these filters: one line that says so, not an empty chart.
     if (lanes.syscalls) rows.push(lanes.syscalls.calls
-      ? { kind: "scatter", h: 130, sc: lanes.syscalls, label: tag + "syscalls", f, lanes }
-      : { kind: "empty", h: 14, label: tag + "syscalls: no calls for these filters", f, lanes });
+      ? { kind: "scatter", h: 130, sc: lanes.syscalls, label: tag + "syscalls" + syscallKey(), f, lanes }
+      : { kind: "empty", h: 14, label: tag + "syscalls" + syscallKey() + ": no calls for these filters", f, lanes });
     group(lanes.lost, "lost", 14, (l) => `${l.name} lost`);
   }
   return rows;
 }
+
+// The syscall panel's key filter, which the system-call lane shows alone.
+const syscallKey = () => (UI.st.keys.syscall ? ` (${UI.st.keys.syscall})` : "");
 
 function drawLanes() {
   if (!UI.lanes) return;
@@ -282,7 +308,15 @@ function drawLanes() {
     g.fillStyle = "#f3f5f8"; g.fillRect(x0, y, x1 - x0, r.h);
     const n = r.lane ? r.lane.values.length : r.lanes.bins;
     const bw = (x1 - x0) / n;
-    const color = r.f && UI.lanes.length > 1 ? "#d9822b" : "#3f6fb5";
+    const color = UI.machines ? machineColour(r.f) : r.f && UI.lanes.length > 1 ? "#d9822b" : "#3f6fb5";
+    if (r.kind === "span") {
+      const start = goodFile(r.f).start;
+      const a = Math.max(x0, X((r.first - start) / 1e9)), b = Math.min(x1, X((r.last - start) / 1e9));
+      g.fillStyle = color;
+      if (b >= a) g.fillRect(a, y + 1, Math.max(b - a, 1), r.h - 2);
+      r.y = y; y += r.h + 4;
+      continue;
+    }
     if (r.kind === "busy" || r.kind === "level" || r.kind === "lost") {
       g.fillStyle = r.kind === "lost" ? "#c0392b" : color;
       const top = r.kind === "busy" ? 1 : r.peak;
@@ -418,7 +452,8 @@ function setupBrush() {
     if (r && r.kind !== "empty") {
       const n = r.lane ? r.lane.values.length : r.lanes.bins;
       const i = Math.floor(((x - UI.geom.x0) / (UI.geom.x1 - UI.geom.x0)) * n);
-      if (r.kind === "busy") text += `  ${r.label}: ${Math.round(r.lane.values[i] * 100)}%`;
+      if (r.kind === "span") text += `  ${r.label}: ${r.events} from ${(r.first / 1e9).toFixed(9)} to ${(r.last / 1e9).toFixed(9)} s (host clock)`;
+      else if (r.kind === "busy") text += `  ${r.label}: ${Math.round(r.lane.values[i] * 100)}%`;
       else if (r.kind === "level") text += `  ${r.label}: max ${r.lane.values[i]}`;
       else if (r.kind === "lost") text += `  ${r.label}: ${r.lane.values[i]}`;
       else if (r.kind === "scatter") {
@@ -454,6 +489,19 @@ function panelAnalyzers() {
   return f ? f.analyzers : [];
 }
 
+// A and B share no analyzer: what each has, one line a side, rather than one line of
+// two paths and every reason.
+function nothingInCommon() {
+  const side = (i) => {
+    const f = files()[i];
+    const has = f.error ? "cannot be read (see above)" : f.analyzers.length ? "analyzers: " + f.analyzers.map((a) => a.name).join(", ") : "no analyzer applies";
+    return el("li", {}, el("span", { class: "tag " + (i ? "b" : "a") }, i ? "B" : "A"), " ", el("code", {}, f.label), el("br"), has);
+  };
+  return el("div", { class: "error nothing" }, el("strong", {}, "Nothing to compare: no analyzer applies to both recordings."),
+    el("ul", {}, side(0), side(1)),
+    "Record both with the same events (kstate record -e …) to compare them.");
+}
+
 async function loadPanels() {
   const gen = ++UI.panelsGen;
   const box = $("#panels");
@@ -461,7 +509,7 @@ async function loadPanels() {
   const st = UI.st;
   if (!list.length) {
     box.textContent = "";
-    if (st.mode === "ab") box.append(el("div", { class: "error" }, `${files()[0].label} and ${files()[1].label} have no analyzer in common (or one of them could not be read).`));
+    if (st.mode === "ab") box.append(nothingInCommon());
     return;
   }
   // Keep the cards (and their scroll) across updates; drop those no longer wanted.
@@ -762,6 +810,8 @@ async function start() {
   setupBrush();
   try {
     UI.meta = await api("meta", new URLSearchParams());
+    UI.machines = UI.meta.layout === "machines";
+    if (UI.meta.layout_error) showError(UI.meta.layout_error);
   } catch (e) {
     showError("cannot load the recordings: " + e.message);
     return;
@@ -778,7 +828,7 @@ async function start() {
     return;
   }
   if (UI.st.f >= files().length) UI.st.f = 0;
-  if (UI.st.mode === "ab" && files().length < 2) UI.st.mode = "one";
+  if (UI.st.mode === "ab" && (files().length < 2 || UI.machines)) UI.st.mode = "one";
   update();
 }
 function writeStateLater() { setTimeout(writeState, 0); }

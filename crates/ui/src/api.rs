@@ -6,7 +6,9 @@
 //! JSON shape is this crate's own.
 //!
 //! Endpoints (GET, below the token):
-//! - `api/meta`: the files, their time range and the analyzers that apply to each.
+//! - `api/meta`: the files, their time range and the analyzers that apply to each; with a
+//!   host and its guests (`layout: machines`), each file's machine, events, first and last
+//!   event (host clock), and one time range shared by all.
 //! - `api/panel?f=FILE&a=NAME&mode=stat|dist|log&FILTERS[&sort=COL][&top=N]`.
 //! - `api/compare?kind=ab|inout&a=NAME|*&FILTERS[&f=FILE]`: `ab` compares file 0 (A) with
 //!   file 1 (B); `inout` compares outside the window (A) with inside it (B) in file f.
@@ -19,6 +21,7 @@ use kstate_analyze::analyzer::{Buckets, Mode, Outcome};
 use kstate_analyze::compare::{compare_outcomes, Comparison, Rules, Unmatched};
 use kstate_analyze::filter::{parse_dur_or_secs, Filters};
 use kstate_analyze::lanes::{overview, Lane, Overview, Span, ROWS_PER_DECADE};
+use kstate_analyze::machines::{self, Extent, Role};
 use kstate_analyze::{analyzers, Info, Query, Source};
 use kstate_format::value::write_json_str;
 use kstate_render::{Format, LogWriter, Meta};
@@ -36,8 +39,11 @@ pub struct File {
     /// Analyzers that apply (their statistics pass succeeds), filled on first use.
     applies: Option<Vec<&'static Info>>,
     skipped: Vec<(&'static str, String)>,
-    /// First event and last event analysed (trace clock ns).
+    /// First event and last event analysed (trace clock ns); with a host and its guests,
+    /// the first and last of all machines, so that their lanes share one axis.
     range: (u64, u64),
+    /// Its events, first and last (host clock), for a host and its guests.
+    extent: Option<Extent>,
 }
 
 impl File {
@@ -54,12 +60,20 @@ impl File {
             applies: None,
             skipped: Vec::new(),
             range: (0, 1),
+            extent: None,
         }
+    }
+
+    pub fn source(&self) -> Option<&Source> {
+        self.source.as_ref().ok()
     }
 }
 
 pub struct App {
     pub files: Vec<File>,
+    /// A host and its guests (their roles, in file order), shown on one time axis.
+    roles: Option<Vec<Role>>,
+    shared: bool,
     outcomes: Cache<std::rc::Rc<Outcome>>,
     lanes: Cache<std::rc::Rc<Vec<u8>>>,
 }
@@ -101,9 +115,11 @@ fn stat_query(name: &str, filters: Filters) -> Result<Query, String> {
 }
 
 impl App {
-    pub fn new(files: Vec<File>) -> App {
+    pub fn new(files: Vec<File>, roles: Option<Vec<Role>>) -> App {
         App {
             files,
+            roles,
+            shared: false,
             outcomes: Cache::new(512, 256 << 20),
             lanes: Cache::new(64, 64 << 20),
         }
@@ -142,7 +158,35 @@ impl App {
             return Err(format!("{}: {e}", file.label));
         }
         self.survey(f);
+        self.share()?;
         Ok(f)
+    }
+
+    /// A host and its guests: every file's range becomes the one that holds all of their
+    /// events (host clock), so that lanes and windows share one axis.
+    fn share(&mut self) -> Result<(), String> {
+        if self.roles.is_none() || self.shared {
+            return Ok(());
+        }
+        let (mut lo, mut hi) = (u64::MAX, 0);
+        for f in 0..self.files.len() {
+            self.survey(f);
+            let file = &mut self.files[f];
+            let source = file.source.as_ref().map_err(|e| e.clone())?;
+            file.extent = machines::extent(source).map_err(|e| format!("{}: {e}", file.label))?;
+            if let Some(x) = file.extent {
+                lo = lo.min(x.first);
+                hi = hi.max(x.last);
+            }
+        }
+        if lo == u64::MAX {
+            lo = 0;
+        }
+        for file in &mut self.files {
+            file.range = (lo, hi.max(lo + 1));
+        }
+        self.shared = true;
+        Ok(())
     }
 
     /// The outcome of one query, cached.
@@ -235,12 +279,30 @@ impl App {
         for f in 0..self.files.len() {
             self.survey(f);
         }
-        let mut s = String::from("{\"files\":[");
+        let shared = self.share();
+        let mut s = format!(
+            "{{\"layout\":{},\"layout_error\":{},\"files\":[",
+            js(if self.roles.is_some() {
+                "machines"
+            } else {
+                "files"
+            }),
+            shared.err().map_or("null".into(), |e| js(&e))
+        );
         for (i, file) in self.files.iter().enumerate() {
             if i > 0 {
                 s.push(',');
             }
             s.push_str(&format!("{{\"label\":{}", js(&file.label)));
+            if let Some(role) = self.roles.as_ref().and_then(|r| r.get(i)) {
+                s.push_str(&format!(",\"machine\":{}", js(&role.to_string())));
+                if let Some(x) = file.extent {
+                    s.push_str(&format!(
+                        ",\"events\":{},\"first\":{},\"last\":{}",
+                        x.events, x.first, x.last
+                    ));
+                }
+            }
             match &file.source {
                 Err(e) => s.push_str(&format!(",\"error\":{}}}", js(e))),
                 Ok(src) => {

@@ -12,10 +12,13 @@ mod params;
 use std::path::PathBuf;
 
 use api::{App, File};
+use kstate_analyze::machines::{self, Role};
 
 /// What `kstate ui` was asked.
 pub struct Options {
     pub files: Vec<PathBuf>,
+    /// Two files are an A/B comparison even when the second is the first's guest.
+    pub compare: bool,
     /// Port to listen on (0: a free one).
     pub port: u16,
     /// Launch the default browser on the URL.
@@ -41,12 +44,13 @@ pub fn serve(
     opts: Options,
     open: impl Fn(&std::path::Path) -> Result<kstate_analyze::Source, String>,
 ) -> Result<(), String> {
-    let files = opts
+    let files: Vec<File> = opts
         .files
         .iter()
         .map(|p| File::open(p.display().to_string(), open(p)))
         .collect();
-    let mut app = App::new(files);
+    let layout = layout(&files, opts.compare)?;
+    let mut app = App::new(files, layout.clone());
     let server = tiny_http::Server::http(("127.0.0.1", opts.port))
         .map_err(|e| format!("cannot listen on 127.0.0.1:{}: {e}", opts.port))?;
     let port = server
@@ -59,6 +63,19 @@ pub fn serve(
     // One line, written without panicking: whoever started us may stop reading.
     use std::io::Write;
     let mut out = std::io::stdout();
+    if let Some(roles) = &layout {
+        let named: Vec<String> = opts
+            .files
+            .iter()
+            .zip(roles)
+            .map(|(p, r)| format!("{r}: {}", p.display()))
+            .collect();
+        let _ = writeln!(
+            out,
+            "kstate ui: a host and its guests on the host's clock ({}); --compare compares two files instead",
+            named.join(", ")
+        );
+    }
     let _ = writeln!(out, "kstate ui: serving {url} (Ctrl-C stops it)");
     let _ = out.flush();
     if opts.open {
@@ -86,6 +103,41 @@ pub fn serve(
         let _ = req.respond(resp);
     }
     Ok(())
+}
+
+/// How the files are shown: a host and its guests on one time axis (their roles), when
+/// every file after the first is a guest's recording mapped to the host's clock and no
+/// comparison was asked for; else one file, or two compared (A/B).
+fn layout(files: &[File], compare: bool) -> Result<Option<Vec<Role>>, String> {
+    let named: Vec<(&str, &kstate_format::Trace)> = files
+        .iter()
+        .filter_map(|f| f.source().map(|s| (f.label.as_str(), s.trace())))
+        .collect();
+    let all_open = named.len() == files.len();
+    let roles = if files.len() > 1 && !compare && all_open {
+        machines::roles(&named)
+    } else {
+        Err(String::new())
+    };
+    match roles {
+        Ok(r) => Ok(Some(r)),
+        Err(why) if files.len() <= 2 => {
+            // A guest's file given first (or beside another guest's) is compared A/B;
+            // say why it is not the host-and-guest view the user may have meant.
+            if !compare && named.iter().any(|(_, t)| machines::is_guest(t)) {
+                eprintln!("kstate ui: comparing A with B, not a host and its guest: {why}");
+            }
+            Ok(None)
+        }
+        Err(why) if compare || !all_open || why.is_empty() => Err(format!(
+            "{} files: kstate ui takes one file, two to compare (A/B), or a host's recording and its guests'",
+            files.len()
+        )),
+        Err(why) => Err(format!(
+            "{} files are not a host and its guests: {why}",
+            files.len()
+        )),
+    }
 }
 
 /// Status, content type and body for one request URL.

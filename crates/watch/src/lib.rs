@@ -6,6 +6,7 @@
 
 mod adapt;
 mod alarm_log;
+pub mod error;
 mod guard;
 mod json;
 mod tty;
@@ -16,9 +17,9 @@ use std::time::Duration;
 
 use kstate_analyze::alarm::{Alarms, Rule};
 use kstate_analyze::escalate::Escalation;
-use kstate_format::{Error, ErrorKind};
 
 use adapt::{Adapt, Escalate};
+pub use error::Error;
 use watcher::Watch;
 
 /// What `kstate watch` was asked (its options, as the CLI parsed them).
@@ -93,7 +94,7 @@ pub enum Ended {
 }
 
 pub fn run(args: Options) -> Result<Ended, Error> {
-    let bad = |msg: String| Error::new(ErrorKind::Unsupported, None, msg);
+    let bad = Error::Arguments;
     let mut texts = args.alarms.clone();
     if let Some(f) = &args.alarm_file {
         let text =
@@ -198,8 +199,8 @@ pub fn run(args: Options) -> Result<Ended, Error> {
         ),
     );
     let mut notify = |m: &str| eprintln!("kstate: {m}");
-    let summary = kstate_record::record_watched(&opts, &mut notify, &mut w)
-        .map_err(|e| Error::new(ErrorKind::Io, None, e.to_string()))?;
+    let summary =
+        kstate_record::record_watched(&opts, &mut notify, &mut w).map_err(Error::Recording)?;
     w.finish();
     drop(tmp);
     if let Some(o) = &args.output {
@@ -233,19 +234,17 @@ fn resolve(specs: &[String]) -> Result<Vec<String>, Error> {
     if specs.is_empty() {
         return Ok(Vec::new());
     }
-    let tfs = kstate_record::tracefs::Tracefs::open()
-        .map_err(|e| Error::new(ErrorKind::Io, None, e.to_string()))?;
+    let tfs = kstate_record::tracefs::Tracefs::open().map_err(|e| Error::System(e.to_string()))?;
     let sel = kstate_record::events::resolve(&tfs.path("events"), specs)
-        .map_err(|e| Error::new(ErrorKind::Unsupported, None, e.to_string()))?;
+        .map_err(|e| Error::Arguments(e.to_string()))?;
     Ok(sel.events.iter().map(|(s, e)| format!("{s}:{e}")).collect())
 }
 
 /// A rule on an analyzer whose events are not recorded is refused before recording.
 fn check_rules_events(rules: &[Rule], events: &[String]) -> Result<(), Error> {
-    let tfs = kstate_record::tracefs::Tracefs::open()
-        .map_err(|e| Error::new(ErrorKind::Io, None, e.to_string()))?;
+    let tfs = kstate_record::tracefs::Tracefs::open().map_err(|e| Error::System(e.to_string()))?;
     let sel = kstate_record::events::resolve(&tfs.path("events"), events)
-        .map_err(|e| Error::new(ErrorKind::Unsupported, None, e.to_string()))?;
+        .map_err(|e| Error::Arguments(e.to_string()))?;
     for r in rules {
         let Some((info, _)) = r.query() else {
             continue;
@@ -261,18 +260,14 @@ fn check_rules_events(rules: &[Rule], events: &[String]) -> Result<(), Error> {
                 .is_some_and(|(s, e)| sel.events.iter().any(|(a, b)| a == s && b == e))
         });
         if !needed.is_empty() && !recorded {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                None,
-                format!(
-                    "alarm rule {:?}: analyzer {} needs {}, which -e {} does not record; add -e {}",
-                    r.text,
-                    info.name,
-                    info.needs,
-                    events.join(","),
-                    info.preset
-                ),
-            ));
+            return Err(Error::Arguments(format!(
+                "alarm rule {:?}: analyzer {} needs {}, which -e {} does not record; add -e {}",
+                r.text,
+                info.name,
+                info.needs,
+                events.join(","),
+                info.preset
+            )));
         }
     }
     Ok(())

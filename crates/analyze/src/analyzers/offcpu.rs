@@ -85,7 +85,7 @@ impl Analyzer for OffCpu {
         value: "off-CPU time",
         unit: Unit::Ns,
         traits: Traits::DEFAULT,
-        run: crate::analyzer::drive::<OffCpu>,
+        run: crate::piped::drive_piped::<OffCpu>,
         live: Some(crate::analyzer::live::<OffCpu>),
     };
 

@@ -169,7 +169,7 @@ impl Analyzer for Runq {
             level: "run-queue length",
             ..Traits::DEFAULT
         },
-        run: crate::analyzer::drive::<Runq>,
+        run: crate::piped::drive_piped::<Runq>,
         live: Some(crate::analyzer::live::<Runq>),
     };
 

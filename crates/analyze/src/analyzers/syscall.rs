@@ -11,7 +11,8 @@ use kstate_format::{FieldRef, Trace};
 use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
 use crate::fxmap::FxMap;
 use crate::merge::Event;
-use crate::pair::Pairs;
+use crate::pair::{Open, Pairs};
+use crate::slices::Sliced;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
@@ -37,6 +38,38 @@ pub struct Syscall {
     id_names: FxMap<u32, String>,
     learned: FxMap<u64, String>,
     pairs: Pairs<i32, i64>,
+    /// In a time slice after the first: each thread's first event there.
+    heads: Option<Box<Heads>>,
+}
+
+/// What a thread's first event in a time slice did, for the join with the calls the
+/// earlier slices left open ([`Sliced::stitch`]).
+#[derive(Debug, Clone, Copy)]
+enum Head {
+    /// An entry: it replaces a call left open (counted unmatched, as one pass does).
+    Enter,
+    /// An exit, counted unmatched here; it ends a call left open with the same number.
+    Exit { nr: i64, ret: i64, ts: u64 },
+}
+
+#[derive(Debug)]
+struct Heads {
+    /// The thread of the event before: most events follow one of the same thread.
+    last: i32,
+    seen: crate::fxmap::FxSet<i32>,
+    first: Vec<(i32, Head)>,
+}
+
+impl Heads {
+    /// Whether this is `tid`'s first event in the slice.
+    #[inline]
+    fn first(&mut self, tid: i32) -> bool {
+        if tid == self.last {
+            return false;
+        }
+        self.last = tid;
+        self.seen.insert(tid)
+    }
 }
 
 /// The system call table of the traced machine, if kstate has it.
@@ -71,7 +104,7 @@ impl Analyzer for Syscall {
             window_local: true,
             ..Traits::DEFAULT
         },
-        run: crate::analyzer::drive::<Syscall>,
+        run: crate::slices::drive_sliced::<Syscall>,
         live: Some(crate::analyzer::live::<Syscall>),
     };
 
@@ -86,6 +119,7 @@ impl Analyzer for Syscall {
             id_names: FxMap::default(),
             learned: FxMap::default(),
             pairs: Pairs::default(),
+            heads: None,
         };
         let mut ids = Vec::new();
         let mut missing = Vec::new();
@@ -146,29 +180,26 @@ impl Analyzer for Syscall {
                         self.learned.insert(nr as u64, name);
                     }
                 }
+                if let Some(h) = &mut self.heads {
+                    if h.first(tid) {
+                        h.first.push((tid, Head::Enter));
+                    }
+                }
                 self.pairs.begin(tid, ev.cpu, nr, out);
             }
             Role::RawExit | Role::Exit => {
                 let nr = self.nr[id].get_i64(ev.payload, ev.endian).unwrap_or(-1);
+                if let Some(h) = &mut self.heads {
+                    if h.first(tid) {
+                        let ret = self.ret[id].get_i64(ev.payload, ev.endian).unwrap_or(0);
+                        let ts = ev.ts;
+                        h.first.push((tid, Head::Exit { nr, ret, ts }));
+                    }
+                }
                 match self.pairs.end(tid) {
                     Some(o) if o.v == nr => {
                         let ret = self.ret[id].get_i64(ev.payload, ev.endian).unwrap_or(0);
-                        out.pair(
-                            o.mark,
-                            Sample {
-                                start: o.start,
-                                value: ev.ts.saturating_sub(o.start),
-                                key: if self.by_tid {
-                                    tid as u32 as u64
-                                } else {
-                                    nr as u64
-                                },
-                                tid,
-                                cpu: o.cpu,
-                                flag: ret < 0,
-                                kind: Kind::Dur,
-                            },
-                        );
+                        out.pair(o.mark, self.sample(tid, nr, &o, ret, ev.ts));
                     }
                     _ => out.unmatched(),
                 }
@@ -195,6 +226,63 @@ impl Analyzer for Syscall {
         match self.names.get(key as usize) {
             Some(n) if !n.is_empty() => n.to_string(),
             _ => format!("sys_{}", key as i64),
+        }
+    }
+}
+
+impl Syscall {
+    /// The sample of a call that entered at `o` and exited with `ret` at `ts`.
+    fn sample(&self, tid: i32, nr: i64, o: &Open<i64>, ret: i64, ts: u64) -> Sample {
+        Sample {
+            start: o.start,
+            value: ts.saturating_sub(o.start),
+            key: if self.by_tid {
+                tid as u32 as u64
+            } else {
+                nr as u64
+            },
+            tid,
+            cpu: o.cpu,
+            flag: ret < 0,
+            kind: Kind::Dur,
+        }
+    }
+}
+
+impl Sliced for Syscall {
+    fn record_heads(&mut self) {
+        self.heads = Some(Box::new(Heads {
+            last: i32::MIN,
+            seen: Default::default(),
+            first: Vec::new(),
+        }));
+    }
+
+    fn stitch(&mut self, mut next: Self, out: &mut Out) {
+        let heads = next.heads.take().map_or(Vec::new(), |h| h.first);
+        for (tid, head) in heads {
+            let Some(o) = self.pairs.end(tid) else {
+                continue;
+            };
+            match head {
+                Head::Enter => out.unmatched(),
+                Head::Exit { nr, ret, ts } if o.v == nr => {
+                    // `next` counted this exit unmatched, not knowing its entry.
+                    out.counts.unmatched -= 1;
+                    let s = self.sample(tid, nr, &o, ret, ts);
+                    out.pair(o.mark, s);
+                }
+                // Unmatched in one pass too, and counted so by `next`.
+                Head::Exit { .. } => {}
+            }
+        }
+        // Every call `next` holds open began in its slice, so after its thread's first
+        // event there: that event closed or replaced what `self` held for the thread.
+        for (tid, o) in next.pairs.take_all() {
+            self.pairs.put(tid, o);
+        }
+        for (nr, name) in next.learned {
+            self.learned.entry(nr).or_insert(name);
         }
     }
 }

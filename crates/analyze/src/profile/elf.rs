@@ -201,12 +201,29 @@ fn symbols(f: &object::File<'_>, kind: SymbolKind) -> Vec<(u64, u64, String)> {
     v
 }
 
-/// Rust names without their hash (as perf shows them); anything else as it is.
+/// Rust names without their hash, C++ names without their parameters and return type
+/// (both as perf shows them); anything else as it is.
 pub fn demangle(name: &str) -> String {
-    match rustc_demangle::try_demangle(name) {
-        Ok(d) => format!("{d:#}"),
-        Err(_) => name.to_string(),
+    if let Ok(d) = rustc_demangle::try_demangle(name) {
+        let short = format!("{d:#}");
+        // Rust's legacy names are C++-mangled with a hash element last: the hash is what
+        // tells them from a C++ name the Rust demangler also reads. v0 names are _R.
+        if name.starts_with("_R") || short != d.to_string() {
+            return short;
+        }
     }
+    if name.starts_with("_Z") {
+        let opts = cpp_demangle::DemangleOptions::new()
+            .no_params()
+            .no_return_type();
+        if let Some(d) = cpp_demangle::Symbol::new(name)
+            .ok()
+            .and_then(|s| s.demangle_with_options(&opts).ok())
+        {
+            return d;
+        }
+    }
+    name.to_string()
 }
 
 #[cfg(test)]
@@ -272,6 +289,14 @@ mod tests {
             demangle("_ZN6kstate3cmd4spin3run17h0123456789abcdefE"),
             "kstate::cmd::spin::run"
         );
+        // C++ as perf and `c++filt --no-params` show it; C names untouched.
+        assert_eq!(
+            demangle("_ZN6shapes3AccIdE3addERKSt6vectorIdSaIdEE"),
+            "shapes::Acc<double>::add"
+        );
+        assert_eq!(demangle("_ZN6shapes11spin_doubleEl"), "shapes::spin_double");
+        assert_eq!(demangle("plain_c"), "plain_c");
+        assert_eq!(demangle("_Znot_mangled"), "_Znot_mangled");
         assert!(ElfImage::load("/nonexistent").problem.is_some());
     }
 }

@@ -470,9 +470,16 @@ impl Symbolizer {
     ) -> Sym {
         let img = &self.images[key];
         let off = addr - m.start + m.pgoff;
-        let name = img.offset_to_addr(off).and_then(|a| img.lookup(a));
+        let at = img.offset_to_addr(off);
+        // Code of a file without a symbol for it (stripped, or the file unreadable) is
+        // named by where it is, as perf does (`[.] 0x12ba` in app2): the address objdump
+        // and addr2line take, or the file offset when the file cannot be read.
+        let name = match at.and_then(|a| img.lookup(a)) {
+            Some(n) => n.to_string(),
+            None => format!("{image}+{:#x}", at.unwrap_or(off)),
+        };
         Sym {
-            name: name.unwrap_or("[unknown]").to_string(),
+            name,
             image,
             path,
             kind,

@@ -93,6 +93,11 @@ pub struct Args {
     /// microstate: values per interval of S seconds (or a duration: 100ms), a time series
     #[arg(long, value_parser = parse_dur_or_secs, value_name = "S")]
     interval: Option<u64>,
+    /// Threads to analyse with (default: every core); the results are those of one
+    /// thread. Analyzers, modes and traces that cannot be cut into time slices exactly
+    /// (--log, --interval, --comm, lost events) use one
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
 }
 
 fn bad_args(msg: String) -> Error {
@@ -146,6 +151,10 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     };
     query.by = args.by.clone();
     query.interval = args.interval;
+    query.threads = match args.threads {
+        Some(n) => kstate_analyze::slices::check_threads(n)?,
+        None => kstate_analyze::slices::all_cores(),
+    };
     query.filters = Filters {
         keys: args.key.clone(),
         min: args.min,

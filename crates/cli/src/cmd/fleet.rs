@@ -83,8 +83,13 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         )));
     }
     let template = Fleet::new(by, args.analyzer.clone(), args.key.clone());
-    let (merged, failed) = fleet::reduce(
+    let fleet::Reduced {
+        fleet: merged,
+        failed,
+        duplicates,
+    } = fleet::reduce(
         &files,
+        |p| kstate_export::parquet::read_summary_meta(p).map_err(|e| super::with_path(p, &e)),
         |p| {
             kstate_export::parquet::read_summary_of(
                 p,
@@ -98,7 +103,15 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let outliers = merged.outliers(args.k);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let r = match args.format.as_str() {
-        "json" => render::json(&merged, &outliers, &failed, &args.by, args.k, &mut out),
+        "json" => render::json(
+            &merged,
+            &outliers,
+            &failed,
+            &duplicates,
+            &args.by,
+            args.k,
+            &mut out,
+        ),
         "csv" => render::csv(&merged, &mut out),
         _ => render::text(&merged, &outliers, &args.by, args.k, &mut out),
     }
@@ -109,6 +122,11 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             None,
             format!("writing output: {e}"),
         ));
+    }
+    // A second summary of a recording is not an error (a dataset appended to twice, a
+    // copy): the figures hold the recording once and nothing is missing from them.
+    for d in &duplicates {
+        eprintln!("kstate: warning: {d}");
     }
     if failed.is_empty() {
         return Ok(ExitCode::SUCCESS);

@@ -23,8 +23,11 @@ Shares are by sample period, as perf weighs them (with cpu-clock all periods are
 shares are sample shares). Kernel symbols come from the kallsyms in the recording; user
 symbols from the mapped files' ELF symbol tables (or their /usr/lib/debug/.build-id files)
 as they are now on this machine, or where a file is gone or its build id differs from the
-recorded one, from perf's build-id cache (~/.debug); failing that it gives `[unknown]` or
-`[build-id mismatch]`, not wrong names.
+recorded one, from perf's build-id cache (~/.debug); C++ and Rust names demangled as perf
+shows them (no parameters, no hash). Code with no symbol (a stripped file, or a file gone)
+is named by file and address, `app+0x12ba` where perf report says `0x12ba` (the address
+objdump and addr2line take; the file offset when the file cannot be read); a build id that
+differs with no copy in the cache gives `[build-id mismatch]`, never a wrong name.
 
 --callers SYMBOL counts, over the samples with SYMBOL on their stack, the function that
 called it (innermost occurrence); --callees SYMBOL the function it was calling, `[self]`

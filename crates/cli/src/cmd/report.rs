@@ -1,29 +1,38 @@
 //! `kstate report`: the self-contained HTML report of an existing recording (and, with
 //! --dir, every analysis as CSV and JSON and every chart as SVG and PNG, as `kstate run`
-//! writes them).
+//! writes them). Several files are a host and its guests (each guest's file maps its
+//! clock to the host's with trace-cmd's TIME_SHIFT option), reported together on the
+//! host's clock: a part per machine and a shared timeline.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kstate_format::{output, Error};
+use kstate_format::{output, Error, ErrorKind};
 use kstate_render::html;
+use kstate_render::machines;
 use kstate_render::rundir::{print_findings, write_outputs};
 
 #[derive(clap::Args)]
 #[command(after_help = kstate_analyze::ranking_help!())]
 pub struct Args {
-    /// trace.dat (v6/v7) file or raw tracefs capture directory
-    file: PathBuf,
+    /// trace.dat (v6/v7) file or raw tracefs capture directory; several: a host's
+    /// recording, then its guests' (trace-cmd record -A), on the host's clock
+    #[arg(required = true, num_args = 1..)]
+    files: Vec<PathBuf>,
     /// The HTML file to write
     #[arg(short, long, default_value = "report.html")]
     output: PathBuf,
-    /// Also write every analysis (CSV, JSON) and chart (SVG, PNG) into DIR
+    /// Also write every analysis (CSV, JSON) and chart (SVG, PNG) into DIR (with a host
+    /// and its guests: into DIR/host, DIR/guest1, ...)
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
-    let source = super::source(&args.file)?;
+    if args.files.len() > 1 {
+        return machines(&args);
+    }
+    let source = super::source(&args.files[0])?;
     let file = source.label().to_string();
     let r = source.survey();
     if let Some(dir) = &args.dir {
@@ -33,6 +42,36 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let html = html::render(&r, None);
     output::write(&args.output, html).map_err(|e| Error::io(&args.output, e))?;
     print_findings(&r, 5);
+    eprintln!("kstate: wrote {}", args.output.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A host and its guests on the host's clock.
+fn machines(args: &Args) -> Result<ExitCode, Error> {
+    let sources = args
+        .files
+        .iter()
+        .map(|f| super::source(f))
+        .collect::<Result<Vec<_>, Error>>()?;
+    let m = kstate_analyze::machines::survey(&sources)
+        .map_err(|e| Error::new(ErrorKind::Input, None, e.to_string()))?;
+    if let Some(dir) = &args.dir {
+        for mc in &m.machines {
+            let sub = dir.join(mc.role.to_string().replace(' ', ""));
+            std::fs::create_dir_all(&sub).map_err(|e| Error::io(&sub, e))?;
+            write_outputs(&mc.survey, &sub, &mc.survey.file)?;
+        }
+    }
+    let html = machines::render(&m);
+    output::write(&args.output, html).map_err(|e| Error::io(&args.output, e))?;
+    if m.findings.is_empty() {
+        println!("findings: none (no analyzer had samples)");
+    } else {
+        println!("top findings (share of the shared time axis each explains):");
+        for f in m.findings.iter().take(5) {
+            println!("  {:>6.1}%  {}", f.finding.share * 100.0, f.finding.text);
+        }
+    }
     eprintln!("kstate: wrote {}", args.output.display());
     Ok(ExitCode::SUCCESS)
 }

@@ -140,6 +140,24 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     opts.sysinfo_interval_ms = args.sysinfo_interval;
     opts.buffer_kib = args.buffer_kib;
     opts.argv = std::env::args().collect();
+    // Nothing was recorded: leave no empty directory that looks like a run.
+    let fail = |e: kstate_record::error::Error| {
+        eprintln!("kstate run: {e}");
+        if created {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        Ok(ExitCode::from(if e.is_bad_argument() {
+            crate::EXIT_BAD_INPUT
+        } else {
+            crate::EXIT_FAILED
+        }))
+    };
+    // Mistakes in the arguments are refused (exit 2) before the recording is announced.
+    if let Err(e) = kstate_record::check::arguments(&opts)
+        .and_then(|()| kstate_record::check::event_names(&opts.events))
+    {
+        return fail(e);
+    }
     let mut notify = |m: &str| eprintln!("kstate: {m}");
     eprintln!(
         "kstate: recording {} ({} system-wide) into {}",
@@ -155,14 +173,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let t = Instant::now();
     let summary = match kstate_record::record(&opts, &mut notify) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("kstate run: {e}");
-            // Nothing was recorded: leave no empty directory that looks like a run.
-            if created {
-                let _ = std::fs::remove_dir_all(&dir);
-            }
-            return Ok(ExitCode::FAILURE);
-        }
+        Err(e) => return fail(e),
     };
     let wall = t.elapsed().as_secs_f64();
     let after = cpu_time::read(None);

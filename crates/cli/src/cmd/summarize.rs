@@ -20,6 +20,12 @@ pub struct Args {
     /// Analyzers to summarize (comma-separated); default: every one whose events the file has
     #[arg(long, value_delimiter = ',')]
     analyzers: Vec<String>,
+    /// Keep one key per thread or process (microstate's comm-tid, runq's comm-pid), as
+    /// `kstate analyze` shows them. By default they are merged per command (comm): thread
+    /// ids differ from host to host, so a fleet merges commands, not threads, and a
+    /// system-wide summary stays small
+    #[arg(long)]
+    per_thread: bool,
 }
 
 #[cfg(not(feature = "parquet"))]
@@ -42,7 +48,9 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let mut failed: Vec<(PathBuf, String)> = Vec::new();
     for file in &args.files {
         let done = super::source(file)
-            .and_then(|src| fleet::summarize(&src, &infos).map_err(super::engine_err))
+            .and_then(|src| {
+                fleet::summarize(&src, &infos, args.per_thread).map_err(super::engine_err)
+            })
             .and_then(|s| kstate_export::parquet::write_summary(&s, &args.output).map(|w| (s, w)));
         match done {
             Ok((s, (path, written))) => println!(

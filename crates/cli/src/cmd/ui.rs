@@ -17,13 +17,23 @@ chips and live in the URL. \"Inside vs outside\" shows each panel for the window
 the rest of the recording; with two files every panel shows A, B and the change (the rules
 of `kstate compare`).
 
+A host and its guests: when every file after the first is a guest's recording whose clock
+trace-cmd mapped to its host's (the TIME_SHIFT option `trace-cmd record -A` writes), the
+files are one timeline, as `trace-cmd report -i host.dat -i guest.dat` shows them: the
+overview holds every machine's lanes on the host's clock, windows apply to every machine,
+and the panels are the selected machine's. --compare compares two such files A/B instead.
+
 The server listens on 127.0.0.1 only and every URL carries a random token: share the URL
 only with whom may read the recordings. It runs until interrupted (Ctrl-C).")]
 pub struct Args {
     /// The recording (trace.dat, perf.data, raw capture or Parquet directory), and
-    /// optionally a second one to compare it with (A, then B)
-    #[arg(required = true, num_args = 1..=2)]
+    /// optionally a second one to compare it with (A, then B), or a host's recording
+    /// and its guests'
+    #[arg(required = true, num_args = 1..)]
     files: Vec<PathBuf>,
+    /// Compare two files (A/B) even when the second is the first's guest
+    #[arg(long)]
+    compare: bool,
     /// Port to listen on (default: a free one)
     #[arg(long, default_value_t = 0)]
     port: u16,
@@ -35,6 +45,7 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode, Error> {
     let opts = kstate_ui::Options {
         files: args.files,
+        compare: args.compare,
         port: args.port,
         open: args.open,
     };

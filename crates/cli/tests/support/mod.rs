@@ -21,21 +21,31 @@ pub const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
 
 /// Runs `kstate ARGS`; panics with its stderr unless it succeeds; returns stdout.
 pub fn kstate<S: AsRef<OsStr>>(args: &[S]) -> String {
-    let out = Command::new(KSTATE)
-        .args(args)
-        .output()
-        .expect("run kstate");
-    let shown: Vec<String> = args
+    String::from_utf8(ok(args).stdout).expect("UTF-8 output")
+}
+
+/// Runs `kstate ARGS`; panics with its status and output unless it succeeds; returns the
+/// whole output (for tests that read stderr or bytes too).
+pub fn ok<S: AsRef<OsStr>>(args: &[S]) -> std::process::Output {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "kstate {} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        shown(args),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The arguments as a command line, for messages.
+fn shown<S: AsRef<OsStr>>(args: &[S]) -> String {
+    let v: Vec<String> = args
         .iter()
         .map(|a| a.as_ref().to_string_lossy().into_owned())
         .collect();
-    assert!(
-        out.status.success(),
-        "kstate {} failed: {}",
-        shown.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 output")
+    v.join(" ")
 }
 
 /// Runs `kstate ARGS` whatever its outcome: status, stdout and stderr to inspect.
@@ -46,10 +56,31 @@ pub fn run<S: AsRef<OsStr>>(args: &[S]) -> std::process::Output {
         .expect("run kstate")
 }
 
+/// Runs `kstate ARGS FILE` whatever its outcome.
+pub fn run_on<S: AsRef<OsStr>>(args: &[S], file: &Path) -> std::process::Output {
+    Command::new(KSTATE)
+        .args(args)
+        .arg(file)
+        .output()
+        .expect("run kstate")
+}
+
 /// `kstate ARGS` whose output is one JSON value.
 pub fn kstate_json<S: AsRef<OsStr>>(args: &[S]) -> Value {
     let text = kstate(args);
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("invalid JSON ({e}):\n{text}"))
+}
+
+/// The one JSON value a kstate run printed; panics with both streams unless it succeeded
+/// (for runs that need their own environment, made with `Command::new(KSTATE)`).
+pub fn success_json(out: &std::process::Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
 /// `gcc FLAGS -o DIR/NAME DIR/NAME.c` of `source`: the program's path.

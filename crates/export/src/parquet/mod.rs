@@ -34,8 +34,8 @@ mod write;
 
 #[cfg(feature = "parquet")]
 pub use summary::{
-    read_summary, read_summary_of, summary_files, write_summary, COLUMNS as SUMMARY_COLUMNS,
-    SUFFIX as SUMMARY_SUFFIX,
+    read_summary, read_summary_meta, read_summary_of, summary_files, write_summary,
+    COLUMNS as SUMMARY_COLUMNS, SUFFIX as SUMMARY_SUFFIX,
 };
 
 #[cfg(feature = "parquet")]

@@ -233,6 +233,23 @@ pub fn read_summary(path: &Path) -> Result<Summary> {
 /// 1,000 summaries); the recording's facts, which every row repeats, are read only as
 /// far as the one `recording` row.
 pub fn read_summary_of(path: &Path, analyzer: Option<&str>, key: Option<&str>) -> Result<Summary> {
+    read(path, analyzer, key, false)
+}
+
+/// Reads a summary's recording facts alone (a fleet reduce groups the summaries by
+/// them before reading any histogram): the rows up to the `recording` row, which is the
+/// first one kstate writes, with the checks of [`read_summary`] on those rows. The
+/// events lost per CPU (`lost` rows, after it) are not read.
+pub fn read_summary_meta(path: &Path) -> Result<Meta> {
+    read(path, None, None, true).map(|s| s.meta)
+}
+
+fn read(
+    path: &Path,
+    analyzer: Option<&str>,
+    key: Option<&str>,
+    meta_only: bool,
+) -> Result<Summary> {
     let f = File::open(path).map_err(|e| Error::io(path, e))?;
     let reader = SerializedFileReader::new(f).map_err(|e| rerr(path, e))?;
     let schema = reader.metadata().file_metadata().schema_descr_ptr();
@@ -263,9 +280,12 @@ pub fn read_summary_of(path: &Path, analyzer: Option<&str>, key: Option<&str>) -
         }
         let mut left = rg.metadata().num_rows().max(0) as usize;
         while left > 0 {
-            let n = left.min(BATCH);
+            let n = left.min(if meta_only { META_BATCH } else { BATCH });
             rd.batch(&mut cols, n)?;
             left -= n;
+            if meta_only && !rd.s.meta.recording.is_empty() {
+                return Ok(rd.s);
+            }
         }
     }
     rd.finish()
@@ -273,6 +293,8 @@ pub fn read_summary_of(path: &Path, analyzer: Option<&str>, key: Option<&str>) -
 
 /// Rows decoded at a time, per column.
 const BATCH: usize = 8192;
+/// Rows decoded to find the recording's facts (the first row in kstate's summaries).
+const META_BATCH: usize = 16;
 
 /// Column indexes (see [`COLUMNS`]).
 const SCHEME_COL: usize = 0;

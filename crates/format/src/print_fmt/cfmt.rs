@@ -125,7 +125,7 @@ impl Conv {
 
     /// Whether the conversion has no flags, width or precision (the common `%d`, `%lx`).
     #[inline]
-    fn is_plain(&self) -> bool {
+    pub fn is_plain(&self) -> bool {
         !(self.left || self.zero || self.plus || self.space || self.alt)
             && self.width == Count::None
             && self.precision == Count::None
@@ -322,17 +322,27 @@ impl Column {
 /// Appends `v` in lower-case hex, no prefix.
 #[inline]
 pub fn write_hex(v: u64, out: &mut Vec<u8>) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let n = (64 - (v | 1).leading_zeros()).div_ceil(4) as usize;
-    // Shift the significant digits to the top so that all sixteen are formed without a
-    // data-dependent loop, then keep the first n.
+    // Shift the significant digits to the top so that all sixteen are formed at once, each
+    // 32-bit half spread one nibble per byte (no loop, no table), then keep the first n.
     let top = v << (4 * (16 - n));
-    let mut buf = [0u8; 16];
-    for (i, b) in top.to_be_bytes().iter().enumerate() {
-        buf[2 * i] = HEX[(b >> 4) as usize];
-        buf[2 * i + 1] = HEX[(b & 15) as usize];
-    }
-    push_fixed(out, &buf, n);
+    // Each half stored straight from its register (no buffer read back whole).
+    let end = out.len() + n;
+    out.extend_from_slice(&hex8((top >> 32) as u32).to_be_bytes());
+    out.extend_from_slice(&hex8(top as u32).to_be_bytes());
+    out.truncate(end);
+}
+
+/// The eight hex digits of `x` as ASCII bytes, most significant digit in the top byte.
+#[inline(always)]
+fn hex8(x: u32) -> u64 {
+    let mut x = x as u64;
+    x = (x | x << 16) & 0x0000_ffff_0000_ffff;
+    x = (x | x << 8) & 0x00ff_00ff_00ff_00ff;
+    x = (x | x << 4) & 0x0f0f_0f0f_0f0f_0f0f;
+    // Digits above 9 get the distance from '9' + 1 to 'a'.
+    let letters = ((x + 0x0606_0606_0606_0606) >> 4) & 0x0101_0101_0101_0101;
+    x + 0x3030_3030_3030_3030 + letters * (b'a' - b'0' - 10) as u64
 }
 
 /// Appends a short byte string.
@@ -379,7 +389,41 @@ fn dec_digits(mut v: u64, buf: &mut [u8; 20]) -> usize {
 /// Appends `v` in decimal.
 #[inline]
 pub fn write_dec(v: u64, out: &mut Vec<u8>) {
+    // Small values (system call numbers, return values, pids, prios) are formed in a
+    // register and stored once.
+    if v < 10 {
+        out.push(b'0' + v as u8);
+        return;
+    }
+    if v < 100 {
+        let r = 2 * v as usize;
+        out.extend_from_slice(&[PAIRS[r], PAIRS[r + 1]]);
+        return;
+    }
+    if v < 10_000 {
+        let (h, l) = (2 * (v / 100) as usize, 2 * (v % 100) as usize);
+        if v < 1000 {
+            push_fixed(out, &[PAIRS[h + 1], PAIRS[l], PAIRS[l + 1], 0], 3);
+        } else {
+            out.extend_from_slice(&[PAIRS[h], PAIRS[h + 1], PAIRS[l], PAIRS[l + 1]]);
+        }
+        return;
+    }
     write_dec_padded(v, 0, false, out)
+}
+
+/// Appends `v` (below 1,000,000) as exactly six digits, zero-padded: a timestamp's
+/// microseconds, in three pair copies.
+#[inline]
+pub fn write_frac6(v: u32, out: &mut Vec<u8>) {
+    let v = v % 1_000_000;
+    let (a, r) = ((v / 10_000) as usize, v % 10_000);
+    let (b, c) = ((r / 100) as usize, (r % 100) as usize);
+    let mut buf = [0u8; 8];
+    buf[0..2].copy_from_slice(&PAIRS[2 * a..2 * a + 2]);
+    buf[2..4].copy_from_slice(&PAIRS[2 * b..2 * b + 2]);
+    buf[4..6].copy_from_slice(&PAIRS[2 * c..2 * c + 2]);
+    push_fixed(out, &buf, 6);
 }
 
 /// Appends `v` in decimal, right-aligned in `width` columns, zero-padded when `zero`.
@@ -446,7 +490,11 @@ mod tests {
         assert_eq!(int("%*d", 5, Some(4)), "   5");
         assert_eq!(int("%*d", 5, Some(-4)), "5   ");
         assert_eq!(s("%s", "abc\0def", None), "abc");
-        for v in [0u64, 5, 9, 10, 99, 100, 101, 12345, u64::MAX] {
+        let mut edges = vec![0u64, 5, 9, 10, 99, 100, 101, 12345, u64::MAX];
+        for p in 1..20 {
+            edges.extend([10u64.pow(p) - 1, 10u64.pow(p), 10u64.pow(p) + 1]);
+        }
+        for v in edges {
             let mut out = Vec::new();
             write_dec(v, &mut out);
             assert_eq!(out, v.to_string().as_bytes());
@@ -454,6 +502,23 @@ mod tests {
             write_dec_padded(v, 6, true, &mut out);
             assert_eq!(out, format!("{v:06}").as_bytes());
             out.clear();
+            write_hex(v, &mut out);
+            assert_eq!(out, format!("{v:x}").as_bytes());
+        }
+        for v in [0u32, 7, 42, 999_999, 123_456, 10_203] {
+            let mut out = Vec::new();
+            write_frac6(v, &mut out);
+            assert_eq!(out, format!("{v:06}").as_bytes());
+        }
+        for v in [
+            0xau64,
+            0xf,
+            0x10,
+            0x9abc_def0,
+            0xffff_ffff_ffff_ffff,
+            0x1234_5678_9abc_def0,
+        ] {
+            let mut out = Vec::new();
             write_hex(v, &mut out);
             assert_eq!(out, format!("{v:x}").as_bytes());
         }

@@ -55,7 +55,7 @@ pub struct Eval<'a> {
 
 /// The mask a cast to `ty` applies (libtraceevent's `eval_type_str`): 8, 16 or 32-bit
 /// integer types truncate; everything else (long, pointers, structs, bool) keeps the value.
-fn cast_mask(ty: &str) -> u64 {
+pub(super) fn cast_mask(ty: &str) -> u64 {
     let ty = ty.strip_prefix("unsigned ").unwrap_or(ty);
     match ty {
         "u8" | "s8" | "char" => 0xff,

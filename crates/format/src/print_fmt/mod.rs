@@ -14,6 +14,7 @@ pub mod cfmt;
 mod eval;
 pub mod parse;
 mod plugins;
+mod program;
 pub mod symbols;
 
 use std::cell::{Cell, OnceCell};
@@ -27,6 +28,7 @@ use crate::value::PrintSpec;
 
 use eval::{Arg, Eval};
 use parse::{Ctx, Expr, Piece};
+use program::Program;
 use symbols::{FuncMap, PrintkMap};
 
 /// The trace's kernel symbols and printk formats, parsed on first use.
@@ -61,13 +63,10 @@ impl Symbols {
 /// How one event type prints, decided the first time it is met.
 enum Slot {
     Unseen,
-    /// A print fmt: its pieces and arguments.
-    Program {
-        pieces: Vec<Piece>,
-        args: Vec<Expr>,
-    },
+    /// A print fmt, compiled.
+    Program(Program),
     /// A trace-cmd plugin prints it (and perhaps the print fmt after it, for kmem).
-    Plugin(plugins::Plugin, Option<(Vec<Piece>, Vec<Expr>)>),
+    Plugin(plugins::Plugin, Option<Program>),
     /// ftrace's `bprint`: the format comes from the record.
     Bprint,
     /// Printed as raw fields; the reason is kept for messages.
@@ -100,8 +99,11 @@ pub struct TextFormatter<'t> {
     /// Per CPU, the function plugin's call stack of names (for its indentation).
     fstack: Vec<Vec<Option<Box<[u8]>>>>,
     time: TimeFormat,
-    /// The last pid's `COMM-PID` column, ready to copy (most events repeat the last pid).
-    pid_column: Option<(i32, cfmt::Column)>,
+    /// Per CPU, the last pid's `COMM-PID [CPU]` columns, ready to copy (a CPU's events
+    /// mostly repeat its last pid).
+    pid_columns: Vec<Option<(i32, cfmt::Column)>>,
+    /// The last timestamp's ` SECONDS.` column (whole seconds change rarely).
+    secs_column: Option<(u64, cfmt::Column)>,
     /// Per event id, ` NAME: ` and its padding.
     name_columns: Vec<Option<cfmt::Column>>,
     unsupported: BTreeMap<String, (u64, String)>,
@@ -148,7 +150,8 @@ impl<'t> TextFormatter<'t> {
                 TimeFormat::Micros
             },
             unsupported: BTreeMap::new(),
-            pid_column: None,
+            pid_columns: Vec::new(),
+            secs_column: None,
             name_columns: Vec::new(),
         }
     }
@@ -212,27 +215,20 @@ impl<'t> TextFormatter<'t> {
             return;
         }
         let pid = endian.uint(payload, 4, 4).unwrap_or(0) as u32 as i32;
-        if self.pid_column.as_ref().is_none_or(|(p, _)| *p != pid) {
-            let mut col = Vec::with_capacity(24);
-            let comm = self.comm(pid);
-            col.resize(16usize.saturating_sub(comm.len()), b' ');
-            col.extend_from_slice(comm.as_bytes());
-            col.push(b'-');
-            let pid_start = col.len();
-            if pid < 0 {
-                col.push(b'-');
+        let c = cpu as usize;
+        if c >= self.pid_columns.len() && c < 4096 {
+            self.pid_columns.resize(c + 1, None);
+        }
+        match self.pid_columns.get(c) {
+            Some(Some((p, col))) if *p == pid => col.push(out),
+            _ => {
+                let col = self.pid_column(pid, cpu);
+                col.push(out);
+                if let Some(slot) = self.pid_columns.get_mut(c) {
+                    *slot = Some((pid, col));
+                }
             }
-            cfmt::write_dec(pid.unsigned_abs() as u64, &mut col);
-            let n = col.len() - pid_start;
-            col.resize(col.len() + 5usize.saturating_sub(n), b' ');
-            self.pid_column = Some((pid, cfmt::Column::new(&col)));
         }
-        if let Some((_, col)) = &self.pid_column {
-            col.push(out);
-        }
-        out.extend_from_slice(b" [");
-        cfmt::write_dec_padded(cpu as u64, 3, true, out);
-        out.push(b']');
         self.write_time(ts, out);
         let idx = id as usize;
         if idx >= self.name_columns.len() {
@@ -259,19 +255,53 @@ impl<'t> TextFormatter<'t> {
         out.push(b'\n');
     }
 
-    fn write_time(&self, ts: u64, out: &mut Vec<u8>) {
+    /// `COMM-PID [CPU]`: the command name right-aligned in 16 columns, the pid left-aligned
+    /// in 5, the CPU zero-padded to 3 digits.
+    fn pid_column(&self, pid: i32, cpu: u32) -> cfmt::Column {
+        let mut col = Vec::with_capacity(32);
+        let comm = self.comm(pid);
+        col.resize(16usize.saturating_sub(comm.len()), b' ');
+        col.extend_from_slice(comm.as_bytes());
+        col.push(b'-');
+        let pid_start = col.len();
+        if pid < 0 {
+            col.push(b'-');
+        }
+        cfmt::write_dec(pid.unsigned_abs() as u64, &mut col);
+        let n = col.len() - pid_start;
+        col.resize(col.len() + 5usize.saturating_sub(n), b' ');
+        col.extend_from_slice(b" [");
+        cfmt::write_dec_padded(cpu as u64, 3, true, &mut col);
+        col.push(b']');
+        cfmt::Column::new(&col)
+    }
+
+    /// Appends ` SECONDS.`, padded to 5 columns, from the last line's copy when unchanged.
+    #[inline]
+    fn write_secs(&mut self, secs: u64, out: &mut Vec<u8>) {
+        match &self.secs_column {
+            Some((s, col)) if *s == secs => col.push(out),
+            _ => {
+                let mut col = Vec::with_capacity(24);
+                col.push(b' ');
+                cfmt::write_dec_padded(secs, 5, false, &mut col);
+                col.push(b'.');
+                let col = cfmt::Column::new(&col);
+                col.push(out);
+                self.secs_column = Some((secs, col));
+            }
+        }
+    }
+
+    fn write_time(&mut self, ts: u64, out: &mut Vec<u8>) {
         match self.time {
             TimeFormat::Micros => {
                 let t = ts.saturating_add(500) / 1000;
-                out.push(b' ');
-                cfmt::write_dec_padded(t / 1_000_000, 5, false, out);
-                out.push(b'.');
-                cfmt::write_dec_padded(t % 1_000_000, 6, true, out);
+                self.write_secs(t / 1_000_000, out);
+                cfmt::write_frac6((t % 1_000_000) as u32, out);
             }
             TimeFormat::Nanos => {
-                out.push(b' ');
-                cfmt::write_dec_padded(ts / 1_000_000_000, 5, false, out);
-                out.push(b'.');
+                self.write_secs(ts / 1_000_000_000, out);
                 cfmt::write_dec_padded(ts % 1_000_000_000, 9, true, out);
             }
             TimeFormat::Raw => cfmt::write_dec_padded(ts, 12, false, out),
@@ -334,10 +364,15 @@ impl<'t> TextFormatter<'t> {
             ok = self.run_plugin(p, fmt, cpu, payload, endian, out);
         }
         ok &= match &self.slots[idx] {
-            Slot::Program { pieces, args } | Slot::Plugin(_, Some((pieces, args))) => {
-                let ev = self.eval(payload, endian);
-                ev.print(pieces, args.as_slice(), out);
-                !ev.unsupported.get()
+            Slot::Program(p) | Slot::Plugin(_, Some(p)) => {
+                if p.is_simple() {
+                    p.run_simple(payload, endian, out);
+                    true
+                } else {
+                    let ev = self.eval(payload, endian);
+                    p.run(&ev, out);
+                    !ev.unsupported.get()
+                }
             }
             Slot::Plugin(_, None) => true,
             Slot::Bprint => self.write_bprint(fmt, payload, endian, out),
@@ -410,10 +445,13 @@ impl<'t> TextFormatter<'t> {
             }
         }
         match self.parse(fmt) {
-            Ok((pieces, args)) => match plugin {
-                Some(p) => Slot::Plugin(p, Some((pieces, args))),
-                None => Slot::Program { pieces, args },
-            },
+            Ok((pieces, args)) => {
+                let program = Program::new(pieces, args);
+                match plugin {
+                    Some(p) => Slot::Plugin(p, Some(program)),
+                    None => Slot::Program(program),
+                }
+            }
             Err(e) => Slot::Unsupported(e),
         }
     }

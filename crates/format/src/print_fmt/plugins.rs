@@ -118,8 +118,8 @@ impl TextFormatter<'_> {
         {
             self.learnt_comms
                 .insert(pid, String::from_utf8_lossy(comm).into());
-            // The cached COMM-PID column may show this pid as "<...>".
-            self.pid_column = None;
+            // A cached COMM-PID column may show this pid as "<...>".
+            self.pid_columns.clear();
         }
     }
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::bytes::Endian;
 use crate::error::{Error, ErrorKind, Result};
-use crate::pages::PageSource;
+use crate::pages::{PackedPages, PageSource};
 
 use super::input::read_exact_at;
 
@@ -180,6 +180,17 @@ pub struct CompressedData {
     pub size: u64,
     pub codec: Codec,
     pub endian: Endian,
+}
+
+impl PackedPages for CompressedData {
+    fn open(&self, data: &Path, shown: &Path, page_size: usize) -> Result<Box<dyn PageSource>> {
+        Ok(Box::new(
+            CompressedPages::open(data, self, page_size)?.named(shown.to_path_buf()),
+        ))
+    }
+    fn offset(&self) -> u64 {
+        self.offset
+    }
 }
 
 /// Decompresses one CPU's chunks one at a time and hands out their pages.

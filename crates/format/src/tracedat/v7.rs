@@ -279,12 +279,12 @@ pub(crate) fn read(
             ),
             Some(codec) => (
                 size.saturating_add(4),
-                DataLoc::Compressed(CompressedData {
+                DataLoc::Compressed(std::sync::Arc::new(CompressedData {
                     offset,
                     size,
                     codec,
                     endian: f.endian,
-                }),
+                })),
             ),
         };
         super::meta::note_short_cpu(cpu, offset, file_bytes, file_len, &mut truncated);

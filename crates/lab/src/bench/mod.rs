@@ -66,10 +66,18 @@ pub enum Bench {
     /// sys_enter/sys_exit per thread and sums per call number; wall time and peak RSS of
     /// both, same file, same run
     Analyze {
-        /// trace.dat, capture directory or perf.data with raw_syscalls events (e.g. from
-        /// scripts/make-bench-trace); a perf.data is compared with `perf trace -s` and
-        /// `perf script`
+        /// trace.dat or capture directory with raw_syscalls events (e.g. from
+        /// scripts/make-bench-trace), or sched events for runq and offcpu; a perf.data
+        /// (syscall) is compared with `perf trace -s` and `perf script`
         file: PathBuf,
+        /// The analyzer to time (syscall, runq, offcpu, ...); the trace-cmd|awk peer
+        /// pairs system calls, for the others the peer is `trace-cmd report` alone
+        #[arg(long, default_value = "syscall")]
+        analyzer: String,
+        /// Thread counts to time kstate at (`analyze --threads`), comma-separated;
+        /// default: 1 and every core
+        #[arg(long, value_delimiter = ',')]
+        threads: Vec<usize>,
         /// Passes of kstate; the fastest is reported (the peer runs once: it is slow)
         #[arg(long, default_value_t = 3, value_parser = kstate_args::int::<u32>(RUNS))]
         runs: u32,
@@ -136,10 +144,12 @@ pub fn run(b: Bench) -> Result<ExitCode, Error> {
         } => bench_read(&file, runs.max(1), no_peer, json),
         Bench::Analyze {
             file,
+            analyzer,
+            threads,
             runs,
             no_peer,
             json,
-        } => bench_analyze(&file, runs.max(1), no_peer, json),
+        } => bench_analyze(&file, &analyzer, threads, runs.max(1), no_peer, json),
     }
 }
 
@@ -388,60 +398,109 @@ const AWK_SYSCALL: &str = r#"
 END { for (k in cnt) printf "%s %d %.0f\n", k, cnt[k], tot[k] }
 "#;
 
-fn bench_analyze(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitCode, Error> {
-    // A perf.data's peers are perf's own tools.
-    if perfdata::is_perf_data(file) {
+fn bench_analyze(
+    file: &Path,
+    analyzer: &str,
+    mut threads: Vec<usize>,
+    runs: u32,
+    no_peer: bool,
+    json: bool,
+) -> Result<ExitCode, Error> {
+    // A perf.data's peers are perf's own tools (one thread: the peers have one).
+    if analyzer == "syscall" && perfdata::is_perf_data(file) {
         return perfdata::analyze(file, runs, no_peer, json);
     }
     let exe =
         std::env::current_exe().map_err(|e| Error::new(ErrorKind::Io, None, e.to_string()))?;
-    let mut best: Option<Measured> = None;
-    for _ in 0..runs {
-        let m = measure(
-            Command::new(&exe)
-                .args(["analyze", "syscall", "--stat", "--format", "json"])
-                .arg(file),
-            true,
-        )?;
-        if best.as_ref().is_none_or(|b| m.secs < b.secs) {
-            best = Some(m);
-        }
+    if threads.is_empty() {
+        let all = std::thread::available_parallelism().map_or(1, |n| n.get());
+        threads = vec![1, all];
+        threads.dedup();
     }
-    let k = best.expect("runs >= 1");
-    let v: serde_json::Value = serde_json::from_str(&k.stdout).map_err(|e| {
-        Error::new(
-            ErrorKind::Corrupt,
-            None,
-            format!("kstate analyze printed invalid JSON: {e}"),
-        )
-    })?;
+    // Per thread count: the fastest of the runs, and its JSON (the same for every count:
+    // checked, since a faster wrong answer is no answer).
+    let mut rows: Vec<(usize, Measured)> = Vec::new();
+    let mut first_json: Option<String> = None;
+    for &t in &threads {
+        let mut best: Option<Measured> = None;
+        for _ in 0..runs {
+            let m = measure(
+                Command::new(&exe)
+                    .args([
+                        "analyze",
+                        analyzer,
+                        "--stat",
+                        "--format",
+                        "json",
+                        "--threads",
+                    ])
+                    .arg(t.to_string())
+                    .arg(file),
+                true,
+            )?;
+            if best.as_ref().is_none_or(|b| m.secs < b.secs) {
+                best = Some(m);
+            }
+        }
+        let m = best.expect("runs >= 1");
+        match &first_json {
+            None => first_json = Some(m.stdout.clone()),
+            Some(j) if *j != m.stdout => {
+                return Err(Error::new(
+                    ErrorKind::Corrupt,
+                    None,
+                    format!("kstate analyze {analyzer} --threads {t} printed other results than --threads {}", threads[0]),
+                ))
+            }
+            Some(_) => {}
+        }
+        rows.push((t, m));
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(first_json.as_deref().unwrap_or("")).map_err(|e| {
+            Error::new(
+                ErrorKind::Corrupt,
+                None,
+                format!("kstate analyze printed invalid JSON: {e}"),
+            )
+        })?;
     let events = v["events_read"].as_u64().unwrap_or(0);
     let pairs = v["pairs"]["selected"].as_u64().unwrap_or(0);
-    let k_rate = events as f64 / k.secs;
+    let syscall = analyzer == "syscall";
     let peer = if no_peer {
         None
     } else {
-        let script = format!(
-            "trace-cmd report -t -R -i '{}' | awk '{}'",
-            file.display().to_string().replace('\'', "'\\''"),
-            AWK_SYSCALL
-        );
+        let quoted = file.display().to_string().replace('\'', "'\\''");
+        let script = match syscall {
+            true => format!("trace-cmd report -t -R -i '{quoted}' | awk '{AWK_SYSCALL}'"),
+            false => format!("trace-cmd report -t -R -i '{quoted}' > /dev/null"),
+        };
         let m = measure(Command::new("sh").arg("-c").arg(script), true)?;
-        let peer_pairs: u64 = m
-            .stdout
-            .lines()
-            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-            .sum();
+        let peer_pairs: Option<u64> = syscall.then(|| {
+            m.stdout
+                .lines()
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum()
+        });
         Some((m, peer_pairs))
     };
+    let peer_name = match syscall {
+        true => "trace-cmd report -t -R | awk",
+        false => "trace-cmd report -t -R (no analysis)",
+    };
+    let one = rows.first().map_or(1.0, |(_, m)| m.secs);
     if json {
         let out = serde_json::json!({
-            "file": file.display().to_string(), "events": events, "pairs": pairs,
-            "kstate": {"seconds": k.secs, "events_per_sec": k_rate, "max_rss_kib": k.max_rss_kib},
-            "trace_cmd_awk": peer.as_ref().map(|(p, n)| serde_json::json!({
-                "seconds": p.secs, "events_per_sec": events as f64 / p.secs,
+            "file": file.display().to_string(), "analyzer": analyzer, "events": events,
+            "pairs": pairs,
+            "kstate": rows.iter().map(|(t, m)| serde_json::json!({
+                "threads": t, "seconds": m.secs, "cpu_seconds": m.cpu_secs,
+                "events_per_sec": events as f64 / m.secs, "max_rss_kib": m.max_rss_kib,
+                "speedup_vs_first": one / m.secs})).collect::<Vec<_>>(),
+            "peer": peer.as_ref().map(|(p, n)| serde_json::json!({
+                "command": peer_name, "seconds": p.secs, "cpu_seconds": p.cpu_secs,
+                "events_per_sec": events as f64 / p.secs,
                 "max_rss_kib": p.max_rss_kib, "pairs": n})),
-            "speedup": peer.as_ref().map(|(p, _)| p.secs / k.secs),
         });
         println!(
             "{}",
@@ -449,32 +508,61 @@ fn bench_analyze(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<Ex
         );
     } else {
         println!(
-            "file:    {}  ({events} events, {pairs} system calls paired)",
+            "file:    {}  ({events} events, {pairs} pairs selected)",
             file.display()
         );
-        println!("task:    system-call time per call: count, total, min, max, p50, p99\n");
         println!(
-            "{:<40} {:>10} {:>16} {:>12}",
-            "analyzer", "seconds", "events/s", "peak RSS"
+            "task:    kstate analyze {analyzer} --stat: count, total, min, max, p50, p99 per key"
         );
         println!(
-            "{:<40} {:>10.3} {:>16.0} {:>9} MiB",
-            format!("kstate analyze syscall (best of {runs})"),
-            k.secs,
-            k_rate,
-            k.max_rss_kib / 1024
+            "runs:    kstate best of {runs} per thread count; the peer runs once (it is slow)\n"
         );
+        println!(
+            "{:<40} {:>7} {:>9} {:>9} {:>14} {:>8} {:>10}",
+            "analyzer", "threads", "seconds", "CPU s", "events/s", "x 1st", "peak RSS"
+        );
+        for (t, m) in &rows {
+            println!(
+                "{:<40} {:>7} {:>9.3} {:>9.3} {:>14.0} {:>8.2} {:>6} MiB",
+                format!("kstate analyze {analyzer}"),
+                t,
+                m.secs,
+                m.cpu_secs,
+                events as f64 / m.secs,
+                one / m.secs,
+                m.max_rss_kib / 1024
+            );
+        }
         if let Some((p, n)) = &peer {
             println!(
-                "{:<40} {:>10.3} {:>16.0} {:>9} MiB",
-                "trace-cmd report -t -R | awk",
+                "{:<40} {:>7} {:>9.3} {:>9.3} {:>14.0} {:>8} {:>6} MiB",
+                peer_name,
+                "-",
                 p.secs,
+                p.cpu_secs,
                 events as f64 / p.secs,
+                "",
                 p.max_rss_kib / 1024
             );
+            let best = rows.iter().map(|(_, m)| m.secs).fold(f64::MAX, f64::min);
+            print!(
+                "\nkstate (fastest row) is {:.1}x the peer's rate",
+                p.secs / best
+            );
+            match n {
+                Some(n) => println!("; pairs: kstate {pairs}, awk {n}"),
+                None => println!(),
+            }
+        }
+        // Seconds of CPU per second of wall time in the one-thread run: below 1 the
+        // machine did not give this run a whole core (other work), and thread speed-ups
+        // are understated.
+        if let Some((1, m)) = rows.first() {
             println!(
-                "\nkstate is {:.1}x the pipeline's rate; pairs: kstate {pairs}, awk {n}",
-                p.secs / k.secs
+                "machine: the 1-thread run got {:.2} CPUs ({:.3} s CPU in {:.3} s)",
+                m.cpu_secs / m.secs,
+                m.cpu_secs,
+                m.secs
             );
         }
     }

@@ -14,7 +14,8 @@
 //!            statistics and distribution (the overview is redrawn, not re-read)
 //!   again    the same window once more (answered from the cache)
 //!   filter   a click on a key (the first panel's largest) inside the window: the
-//!            overview lanes (key filters do not change them) and every panel
+//!            overview lanes (a syscall key narrows their system-call lane) and every
+//!            panel
 //!   inout    "inside vs outside" for the window: what-changed-most over every analyzer,
 //!            then each panel's comparison and its two distributions
 //!   zoom     "zoom to window": the overview lanes for the window, at 1200 bins, and
@@ -268,14 +269,16 @@ fn time_server(kstate: &Path, file: &Path, runs: u32) -> Result<(Times, Shape), 
         let key = rows["rows"][0]["key"]
             .as_str()
             .map_or(String::new(), |k| format!("&key={}", enc(k)));
+        // The page sends the syscall panel's key with the lanes; other panels' it keeps.
+        let lane_key = if first == "syscall" { key.as_str() } else { "" };
         let (filter, _) = s.timed(|| {
-            s.get(&whole)?;
+            s.get(&format!("{whole}{lane_key}"))?;
             panels_keyed(&s, &names, &extra, &key)
         })?;
         let (inout, _) = s.timed(|| inout(&s, &names, &w, &key))?;
         let (lo, hi) = w.split_once(':').expect("a window");
         let (zoom, _) = s.timed(|| {
-            s.get(&format!("api/lanes?from={lo}&to={hi}&w=1200"))?;
+            s.get(&format!("api/lanes?from={lo}&to={hi}&w=1200{lane_key}"))?;
             panels_keyed(&s, &names, &extra, &key)
         })?;
         let t = Times {

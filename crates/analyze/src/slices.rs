@@ -1,0 +1,245 @@
+//! One analysis on several threads: the recording is cut into time slices at page
+//! boundaries, each slice is read and analysed by its own pass (merging its CPUs' pages
+//! in time order, as one pass does), and the passes are then joined in time order.
+//!
+//! Why slices and not CPUs: pairs cross CPUs (a task migrates in the middle of a system
+//! call, a wake-up on one CPU is answered by a switch on another), so each slice still
+//! merges all CPUs; what crosses a cut is only the pairs open there, which the join
+//! closes exactly as one pass would ([`Sliced::stitch`]).
+//!
+//! Exactness: a slice holds the events with `cut[k] <= ts < cut[k+1]`, so the slices
+//! in order are the one pass's event order (ties between CPUs never straddle a cut). A
+//! pass over a later slice starts knowing nothing; its analyzer records, for each key
+//! whose state an earlier slice may hold (a thread, a CPU), what the first event of the
+//! slice did to it, and [`Sliced::stitch`] replays that against the open state the
+//! earlier slices left. Samples, counts and distributions add exactly (log-linear
+//! buckets). Where that cannot hold, the analysis runs on one thread: traces with lost
+//! events (a loss gap opened in one slice and closed in the next), damaged pages,
+//! per-CPU streams out of time order, `--log` (rows in completion order), `--interval`,
+//! comm filters (names are learned from events as the pass goes), windows over a page
+//! index (they read only around the window), and analyzers or keyings that read state
+//! learned from earlier events in a way a slice cannot replay (they do not implement
+//! [`Sliced`], or refuse in [`Sliced::sliceable`]).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use kstate_format::{Error, ErrorKind, Trace};
+
+use crate::analyzer::Pass;
+use crate::analyzer::{drive, trace_start, Analyzer, Config, LogSink, Mode, NoLog, Out, Outcome};
+use crate::merge::{IdFilter, Merger};
+use crate::page_index::PageIndex;
+
+/// An analyzer whose pass can be cut into time slices.
+pub trait Sliced: Analyzer + Send {
+    /// Whether this binding (its keying) can be sliced.
+    fn sliceable(&self) -> bool {
+        true
+    }
+    /// This analyzer will read a slice that is not the first: from now on it records
+    /// what the first event of each key does, for [`Sliced::stitch`].
+    fn record_heads(&mut self);
+    /// Joins `next`, the analyzer of the slice after the ones `self` has read: the open
+    /// state `self` holds meets the first events `next` recorded (samples and counts go
+    /// to `out`, correcting what `next` counted not knowing it), then `self` takes over
+    /// `next`'s state, as if one pass had read both.
+    fn stitch(&mut self, next: Self, out: &mut Out);
+}
+
+/// Slices per thread: smaller slices even out threads that the machine runs unequally.
+const SLICES_PER_THREAD: usize = 4;
+
+/// Fewer pages than this per slice are not worth a thread (each slice may read one page
+/// per CPU that the slice before also reads).
+const MIN_PAGES_PER_SLICE: usize = 2;
+
+/// Runs analyzer `A` over `trace` on `cfg.threads` threads where its results stay those
+/// of one pass ([`drive`]); otherwise, or if a slice meets what slicing cannot join
+/// exactly, runs the one pass.
+pub fn drive_sliced<A: Sliced>(
+    trace: &Trace,
+    cfg: &Config,
+    log: &mut dyn LogSink,
+) -> Result<Outcome, Error> {
+    if cfg.threads <= 1
+        || cfg.mode == Mode::Log
+        || cfg.interval.is_some()
+        || cfg.pages.is_some()
+        || !cfg.filters.comms.is_empty()
+        || trace.damage().next().is_some()
+    {
+        return drive::<A>(trace, cfg, log);
+    }
+    match run_slices::<A>(trace, cfg)? {
+        Some(o) => Ok(o),
+        None => drive::<A>(trace, cfg, log),
+    }
+}
+
+/// Slice start times: `n` cuts (the first is 0) at page starts, with about as many
+/// pages between each; `None` when the trace cannot be sliced.
+pub(crate) fn cuts(index: &PageIndex, n: usize) -> Option<Vec<u64>> {
+    let times = index.all_times();
+    let n = n.min(times.len() / MIN_PAGES_PER_SLICE);
+    if n < 2 {
+        return None;
+    }
+    let mut cuts = vec![0];
+    for k in 1..n {
+        let t = times[k * times.len() / n];
+        if t > *cuts.last().expect("starts with 0") {
+            cuts.push(t);
+        }
+    }
+    (cuts.len() >= 2).then_some(cuts)
+}
+
+/// The page index and slice start times for `threads` threads, if `trace` can be cut:
+/// its pages are read from the file (not built on demand) and none flags lost events.
+pub(crate) fn plan(trace: &Trace, threads: usize) -> Option<(std::sync::Arc<PageIndex>, Vec<u64>)> {
+    let index = PageIndex::build_times(trace)?;
+    if index.any_lost() {
+        return None;
+    }
+    let cuts = cuts(&index, threads * SLICES_PER_THREAD)?;
+    Some((std::sync::Arc::new(index), cuts))
+}
+
+/// One slice's pass, or why it cannot be joined.
+type SliceResult<A> = Result<Option<Pass<A>>, Error>;
+
+fn run_slices<A: Sliced>(trace: &Trace, cfg: &Config) -> Result<Option<Outcome>, Error> {
+    // Binding first: an analyzer whose events are missing says so as one pass does.
+    let (probe, _) = Pass::<A>::new(trace, cfg, || Ok(None))?;
+    let mut probe = probe;
+    if !probe.analyzer_mut().sliceable() {
+        return Ok(None);
+    }
+    drop(probe);
+    let Some((index, cuts)) = plan(trace, cfg.threads) else {
+        return Ok(None);
+    };
+    let start = trace_start(trace)?;
+    let next = AtomicUsize::new(0);
+    let results: Vec<Mutex<Option<SliceResult<A>>>> =
+        cuts.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..cfg.threads.min(cuts.len()) {
+            s.spawn(|| loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                if k >= cuts.len() {
+                    break;
+                }
+                let r = run_slice::<A>(trace, cfg, start, &index, &cuts, k);
+                *results[k].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+            });
+        }
+    });
+    let mut passes = Vec::with_capacity(cuts.len());
+    for r in results {
+        match r.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            Some(Ok(Some(p))) => passes.push(p),
+            Some(Ok(None)) | None => return Ok(None),
+            Some(Err(e)) => return Err(e),
+        }
+    }
+    let mut passes = passes.into_iter();
+    let mut all = passes.next().expect("at least two slices");
+    for p in passes {
+        all.absorb(p, |a, next, out| a.stitch(next, out));
+    }
+    if all.events() == 0 {
+        // No events at all: the one pass words the error.
+        return Ok(None);
+    }
+    let o = all.finish(trace, &mut NoLog)?;
+    count_sliced_run();
+    Ok(Some(o))
+}
+
+thread_local! {
+    static SLICED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+pub(crate) fn count_sliced_run() {
+    SLICED.with(|n| n.set(n.get() + 1));
+}
+
+/// Analyses this thread has run on several threads so far, cut in time slices here or
+/// in [`crate::piped`] (for tests: a result equal to the one-thread result proves
+/// nothing if the analysis fell back to one pass).
+pub fn sliced_runs() -> u64 {
+    SLICED.with(|n| n.get())
+}
+
+/// The pass over slice `k`: the events with `cuts[k] <= ts < cuts[k + 1]`. `None` when
+/// the slice met what a join cannot take (damage, a CPU's events out of time order).
+fn run_slice<A: Sliced>(
+    trace: &Trace,
+    cfg: &Config,
+    start: Option<u64>,
+    index: &std::sync::Arc<PageIndex>,
+    cuts: &[u64],
+    k: usize,
+) -> SliceResult<A> {
+    let (mut pass, ids) = Pass::<A>::new(trace, cfg, || Ok(start))?;
+    let declared = trace.damage().count();
+    let from = cuts[k];
+    let to = cuts.get(k + 1).copied().unwrap_or(u64::MAX);
+    if k > 0 {
+        pass.forget_comms();
+        pass.analyzer_mut().record_heads();
+    }
+    let filter = IdFilter::only(ids.iter().copied());
+    let mut merger = match k {
+        0 => Merger::new(trace, None, filter)?,
+        _ => Merger::indexed(trace, filter, index, Some(from))?,
+    };
+    let mut prev = vec![0u64; trace.cpu_limit() as usize + 1];
+    loop {
+        let ev = match merger.next() {
+            Ok(Some(ev)) => ev,
+            Ok(None) => break,
+            Err(_) => return Ok(None),
+        };
+        let c = ev.cpu as usize;
+        if c >= prev.len() {
+            prev.resize(c + 1, 0);
+        }
+        if ev.ts < prev[c] || ev.loss.open != 0 || ev.loss.gen != 0 {
+            return Ok(None);
+        }
+        prev[c] = ev.ts;
+        if ev.ts < from {
+            continue;
+        }
+        if ev.ts >= to {
+            break;
+        }
+        if pass.event(&ev, &mut NoLog)?.is_some() {
+            return Ok(None);
+        }
+    }
+    if pass.met_damage(declared) {
+        return Ok(None);
+    }
+    Ok(Some(pass))
+}
+
+/// Threads to use when the user does not say: every core.
+pub fn all_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Refuses a thread count of 0.
+pub fn check_threads(n: usize) -> Result<usize, Error> {
+    if n == 0 {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            None,
+            "--threads needs at least 1".to_string(),
+        ));
+    }
+    Ok(n)
+}

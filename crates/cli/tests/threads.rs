@@ -1,0 +1,125 @@
+//! `kstate analyze --threads N` gives exactly the one-thread results: the JSON of 1 and N
+//! threads compared on the shared fixtures and on a live recording whose threads migrate
+//! between CPUs in the middle of system calls; and the analyses really ran on several
+//! threads (in-process, [`kstate_analyze::slices::sliced_runs`]), not in one pass.
+
+mod support;
+
+use std::path::Path;
+
+use kstate_analyze::{slices, Query, Source};
+use support::{dump, fixture_paths, kstate, record_workload};
+
+/// The JSON of `analyze NAME --threads 1`, then the same with 2 and 7 threads (7: more
+/// slices than a 2-core machine runs at once, so joins happen in every order of finish).
+fn same_json(file: &Path, name: &str, extra: &[&str]) -> String {
+    let f = file.to_str().unwrap();
+    let run = |threads: &str| {
+        let mut args = vec!["analyze", name, "--format", "json", "--threads", threads];
+        args.extend_from_slice(extra);
+        args.push(f);
+        kstate(&args)
+    };
+    let one = run("1");
+    for n in ["2", "7"] {
+        let many = run(n);
+        assert!(
+            one == many,
+            "{name} {extra:?} on {f}: --threads {n} differs from --threads 1\n1: {one}\n{n}: {many}"
+        );
+    }
+    one
+}
+
+/// Runs `name` in-process on `threads` threads and checks it did not fall back to one
+/// pass; returns the events it read and the pairs it selected.
+fn ran_on_threads(file: &Path, name: &str, by: Option<&str>, threads: usize) -> (u64, u64) {
+    let src = Source::open(file).unwrap();
+    let mut q = Query::new(name).unwrap();
+    q.by = by.map(str::to_string);
+    q.threads = threads;
+    let before = slices::sliced_runs();
+    let o = src.aggregate(&q).unwrap();
+    assert_eq!(
+        slices::sliced_runs(),
+        before + 1,
+        "{name} on {} ran in one pass",
+        file.display()
+    );
+    (o.counts.events, o.counts.selected)
+}
+
+#[test]
+fn sched_analyses_of_the_fixtures_are_the_same_on_any_number_of_threads() {
+    for file in fixture_paths() {
+        for (name, by) in [
+            ("runq", "pid"),
+            ("runq", "cpu"),
+            ("runq", "queued"),
+            ("offcpu", "state"),
+            ("offcpu", "waker"),
+            ("offcpu", "pid"),
+        ] {
+            let j = same_json(&file, name, &["--stat", "--by", by]);
+            assert!(j.contains("\"rows\""), "{j}");
+            let (events, _) = ran_on_threads(&file, name, Some(by), 3);
+            assert!(events > 300, "{name} {by}: {events} events");
+        }
+        same_json(
+            &file,
+            "runq",
+            &["--dist", "--window", "0.5:1.5", "--cpu", "1,2"],
+        );
+        same_json(
+            &file,
+            "offcpu",
+            &["--dist", "--buckets", "log10", "--min", "1ms"],
+        );
+    }
+}
+
+#[test]
+fn a_live_recording_with_migrations_is_analysed_the_same_on_any_number_of_threads() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let file = dir.path().join("fight.dat");
+    // Four threads fighting over one mutex on two CPUs: futex calls that sleep, wake-ups
+    // across CPUs, and threads that leave a CPU inside a call and return on the other.
+    record_workload(
+        "syscall,sched",
+        &["mutex-fight", "--threads", "4", "--iters", "100000"],
+        true,
+        &file,
+    );
+    // The oracle for "migrations in the middle of system calls": exits on another CPU
+    // than their thread's entry.
+    let mut entered = std::collections::HashMap::new();
+    let mut migrated = 0;
+    for e in dump(&file, "raw_syscalls:sys_enter,raw_syscalls:sys_exit") {
+        let tid = e["pid"].as_i64().unwrap();
+        let cpu = e["cpu"].as_u64().unwrap();
+        if e["event"].as_str() == Some("sys_enter") {
+            entered.insert(tid, cpu);
+        } else if entered.remove(&tid).is_some_and(|c| c != cpu) {
+            migrated += 1;
+        }
+    }
+    assert!(
+        migrated > 10,
+        "only {migrated} calls returned on another CPU"
+    );
+    for by in ["name", "tid"] {
+        same_json(&file, "syscall", &["--stat", "--by", by]);
+        let (_, calls) = ran_on_threads(&file, "syscall", Some(by), 2);
+        assert!(calls > 20_000, "{calls} calls");
+    }
+    same_json(
+        &file,
+        "syscall",
+        &["--dist", "--min", "2us", "--tid", "1,2,3"],
+    );
+    for (name, by) in [("runq", "pid"), ("runq", "queued"), ("offcpu", "waker")] {
+        same_json(&file, name, &["--stat", "--by", by]);
+        let (_, pairs) = ran_on_threads(&file, name, Some(by), 2);
+        assert!(pairs > 1000, "{name} {by}: {pairs} pairs");
+    }
+}

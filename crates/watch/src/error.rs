@@ -1,0 +1,75 @@
+//! What can stop a watch: what was asked of it (rules, escalations, events, options) is
+//! refused before anything is recorded, the system refused (tracefs), or the recording
+//! itself failed. Front ends report the first as bad arguments and the others as
+//! failures of the system (the CLI's exit statuses 2 and 1), through the conversion to
+//! the readers' error that the CLI reports.
+
+use std::fmt;
+
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The watch as asked cannot run; the text says why. Nothing was recorded.
+    Arguments(String),
+    /// The system refused what the watch needs before recording (tracefs).
+    System(String),
+    /// Recording failed.
+    Recording(kstate_record::Error),
+}
+
+impl Error {
+    /// Whether what the user asked for is at fault, not the system.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(self, Error::Arguments(_))
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Arguments(msg) | Error::System(msg) => f.write_str(msg),
+            Error::Recording(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// The readers' error the CLI reports, of the same class and with the same text.
+impl From<Error> for kstate_format::Error {
+    fn from(e: Error) -> kstate_format::Error {
+        use kstate_format::ErrorKind;
+        let kind = match e {
+            Error::Arguments(_) => ErrorKind::Unsupported,
+            _ => ErrorKind::Io,
+        };
+        kstate_format::Error::new(kind, None, e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kstate_format::ErrorKind;
+
+    #[test]
+    fn refusals_are_bad_arguments_and_the_systems_failures_are_not() {
+        let refused = Error::Arguments(crate::Rule::parse("nonsense").unwrap_err());
+        assert!(refused.is_bad_input(), "{refused}");
+        let text = "alarm rule \"nonsense\": no comparison (>, >=, <, <=, ==)";
+        assert_eq!(refused.to_string(), text);
+        let f = kstate_format::Error::from(refused);
+        assert_eq!(
+            (f.kind, f.to_string()),
+            (ErrorKind::Unsupported, text.into())
+        );
+
+        let system = Error::System("tracefs: not mounted".into());
+        assert!(!system.is_bad_input());
+        let f = kstate_format::Error::from(system);
+        assert_eq!(
+            (f.kind, f.to_string()),
+            (ErrorKind::Io, "tracefs: not mounted".into())
+        );
+    }
+}
