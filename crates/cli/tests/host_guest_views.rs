@@ -301,12 +301,15 @@ fn report_of_a_host_and_its_guest_matches_trace_cmd_per_machine() {
             "section {id} missing"
         );
     }
-    for lane in [
-        "host cpu0 busy",
-        "host system calls",
-        "guest 1 cpu0 busy",
-        "guest 1 system calls",
-    ] {
+    // A CPU has a busy lane when it switched at all: a quiet CPU 0 (the fsyncs all on
+    // CPU 1 while other tests run) has none, so any CPU's lane will do per machine.
+    for role in ["host", "guest 1"] {
+        assert!(
+            (0..8).any(|c| dom.contains(&format!("data-lane=\"{role} cpu{c} busy\""))),
+            "no busy lane for {role}"
+        );
+    }
+    for lane in ["host system calls", "guest 1 system calls"] {
         assert!(
             dom.contains(&format!("data-lane=\"{lane}\"")),
             "lane {lane} missing"
