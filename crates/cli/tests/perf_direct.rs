@@ -86,7 +86,13 @@ fn agree(f: &Path) -> Value {
     let (direct, pages) = info(false);
     let (paged, built) = info(true);
     assert_eq!(direct, paged);
-    assert!(pages.iter().all(Value::is_null), "{pages:?}");
+    // A scheduler event from an interrupt between a sample's timestamp and its place in
+    // the buffer puts a CPU's records out of time order (CI's load did it with -a); such
+    // a file is read by the sorting reader, through pages. The direct path itself is
+    // asserted where no event comes from interrupts (raw_syscalls only, below).
+    if !pages.iter().all(Value::is_null) {
+        eprintln!("{}: read by the sorting reader (pages {pages:?})", f);
+    }
     assert!(built.iter().all(|p| p.as_u64().unwrap() > 0), "{built:?}");
     serde_json::from_str(&same(&[
         "analyze", "syscall", "--stat", "--format", "json", f,
@@ -134,7 +140,9 @@ fn direct_reads_give_the_same_losses() {
     let mut args = vec!["-m", "1"];
     args.extend_from_slice(SCHED);
     support::perf_record(&f, &args, false, &[KSTATE, "workload", "getppid", "200000"]);
-    let v = agree(&f);
+    // System calls only: the storm's fork and exit events may all be lost, and then the
+    // proc analyzer has nothing to run on.
+    let v = agree_syscall_only(&f);
     let info: Value =
         serde_json::from_str(&kstate(&["info", "--json", f.to_str().unwrap()], false)).unwrap();
     let o = Command::new("perf")
@@ -171,6 +179,13 @@ fn direct_reads_of_a_pipe_mode_file() {
     );
     let v = agree_syscall_only(&f);
     assert_eq!(count(&v, "getppid"), 3000);
+    // No event here comes from an interrupt, so every CPU's records are in time order
+    // and read straight: no pages built.
+    let info: Value =
+        serde_json::from_str(&kstate(&["info", "--json", f.to_str().unwrap()], false)).unwrap();
+    for c in info["per_cpu"].as_array().unwrap() {
+        assert!(c["pages"].is_null(), "{c}");
+    }
 }
 
 fn agree_syscall_only(f: &Path) -> Value {
