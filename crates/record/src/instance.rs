@@ -86,6 +86,23 @@ impl Instance {
         Some(MarkerGuard { child })
     }
 
+    /// Starts tracing, and then (`copy_markers`) the copy of applications' markers: the
+    /// kernel fails every write to the top-level trace_marker (EBADF) while an instance
+    /// that copies them has its tracing off, so the copy is on only while tracing is.
+    pub fn start_tracing(&self, copy_markers: bool) -> Result<()> {
+        self.write("tracing_on", "1")?;
+        if copy_markers {
+            // Without the copy the recording still has the instance's own markers.
+            let _ = self.write("options/copy_trace_marker", "1");
+        }
+        Ok(())
+    }
+
+    /// Stops the copy of applications' markers, then tracing (see [`Self::start_tracing`]).
+    pub fn stop_tracing(&self) {
+        stop_tracing(&self.dir);
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -138,7 +155,7 @@ impl Drop for Instance {
 fn teardown(dir: &Path) -> Result<()> {
     // Each step is attempted even if an earlier one failed; the rmdir is what matters
     // (removing an instance also frees its events and buffers).
-    let _ = tracefs::write(&dir.join("tracing_on"), "0");
+    stop_tracing(dir);
     let _ = tracefs::write(&dir.join("events/enable"), "0");
     let _ = tracefs::write(&dir.join("set_event_pid"), "");
     let _ = tracefs::write(&dir.join("set_event_notrace_pid"), "");
@@ -157,6 +174,14 @@ fn teardown(dir: &Path) -> Result<()> {
         dir,
         last.expect("loop ran"),
     ))
+}
+
+fn stop_tracing(dir: &Path) {
+    let copy = dir.join("options/copy_trace_marker");
+    if copy.exists() {
+        let _ = tracefs::write(&copy, "0");
+    }
+    let _ = tracefs::write(&dir.join("tracing_on"), "0");
 }
 
 /// Field 22 of /proc/PID/stat: when the process started, in clock ticks since boot.

@@ -367,7 +367,7 @@ struct Output {
     /// removes the instance. Older kernels without it keep tracing until then.
     free_buffer: Option<std::fs::File>,
     /// Turns the instance's copy of applications' markers off if the recorder dies.
-    _marker_guard: Option<crate::instance::MarkerGuard>,
+    marker_guard: Option<crate::instance::MarkerGuard>,
     inst: Instance,
     header_page: Vec<u8>,
     header_event: Vec<u8>,
@@ -429,20 +429,18 @@ fn side_events(opts: &Options, events: &[(String, String)]) -> Vec<(String, Stri
         .collect()
 }
 
-/// Has the kernel copy what applications write to the top-level `trace_marker` (the one
-/// they know, /sys/kernel/tracing/trace_marker) into `inst`, so their markers are in the
-/// recording as `print` events; otherwise only writes to the instance's own trace_marker
-/// would be. Only the main instance: the side one would record each marker twice. The
-/// setting goes with the instance when it is removed; kernels without the option (it is
-/// recent) record only the instance's own markers.
+/// Prepares the kernel's copy of what applications write to the top-level `trace_marker`
+/// (the one they know, /sys/kernel/tracing/trace_marker) into `inst`, so their markers are
+/// in the recording as `print` events; otherwise only writes to the instance's own
+/// trace_marker would be. Only the main instance: the side one would record each marker
+/// twice. The guard comes first (without it a killed recorder would break markers
+/// machine-wide); the copy itself is switched with tracing ([`Instance::start_tracing`]).
+/// Kernels without the option (it is recent) record only the instance's own markers.
 fn copy_trace_marker(inst: &Instance) -> Option<crate::instance::MarkerGuard> {
     if !inst.path("options/copy_trace_marker").exists() {
         return None;
     }
-    // The guard first: without it a killed recorder would break markers machine-wide.
-    let guard = inst.guard_trace_marker()?;
-    inst.write("options/copy_trace_marker", "1").ok()?;
-    Some(guard)
+    inst.guard_trace_marker()
 }
 
 /// Creates and sets up the instance, starts the output (an unwritable path fails before
@@ -524,7 +522,7 @@ fn prepare(opts: &Options, plan: &Plan) -> Result<Output> {
         scratch,
         writer,
         free_buffer,
-        _marker_guard: marker_guard,
+        marker_guard,
         inst,
         header_page,
         header_event,
@@ -728,9 +726,9 @@ fn run(
 ) -> Result<End> {
     let inst = &out.inst;
     let cpu_at_start = system::self_cpu_ns();
-    inst.write("tracing_on", "1")?;
+    inst.start_tracing(out.marker_guard.is_some())?;
     if let Some(side) = &out.side {
-        side.inst.write("tracing_on", "1")?;
+        side.inst.start_tracing(false)?;
     }
     for (s, _) in live.samplers.iter().chain(&live.stackers) {
         s.enable();
@@ -795,9 +793,9 @@ fn run(
             Ok(c) => end.child = Some(c),
             Err(e) => {
                 live.ctl.stop();
-                let _ = inst.write("tracing_on", "0");
+                inst.stop_tracing();
                 if let Some(side) = &out.side {
-                    let _ = side.inst.write("tracing_on", "0");
+                    side.inst.stop_tracing();
                 }
                 return Err(e);
             }
@@ -895,9 +893,9 @@ fn stop(
     watcher: &mut dyn Watcher,
     notify: Notify<'_>,
 ) -> Result<Stopped> {
-    let _ = out.inst.write("tracing_on", "0");
+    out.inst.stop_tracing();
     if let Some(side) = &out.side {
-        let _ = side.inst.write("tracing_on", "0");
+        side.inst.stop_tracing();
     }
     for (s, _) in live.samplers.iter().chain(&live.stackers) {
         s.disable();
