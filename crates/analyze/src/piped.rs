@@ -20,7 +20,8 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use kstate_format::{Error, Lost, Trace};
 
 use crate::analyzer::{drive, trace_start, Analyzer, Config, LogSink, Mode, NoLog, Outcome, Pass};
-use crate::merge::{Event, IdFilter, LossMark, Merger};
+use crate::merge::{Event, LossMark};
+use crate::slices::{Cannot, SliceWalk};
 use crate::page_index::PageIndex;
 
 /// Bytes a chunk holds before it is handed over: small enough to be read back from the
@@ -136,38 +137,16 @@ fn decode(
     tx: &SyncSender<Msg>,
 ) -> Result<(), ()> {
     let cannot = |tx: &SyncSender<Msg>| tx.send(Msg::Cannot).map_err(|_| ());
-    let filter = IdFilter::only(ids.iter().copied());
-    let from = cuts[k];
-    let to = cuts.get(k + 1).copied().unwrap_or(u64::MAX);
-    let merger = match k {
-        0 => Merger::new(trace, None, filter),
-        _ => Merger::indexed(trace, filter, index, Some(from)),
-    };
-    let Ok(mut merger) = merger else {
+    let Ok(mut walk) = SliceWalk::new(trace, ids, index, cuts, k) else {
         return cannot(tx);
     };
-    let mut prev = vec![0u64; trace.cpu_limit() as usize + 1];
     let mut buf = Vec::with_capacity(CHUNK + 4096);
     loop {
-        let ev = match merger.next() {
+        let ev = match walk.next() {
             Ok(Some(ev)) => ev,
             Ok(None) => break,
-            Err(_) => return cannot(tx),
+            Err(Cannot) => return cannot(tx),
         };
-        let c = ev.cpu as usize;
-        if c >= prev.len() {
-            prev.resize(c + 1, 0);
-        }
-        if ev.ts < prev[c] || ev.loss.open != 0 || ev.loss.gen != 0 || ev.lost_before.is_some() {
-            return cannot(tx);
-        }
-        prev[c] = ev.ts;
-        if ev.ts < from {
-            continue;
-        }
-        if ev.ts >= to {
-            break;
-        }
         buf.extend_from_slice(&ev.ts.to_ne_bytes());
         buf.extend_from_slice(&ev.cpu.to_ne_bytes());
         buf.extend_from_slice(&(ev.payload.len() as u32).to_ne_bytes());

@@ -28,7 +28,7 @@ use kstate_format::{Error, ErrorKind, Trace};
 
 use crate::analyzer::Pass;
 use crate::analyzer::{drive, trace_start, Analyzer, Config, LogSink, Mode, NoLog, Out, Outcome};
-use crate::merge::{IdFilter, Merger};
+use crate::merge::{Event, IdFilter, Merger};
 use crate::page_index::PageIndex;
 
 /// An analyzer whose pass can be cut into time slices.
@@ -185,38 +185,17 @@ fn run_slice<A: Sliced>(
 ) -> SliceResult<A> {
     let (mut pass, ids) = Pass::<A>::new(trace, cfg, || Ok(start))?;
     let declared = trace.damage().count();
-    let from = cuts[k];
-    let to = cuts.get(k + 1).copied().unwrap_or(u64::MAX);
     if k > 0 {
         pass.forget_comms();
         pass.analyzer_mut().record_heads();
     }
-    let filter = IdFilter::only(ids.iter().copied());
-    let mut merger = match k {
-        0 => Merger::new(trace, None, filter)?,
-        _ => Merger::indexed(trace, filter, index, Some(from))?,
-    };
-    let mut prev = vec![0u64; trace.cpu_limit() as usize + 1];
+    let mut walk = SliceWalk::new(trace, &ids, index, cuts, k)?;
     loop {
-        let ev = match merger.next() {
+        let ev = match walk.next() {
             Ok(Some(ev)) => ev,
             Ok(None) => break,
-            Err(_) => return Ok(None),
+            Err(Cannot) => return Ok(None),
         };
-        let c = ev.cpu as usize;
-        if c >= prev.len() {
-            prev.resize(c + 1, 0);
-        }
-        if ev.ts < prev[c] || ev.loss.open != 0 || ev.loss.gen != 0 {
-            return Ok(None);
-        }
-        prev[c] = ev.ts;
-        if ev.ts < from {
-            continue;
-        }
-        if ev.ts >= to {
-            break;
-        }
         if pass.event(&ev, &mut NoLog)?.is_some() {
             return Ok(None);
         }
@@ -225,6 +204,83 @@ fn run_slice<A: Sliced>(
         return Ok(None);
     }
     Ok(Some(pass))
+}
+
+/// A slice met what only the one-thread pass reports right: damage, a loss, a CPU's
+/// events out of time order.
+pub(crate) struct Cannot;
+
+/// The events of slice `k` (`cuts[k] <= ts < cuts[k + 1]`) in time order, read from the
+/// page before the cut on (a CPU's first page in the slice may start before it).
+pub(crate) struct SliceWalk {
+    merger: Merger,
+    /// Per CPU, the time of its last event: a step back means the CPU is out of order.
+    prev: Vec<u64>,
+    from: u64,
+    to: u64,
+    /// Past the events before the cut.
+    started: bool,
+}
+
+impl SliceWalk {
+    pub(crate) fn new(
+        trace: &Trace,
+        ids: &[u32],
+        index: &std::sync::Arc<PageIndex>,
+        cuts: &[u64],
+        k: usize,
+    ) -> Result<SliceWalk, Error> {
+        let filter = IdFilter::only(ids.iter().copied());
+        let from = cuts[k];
+        let merger = match k {
+            0 => Merger::new(trace, None, filter)?,
+            _ => Merger::indexed(trace, filter, index, Some(from))?,
+        };
+        Ok(SliceWalk {
+            merger,
+            prev: vec![0; trace.cpu_limit() as usize + 1],
+            from,
+            to: cuts.get(k + 1).copied().unwrap_or(u64::MAX),
+            started: false,
+        })
+    }
+
+    /// The slice's next event; `Ok(None)` at its end.
+    pub(crate) fn next(&mut self) -> Result<Option<Event<'_>>, Cannot> {
+        // The events before the cut (on the pages it falls in) are passed over, their
+        // order checked all the same.
+        while !self.started {
+            match self.merger.peek_ts() {
+                Ok(Some(ts)) if ts < self.from => {}
+                Ok(_) => self.started = true,
+                Err(_) => return Err(Cannot),
+            }
+            if !self.started {
+                let ev = self.merger.next().map_err(|_| Cannot)?.ok_or(Cannot)?;
+                in_order(&mut self.prev, &ev)?;
+            }
+        }
+        let ev = match self.merger.next() {
+            Ok(Some(ev)) => ev,
+            Ok(None) => return Ok(None),
+            Err(_) => return Err(Cannot),
+        };
+        in_order(&mut self.prev, &ev)?;
+        Ok((ev.ts < self.to).then_some(ev))
+    }
+}
+
+/// Checks that `ev` follows its CPU's last event in time, with no loss around it.
+fn in_order(prev: &mut Vec<u64>, ev: &Event<'_>) -> Result<(), Cannot> {
+    let c = ev.cpu as usize;
+    if c >= prev.len() {
+        prev.resize(c + 1, 0);
+    }
+    if ev.ts < prev[c] || ev.loss.open != 0 || ev.loss.gen != 0 || ev.lost_before.is_some() {
+        return Err(Cannot);
+    }
+    prev[c] = ev.ts;
+    Ok(())
 }
 
 /// Threads to use when the user does not say: every core.
