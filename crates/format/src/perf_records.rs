@@ -166,6 +166,17 @@ impl Records {
         self.pos
     }
 
+    /// Goes on from `pos` (a record's start found by an earlier walk), keeping the window.
+    pub(crate) fn seek(&mut self, pos: u64) {
+        self.pos = pos;
+    }
+
+    /// The mapped bytes and their file offset: the record `next_in_file` returned last
+    /// lies whole in them.
+    pub(crate) fn window(&self) -> (&[u8], u64) {
+        (self.bytes(), self.win_at)
+    }
+
     fn bytes(&self) -> &[u8] {
         match &self.win {
             Some(w) => w.bytes(),
@@ -202,7 +213,7 @@ impl Records {
     }
 
     /// The next record in the file itself: (offset, type, misc, size).
-    fn next_in_file(&mut self) -> Result<Option<(u64, u32, u16, usize)>> {
+    pub(crate) fn next_in_file(&mut self) -> Result<Option<(u64, u32, u16, usize)>> {
         if self.pos >= self.end {
             return Ok(None);
         }
