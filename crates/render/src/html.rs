@@ -136,36 +136,20 @@ fn summary(h: &mut String, r: &Survey, run: Option<&RunInfo>) {
         let _ = write!(h, "<tr><td>{}</td><td>{v}</td></tr>", esc(k));
     };
     if let Some(rec) = &r.recording {
-        if !rec.workload.is_empty() {
-            kv(
-                "command",
-                format!(
-                    "<span class=\"cmd\">{}</span>",
-                    esc(&rec.workload.join(" "))
-                ),
-            );
-        }
-        kv(
-            "recorded",
-            format!(
-                "{} on {} with {} ({}{})",
-                rec.wall_offset_ns
-                    .and_then(|w| utc(rec.start_ts as i128 + w as i128))
-                    .unwrap_or_else(|| "(wall-clock time unknown)".into()),
-                esc(&rec.hostname),
-                esc(&rec.tool),
-                if rec.pids.is_empty() {
-                    "system-wide"
-                } else {
-                    "selected processes"
-                },
-                if rec.events.is_empty() {
-                    String::new()
-                } else {
-                    format!("; {} events enabled", rec.events.len())
-                }
-            ),
+        let scope = format!(
+            " ({}{})",
+            if rec.pids.is_empty() {
+                "system-wide"
+            } else {
+                "selected processes"
+            },
+            if rec.events.is_empty() {
+                String::new()
+            } else {
+                format!("; {} events enabled", rec.events.len())
+            }
         );
+        recording_rows(&mut kv, rec, &scope);
     }
     kv("file", esc(&r.file));
     kv(
@@ -286,6 +270,35 @@ pub(crate) fn lost_html(lost: &std::collections::BTreeMap<u32, Option<u64>>) -> 
         })
         .collect();
     format!("<span class=\"lost\">{}</span>", esc(&per.join(", ")))
+}
+
+/// A recording's "command" (if it ran one) and "recorded" rows: when, where and by what,
+/// then `more`.
+pub(crate) fn recording_rows(
+    kv: &mut impl FnMut(&str, String),
+    rec: &kstate_format::extras::Recording,
+    more: &str,
+) {
+    if !rec.workload.is_empty() {
+        kv(
+            "command",
+            format!(
+                "<span class=\"cmd\">{}</span>",
+                esc(&rec.workload.join(" "))
+            ),
+        );
+    }
+    kv(
+        "recorded",
+        format!(
+            "{} on {} with {}{more}",
+            rec.wall_offset_ns
+                .and_then(|w| utc(rec.start_ts as i128 + w as i128))
+                .unwrap_or_else(|| "(wall-clock time unknown)".into()),
+            esc(&rec.hostname),
+            esc(&rec.tool),
+        ),
+    );
 }
 
 pub(crate) fn utc(ns: i128) -> Option<String> {

@@ -12,7 +12,7 @@ use kstate_analyze::lanes::{Lane, Overview};
 use kstate_analyze::machines::{Machine, Machines};
 
 use crate::charts;
-use crate::html::{lost_html, section, utc, watch_log, CSS};
+use crate::html::{lost_html, recording_rows, section, watch_log, CSS};
 use crate::svg::{self, esc, FONT_FAMILY};
 
 /// Width of the timeline's drawing and of its label column, px.
@@ -436,26 +436,7 @@ fn machine(h: &mut String, i: usize, mc: &Machine) {
         let _ = write!(h, "<tr><td>{}</td><td>{v}</td></tr>", esc(k));
     };
     if let Some(rec) = &r.recording {
-        if !rec.workload.is_empty() {
-            kv(
-                "command",
-                format!(
-                    "<span class=\"cmd\">{}</span>",
-                    esc(&rec.workload.join(" "))
-                ),
-            );
-        }
-        kv(
-            "recorded",
-            format!(
-                "{} on {} with {}",
-                rec.wall_offset_ns
-                    .and_then(|w| utc(rec.start_ts as i128 + w as i128))
-                    .unwrap_or_else(|| "(wall-clock time unknown)".into()),
-                esc(&rec.hostname),
-                esc(&rec.tool)
-            ),
-        );
+        recording_rows(&mut kv, rec, "");
     }
     kv("file", esc(&r.file));
     kv("events", r.events.to_string());
