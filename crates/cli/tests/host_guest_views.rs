@@ -245,6 +245,16 @@ fn report_of_a_host_and_its_guest_matches_trace_cmd_per_machine() {
     let tc = trace_cmd_per_file(&[&host, &guest]);
     let ours = report_numbers(&html);
     println!("report: {ours:?}\ntrace-cmd: {tc:?}");
+    // Every part of the page can be linked to: no id names two of them.
+    let mut ids: Vec<&str> = html
+        .split(" id=\"")
+        .skip(1)
+        .map(|s| &s[..s.find('"').unwrap()])
+        .collect();
+    let all = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), all, "an id repeats in the report");
     let names = ["host.dat", "guest.dat"];
     assert_eq!(ours.len(), 2, "two machines");
     for ((role, got), (want_role, file)) in

@@ -107,7 +107,7 @@ pub fn render(r: &Survey, run: Option<&RunInfo>) -> String {
             )
         );
     }
-    watch_log(&mut h, r);
+    watch_log(&mut h, ("", ""), r);
     if !r.skipped.is_empty() {
         h.push_str("<section id=\"skipped\"><h2>analyzers left out</h2><table class=\"kv\">");
         for s in &r.skipped {
@@ -235,14 +235,18 @@ fn summary(h: &mut String, r: &Survey, run: Option<&RunInfo>) {
 }
 
 /// The WATCH_LOG entries, on the report's time axis.
-pub(crate) fn watch_log(h: &mut String, r: &Survey) {
+/// The watch log's section; `id` and `who` (empty for one recording) tell one machine's
+/// apart from another's, as in [`section`].
+pub(crate) fn watch_log(h: &mut String, (id, who): (&str, &str), r: &Survey) {
     if r.watch_log.is_empty() {
         return;
     }
-    h.push_str(
-        "<section id=\"watch-log\"><h2>watch log</h2><p class=\"note\">What kstate watch did \
-         and saw while recording: alarms, escalations, shedding, losses; seconds from the \
-         start of the time axis.</p><table class=\"kv\">",
+    let _ = write!(
+        h,
+        "<section id=\"{id}watch-log\"><h2>{}watch log</h2><p class=\"note\">What kstate \
+         watch did and saw while recording: alarms, escalations, shedding, losses; seconds \
+         from the start of the time axis.</p><table class=\"kv\">",
+        esc(who)
     );
     for e in &r.watch_log {
         let _ = write!(

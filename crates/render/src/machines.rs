@@ -477,7 +477,7 @@ fn machine(h: &mut String, i: usize, mc: &Machine) {
             )
         );
     }
-    watch_log(h, r);
+    watch_log(h, (&id, &who), r);
     if !r.skipped.is_empty() {
         let _ = write!(
             h,

@@ -639,16 +639,17 @@ fn line_chart(c: &TimeChart, size: Size, x_label: &str, ticks: &[(f64, String)])
     );
     let mut entries = Vec::new();
     let mut ci = 0;
+    let clip_id = clip_id(c);
     let clip = format!(
         r##"<clipPath id="plot{}"><rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}"/></clipPath>"##,
-        clip_id(c),
+        clip_id,
         f.left,
         f.top - 2.0,
         f.pw(),
         f.ph() + 4.0
     );
     s.push_str(&clip);
-    let _ = write!(s, r##"<g clip-path="url(#plot{})">"##, clip_id(c));
+    let _ = write!(s, r##"<g clip-path="url(#plot{clip_id})">"##);
     for ser in &c.left_series {
         let col = color(ci);
         series_path(&mut s, ser, col, &xmap, &lm, &f);
@@ -687,11 +688,24 @@ fn line_chart(c: &TimeChart, size: Size, x_label: &str, ticks: &[(f64, String)])
     s
 }
 
-/// A short id from the title, so charts inlined in one page keep distinct clip paths.
+/// A short id from the chart's title and data, so charts inlined in one page keep
+/// distinct clip paths (a host's and a guest's charts share their titles); charts with the
+/// same id are the same chart.
 fn clip_id(c: &TimeChart) -> String {
     let mut h: u32 = 2166136261;
-    for b in c.title.bytes() {
-        h = (h ^ b as u32).wrapping_mul(16777619);
+    let mut add = |bytes: &[u8]| {
+        for &b in bytes {
+            h = (h ^ b as u32).wrapping_mul(16777619);
+        }
+    };
+    add(c.title.as_bytes());
+    let right = c.right.iter().flat_map(|(_, s)| s);
+    for ser in c.left_series.iter().chain(right) {
+        add(ser.name.as_bytes());
+        for (x, y) in &ser.points {
+            add(&x.to_bits().to_le_bytes());
+            add(&y.to_bits().to_le_bytes());
+        }
     }
     format!("{h:08x}")
 }
