@@ -145,16 +145,7 @@ fn direct_reads_give_the_same_losses() {
     let v = agree_syscall_only(&f);
     let info: Value =
         serde_json::from_str(&kstate(&["info", "--json", f.to_str().unwrap()], false)).unwrap();
-    let o = Command::new("perf")
-        .args(["script", "--show-lost-events", "-F", "event", "-i"])
-        .arg(&f)
-        .output()
-        .unwrap();
-    let perf_lost: u64 = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter(|l| l.contains("PERF_RECORD_LOST"))
-        .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
-        .sum();
+    let perf_lost = support::perf_lost(&f);
     assert!(perf_lost > 0, "perf lost nothing with a one-page buffer");
     assert_eq!(info["lost_total"].as_u64().unwrap(), perf_lost);
     assert!(

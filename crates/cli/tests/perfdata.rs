@@ -161,16 +161,7 @@ fn perfs_lost_records_are_lost_events() {
         &["-m", "1", "-e", "raw_syscalls:*"],
         &["getppid", "200000"],
     );
-    let o = Command::new("perf")
-        .args(["script", "--show-lost-events", "-F", "event", "-i"])
-        .arg(&f)
-        .output()
-        .unwrap();
-    let perf_lost: u64 = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter(|l| l.contains("PERF_RECORD_LOST"))
-        .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
-        .sum();
+    let perf_lost = support::perf_lost(&f);
     assert!(perf_lost > 0, "perf lost nothing with a one-page buffer");
     let info: Value =
         serde_json::from_str(&kstate(&["info", "--json", f.to_str().unwrap()])).unwrap();

@@ -534,6 +534,20 @@ pub fn oracle_keys(o: &Oracle, keep: impl Fn(&EventLine) -> bool) -> Vec<(Key, S
 }
 
 /// `perf record ARGS -o FILE -- WORKLOAD`, or with `pipe` `perf record ARGS -o - > FILE`.
+/// The events perf says it lost in `data`: the sum of its PERF_RECORD_LOST records.
+pub fn perf_lost(data: &Path) -> u64 {
+    let o = Command::new("perf")
+        .args(["script", "--show-lost-events", "-F", "event", "-i"])
+        .arg(data)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| l.contains("PERF_RECORD_LOST"))
+        .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
+        .sum()
+}
+
 pub fn perf_record(out: &Path, args: &[&str], pipe: bool, workload: &[&str]) {
     let mut c = Command::new("perf");
     c.arg("record").arg("-q").args(args);
