@@ -148,22 +148,7 @@ fn report_numbers(html: &str) -> Vec<(String, PerFile)> {
 }
 
 fn chromium(profile: &Path, extra: &[&str], url: &str) -> std::process::Output {
-    let out = Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-            "--no-first-run",
-            "--proxy-server=127.0.0.1:9",
-            "--enable-logging=stderr",
-            "--v=0",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(extra)
-        .arg(url)
-        .output()
-        .expect("chromium is not installed (.ci/run installs Debian's chromium)");
+    let out = support::chromium(profile, extra, url);
     assert!(out.status.success(), "chromium failed: {out:?}");
     out
 }

@@ -8,12 +8,12 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
 
 mod support;
 
-use support::{ok, KSTATE};
+use support::{chromium, ok, KSTATE};
 
 struct Run {
     _tmp: tempfile::TempDir,
@@ -321,33 +321,6 @@ fn a_small_workload_with_system_calls() {
         .unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains(".svg or .png"));
-}
-
-/// Chromium's flags for a quiet, offline, headless load. Every request goes to a proxy
-/// that is not there, so anything the page asked for would fail (and be in the net log).
-fn chromium(profile: &Path, extra: &[&str], url: &str) -> Output {
-    let out = Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-            "--no-first-run",
-            "--proxy-server=127.0.0.1:9",
-            "--enable-logging=stderr",
-            "--v=0",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(extra)
-        .arg(url)
-        .output();
-    match out {
-        Ok(o) => o,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            panic!("chromium is not installed (.ci/run installs Debian's chromium)")
-        }
-        Err(e) => panic!("cannot run chromium: {e}"),
-    }
 }
 
 /// URLs the page itself requested, from a Chromium net log (Chromium's own services, which

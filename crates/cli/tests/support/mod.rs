@@ -583,3 +583,30 @@ pub fn perf_stdout(args: &[&str], file: &Path) -> String {
     );
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
+
+/// Chromium's flags for a quiet, offline, headless load. Every request goes to a proxy
+/// that is not there, so anything the page asked for would fail (and be in the net log).
+pub fn chromium(profile: &Path, extra: &[&str], url: &str) -> std::process::Output {
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--no-first-run",
+            "--proxy-server=127.0.0.1:9",
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(extra)
+        .arg(url)
+        .output();
+    match out {
+        Ok(o) => o,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            panic!("chromium is not installed (.ci/run installs Debian's chromium)")
+        }
+        Err(e) => panic!("cannot run chromium: {e}"),
+    }
+}
