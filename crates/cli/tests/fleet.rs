@@ -3,7 +3,7 @@
 //! value of every file (`kstate analyze NAME FILE --log --format json`), pooled and sorted
 //! in this test: count, total, min, max exactly, and p50/p99/p99.9 to the bucket, with
 //! the bucket computed here from the scheme's definition (docs/bucket-scheme.md). The
-//! shipped SQL (sql/fleet_quantiles.sql) gives the same buckets in DuckDB and Spark.
+//! shipped SQL (sql/fleet_quantiles.sql) gives the same buckets in DuckDB, Spark and Trino.
 //! Bad input (a summary of another scheme, a truncated summary, a recording that does not
 //! parse) is reported per file and the rest still merged.
 #![cfg(feature = "parquet")]
@@ -496,14 +496,15 @@ fn a_copied_summary_counts_once() {
 // ---------------------------------------------------------------------------------------
 // The shipped SQL on DuckDB and Spark
 
-/// DuckDB, PySpark (with pyarrow, which the Spark job's executors use) from PyPI.
+/// DuckDB, PySpark (with pyarrow, which the Spark job's executors use) and Trino's client
+/// from PyPI.
 fn python() -> &'static Path {
     static PY: OnceLock<PathBuf> = OnceLock::new();
     PY.get_or_init(|| {
         support::python_venv(
             "pyvenv-fleet",
-            &["duckdb", "pyspark", "pyarrow"],
-            "duckdb, pyspark, pyarrow",
+            &["duckdb", "pyspark", "pyarrow", "trino"],
+            "duckdb, pyspark, pyarrow, trino",
         )
     })
 }
@@ -672,6 +673,53 @@ duckdb.sql(f"COPY (SELECT * REPLACE (2 AS scheme_version) FROM '{src}') TO '{new
         sql,
         "the query leaves other schemes out"
     );
+}
+
+/// The shipped query on Trino (python/kstate_trino.py: a single-node Trino with the Hive
+/// connector over a file metastore, the summaries one external table) gives `kstate
+/// fleet`'s figures, with a summary copied into a subdirectory as without. Trino comes
+/// from Maven Central, unpacked under target/ once (.ci/run sets it up beforehand).
+#[test]
+fn shipped_sql_on_trino() {
+    let f = fleet();
+    let script = repo("python/kstate_trino.py");
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("trino");
+    let o = Command::new(python())
+        .arg(&script)
+        .arg("setup")
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "Trino's setup: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let server = String::from_utf8(o.stdout).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let copied = dir.path().join("summaries");
+    std::fs::create_dir(&copied).unwrap();
+    with_a_copy(f, &copied);
+    let result = dir.path().join("rows.json");
+    let o = Command::new(python())
+        .arg(&script)
+        .args(["query", "--trino", server.trim()])
+        .arg("--summaries")
+        .arg(&copied)
+        .arg("--sql")
+        .arg(repo("sql/fleet_quantiles.sql"))
+        .arg("--result")
+        .arg(&result)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "trino: {err}");
+    let rows: Vec<Value> = std::fs::read_to_string(&result)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    same_as_kstate(&rows, &f.summaries, "trino, a copy");
 }
 
 /// The PySpark job (python/kstate_spark) in local[2]: kstate summarize on the executors,
