@@ -200,6 +200,9 @@ pub struct Config {
     /// Threads a pass may use ([`crate::slices`]); 1 reads the file in one pass, as
     /// analyzers that cannot cut it into time slices always do.
     pub threads: usize,
+    /// Stop at the first event of the analyzer's (a probe of whether it applies, see
+    /// [`crate::Source::applies`]): the outcome covers that event only.
+    pub probe: bool,
 }
 
 impl Config {
@@ -212,6 +215,7 @@ impl Config {
             interval: None,
             pages: None,
             threads: 1,
+            probe: false,
         }
     }
 }
@@ -778,6 +782,9 @@ pub fn drive<A: Analyzer>(
         }
         if let Some(msg) = pass.event(&ev, log)? {
             pass.damaged_record(merger.record_error(&msg));
+        }
+        if cfg.probe {
+            break;
         }
     }
     if let (Some(w), true) = (window, stopped.is_some() || merger.seeked()) {

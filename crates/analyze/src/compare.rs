@@ -312,10 +312,17 @@ pub fn compare_sources(
     }
     let mut diffs = Vec::new();
     let mut unmatched = Vec::new();
+    let mut has: [Vec<&str>; 2] = Default::default();
     for info in list {
         let mut q = Query::new(info.name)?;
         q.filters = filters.clone();
-        match (a.aggregate(&q), b.aggregate(&q)) {
+        let (ra, rb) = (a.aggregate(&q), b.aggregate(&q));
+        for (side, r) in [ra.is_ok(), rb.is_ok()].into_iter().enumerate() {
+            if r {
+                has[side].push(info.name);
+            }
+        }
+        match (ra, rb) {
             (Ok(oa), Ok(ob)) => diffs.push(compare_outcomes(&oa, &ob, &rules)),
             (ra, rb) => {
                 let why = match (ra.err(), rb.err()) {
@@ -332,15 +339,9 @@ pub fn compare_sources(
         }
     }
     if diffs.is_empty() {
-        return Err(Error::Query(format!(
-            "{} and {} have no analyzer in common (each needs events both recordings have): {}",
-            a.label(),
-            b.label(),
-            unmatched
-                .iter()
-                .map(|u| format!("{}: {}", u.analyzer, u.why))
-                .collect::<Vec<_>>()
-                .join("; ")
+        return Err(Error::Query(nothing_in_common(
+            [a.label(), b.label()],
+            &has,
         )));
     }
     Ok(Comparison::new(
@@ -350,6 +351,23 @@ pub fn compare_sources(
         diffs,
         unmatched,
     ))
+}
+
+/// Why two recordings cannot be compared: which analyzers apply to each (`has`), a line
+/// a side, rather than every analyzer's reason on one line.
+pub fn nothing_in_common(labels: [&str; 2], has: &[Vec<&str>; 2]) -> String {
+    let mut s = String::from(
+        "A and B have no analyzer in common (each analyzer needs events both recordings have):",
+    );
+    for (side, (label, names)) in ["A", "B"].iter().zip(labels.iter().zip(has)) {
+        let list = match names.is_empty() {
+            true => "no analyzer applies".to_string(),
+            false => names.join(", "),
+        };
+        s.push_str(&format!("\n  {side} {label}: {list}"));
+    }
+    s.push_str("\nRecord both with the same events (kstate record -e PRESET) to compare them.");
+    s
 }
 
 impl Comparison {

@@ -30,6 +30,9 @@ pub struct PageInfo {
 pub struct PageIndex {
     /// `None` for a CPU whose pages are built on demand.
     cpus: Vec<Option<Vec<PageInfo>>>,
+    /// Per CPU, its first and last event (trace-clock ns), as the merge times them; `None`
+    /// for a CPU with no event read (or whose pages are built on demand).
+    events: Vec<Option<(u64, u64)>>,
 }
 
 /// The id set of `ids`, as pages record it.
@@ -43,14 +46,17 @@ impl PageIndex {
     pub fn build(trace: &Trace) -> Result<PageIndex> {
         let layout = trace.layout;
         let mut cpus = Vec::with_capacity(trace.cpu_data.len());
+        let mut events = Vec::with_capacity(trace.cpu_data.len());
         for (i, cd) in trace.cpu_data.iter().enumerate() {
             if matches!(cd.loc, DataLoc::Built(_)) {
                 cpus.push(None);
+                events.push(None);
                 continue;
             }
             let mut src = trace.pages_for(i, None)?;
             let mut pages = Vec::new();
             let mut last = 0;
+            let mut span: Option<(u64, u64)> = None;
             while let Ok(true) = src.advance() {
                 let page = src.page();
                 let Ok(h) = read_header(page, &layout) else {
@@ -58,11 +64,13 @@ impl PageIndex {
                 };
                 let mut cursor = PageCursor::new(&h, &layout);
                 let (mut first, mut ids) = (None, 0u64);
+                let mut page_last = None;
                 let mut damaged = false;
                 loop {
                     match cursor.next(page, layout.endian) {
                         Ok(Some(r)) => {
                             first.get_or_insert(r.ts);
+                            page_last = Some(r.ts);
                             let id = layout.endian.uint(page, r.start, 2).unwrap_or(0) as u32;
                             ids |= 1 << (id % 64);
                         }
@@ -77,12 +85,18 @@ impl PageIndex {
                     break;
                 }
                 // As the merge times events: a guest's shift, then the clock mapping.
-                let raw = first.unwrap_or(h.timestamp);
-                let raw = trace
-                    .time_shift
-                    .as_ref()
-                    .map_or(raw, |t| t.apply(cd.cpu, raw));
-                last = trace.clock_map.to_ns(raw).max(last);
+                let ns = |raw: u64| {
+                    let raw = trace
+                        .time_shift
+                        .as_ref()
+                        .map_or(raw, |t| t.apply(cd.cpu, raw));
+                    trace.clock_map.to_ns(raw)
+                };
+                last = ns(first.unwrap_or(h.timestamp)).max(last);
+                if let Some(l) = page_last {
+                    let s = span.get_or_insert((last, last));
+                    s.1 = ns(l).max(s.1).max(last);
+                }
                 pages.push(PageInfo {
                     first_ns: last,
                     ids,
@@ -90,8 +104,9 @@ impl PageIndex {
                 });
             }
             cpus.push(Some(pages));
+            events.push(span);
         }
-        Ok(PageIndex { cpus })
+        Ok(PageIndex { cpus, events })
     }
 
     /// A cheaper index for cutting a file into time slices ([`crate::slices`]): per page
@@ -129,7 +144,20 @@ impl PageIndex {
             }
             cpus.push(Some(pages));
         }
-        Some(PageIndex { cpus })
+        let events = vec![None; cpus.len()];
+        Some(PageIndex { cpus, events })
+    }
+
+    /// The first and last event of the file (trace-clock ns) without reading it again:
+    /// `None` when some CPU's pages are built on demand, or no CPU has an event.
+    pub fn event_span(&self) -> Option<(u64, u64)> {
+        if self.cpus.iter().any(Option::is_none) {
+            return None;
+        }
+        let spans = self.events.iter().flatten();
+        let first = spans.clone().map(|s| s.0).min()?;
+        let last = spans.map(|s| s.1).max()?;
+        Some((first, last))
     }
 
     /// Whether some page flags events lost before it.
@@ -217,7 +245,9 @@ mod tests {
         // Every event lies in a page that says it holds its id, at or after the page's time.
         let mut m = Merger::new(&trace, None, IdFilter::all()).unwrap();
         let mut n = 0u64;
+        let mut span = None;
         while let Some(ev) = m.next().unwrap() {
+            span.get_or_insert((ev.ts, ev.ts)).1 = ev.ts;
             let i = trace.cpu_data.iter().position(|c| c.cpu == ev.cpu).unwrap();
             let pages = index.pages(i).unwrap();
             let k = pages.partition_point(|p| p.first_ns <= ev.ts) - 1;
@@ -233,6 +263,9 @@ mod tests {
             );
             n += 1;
         }
+        // The first and last event, as the merge delivers them.
+        assert!(n > 1000);
+        assert_eq!(index.event_span(), span);
         // Seeking: no page before the seek point reaches the time asked for.
         for i in 0..trace.cpu_data.len() {
             let p = index.pages(i).unwrap();

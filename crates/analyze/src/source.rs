@@ -113,6 +113,20 @@ impl Source {
         PageIndex::build(&self.trace).ok().map(Arc::new)
     }
 
+    /// Whether `info` applies to this file (what its statistics pass would say, without
+    /// the pass): the error the pass would return when the file's formats lack its events
+    /// or it holds none of them, else `Ok`. The pass reads up to the analyzer's first
+    /// event (over the page index, where made: past the pages without its events).
+    /// Damage further on is reported by the passes that meet it, as any pass does.
+    pub fn applies(&self, info: &'static Info) -> Result<(), Error> {
+        let mut cfg = Config::new(Mode::Stat);
+        cfg.tgids = self.tgids.clone();
+        cfg.pages = self.pages.clone();
+        cfg.probe = true;
+        (info.run)(&self.trace, &cfg, &mut NoLog)?;
+        Ok(())
+    }
+
     /// [`Source::run`] for a statistics or distribution query, which streams no rows.
     pub fn aggregate(&self, query: &Query) -> Result<Outcome, Error> {
         self.run(query, &mut NoLog)

@@ -195,6 +195,16 @@ fn recordings_with_nothing_in_common_are_bad_input() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no analyzer in common"), "{err}");
+    // What applies to each side, a line a side: not every analyzer's reason on one line.
+    assert!(
+        err.contains(&format!("\n  A {a}: no analyzer applies\n")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("\n  B {a}: no analyzer applies\n")),
+        "{err}"
+    );
+    assert!(err.lines().all(|l| l.len() < 200), "{err}");
     let out = Command::new(KSTATE)
         .args(["compare", &a, "/etc/hostname"])
         .output()

@@ -6,6 +6,8 @@ Usage: ui_browser.py KSTATE SHOTS_DIR STALL_URL STALL_FILE AB_URL FILE_A FILE_B 
 Prints one JSON object of what it measured; exits non-zero with the reason on failure.
 """
 import json
+import os
+import re
 import subprocess
 import sys
 import urllib.error
@@ -325,6 +327,25 @@ try:
 except urllib.error.HTTPError as e:
     body = json.loads(e.read())
     check(e.code == 400 and "no analyzer" in body["error"], f"unknown analyzer: {e.code} {body}")
+# Two recordings with nothing in common, asked anyway: which analyzers each has, a line a
+# side, not one line of every analyzer's reason.
+try:
+    urllib.request.urlopen(DISJOINT_URL + "api/compare?kind=ab&a=*")
+    fail("two recordings with nothing in common were compared")
+except urllib.error.HTTPError as e:
+    lines = json.loads(e.read())["error"].splitlines()
+    check(e.code == 400 and len(lines) == 4 and "no analyzer in common" in lines[0]
+          and lines[1].startswith("  A ") and "runq" in lines[1] and "syscall" not in lines[1]
+          and lines[2].startswith("  B ") and "syscall" in lines[2] and "runq" not in lines[2],
+          f"nothing in common, asked: {lines}")
+# api/meta runs no analysis pass: the time range is the file's first and last event,
+# trace-cmd's (whose report prints microseconds).
+sched = json.loads(urllib.request.urlopen(DISJOINT_URL + "api/meta").read())["files"][0]
+report_txt = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                          "../../../../shared/fixtures/external/lisa-sched_load/trace.report.txt")
+stamps = [float(m.group(1)) for m in (re.search(r"\]\s+(\d+\.\d+):", l) for l in open(report_txt)) if m]
+check(abs(sched["start"] / 1e9 - stamps[0]) < 1e-6 and abs(sched["end"] / 1e9 - stamps[-1]) < 1e-6,
+      f"the range {sched['start']}..{sched['end']}, trace-cmd's {stamps[0]}..{stamps[-1]}")
 # ... and the server still serves.
 check(json.loads(urllib.request.urlopen(STALL_URL + "api/meta").read())["files"], "the server stopped serving")
 print(json.dumps(report, indent=1))

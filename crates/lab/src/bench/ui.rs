@@ -9,13 +9,16 @@
 //! one after another as the page sends them, not only the panel that changed: the
 //! browser waits for all of them. (Answers the server has cached come back at once, as
 //! they do for the page.)
-//!   open     api/meta (every analyzer's first pass) + each panel + the overview lanes
+//!   meta     api/meta: the page's first view (files, range, which analyzers apply)
+//!   open     api/meta + each panel + the overview lanes: the first view filled in
 //!   window   a brushed window (a tenth of the trace, moved on each run): every panel's
 //!            statistics and distribution (the overview is redrawn, not re-read)
 //!   again    the same window once more (answered from the cache)
 //!   filter   a click on a key (the first panel's largest) inside the window: the
 //!            overview lanes (a syscall key narrows their system-call lane) and every
-//!            panel
+//!            panel (the server derives the key's rows from the window's cached ones)
+//!   fresh    the same key on a tenth of the trace not asked before (a pasted link, or
+//!            a cache that forgot it): the pass the filter row was spared
 //!   inout    "inside vs outside" for the window: what-changed-most over every analyzer,
 //!            then each panel's comparison and its two distributions
 //!   zoom     "zoom to window": the overview lanes for the window, at 1200 bins, and
@@ -177,10 +180,12 @@ impl Cost {
 /// What each interaction cost on one server (the fastest of the runs).
 #[derive(Default, Clone, Copy)]
 struct Times {
+    meta: Cost,
     open: Cost,
     window: Cost,
     again: Cost,
     filter: Cost,
+    fresh: Cost,
     inout: Cost,
     zoom: Cost,
 }
@@ -189,10 +194,21 @@ struct Times {
 struct Shape {
     names: Vec<String>,
     span: f64,
+    /// The key the filter rows click (`&key=...`), of the first run's window.
+    key: String,
 }
 
 fn window(span: f64, run: u32) -> String {
-    let from = span * (0.30 + 0.15 * run as f64);
+    tenth(span, 0.30 + 0.15 * run as f64)
+}
+
+/// A window of the same length that no other row asks for.
+fn fresh_window(span: f64, run: u32) -> String {
+    tenth(span, 0.35 + 0.15 * run as f64)
+}
+
+fn tenth(span: f64, at: f64) -> String {
+    let from = span * at;
     format!("{:.9}:{:.9}", from, from + span * 0.1)
 }
 
@@ -229,6 +245,26 @@ fn inout(s: &Server, names: &[String], w: &str, key: &str) -> Result<(), Error> 
     Ok(())
 }
 
+/// A key [`enc`] encoded, decoded.
+fn dec(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match (b[i], s.get(i + 1..i + 3).map(|h| u8::from_str_radix(h, 16))) {
+            (b'%', Some(Ok(x))) => {
+                out.push(x);
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// Percent-encodes a key for a URL.
 fn enc(s: &str) -> String {
     s.bytes()
@@ -259,6 +295,7 @@ fn time_server(kstate: &Path, file: &Path, runs: u32) -> Result<(Times, Shape), 
         panels(&s, &names, "")
     })?;
     let mut best: Option<Times> = None;
+    let mut first_key = None;
     for run in 0..runs {
         let w = window(span, run);
         let extra = format!("&window={w}");
@@ -269,11 +306,17 @@ fn time_server(kstate: &Path, file: &Path, runs: u32) -> Result<(Times, Shape), 
         let key = rows["rows"][0]["key"]
             .as_str()
             .map_or(String::new(), |k| format!("&key={}", enc(k)));
+        first_key.get_or_insert(key.clone());
         // The page sends the syscall panel's key with the lanes; other panels' it keeps.
         let lane_key = if first == "syscall" { key.as_str() } else { "" };
         let (filter, _) = s.timed(|| {
             s.get(&format!("{whole}{lane_key}"))?;
             panels_keyed(&s, &names, &extra, &key)
+        })?;
+        let fresh_extra = format!("&window={}", fresh_window(span, run));
+        let (fresh, _) = s.timed(|| {
+            s.get(&format!("{whole}{lane_key}"))?;
+            panels_keyed(&s, &names, &fresh_extra, &key)
         })?;
         let (inout, _) = s.timed(|| inout(&s, &names, &w, &key))?;
         let (lo, hi) = w.split_once(':').expect("a window");
@@ -282,31 +325,36 @@ fn time_server(kstate: &Path, file: &Path, runs: u32) -> Result<(Times, Shape), 
             panels_keyed(&s, &names, &extra, &key)
         })?;
         let t = Times {
+            meta: t_meta,
             open: t_meta.add(t_open),
             window,
             again,
             filter,
+            fresh,
             inout,
             zoom,
         };
         best = Some(match best {
             None => t,
             Some(b) => Times {
+                meta: b.meta,
                 open: b.open,
                 window: b.window.min(t.window),
                 again: b.again.min(t.again),
                 filter: b.filter.min(t.filter),
+                fresh: b.fresh.min(t.fresh),
                 inout: b.inout.min(t.inout),
                 zoom: b.zoom.min(t.zoom),
             },
         });
     }
-    Ok((best.expect("runs >= 1"), Shape { names, span }))
+    let key = first_key.unwrap_or_default();
+    Ok((best.expect("runs >= 1"), Shape { names, span, key }))
 }
 
 /// `kstate analyze` doing the work of the window, filter and inside-vs-outside
-/// interactions (the first analyzer's key-filtered statistics; each analyzer's
-/// statistics with --window and with --not-window).
+/// interactions (the first analyzer's key-filtered statistics in the window; each
+/// analyzer's statistics with --window and with --not-window).
 fn time_cli(file: &Path, shape: &Shape) -> Result<(f64, f64, f64), Error> {
     let exe = std::env::current_exe().map_err(|e| err(e.to_string()))?;
     let w = window(shape.span, 0);
@@ -332,9 +380,11 @@ fn time_cli(file: &Path, shape: &Shape) -> Result<(f64, f64, f64), Error> {
         inout += run(&[n])? + run_with(&[n], "--not-window")?;
         window += run(&[n])? + run(&[n, "--dist", "--buckets", "log10"])?;
     }
-    let filter = match shape.names.first() {
-        Some(n) => run(&[n])?,
-        None => 0.0,
+    let key = shape.key.strip_prefix("&key=").map(dec);
+    let filter = match (shape.names.first(), &key) {
+        (Some(n), Some(k)) => run(&[n, "--key", k])?,
+        (Some(n), None) => run(&[n])?,
+        (None, _) => 0.0,
     };
     Ok((window, filter, inout))
 }
@@ -373,6 +423,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         Some(time_peer(&a.file)?)
     };
     let rows = [
+        ("meta", now.meta, base.map(|b| b.meta), None),
         ("open", now.open, base.map(|b| b.open), None),
         (
             "window",
@@ -387,6 +438,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
             base.map(|b| b.filter),
             Some(cli_filter),
         ),
+        ("fresh", now.fresh, base.map(|b| b.fresh), Some(cli_filter)),
         ("inout", now.inout, base.map(|b| b.inout), Some(cli_inout)),
         ("zoom", now.zoom, base.map(|b| b.zoom), None),
     ];
