@@ -360,10 +360,16 @@ impl<'t> TextFormatter<'t> {
             _ => None,
         };
         let mut ok = true;
+        let mut then_print_fmt = true;
         if let Some(p) = plugin {
-            ok = self.run_plugin(p, fmt, cpu, payload, endian, out);
+            match self.run_plugin(p, fmt, cpu, payload, endian, out) {
+                plugins::Printed::All => then_print_fmt = false,
+                plugins::Printed::ThenPrintFmt => {}
+                plugins::Printed::Failed => ok = false,
+            }
         }
         ok &= match &self.slots[idx] {
+            _ if !then_print_fmt => true,
             Slot::Program(p) | Slot::Plugin(_, Some(p)) => {
                 if p.is_simple() {
                     p.run_simple(payload, endian, out);
