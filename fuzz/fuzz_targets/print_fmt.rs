@@ -1,6 +1,8 @@
 //! The print-format parser and evaluator (`kstate dump`'s text): any format file text,
 //! kallsyms and printk text, and record bytes. Whatever parses must print any record
-//! without panicking or running away.
+//! without panicking or running away. `format_once` compiles the print fmt into the
+//! `Program` that `dump` runs and prints through it (and, for a program of literals and
+//! integers, checks that `dump`'s cursor path writes the same message).
 #![no_main]
 use kstate_format::print_fmt::{format_bprint_once, format_once, Symbols};
 use kstate_format::{Endian, EventFormat};

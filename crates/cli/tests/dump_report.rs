@@ -270,6 +270,67 @@ fn recording_prints_as_trace_cmd_reports_it() {
     }
 }
 
+/// Issues every futex command once (none blocks: each wait finds the word changed, the PI
+/// lock is free), one with the clock flag, and two commands plugin_futex has no name for
+/// (13, and 1 with an unknown flag bit), whose lines fall back to the print fmt.
+const FUTEX_WORKLOAD: &str = r#"
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+word = ctypes.c_uint32(1)
+other = ctypes.c_uint32(0)
+pi = ctypes.c_uint32(0)
+a, b, p = ctypes.addressof(word), ctypes.addressof(other), ctypes.addressof(pi)
+SYS_futex = 202
+for op, uaddr, val, val2, val3 in [
+    (0, a, 0, 0, 0), (1, a, 1, 0, 0), (2, a, 0, 0, 0), (3, a, 1, 0, 0),
+    (4, a, 1, 2, 7), (5, a, 1, 0, 0), (6 | 128, p, 0, 0, 0), (7 | 128, p, 0, 0, 0),
+    (8 | 128, p, 0, 0, 0), (9 | 128 | 256, a, 0, 0, 0xffffffff), (10 | 128, a, 1, 0, 3),
+    (11 | 128, a, 0, 0, 0), (12 | 128, a, 1, 5, 9), (13 | 128, p, 0, 0, 0),
+    (1 | 512, a, 1, 0, 0),
+]:
+    L = ctypes.c_long
+    libc.syscall(L(SYS_futex), L(uaddr), L(op), L(val), L(val2), L(b), L(val3))
+"#;
+
+/// `sys_enter_futex` prints as trace-cmd's futex plugin prints it: the command by name, its
+/// flags, and only the arguments the command uses.
+#[test]
+fn futex_prints_as_trace_cmd_plugin_prints_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("futex.dat");
+    let out = Command::new(support::KSTATE)
+        .args(["record", "--sysinfo-interval", "0", "-e", "futex", "-o"])
+        .arg(&f)
+        .args(["--", "python3", "-c", FUTEX_WORKLOAD])
+        .output()
+        .expect("run kstate record");
+    assert!(
+        out.status.success(),
+        "kstate record failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (ours, err) = dump(&f, &[]);
+    assert!(err.is_empty(), "{err}");
+    let theirs = support::trace_cmd_report(&f, &[]);
+    let allowed = compare("futex recording", &ours, &theirs);
+    assert!(allowed.is_empty(), "{allowed:?}");
+    for needle in [
+        "op=FUTEX_WAIT uaddr=0x",
+        "op=FUTEX_CMP_REQUEUE uaddr=0x",
+        " val=1 val2=2 uaddr2=0x",
+        " val3=0x00000007",
+        "op=FUTEX_WAIT_BITSET|FUTEX_PRIVATE_FLAG|FUTEX_CLOCK_REALTIME uaddr=0x",
+        "op=FUTEX_UNLOCK_PI|FUTEX_PRIVATE_FLAG uaddr=0x",
+        "op=FUTEX_CMP_REQUEUE_PI|FUTEX_PRIVATE_FLAG uaddr=0x",
+        // Commands the plugin does not name: the kernel's print fmt.
+        "sys_enter_futex:      uaddr: 0x",
+        ", op: 0x0000008d, ",
+        ", op: 0x00000201, ",
+    ] {
+        assert!(ours.contains(needle), "no {needle:?} in the futex dump");
+    }
+}
+
 /// `kstate bench read` has the text row: `kstate dump` and `trace-cmd report`, same file,
 /// same run (no speed is asserted: the machine is shared).
 #[test]

@@ -106,6 +106,8 @@ pub struct TextFormatter<'t> {
     secs_column: Option<(u64, cfmt::Column)>,
     /// Per event id, ` NAME: ` and its padding.
     name_columns: Vec<Option<cfmt::Column>>,
+    /// Where [`TextFormatter::write_line`] writes the lines of its fast path.
+    line_room: Box<[u8; cfmt::LINE_ROOM]>,
     unsupported: BTreeMap<String, (u64, String)>,
 }
 
@@ -153,6 +155,7 @@ impl<'t> TextFormatter<'t> {
             pid_columns: Vec::new(),
             secs_column: None,
             name_columns: Vec::new(),
+            line_room: Box::new([0; cfmt::LINE_ROOM]),
         }
     }
 
@@ -200,6 +203,9 @@ impl<'t> TextFormatter<'t> {
                 out.extend_from_slice(b" [EVENTS DROPPED]\n");
             }
             Lost::None => {}
+        }
+        if self.write_line_fast(out, ts, cpu, id, payload, endian) {
+            return;
         }
         let start = out.len();
         out.reserve(256);
@@ -253,6 +259,63 @@ impl<'t> TextFormatter<'t> {
             out.pop();
         }
         out.push(b'\n');
+    }
+
+    /// The line of [`TextFormatter::write_line`] when its columns are cached (the same pid
+    /// on this CPU, the same second, an event seen before) and its message is a simple
+    /// program: one [`cfmt::Cursor`] pass and one copy. False, having written nothing, for
+    /// any other line.
+    #[inline]
+    fn write_line_fast(
+        &mut self,
+        out: &mut Vec<u8>,
+        ts: u64,
+        cpu: u32,
+        id: u32,
+        payload: &[u8],
+        endian: Endian,
+    ) -> bool {
+        if self.time != TimeFormat::Micros {
+            return false;
+        }
+        let idx = id as usize;
+        let (Some(Slot::Program(program)), Some(Some(name_col))) =
+            (self.slots.get(idx), self.name_columns.get(idx))
+        else {
+            return false;
+        };
+        let Some(max_len) = program.simple_max_len() else {
+            return false;
+        };
+        let pid = endian.uint(payload, 4, 4).unwrap_or(0) as u32 as i32;
+        let Some(Some((p, pid_col))) = self.pid_columns.get(cpu as usize) else {
+            return false;
+        };
+        let t = ts.saturating_add(500) / 1000;
+        let Some((secs, secs_col)) = &self.secs_column else {
+            return false;
+        };
+        if *p != pid || *secs != t / 1_000_000 {
+            return false;
+        }
+        // The columns, the microseconds and ':', the message and the newline, and the
+        // 32 bytes a cursor's write may store past the end.
+        let longest = pid_col.len() + secs_col.len() + 7 + name_col.len() + max_len + 1;
+        if longest + 32 > cfmt::LINE_ROOM {
+            return false;
+        }
+        let mut line = cfmt::Cursor::new(&mut self.line_room);
+        line.column(pid_col);
+        line.column(secs_col);
+        line.frac6((t % 1_000_000) as u32);
+        line.byte(b':');
+        line.column(name_col);
+        program.run_cursor(payload, endian, &mut line);
+        // trace-cmd prints one line however the message ends.
+        line.strip(b'\n');
+        line.byte(b'\n');
+        out.extend_from_slice(line.written());
+        true
     }
 
     /// `COMM-PID [CPU]`: the command name right-aligned in 16 columns, the pid left-aligned
@@ -360,19 +423,18 @@ impl<'t> TextFormatter<'t> {
             _ => None,
         };
         let mut ok = true;
+        let mut then_print_fmt = true;
         if let Some(p) = plugin {
-            ok = self.run_plugin(p, fmt, cpu, payload, endian, out);
+            match self.run_plugin(p, fmt, cpu, payload, endian, out) {
+                plugins::Printed::All => then_print_fmt = false,
+                plugins::Printed::ThenPrintFmt => {}
+                plugins::Printed::Failed => ok = false,
+            }
         }
         ok &= match &self.slots[idx] {
+            _ if !then_print_fmt => true,
             Slot::Program(p) | Slot::Plugin(_, Some(p)) => {
-                if p.is_simple() {
-                    p.run_simple(payload, endian, out);
-                    true
-                } else {
-                    let ev = self.eval(payload, endian);
-                    p.run(&ev, out);
-                    !ev.unsupported.get()
-                }
+                p.print(&self.eval(payload, endian), out)
             }
             Slot::Plugin(_, None) => true,
             Slot::Bprint => self.write_bprint(fmt, payload, endian, out),
@@ -530,9 +592,10 @@ impl<'t> TextFormatter<'t> {
     }
 }
 
-/// One record's message from its event format alone, parsing the print fmt each call (for
-/// tests and fuzzing; [`TextFormatter`] parses once per event type). `Ok(false)`: the
-/// evaluation met something it does not print faithfully.
+/// One record's message from its event format alone, parsing and compiling the print fmt
+/// each call (for tests and fuzzing; [`TextFormatter`] does so once per event type) and
+/// printing it through the compiled program as `dump` does. `Ok(false)`: the evaluation met
+/// something it does not print faithfully.
 pub fn format_once(
     ev: &EventFormat,
     syms: &Symbols,
@@ -548,6 +611,7 @@ pub fn format_once(
     };
     let pf = parse::parse_print_fmt(ev, &mut ctx)?;
     let pieces = parse::parse_pieces(&pf.format, pf.args.len())?;
+    let program = Program::new(pieces, pf.args);
     let ev = Eval {
         payload,
         endian,
@@ -555,8 +619,18 @@ pub fn format_once(
         syms,
         unsupported: Cell::new(false),
     };
-    ev.print(&pieces, pf.args.as_slice(), out);
-    Ok(!ev.unsupported.get())
+    let start = out.len();
+    let ok = program.print(&ev, out);
+    // The cursor path of `dump`'s lines prints the same message.
+    if let Some(max_len) = program.simple_max_len() {
+        if max_len + 32 <= cfmt::LINE_ROOM {
+            let mut room = [0; cfmt::LINE_ROOM];
+            let mut line = cfmt::Cursor::new(&mut room);
+            program.run_cursor(payload, endian, &mut line);
+            assert_eq!(line.written(), &out[start..], "cursor and Vec paths differ");
+        }
+    }
+    Ok(ok)
 }
 
 /// A `bprint` message from its printk format text (without the `%ps: ` prefix), the

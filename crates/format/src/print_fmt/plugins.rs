@@ -1,6 +1,6 @@
 //! The event handlers trace-cmd's default plugins install (libtraceevent's plugin_sched_switch,
-//! plugin_kmem, plugin_hrtimer, plugin_function): for these events `trace-cmd report` prints
-//! the plugin's text, not the kernel's print fmt.
+//! plugin_kmem, plugin_hrtimer, plugin_function, plugin_futex): for these events `trace-cmd
+//! report` prints the plugin's text, not the kernel's print fmt.
 
 use crate::bytes::Endian;
 use crate::event_format::{EventFormat, Field};
@@ -15,6 +15,25 @@ pub enum Plugin {
     HrtimerStart,
     HrtimerExpireEntry,
     Function,
+    /// `sys_enter_futex`: the operation by name and only the arguments it uses.
+    Futex,
+}
+
+/// What a plugin printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Printed {
+    /// The whole message.
+    All,
+    /// Its part; the event's print fmt follows (libtraceevent's handler returned 1).
+    ThenPrintFmt,
+    /// Nothing faithful: a field it needs is missing (the event then prints raw).
+    Failed,
+}
+
+impl From<Option<()>> for Printed {
+    fn from(o: Option<()>) -> Printed {
+        o.map_or(Printed::Failed, |()| Printed::All)
+    }
 }
 
 impl Plugin {
@@ -34,13 +53,14 @@ impl Plugin {
             ("timer", "hrtimer_start") => Plugin::HrtimerStart,
             ("timer", "hrtimer_expire_entry") => Plugin::HrtimerExpireEntry,
             ("ftrace", "function") => Plugin::Function,
+            ("syscalls", "sys_enter_futex") => Plugin::Futex,
             _ => return None,
         })
     }
 
-    /// Whether the event's print fmt follows the plugin's text.
+    /// Whether the event's print fmt may follow the plugin's text (and so is compiled).
     pub fn then_print_fmt(self) -> bool {
-        self == Plugin::KmemCallSite
+        matches!(self, Plugin::KmemCallSite | Plugin::Futex)
     }
 }
 
@@ -73,7 +93,7 @@ fn int(v: u64, out: &mut Vec<u8>) {
 }
 
 impl TextFormatter<'_> {
-    /// Runs `p`; false when a field it needs is missing (the event then prints raw).
+    /// Runs `p`.
     pub(super) fn run_plugin(
         &mut self,
         p: Plugin,
@@ -82,10 +102,10 @@ impl TextFormatter<'_> {
         payload: &[u8],
         e: Endian,
         out: &mut Vec<u8>,
-    ) -> bool {
+    ) -> Printed {
         match p {
-            Plugin::SchedSwitch => self.sched_switch(fmt, payload, e, out).is_some(),
-            Plugin::SchedWakeup => self.sched_wakeup(fmt, payload, e, out).is_some(),
+            Plugin::SchedSwitch => self.sched_switch(fmt, payload, e, out).into(),
+            Plugin::SchedWakeup => self.sched_wakeup(fmt, payload, e, out).into(),
             Plugin::KmemCallSite => {
                 if let Some(v) = val(fmt, "call_site", payload, e) {
                     if let Some((name, start)) = self.syms.funcs().find(v) {
@@ -96,12 +116,13 @@ impl TextFormatter<'_> {
                         out.extend_from_slice(b") ");
                     }
                 }
-                true
+                Printed::ThenPrintFmt
             }
             Plugin::HrtimerStart | Plugin::HrtimerExpireEntry => {
-                self.hrtimer(p, fmt, payload, e, out).is_some()
+                self.hrtimer(p, fmt, payload, e, out).into()
             }
-            Plugin::Function => self.function(fmt, cpu, payload, e, out).is_some(),
+            Plugin::Function => self.function(fmt, cpu, payload, e, out).into(),
+            Plugin::Futex => futex(fmt, payload, e, out),
         }
     }
 
@@ -281,6 +302,90 @@ impl TextFormatter<'_> {
         }
         Some(())
     }
+}
+
+/// The futex commands (`op & FUTEX_CMD_MASK`) as plugin_futex names them, and how it prints
+/// `val`, `utime` (`val2` for the commands that take a count there), `uaddr2` and `val3`:
+/// `x` as `0x%08llx`, `u` as `%llu`, `-` not at all.
+const FUTEX_OPS: [(&str, &[u8; 4]); 13] = [
+    ("FUTEX_WAIT", b"xx--"),
+    ("FUTEX_WAKE", b"u---"),
+    ("FUTEX_FD", b"u---"),
+    ("FUTEX_REQUEUE", b"uux-"),
+    ("FUTEX_CMP_REQUEUE", b"uuxx"),
+    ("FUTEX_WAKE_OP", b"uuxx"),
+    ("FUTEX_LOCK_PI", b"-x--"),
+    ("FUTEX_UNLOCK_PI", b"----"),
+    ("FUTEX_TRYLOCK_PI", b"----"),
+    ("FUTEX_WAIT_BITSET", b"xx-x"),
+    ("FUTEX_WAKE_BITSET", b"u--x"),
+    ("FUTEX_WAIT_REQUEUE_PI", b"xxxx"),
+    ("FUTEX_CMP_REQUEUE_PI", b"uuxx"),
+];
+
+const FUTEX_PRIVATE_FLAG: u64 = 128;
+const FUTEX_CLOCK_REALTIME: u64 = 256;
+
+/// `sys_enter_futex` as plugin_futex prints it: `op=NAME|FLAGS uaddr=0x... val=...`. A
+/// command it does not know prints nothing of its own: the print fmt follows.
+fn futex(fmt: &EventFormat, payload: &[u8], e: Endian, out: &mut Vec<u8>) -> Printed {
+    let mut v = [0u64; 6];
+    for (v, name) in v
+        .iter_mut()
+        .zip(["uaddr", "op", "val", "utime", "uaddr2", "val3"])
+    {
+        match val(fmt, name, payload, e) {
+            Some(x) => *v = x,
+            None => return Printed::Failed,
+        }
+    }
+    let [uaddr, op, rest @ ..] = v;
+    let cmd = op & !(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME);
+    let Some((name, how)) = FUTEX_OPS.get(cmd as usize) else {
+        return Printed::ThenPrintFmt;
+    };
+    out.extend_from_slice(b"op=");
+    out.extend_from_slice(name.as_bytes());
+    if op & FUTEX_PRIVATE_FLAG != 0 {
+        out.extend_from_slice(b"|FUTEX_PRIVATE_FLAG");
+    }
+    if op & FUTEX_CLOCK_REALTIME != 0 {
+        out.extend_from_slice(b"|FUTEX_CLOCK_REALTIME");
+    }
+    out.extend_from_slice(b" uaddr=");
+    hex08(uaddr, out);
+    for ((&how, v), label) in how
+        .iter()
+        .zip(rest)
+        .zip([" val=", " utime=", " uaddr2=", " val3="])
+    {
+        // The second argument is a timeout where it is printed in hex, else a count.
+        let label = if how == b'u' && label == " utime=" {
+            " val2="
+        } else {
+            label
+        };
+        match how {
+            b'x' => {
+                out.extend_from_slice(label.as_bytes());
+                hex08(v, out);
+            }
+            b'u' => {
+                out.extend_from_slice(label.as_bytes());
+                cfmt::write_dec(v, out);
+            }
+            _ => {}
+        }
+    }
+    Printed::All
+}
+
+/// C's `0x%08llx`.
+fn hex08(v: u64, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"0x");
+    let digits = (64 - (v | 1).leading_zeros()).div_ceil(4) as usize;
+    out.resize(out.len() + 8usize.saturating_sub(digits), b'0');
+    cfmt::write_hex(v, out);
 }
 
 /// The plugin's stack: find `parent`; the child goes right after it (entries beyond stay, as

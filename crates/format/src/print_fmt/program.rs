@@ -2,10 +2,11 @@
 //! conversions of a number at a fixed place in the record, and the remaining pieces, which
 //! [`Eval`] interprets. Most events of a large trace (system calls, IRQs, timers) print
 //! only the first two kinds, so a line costs a few loads and digit conversions instead of a
-//! walk over the expression tree per conversion.
+//! walk over the expression tree per conversion. A literal before an integer is one step
+//! with it, and such a message can be written through a [`Cursor`] with its line.
 
 use crate::bytes::Endian;
-use crate::print_fmt::cfmt::{self, Column};
+use crate::print_fmt::cfmt::{self, Column, Cursor};
 use crate::print_fmt::eval::{cast_mask, Eval};
 use crate::print_fmt::parse::{Expr, Piece};
 
@@ -27,6 +28,8 @@ enum Step {
     /// as 0 when they do not fit the record, as libtraceevent reads them), masked by the
     /// casts around it and the conversion's length.
     Int {
+        /// The literal text before the number (often empty).
+        pre: Column,
         off: usize,
         size: u8,
         mask: u64,
@@ -45,7 +48,12 @@ pub(super) struct Program {
     /// Whether every step is a literal or an integer (no [`Eval`] needed, nothing can be
     /// unsupported).
     simple: bool,
+    /// For a simple program, the longest message it can print.
+    max_len: usize,
 }
+
+/// The most an integer step prints: a sign and twenty digits.
+const INT_MAX_LEN: usize = 21;
 
 /// Where a number argument is in the record, when it is a field or constant-index element
 /// (through casts): offset, size, and the casts' mask.
@@ -84,6 +92,7 @@ impl Program {
                     };
                     match (place, kind) {
                         (Some((off, size, mask)), Some(conv)) => Step::Int {
+                            pre: Column::new(b""),
                             off,
                             size: size as u8,
                             mask: mask & (u64::MAX >> (64 - bits)),
@@ -95,19 +104,93 @@ impl Program {
                 _ => Step::Piece(i),
             })
             .collect();
+        // A short literal goes with the integer after it.
+        let mut fused: Vec<Step> = Vec::with_capacity(steps.len());
+        for step in steps {
+            if let (Some(Step::Lit(lit @ Column::Short(..))), Step::Int { pre, .. }) =
+                (fused.last(), &step)
+            {
+                if pre.is_empty() {
+                    let lit = lit.clone();
+                    let last = fused.len() - 1;
+                    fused[last] = step;
+                    if let Step::Int { pre, .. } = &mut fused[last] {
+                        *pre = lit;
+                    }
+                    continue;
+                }
+            }
+            fused.push(step);
+        }
+        let steps = fused;
         let simple = steps.iter().all(|s| !matches!(s, Step::Piece(_)));
+        let max_len = steps
+            .iter()
+            .map(|s| match s {
+                Step::Lit(c) => c.len(),
+                Step::Int { pre, .. } => pre.len() + INT_MAX_LEN,
+                Step::Piece(_) => 0,
+            })
+            .sum();
         Program {
             pieces,
             args,
             steps,
             simple,
+            max_len,
         }
     }
 
-    /// Whether [`Program::run_simple`] prints the whole message.
+    /// The longest message of a simple program: what [`Program::run_cursor`] may write.
     #[inline]
-    pub fn is_simple(&self) -> bool {
-        self.simple
+    pub fn simple_max_len(&self) -> Option<usize> {
+        self.simple.then_some(self.max_len)
+    }
+
+    /// Prints a simple program into a line's cursor, which has room for
+    /// [`Program::simple_max_len`] more bytes.
+    #[inline]
+    pub fn run_cursor(&self, payload: &[u8], endian: Endian, out: &mut Cursor) {
+        for s in &self.steps {
+            match *s {
+                Step::Lit(ref c) => out.column(c),
+                Step::Int {
+                    ref pre,
+                    off,
+                    size,
+                    mask,
+                    conv,
+                } => {
+                    out.column(pre);
+                    match conv {
+                        IntConv::Hex => out.hex(load(payload, endian, off, size) & mask),
+                        IntConv::Unsigned => out.dec(load(payload, endian, off, size) & mask),
+                        IntConv::Signed { shift } => {
+                            let v = load(payload, endian, off, size) & mask;
+                            let s = ((v << shift) as i64) >> shift;
+                            if s < 0 {
+                                out.byte(b'-');
+                            }
+                            out.dec(s.unsigned_abs());
+                        }
+                    }
+                }
+                Step::Piece(_) => {}
+            }
+        }
+    }
+
+    /// Prints the message; false when the evaluation met something it does not print
+    /// faithfully.
+    #[inline]
+    pub fn print(&self, ev: &Eval, out: &mut Vec<u8>) -> bool {
+        if self.simple {
+            self.run_simple(ev.payload, ev.endian, out);
+            true
+        } else {
+            self.run(ev, out);
+            !ev.unsupported.get()
+        }
     }
 
     /// Prints a program of literals and integers only.
@@ -117,11 +200,15 @@ impl Program {
             match *s {
                 Step::Lit(ref c) => c.push(out),
                 Step::Int {
+                    ref pre,
                     off,
                     size,
                     mask,
                     conv,
-                } => int(payload, endian, off, size, mask, conv, out),
+                } => {
+                    pre.push(out);
+                    int(payload, endian, off, size, mask, conv, out)
+                }
                 Step::Piece(_) => {}
             }
         }
@@ -133,11 +220,15 @@ impl Program {
             match *s {
                 Step::Lit(ref c) => c.push(out),
                 Step::Int {
+                    ref pre,
                     off,
                     size,
                     mask,
                     conv,
-                } => int(ev.payload, ev.endian, off, size, mask, conv, out),
+                } => {
+                    pre.push(out);
+                    int(ev.payload, ev.endian, off, size, mask, conv, out)
+                }
                 Step::Piece(i) => ev.print(&self.pieces[i..=i], self.args.as_slice(), out),
             }
         }
@@ -154,13 +245,7 @@ fn int(
     conv: IntConv,
     out: &mut Vec<u8>,
 ) {
-    let rest = payload.get(off..).unwrap_or_default();
-    let v = match size {
-        1 => rest.first().map_or(0, |&b| b as u64),
-        2 => rest.first_chunk().map_or(0, |b| endian.u16(*b) as u64),
-        4 => rest.first_chunk().map_or(0, |b| endian.u32(*b) as u64),
-        _ => rest.first_chunk().map_or(0, |b| endian.u64(*b)),
-    } & mask;
+    let v = load(payload, endian, off, size) & mask;
     match conv {
         IntConv::Hex => cfmt::write_hex(v, out),
         IntConv::Unsigned => cfmt::write_dec(v, out),
@@ -171,5 +256,17 @@ fn int(
             }
             cfmt::write_dec(s.unsigned_abs(), out);
         }
+    }
+}
+
+/// The `size` bytes at `off`, 0 when they do not fit the record.
+#[inline(always)]
+fn load(payload: &[u8], endian: Endian, off: usize, size: u8) -> u64 {
+    let rest = payload.get(off..).unwrap_or_default();
+    match size {
+        1 => rest.first().map_or(0, |&b| b as u64),
+        2 => rest.first_chunk().map_or(0, |b| endian.u16(*b) as u64),
+        4 => rest.first_chunk().map_or(0, |b| endian.u32(*b) as u64),
+        _ => rest.first_chunk().map_or(0, |b| endian.u64(*b)),
     }
 }
