@@ -1,6 +1,7 @@
 //! `kstate`: Linux kernel performance tracer and analyzer.
 
 mod cmd;
+mod error;
 mod print;
 mod timefmt;
 
@@ -110,24 +111,20 @@ fn main() -> ExitCode {
         Command::Profile(a) => cmd::profile::run(a),
         Command::Diff(a) => cmd::profile::diff(a),
         Command::TopLocks(a) => cmd::top_locks::run(a),
-        Command::Bench(b) => kstate_lab::bench::run(b),
+        Command::Bench(b) => kstate_lab::bench::run(b).map_err(Into::into),
         Command::Classify(a) => cmd::classify::run(a),
         Command::Summarize(a) => cmd::summarize::run(a),
         Command::Fleet(a) => cmd::fleet::run(a),
-        Command::Scale(a) => kstate_lab::scale::run(a),
+        Command::Scale(a) => kstate_lab::scale::run(a).map_err(Into::into),
         Command::Ui(a) => cmd::ui::run(a),
-        Command::Workload(w) => kstate_lab::workload::run(w),
+        Command::Workload(w) => kstate_lab::workload::run(w).map_err(Into::into),
         Command::Cachesim(a) => cmd::cachesim::run(a),
     };
     match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("kstate: {e}");
-            ExitCode::from(if e.kind.is_bad_input() {
-                EXIT_BAD_INPUT
-            } else {
-                EXIT_FAILED
-            })
+            ExitCode::from(e.exit_code())
         }
     }
 }

@@ -18,13 +18,14 @@
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
+use crate::error::Error;
 use kstate_analyze::analyzer::{Info, Kind, LogRow, LogSink, Unit};
 use kstate_analyze::merge::{IdFilter, Merger};
 use kstate_format::output::NewFile;
 use kstate_format::value::write_json_str;
-use kstate_format::{Error, Trace};
+use kstate_format::Trace;
 
-use crate::common::{self, comm_str, io_err, CpuRuns, Lanes, Run, SwitchFields};
+use crate::common::{self, comm_str, CpuRuns, Lanes, Run, SwitchFields};
 
 /// Synthetic process and thread ids, above any kernel pid (pid_max <= 2^22).
 const CPU_PID: u64 = 2_000_000_000;
@@ -86,14 +87,14 @@ pub struct Summary {
 
 pub fn write(trace: &Trace, out: &Path, names: &[String]) -> Result<Summary, Error> {
     let (selected, explicit) = common::select(names)?;
-    let f = NewFile::create(out).map_err(|e| Error::io(out, e))?;
+    let f = NewFile::create(out).map_err(|e| Error::write(out, e))?;
     let mut j = Json {
         w: BufWriter::with_capacity(1 << 16, f),
         first: true,
         buf: Vec::with_capacity(256),
     };
     j.w.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")
-        .map_err(io_err)?;
+        .map_err(Error::Stream)?;
     let mut sum = Summary::default();
     sched(trace, &mut j, &mut sum)?;
     markers(trace, &mut j, &mut sum)?;
@@ -119,9 +120,9 @@ pub fn write(trace: &Trace, out: &Path, names: &[String]) -> Result<Summary, Err
             None => sum.skipped.push(info.name),
         }
     }
-    j.w.write_all(b"\n]}\n").map_err(io_err)?;
-    j.w.flush().map_err(io_err)?;
-    j.w.get_mut().persist().map_err(|e| Error::io(out, e))?;
+    j.w.write_all(b"\n]}\n").map_err(Error::Stream)?;
+    j.w.flush().map_err(Error::Stream)?;
+    j.w.get_mut().persist().map_err(|e| Error::write(out, e))?;
     Ok(sum)
 }
 
@@ -131,7 +132,7 @@ fn sched<W: Write>(trace: &Trace, j: &mut Json<W>, sum: &mut Summary) -> Result<
         return Ok(());
     };
     j.name_meta("process_name", CPU_PID, None, "CPUs")
-        .map_err(io_err)?;
+        .map_err(Error::Stream)?;
     let mut named: Vec<bool> = Vec::new();
     let mut runs = CpuRuns::default();
     let mut m = Merger::new(trace, None, IdFilter::only([sw.id]))?;
@@ -184,11 +185,11 @@ fn sched<W: Write>(trace: &Trace, j: &mut Json<W>, sum: &mut Summary) -> Result<
         last = ev.ts;
         let s = sw.read(&ev);
         if let Some(r) = runs.switch(ev.cpu, ev.ts, &s) {
-            emit(j, r, sum).map_err(io_err)?;
+            emit(j, r, sum).map_err(Error::Stream)?;
         }
     }
     for r in runs.finish(last) {
-        emit(j, r, sum).map_err(io_err)?;
+        emit(j, r, sum).map_err(Error::Stream)?;
     }
     Ok(())
 }
@@ -207,7 +208,7 @@ fn markers<W: Write>(trace: &Trace, j: &mut Json<W>, sum: &mut Summary) -> Resul
         );
         us(b, ts);
         b.push(b'}');
-        j.end().map_err(io_err)
+        j.end().map_err(Error::Stream)
     })
 }
 

@@ -5,12 +5,13 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use crate::error::Error;
 use kstate_analyze::analyzer::{Config, Info, LogSink, Mode, Outcome};
 use kstate_analyze::analyzers;
 use kstate_analyze::fxmap::FxMap;
 use kstate_analyze::merge::{Event, IdFilter, Merger};
 use kstate_format::extras::{self, ids};
-use kstate_format::{Error, ErrorKind, Field, FieldRef, Trace};
+use kstate_format::{ErrorKind, Field, FieldRef, Trace};
 
 /// A `char[16]` task name, NUL-padded.
 pub type Comm = [u8; 16];
@@ -221,11 +222,10 @@ pub fn select(names: &[String]) -> Result<(Vec<&'static Info>, bool), Error> {
             Some(i) => v.push(i),
             None => {
                 let all: Vec<&str> = analyzers::ALL.iter().map(|a| a.name).collect();
-                return Err(Error::new(
-                    ErrorKind::Unsupported,
-                    None,
-                    format!("no analyzer {n:?}; there are: {}, or none", all.join(", ")),
-                ));
+                return Err(Error::Unsupported(format!(
+                    "no analyzer {n:?}; there are: {}, or none",
+                    all.join(", ")
+                )));
             }
         }
     }
@@ -270,7 +270,7 @@ pub fn run_analyzer(
     match (info.run)(trace, &cfg, sink) {
         Ok(o) => Ok(Some(o)),
         Err(e) if !explicit && e.kind == ErrorKind::Unsupported => Ok(None),
-        Err(e) => Err(e),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -318,10 +318,6 @@ pub fn lane_name(analyzer: &str, cpu: u32, lane: usize) -> String {
     } else {
         format!("{analyzer} CPU {cpu} #{}", lane + 1)
     }
-}
-
-pub fn io_err(e: std::io::Error) -> Error {
-    Error::new(ErrorKind::Io, None, format!("writing output: {e}"))
 }
 
 /// Calls `f(cpu, ts, text)` for each trace marker (ftrace `print`, `bprint`, `bputs`) in time

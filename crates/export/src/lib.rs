@@ -15,11 +15,18 @@
 //! format's schema is written and read from one definition ([`parquet`]'s column rules);
 //! a front end opens paths with [`open`], which knows this one container besides the
 //! ones `Trace::open` reads.
+//!
+//! Errors: what the exporters write fails with [`Error`] (the trace could not be read, the
+//! export cannot be made as asked, or the write failed); [`open`] and the Parquet reader
+//! are readers like the others and fail with the readers' error, `kstate_format::Error`.
 
 pub mod chrome;
 mod common;
+pub mod error;
 pub mod parquet;
 pub mod perfetto;
+
+pub use error::Error;
 
 use std::path::Path;
 

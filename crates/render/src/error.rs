@@ -1,7 +1,6 @@
 //! What can fail while render writes its files: a chart asked for in a format this build
 //! cannot write, the rasterizer, or the file system. Front ends map the first to bad
-//! arguments and the others to a failure of the system (the CLI's exit statuses 2 and 1),
-//! through the conversion to the readers' error that the CLI reports.
+//! arguments and the others to a failure of the system (the CLI's exit statuses 2 and 1).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -45,7 +44,8 @@ impl std::error::Error for Error {
     }
 }
 
-/// The readers' error the CLI reports, of the same class and with the same text.
+/// The readers' error the lab's harness (benches, scale) reports, of the same class and
+/// with the same text.
 impl From<Error> for kstate_format::Error {
     fn from(e: Error) -> kstate_format::Error {
         use kstate_format::ErrorKind;

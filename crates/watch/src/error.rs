@@ -1,8 +1,7 @@
 //! What can stop a watch: what was asked of it (rules, escalations, events, options) is
 //! refused before anything is recorded, the system refused (tracefs), or the recording
 //! itself failed. Front ends report the first as bad arguments and the others as
-//! failures of the system (the CLI's exit statuses 2 and 1), through the conversion to
-//! the readers' error that the CLI reports.
+//! failures of the system (the CLI's exit statuses 2 and 1).
 
 use std::fmt;
 
@@ -35,22 +34,9 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// The readers' error the CLI reports, of the same class and with the same text.
-impl From<Error> for kstate_format::Error {
-    fn from(e: Error) -> kstate_format::Error {
-        use kstate_format::ErrorKind;
-        let kind = match e {
-            Error::Arguments(_) => ErrorKind::Unsupported,
-            _ => ErrorKind::Io,
-        };
-        kstate_format::Error::new(kind, None, e.to_string())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kstate_format::ErrorKind;
 
     #[test]
     fn refusals_are_bad_arguments_and_the_systems_failures_are_not() {
@@ -58,18 +44,9 @@ mod tests {
         assert!(refused.is_bad_input(), "{refused}");
         let text = "alarm rule \"nonsense\": no comparison (>, >=, <, <=, ==)";
         assert_eq!(refused.to_string(), text);
-        let f = kstate_format::Error::from(refused);
-        assert_eq!(
-            (f.kind, f.to_string()),
-            (ErrorKind::Unsupported, text.into())
-        );
 
         let system = Error::System("tracefs: not mounted".into());
         assert!(!system.is_bad_input());
-        let f = kstate_format::Error::from(system);
-        assert_eq!(
-            (f.kind, f.to_string()),
-            (ErrorKind::Io, "tracefs: not mounted".into())
-        );
+        assert_eq!(system.to_string(), "tracefs: not mounted");
     }
 }

@@ -5,11 +5,11 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::error::Error;
 use kstate_analyze::analyzer::{Buckets, Mode};
 use kstate_analyze::analyzers;
 use kstate_analyze::filter::{parse_dur, parse_dur_or_secs, Filters};
 use kstate_analyze::Query;
-use kstate_format::{Error, ErrorKind};
 use kstate_render::sorted::{LogOrder, SortedLog};
 use kstate_render::{Format, LogWriter, Meta};
 
@@ -101,7 +101,7 @@ pub struct Args {
 }
 
 fn bad_args(msg: String) -> Error {
-    Error::new(ErrorKind::Unsupported, None, msg)
+    Error::Usage(msg)
 }
 
 fn list() {
@@ -127,7 +127,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             "name an analyzer (kstate analyze --list shows them) and a trace file".into(),
         ));
     };
-    let mut query = Query::new(name).map_err(super::engine_err)?;
+    let mut query = Query::new(name).map_err(Error::from)?;
     let info = query.analyzer;
     let Some(file) = args.file.as_deref() else {
         return Err(bad_args("name the trace file to analyze".into()));
@@ -161,7 +161,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         max: args.max,
         ..args.filter.filters()
     };
-    query.check().map_err(super::engine_err)?;
+    query.check().map_err(Error::from)?;
     let source = super::source(file)?;
     let meta = Meta {
         file: file.display().to_string(),
@@ -171,11 +171,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let done = |r: std::io::Result<()>| -> Result<(), Error> {
         match r {
-            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::new(
-                ErrorKind::Io,
-                None,
-                format!("writing output: {e}"),
-            )),
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::Stdout(e)),
             _ => Ok(()),
         }
     };
@@ -195,35 +191,32 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     };
     let outcome = if let Some((order, top)) = log_order {
         let by = query.by().to_string();
-        let io_err =
-            |e: std::io::Error| Error::new(ErrorKind::Io, None, format!("writing output: {e}"));
         let mut sorted = SortedLog::new(order, top);
-        let o = source.run(&query, &mut sorted).map_err(super::engine_err)?;
+        let o = source.run(&query, &mut sorted).map_err(Error::from)?;
         let mut w = LogWriter::start_ordered(out, format, info, &by, &meta, &order.describe(top))
-            .map_err(io_err)?;
+            .map_err(Error::Stdout)?;
         if let Err(e) = sorted.drain_into(&mut w) {
             if w.broken_pipe {
                 return Ok(ExitCode::SUCCESS);
             }
-            return Err(io_err(e));
+            return Err(Error::Stdout(e));
         }
         done(w.finish(&o, &meta))?;
         o
     } else if mode == Mode::Log {
         let by = query.by().to_string();
-        let mut w = LogWriter::start(out, format, info, &by, &meta)
-            .map_err(|e| Error::new(ErrorKind::Io, None, format!("writing output: {e}")))?;
+        let mut w = LogWriter::start(out, format, info, &by, &meta).map_err(Error::Stdout)?;
         let o = match source.run(&query, &mut w) {
             Ok(o) => o,
             Err(_) if w.broken_pipe => return Ok(ExitCode::SUCCESS),
-            Err(e) => return Err(super::engine_err(e)),
+            Err(e) => return Err(e.into()),
         };
         done(w.finish(&o, &meta))?;
         o
     } else {
         query.sort = args.sort.clone();
         query.top = args.top;
-        let o = source.aggregate(&query).map_err(super::engine_err)?;
+        let o = source.aggregate(&query).map_err(Error::from)?;
         let mut out = out;
         let r = match mode {
             Mode::Dist(b) => kstate_render::dist(&o, &meta, b, format, &mut out),

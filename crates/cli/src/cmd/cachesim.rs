@@ -6,10 +6,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::error::Error;
 use kstate_analyze::cache::valgrind;
 use kstate_analyze::cachegrind::{self, Cachegrind};
 use kstate_analyze::profile::compare;
-use kstate_format::Error;
 
 use super::cachesim_sets;
 
@@ -102,7 +102,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let t = compare::Thresholds::checked(args.ratio, args.min_share)?;
     let (text, version, status) = match &args.input {
         Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?;
+            let text = std::fs::read_to_string(p).map_err(|e| Error::system(p, e))?;
             (text, None, None)
         }
         None => {
@@ -118,7 +118,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             // --keep is placed the way kstate writes every output (a fresh file renamed
             // onto the name), not handed to valgrind, which would open a planted link at it.
             if let Some(k) = &args.keep {
-                kstate_format::output::write(k, &sim.text).map_err(|e| Error::io(k, e))?;
+                kstate_format::output::write(k, &sim.text).map_err(|e| Error::output(k, e))?;
             }
             (sim.text, Some(sim.version), Some(sim.status))
         }
@@ -176,7 +176,8 @@ fn sets(args: &Args) -> Result<ExitCode, Error> {
     if args.command.is_empty() {
         return Err(valgrind::usage(
             "give the command to check after --, e.g. kstate cachesim --sets -- ./prog",
-        ));
+        )
+        .into());
     }
     let (lvl, source) = valgrind::level(args.cache.as_deref(), args.level, &args.sysfs)?;
     let run = valgrind::lackey(&args.valgrind, &args.command, lvl)?;

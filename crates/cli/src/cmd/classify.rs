@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::error::Error;
 use kstate_analyze::classify::{figures, verdict};
 use kstate_analyze::workload::workload_scope;
-use kstate_format::Error;
 
 #[derive(clap::Args)]
 #[command(

@@ -5,9 +5,9 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::error::Error;
 use kstate_analyze::compare::{compare_sources, Metric, Rules, RULES};
 use kstate_analyze::filter::{parse_window, Filters, WindowSpec};
-use kstate_format::{Error, ErrorKind};
 use kstate_render::Format;
 
 /// Exit status when a key regressed beyond --threshold.
@@ -53,7 +53,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
-    let bad = |m: String| Error::new(ErrorKind::Unsupported, None, m);
+    let bad = |m: String| Error::Usage(m);
     let mut rules = Rules {
         metric: args.metric,
         min_count: args.min_count,
@@ -75,7 +75,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     };
     let a = super::source(&args.a)?;
     let b = super::source(&args.b)?;
-    let c = compare_sources(&a, &b, &args.analyzer, &filters, rules).map_err(super::engine_err)?;
+    let c = compare_sources(&a, &b, &args.analyzer, &filters, rules).map_err(Error::from)?;
     let format = match args.format.as_str() {
         "csv" => Format::Csv,
         "json" => Format::Json,
@@ -85,11 +85,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let r = kstate_render::compare::comparison(&c, format, &mut out).and_then(|_| out.flush());
     if let Err(e) = r {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
-            return Err(Error::new(
-                ErrorKind::Io,
-                None,
-                format!("writing output: {e}"),
-            ));
+            return Err(Error::Stdout(e));
         }
     }
     if args.threshold.is_some() && c.regressed() {

@@ -6,9 +6,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::error::Error;
 use kstate_export::{chrome, perfetto};
 use kstate_format::writer::{write_from_trace, Compression, WriterConfig};
-use kstate_format::{Container, Error, ErrorKind};
+use kstate_format::Container;
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Target {
@@ -94,11 +95,10 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         }
         #[cfg(not(feature = "parquet"))]
         Target::Parquet => {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                None,
+            return Err(Error::Usage(
                 "this kstate was built without Parquet output: build it with \
-                 `cargo build --release --features parquet`",
+                 `cargo build --release --features parquet`"
+                    .into(),
             ));
         }
     }
@@ -106,13 +106,14 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         trace.container,
         Container::RawDir | Container::TraceDat { .. }
     ) {
-        return Err(Error::new(
-            ErrorKind::Unsupported,
-            None,
-            "convert --to dat reads raw capture directories and trace.dat files only (use \
-             --to chrome-json, perfetto or parquet for other traces)",
-        )
-        .in_file(&args.input));
+        return Err(Error::Input(
+            kstate_format::Error::unsupported(
+                None,
+                "convert --to dat reads raw capture directories and trace.dat files only (use \
+                 --to chrome-json, perfetto or parquet for other traces)",
+            )
+            .in_file(&args.input),
+        ));
     }
     let mut cfg = WriterConfig::new(trace.layout.page_size);
     if args.zstd {

@@ -5,10 +5,11 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::error::Error;
 use kstate_analyze::merge::{FileMerge, IdFilter, Merger};
 use kstate_format::print_fmt::{report_header, TextFormatter};
 use kstate_format::value::{write_json_str, PrintSpec};
-use kstate_format::{Error, ErrorKind, EventFormat, Trace};
+use kstate_format::{ErrorKind, EventFormat, Trace};
 
 use crate::timefmt::{fmt_secs, parse_secs};
 
@@ -151,7 +152,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         let known = input.formats.get(ev.id as usize).and_then(Option::as_ref);
         let Some((fmt, specs)) = known else {
             failure = Some(
-                Error::new(
+                kstate_format::Error::new(
                     ErrorKind::Corrupt,
                     None,
                     format!(
@@ -212,7 +213,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     }
     match failure {
         None => Ok(ExitCode::SUCCESS),
-        Some(e) => Err(e),
+        Some(e) => Err(e.into()),
     }
 }
 
@@ -256,15 +257,16 @@ fn samples(trace: &Trace, args: &Args) -> Result<ExitCode, Error> {
     for e in &args.events {
         if !headers.iter().any(|h| h.event == *e) {
             let have: Vec<&str> = headers.iter().map(|h| h.event.as_str()).collect();
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                None,
-                format!(
-                    "no event {e:?} in this perf.data; it has {}",
-                    have.join(", ")
-                ),
-            )
-            .in_file(&trace.path));
+            return Err(Error::Input(
+                kstate_format::Error::unsupported(
+                    None,
+                    format!(
+                        "no event {e:?} in this perf.data; it has {}",
+                        have.join(", ")
+                    ),
+                )
+                .in_file(&trace.path),
+            ));
         }
     }
     let wanted: Vec<bool> = headers
@@ -333,7 +335,11 @@ fn samples(trace: &Trace, args: &Args) -> Result<ExitCode, Error> {
         if line.len() >= 1 << 16 {
             if let Err(e) = out.write_all(&line) {
                 closed = Some(e);
-                return Err(Error::new(ErrorKind::Io, None, "stdout closed"));
+                return Err(kstate_format::Error::new(
+                    ErrorKind::Io,
+                    None,
+                    "stdout closed",
+                ));
             }
             line.clear();
         }
@@ -348,7 +354,7 @@ fn samples(trace: &Trace, args: &Args) -> Result<ExitCode, Error> {
     walk?;
     match &trace.truncated {
         None => Ok(ExitCode::SUCCESS),
-        Some(e) => Err(e.clone()),
+        Some(e) => Err(e.clone().into()),
     }
 }
 
@@ -357,11 +363,7 @@ fn stdout_closed(e: std::io::Error) -> Result<ExitCode, Error> {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
         Ok(ExitCode::SUCCESS)
     } else {
-        Err(Error::new(
-            ErrorKind::Io,
-            None,
-            format!("writing output: {e}"),
-        ))
+        Err(Error::Stdout(e))
     }
 }
 
@@ -388,12 +390,13 @@ pub fn id_filter(trace: &Trace, names: &[String]) -> Result<IdFilter, Error> {
                 } else {
                     format!("; near matches: {}", near.join(", "))
                 };
-                return Err(Error::new(
-                    ErrorKind::Unsupported,
-                    None,
-                    format!("no event {n:?} in this trace{hint}"),
-                )
-                .in_file(&trace.path));
+                return Err(Error::Input(
+                    kstate_format::Error::unsupported(
+                        None,
+                        format!("no event {n:?} in this trace{hint}"),
+                    )
+                    .in_file(&trace.path),
+                ));
             }
         }
     }

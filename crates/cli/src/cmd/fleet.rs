@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kstate_format::{Error, ErrorKind};
+use crate::error::Error;
 
 const AFTER_HELP: &str = "\
 Quantiles are nearest-rank over the merged log-linear histograms: the bucket holding the
@@ -39,7 +39,7 @@ pub struct Args {
 }
 
 fn bad(msg: String) -> Error {
-    Error::new(ErrorKind::Unsupported, None, msg)
+    Error::Usage(msg)
 }
 
 #[cfg(not(feature = "parquet"))]
@@ -72,7 +72,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         )));
     }
     if let Some(a) = &args.analyzer {
-        kstate_analyze::Query::new(a).map_err(super::engine_err)?;
+        kstate_analyze::Query::new(a).map_err(Error::from)?;
     }
     let files = kstate_export::parquet::summary_files(&args.dir)?;
     if files.is_empty() {
@@ -117,11 +117,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     }
     .and_then(|_| out.flush());
     if let Err(e) = r {
-        return Err(Error::new(
-            ErrorKind::Io,
-            None,
-            format!("writing output: {e}"),
-        ));
+        return Err(Error::Stdout(e));
     }
     // A second summary of a recording is not an error (a dataset appended to twice, a
     // copy): the figures hold the recording once and nothing is missing from them.

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kstate_format::Error;
+use crate::error::Error;
 
 #[derive(clap::Args)]
 pub struct Args {

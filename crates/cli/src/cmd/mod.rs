@@ -20,16 +20,9 @@ pub mod top_locks;
 pub mod ui;
 pub mod watch;
 
-use kstate_format::{Error, Trace};
+use crate::error::Error;
+use kstate_format::Trace;
 use std::path::Path;
-
-/// An engine error as the commands report it: a query the engine refuses is bad input.
-pub fn engine_err(e: kstate_analyze::Error) -> Error {
-    match e {
-        kstate_analyze::Error::Trace(e) => e,
-        e => Error::new(kstate_format::ErrorKind::Unsupported, None, e.to_string()),
-    }
-}
 
 /// Opens a trace for a command (any kstate reads, Parquet directories included); the
 /// error already names the file and offset.
@@ -39,7 +32,7 @@ pub fn open(path: &Path) -> Result<Trace, Error> {
         if e.kind == kstate_format::ErrorKind::Io {
             e.kind = kstate_format::ErrorKind::Input;
         }
-        e
+        Error::from(e)
     })
 }
 

@@ -3,10 +3,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::error::Error;
 use kstate_analyze::analyzers;
 use kstate_analyze::survey;
 use kstate_analyze::timeline::TimeAxis;
-use kstate_format::{Error, ErrorKind};
 use kstate_render::charts;
 use kstate_render::rundir::write_chart;
 use kstate_render::svg::{self, Size};
@@ -71,7 +71,7 @@ pub struct Args {
 }
 
 fn bad(msg: String) -> Error {
-    Error::new(ErrorKind::Unsupported, None, msg)
+    Error::Usage(msg)
 }
 
 fn find(name: &str) -> Result<&'static kstate_analyze::Info, Error> {

@@ -5,11 +5,11 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::error::Error;
 use kstate_analyze::filter::{parse_window, Filters, WindowSpec};
 use kstate_analyze::profile::annotate::{self, Annotation};
 use kstate_analyze::profile::compare::{self, Thresholds};
 use kstate_analyze::profile::{self, Profile};
-use kstate_format::Error;
 
 use kstate_render::profile as render;
 
@@ -135,7 +135,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             render::rate(&p)
         );
         kstate_format::output::write(out, profile::flame::svg(&p.folded, &title))
-            .map_err(|e| Error::io(out, e))?;
+            .map_err(|e| Error::output(out, e))?;
         eprintln!(
             "kstate profile: flame graph of {} samples in {}",
             p.samples,
@@ -194,14 +194,10 @@ fn compare_events(
 ) -> Result<ExitCode, Error> {
     let t = Thresholds::checked(args.ratio, args.min_share)?;
     let [a, b] = args.compare_events.as_slice() else {
-        return Err(Error::new(
-            kstate_format::ErrorKind::Unsupported,
-            None,
-            format!(
-                "--compare-events takes two events, A,B (e.g. cache-misses,cache-references); got {}",
-                args.compare_events.join(",")
-            ),
-        ));
+        return Err(Error::Usage(format!(
+            "--compare-events takes two events, A,B (e.g. cache-misses,cache-references); got {}",
+            args.compare_events.join(",")
+        )));
     };
     let of = |e: &str| {
         profile::profile(

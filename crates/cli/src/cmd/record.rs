@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::error::Error;
 use kstate_format::writer::Compression;
-use kstate_format::{Error, ErrorKind};
 use kstate_record::events::PRESETS;
 use kstate_record::{Options, DEFAULT_BUFFER_KIB};
 
@@ -138,8 +138,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     opts.stack_bytes = args.stack_bytes;
     opts.holds = args.holds;
     // Mistakes in the arguments are found before anything is recorded (exit status 2).
-    kstate_record::check::arguments(&opts)
-        .map_err(|e| Error::new(ErrorKind::Unsupported, None, e.to_string()))?;
+    kstate_record::check::arguments(&opts).map_err(|e| Error::Usage(e.to_string()))?;
     let mut notify = |m: &str| eprintln!("kstate: {m}");
     match kstate_record::record(&opts, &mut notify) {
         Ok(s) => {
@@ -160,11 +159,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         }
         Err(e) => {
             eprintln!("kstate record: {e}");
-            Ok(ExitCode::from(if e.is_bad_argument() {
-                crate::EXIT_BAD_INPUT
-            } else {
-                crate::EXIT_FAILED
-            }))
+            Ok(ExitCode::from(Error::from(e).exit_code()))
         }
     }
 }

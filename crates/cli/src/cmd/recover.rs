@@ -6,9 +6,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::error::Error;
 use kstate_format::extras::ids;
 use kstate_format::writer::{write_from_trace, WriterConfig};
-use kstate_format::{Error, ErrorKind};
 use kstate_record::leftovers;
 
 #[derive(clap::Args)]
@@ -29,7 +29,7 @@ pub struct Args {
 }
 
 fn bad(msg: String) -> Error {
-    Error::new(ErrorKind::Unsupported, None, msg)
+    Error::Usage(msg)
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
@@ -95,7 +95,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
 /// one); returns the bytes cut.
 fn whole_pages(dir: &std::path::Path) -> Result<u64, Error> {
     let header = dir.join("header_page");
-    let text = std::fs::read(&header).map_err(|e| Error::io(&header, e))?;
+    let text = std::fs::read(&header).map_err(|e| Error::system(&header, e))?;
     let endian = if cfg!(target_endian = "big") {
         kstate_format::Endian::Big
     } else {
@@ -106,16 +106,17 @@ fn whole_pages(dir: &std::path::Path) -> Result<u64, Error> {
     let page = layout.page_size as u64;
     let traces = dir.join("traces");
     let mut cut = 0;
-    let rd = std::fs::read_dir(&traces).map_err(|e| Error::io(&traces, e))?;
+    let rd = std::fs::read_dir(&traces).map_err(|e| Error::system(&traces, e))?;
     for ent in rd.flatten() {
         let p = ent.path();
         let f = std::fs::OpenOptions::new()
             .write(true)
             .open(&p)
-            .map_err(|e| Error::io(&p, e))?;
-        let len = f.metadata().map_err(|e| Error::io(&p, e))?.len();
+            .map_err(|e| Error::system(&p, e))?;
+        let len = f.metadata().map_err(|e| Error::system(&p, e))?.len();
         if len % page != 0 {
-            f.set_len(len - len % page).map_err(|e| Error::io(&p, e))?;
+            f.set_len(len - len % page)
+                .map_err(|e| Error::system(&p, e))?;
             cut += len % page;
         }
     }

@@ -7,7 +7,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kstate_format::{output, Error, ErrorKind};
+use crate::error::Error;
+use kstate_format::output;
 use kstate_render::html;
 use kstate_render::machines;
 use kstate_render::rundir::{print_findings, write_outputs};
@@ -36,11 +37,11 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let file = source.label().to_string();
     let r = source.survey();
     if let Some(dir) = &args.dir {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        std::fs::create_dir_all(dir).map_err(|e| Error::output(dir, e))?;
         write_outputs(&r, dir, &file)?;
     }
     let html = html::render(&r, None);
-    output::write(&args.output, html).map_err(|e| Error::io(&args.output, e))?;
+    output::write(&args.output, html).map_err(|e| Error::output(&args.output, e))?;
     print_findings(&r, 5);
     eprintln!("kstate: wrote {}", args.output.display());
     Ok(ExitCode::SUCCESS)
@@ -54,16 +55,21 @@ fn machines(args: &Args) -> Result<ExitCode, Error> {
         .map(|f| super::source(f))
         .collect::<Result<Vec<_>, Error>>()?;
     let m = kstate_analyze::machines::survey(&sources)
-        .map_err(|e| Error::new(ErrorKind::Input, None, e.to_string()))?;
+        // Recordings that cannot be put on one clock are the user's choice of files, and so
+        // is one that cannot be read: bad input either way.
+        .map_err(|e| match e {
+            kstate_analyze::Error::Trace(e) => Error::Input(e),
+            e => Error::Usage(e.to_string()),
+        })?;
     if let Some(dir) = &args.dir {
         for mc in &m.machines {
             let sub = dir.join(mc.role.to_string().replace(' ', ""));
-            std::fs::create_dir_all(&sub).map_err(|e| Error::io(&sub, e))?;
+            std::fs::create_dir_all(&sub).map_err(|e| Error::output(&sub, e))?;
             write_outputs(&mc.survey, &sub, &mc.survey.file)?;
         }
     }
     let html = machines::render(&m);
-    output::write(&args.output, html).map_err(|e| Error::io(&args.output, e))?;
+    output::write(&args.output, html).map_err(|e| Error::output(&args.output, e))?;
     if m.findings.is_empty() {
         println!("findings: none (no analyzer had samples)");
     } else {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use kstate_format::{Error, ErrorKind};
+use crate::error::Error;
 use kstate_record::cpu_time;
 use kstate_record::Options;
 use kstate_render::html::RunInfo;
@@ -105,21 +105,18 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             .map(|mut d| d.next().is_none())
             .unwrap_or(false);
         if !empty {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                None,
-                format!(
-                    "{}: the output directory exists and is not empty; name another with -o",
-                    dir.display()
-                ),
-            ));
+            return Err(Error::Usage(format!(
+                "{}: the output directory exists and is not empty; name another with -o",
+                dir.display()
+            )));
         }
     }
     let created = !dir.exists();
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    std::fs::create_dir_all(&dir).map_err(|e| Error::output(&dir, e))?;
     let demo = args.command.is_empty();
     let command = if demo {
-        let exe = std::env::current_exe().map_err(|e| Error::io(Path::new("/proc/self/exe"), e))?;
+        let exe =
+            std::env::current_exe().map_err(|e| Error::system(Path::new("/proc/self/exe"), e))?;
         vec![
             exe.display().to_string(),
             "workload".into(),
@@ -146,11 +143,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         if created {
             let _ = std::fs::remove_dir_all(&dir);
         }
-        Ok(ExitCode::from(if e.is_bad_argument() {
-            crate::EXIT_BAD_INPUT
-        } else {
-            crate::EXIT_FAILED
-        }))
+        Ok(ExitCode::from(Error::from(e).exit_code()))
     };
     // Mistakes in the arguments are refused (exit 2) before the recording is announced.
     if let Err(e) = kstate_record::check::arguments(&opts)

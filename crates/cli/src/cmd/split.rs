@@ -6,8 +6,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use crate::error::Error;
 use kstate_format::writer::{write_from_trace, Compression, WriterConfig};
-use kstate_format::{Error, ErrorKind};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -28,12 +28,12 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let _ = args.per_cpu;
     let trace = super::open(&args.file)?;
     refuse_symlink(&args.output)?;
-    std::fs::create_dir_all(&args.output).map_err(|e| Error::io(&args.output, e))?;
+    std::fs::create_dir_all(&args.output).map_err(|e| Error::output(&args.output, e))?;
     if trace.cpu_data.is_empty() {
-        return Err(
-            Error::new(ErrorKind::Unsupported, None, "the trace holds no CPU data")
+        return Err(Error::Input(
+            kstate_format::Error::unsupported(None, "the trace holds no CPU data")
                 .in_file(&args.file),
-        );
+        ));
     }
     for cd in &trace.cpu_data {
         let out = args.output.join(format!("cpu{}.dat", cd.cpu));
@@ -64,15 +64,11 @@ pub(crate) fn refuse_symlink(dir: &Path) -> Result<(), Error> {
         Ok(m) if m.file_type().is_symlink() => {
             let to =
                 std::fs::read_link(dir).map_or_else(|_| "?".into(), |t| t.display().to_string());
-            Err(Error::new(
-                ErrorKind::Input,
-                None,
-                format!(
-                    "the output directory is a symbolic link (to {to}); kstate does not write \
-                     through one: name a real directory"
-                ),
-            )
-            .in_file(dir))
+            Err(Error::Usage(format!(
+                "{}: the output directory is a symbolic link (to {to}); kstate does not write \
+                 through one: name a real directory",
+                dir.display()
+            )))
         }
         _ => Ok(()),
     }

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kstate_format::Error;
+use crate::error::Error;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -30,11 +30,10 @@ pub struct Args {
 
 #[cfg(not(feature = "parquet"))]
 pub fn run(_: Args) -> Result<ExitCode, Error> {
-    Err(Error::new(
-        kstate_format::ErrorKind::Unsupported,
-        None,
+    Err(Error::Usage(
         "this kstate was built without Parquet output: build it with \
-         `cargo build --release --features parquet`",
+         `cargo build --release --features parquet`"
+            .into(),
     ))
 }
 
@@ -43,15 +42,17 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     use kstate_analyze::{fleet, Query};
     let mut infos = Vec::new();
     for name in &args.analyzers {
-        infos.push(Query::new(name).map_err(super::engine_err)?.analyzer);
+        infos.push(Query::new(name).map_err(Error::from)?.analyzer);
     }
     let mut failed: Vec<(PathBuf, String)> = Vec::new();
     for file in &args.files {
         let done = super::source(file)
-            .and_then(|src| {
-                fleet::summarize(&src, &infos, args.per_thread).map_err(super::engine_err)
-            })
-            .and_then(|s| kstate_export::parquet::write_summary(&s, &args.output).map(|w| (s, w)));
+            .and_then(|src| fleet::summarize(&src, &infos, args.per_thread).map_err(Error::from))
+            .and_then(|s| {
+                kstate_export::parquet::write_summary(&s, &args.output)
+                    .map(|w| (s, w))
+                    .map_err(Error::from)
+            });
         match done {
             Ok((s, (path, written))) => println!(
                 "{}: {} {} ({} events, {} keys{})",

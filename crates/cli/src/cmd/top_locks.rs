@@ -23,9 +23,9 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use crate::error::Error;
 use kstate_analyze::filter::{fmt_dur, parse_window, Filters, WindowSpec};
 use kstate_analyze::locks;
-use kstate_format::{Error, ErrorKind};
 use serde_json::json;
 
 #[derive(clap::Args)]
@@ -72,7 +72,7 @@ fn record(command: &[String], out: &Path) -> Result<(), Error> {
     opts.argv = std::env::args().collect();
     let mut notify = |m: &str| eprintln!("kstate: {m}");
     let s = kstate_record::record(&opts, &mut notify)
-        .map_err(|e| Error::new(ErrorKind::Io, None, format!("recording: {e}")))?;
+        .map_err(|e| Error::Failed(format!("recording: {e}")))?;
     if let Some(st) = s.workload_status.filter(|st| !st.success()) {
         eprintln!("kstate: the command exited with {st}");
     }
@@ -213,7 +213,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         );
     }
     if let Some(e) = o.errors.first() {
-        return Err(Error::new(ErrorKind::Io, None, e.to_string()));
+        return Err(Error::Failed(e.to_string()));
     }
     Ok(ExitCode::SUCCESS)
 }

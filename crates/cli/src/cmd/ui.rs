@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kstate_format::{Error, ErrorKind};
+use crate::error::Error;
 
 #[derive(clap::Args)]
 #[command(after_help = "\
@@ -50,6 +50,6 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         open: args.open,
     };
     kstate_ui::serve(opts, |p| super::source(p).map_err(|e| e.to_string()))
-        .map_err(|e| Error::new(ErrorKind::Io, None, e))?;
+        .map_err(Error::Failed)?;
     Ok(ExitCode::SUCCESS)
 }

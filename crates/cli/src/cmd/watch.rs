@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use kstate_format::Error;
+use crate::error::Error;
 use kstate_record::DEFAULT_BUFFER_KIB;
 
 use kstate_args as numbers;

@@ -120,7 +120,7 @@ impl Rows {
 }
 
 /// Writes [`META_FILE`] for `trace` into `dir`, next to the tables `c` describes.
-pub fn write_meta(trace: &Trace, dir: &Path, c: &Conversion) -> Result<()> {
+pub fn write_meta(trace: &Trace, dir: &Path, c: &Conversion) -> crate::error::Result<()> {
     let mut r = Rows::default();
     let l = &trace.layout;
     r.attr("version", VERSION);
@@ -198,10 +198,15 @@ pub fn write_meta(trace: &Trace, dir: &Path, c: &Conversion) -> Result<()> {
         );
     }
     let path = dir.join(META_FILE);
-    write_rows(&path, r).map_err(|e| e.in_file(&path))
+    write_rows(&path, r)
 }
 
-fn write_rows(path: &Path, r: Rows) -> Result<()> {
+fn write_rows(path: &Path, r: Rows) -> crate::error::Result<()> {
+    // The encoder's failures are the write's: they name the file, as a read's do.
+    let perr = |e: parquet::errors::ParquetError| crate::Error::Encode {
+        path: path.to_path_buf(),
+        msg: format!("Parquet: {e}"),
+    };
     let schema = Arc::new(parse_message_type(SCHEMA).expect("a valid schema"));
     let props = Arc::new(
         WriterProperties::builder()
@@ -209,7 +214,8 @@ fn write_rows(path: &Path, r: Rows) -> Result<()> {
             .set_created_by(format!("kstate {}", env!("CARGO_PKG_VERSION")))
             .build(),
     );
-    let f = kstate_format::output::NewFile::create(path).map_err(|e| Error::io(path, e))?;
+    let f =
+        kstate_format::output::NewFile::create(path).map_err(|e| crate::Error::write(path, e))?;
     let mut w = SerializedFileWriter::new(f, schema, props).map_err(perr)?;
     let mut rg = w.next_row_group().map_err(perr)?;
     let mut col = 0;
@@ -238,7 +244,7 @@ fn write_rows(path: &Path, r: Rows) -> Result<()> {
     }
     rg.close().map_err(perr)?;
     let mut f = w.into_inner().map_err(perr)?;
-    f.persist().map_err(|e| Error::io(path, e))
+    f.persist().map_err(|e| crate::Error::write(path, e))
 }
 
 fn corrupt(msg: impl Into<String>) -> Error {

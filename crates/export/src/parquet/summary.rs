@@ -22,10 +22,11 @@ use parquet::file::reader::{FileReader, SerializedFileReader};
 
 use super::write::Table;
 use super::ColType;
+use crate::error::{Error, Result};
 use kstate_analyze::fleet::{KeyStat, Meta, Summary, SUMMARY_VERSION};
 use kstate_analyze::hist::{bucket_range, SCHEME};
 use kstate_analyze::stats::Agg;
-use kstate_format::{Error, ErrorKind, Result};
+use kstate_format::ErrorKind;
 
 const I64: ColType = ColType::Int {
     bits: 64,
@@ -128,7 +129,7 @@ fn put(t: &mut Table, m: &Meta, l: &Line) -> Result<()> {
 /// Writes `s` as `DIR/RECORDING.summary.parquet`. A summary already there is left as it
 /// is (summaries are appended, never rewritten): the result says whether it was written.
 pub fn write_summary(s: &Summary, dir: &Path) -> Result<(PathBuf, bool)> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    std::fs::create_dir_all(dir).map_err(|e| Error::write(dir, e))?;
     let path = dir.join(format!("{}{SUFFIX}", s.meta.recording));
     if path.exists() {
         return Ok((path, false));
@@ -198,8 +199,8 @@ pub fn summary_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let mut todo = vec![dir.to_path_buf()];
     while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).map_err(|e| Error::io(&d, e))? {
-            let p = e.map_err(|e| Error::io(&d, e))?.path();
+        for e in std::fs::read_dir(&d).map_err(|e| kstate_format::Error::io(&d, e))? {
+            let p = e.map_err(|e| kstate_format::Error::io(&d, e))?.path();
             if p.is_dir() {
                 todo.push(p);
             } else if p.to_string_lossy().ends_with(SUFFIX) {
@@ -212,11 +213,13 @@ pub fn summary_files(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 fn bad(path: &Path, msg: impl Into<String>) -> Error {
-    Error::new(ErrorKind::Corrupt, None, msg.into()).in_file(path)
+    kstate_format::Error::new(ErrorKind::Corrupt, None, msg.into())
+        .in_file(path)
+        .into()
 }
 
 fn rerr(path: &Path, e: parquet::errors::ParquetError) -> Error {
-    Error::new(ErrorKind::Corrupt, None, format!("reading Parquet: {e}")).in_file(path)
+    bad(path, format!("reading Parquet: {e}"))
 }
 
 /// Reads a summary back. Refused: a file that is not a kstate summary, one of another
@@ -250,7 +253,7 @@ fn read(
     key: Option<&str>,
     meta_only: bool,
 ) -> Result<Summary> {
-    let f = File::open(path).map_err(|e| Error::io(path, e))?;
+    let f = File::open(path).map_err(|e| kstate_format::Error::io(path, e))?;
     let reader = SerializedFileReader::new(f).map_err(|e| rerr(path, e))?;
     let schema = reader.metadata().file_metadata().schema_descr_ptr();
     let names: Vec<&str> = schema.columns().iter().map(|c| c.name()).collect();

@@ -43,15 +43,19 @@ use kstate_analyze::fxmap::FxMap;
 use kstate_analyze::merge::{IdFilter, Merger};
 use kstate_format::extras::{ids, Recording};
 use kstate_format::output::NewFile;
-use kstate_format::{Error, ErrorKind, EventFormat, FieldRef, Lost, Trace};
+use kstate_format::{ErrorKind, EventFormat, FieldRef, Lost, Trace};
 
 use crate::common::{self, comm_str, SwitchFields};
+use crate::error::Error;
 
 const GROUP_ROWS: usize = 256 * 1024;
 const BUFFERED_ROWS: usize = 2 * 1024 * 1024;
 
 pub(super) fn perr(path: &Path, e: parquet::errors::ParquetError) -> Error {
-    Error::new(ErrorKind::Io, None, format!("writing Parquet: {e}")).in_file(path)
+    Error::Encode {
+        path: path.to_path_buf(),
+        msg: format!("writing Parquet: {e}"),
+    }
 }
 
 /// One column's buffered values.
@@ -180,7 +184,7 @@ impl Table {
                 .build()
                 .map_err(|e| perr(&path, e))?,
         );
-        let f = NewFile::create(&path).map_err(|e| Error::io(&path, e))?;
+        let f = NewFile::create(&path).map_err(|e| Error::write(&path, e))?;
         let writer =
             SerializedFileWriter::new(BufWriter::with_capacity(1 << 20, f), schema, props(cols))
                 .map_err(|e| perr(&path, e))?;
@@ -256,8 +260,8 @@ impl Table {
         let w = self.writer.into_inner().map_err(|e| perr(&path, e))?;
         let mut f = w
             .into_inner()
-            .map_err(|e| Error::io(&path, e.into_error()))?;
-        f.persist().map_err(|e| Error::io(&path, e))?;
+            .map_err(|e| Error::write(&path, e.into_error()))?;
+        f.persist().map_err(|e| Error::write(&path, e))?;
         Ok(self.total)
     }
 }
@@ -337,25 +341,21 @@ pub fn write(trace: &Trace, out: &Path, names: &[String]) -> Result<Summary, Err
             .flatten()
             .any(|e| e.path().extension().is_some_and(|x| x == "parquet"))
         {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                None,
-                format!(
-                    "{} already holds Parquet tables: remove them or choose another -o",
-                    dir.display()
-                ),
-            ));
+            return Err(Error::Unsupported(format!(
+                "{} already holds Parquet tables: remove them or choose another -o",
+                dir.display()
+            )));
         }
     }
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    std::fs::create_dir_all(&dir).map_err(|e| Error::write(&dir, e))?;
     if trace.container == kstate_format::Container::RawDir {
         // Raw captures keep thread groups in a file next to the pages: carried along, so
         // `kstate analyze --pid` on the directory matches what it matches on the capture.
         let src = trace.path.join("saved_tgids");
         if src.is_file() {
             let dst = dir.join("saved_tgids");
-            let tgids = std::fs::read(&src).map_err(|e| Error::io(&src, e))?;
-            kstate_format::output::write(&dst, tgids).map_err(|e| Error::io(&dst, e))?;
+            let tgids = std::fs::read(&src).map_err(|e| kstate_format::Error::io(&src, e))?;
+            kstate_format::output::write(&dst, tgids).map_err(|e| Error::write(&dst, e))?;
         }
     }
     let (ev, logs) = std::thread::scope(|s| {
@@ -473,12 +473,13 @@ fn event_tables(trace: &Trace, dir: &Path) -> Result<(u64, Vec<(String, u64)>), 
         }
         if tables[id].is_none() {
             let Some(fmt) = trace.events.get(ev.id) else {
-                return Err(Error::new(
+                return Err(kstate_format::Error::new(
                     ErrorKind::Corrupt,
                     None,
                     format!("event id {} on CPU {} has no format", ev.id, ev.cpu),
                 )
-                .in_file(&trace.path));
+                .in_file(&trace.path)
+                .into());
             };
             tables[id] = Some(event_table(dir, &file_name(fmt), fmt)?);
         }
@@ -546,7 +547,7 @@ fn event_tables(trace: &Trace, dir: &Path) -> Result<(u64, Vec<(String, u64)>), 
     let meta_rows = meta_table(trace, dir, &cpus)?;
     out.push(("meta".into(), meta_rows));
     if let Some(e) = errors.into_iter().next() {
-        return Err(e);
+        return Err(e.into());
     }
     // Last, and only for a whole trace: its presence makes the directory a trace.
     let conv = Conversion {

@@ -26,12 +26,13 @@ use std::fmt;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
+use crate::error::Error;
 use kstate_analyze::analyzer::{Info, Kind, LogRow, LogSink, Unit};
 use kstate_analyze::merge::{IdFilter, Merger};
 use kstate_format::output::NewFile;
-use kstate_format::{Error, Lost, Trace};
+use kstate_format::{Lost, Trace};
 
-use crate::common::{self, comm_of, comm_str, io_err, Comm, Lanes, SwitchFields, WakeFields};
+use crate::common::{self, comm_of, comm_str, Comm, Lanes, SwitchFields, WakeFields};
 
 // TracePacket
 const PKT_FTRACE_EVENTS: u32 = 1;
@@ -173,7 +174,7 @@ impl fmt::Display for Summary {
 
 pub fn write(trace: &Trace, path: &Path, names: &[String]) -> Result<Summary, Error> {
     let (selected, explicit) = common::select(names)?;
-    let f = NewFile::create(path).map_err(|e| Error::io(path, e))?;
+    let f = NewFile::create(path).map_err(|e| Error::write(path, e))?;
     let mut o = Out {
         w: BufWriter::with_capacity(1 << 16, f),
         pkt: Vec::with_capacity(BUNDLE_BYTES + 4096),
@@ -181,7 +182,7 @@ pub fn write(trace: &Trace, path: &Path, names: &[String]) -> Result<Summary, Er
         next_uuid: 0x6b73_7461_7465_0000,
     };
     let mut sum = Summary::default();
-    system_info(trace, &mut o).map_err(io_err)?;
+    system_info(trace, &mut o).map_err(Error::Stream)?;
     sched(trace, &mut o, &mut sum)?;
     markers(trace, &mut o, &mut sum)?;
     for info in selected {
@@ -204,8 +205,8 @@ pub fn write(trace: &Trace, path: &Path, names: &[String]) -> Result<Summary, Er
             None => sum.skipped.push(info.name),
         }
     }
-    o.w.flush().map_err(io_err)?;
-    o.w.get_mut().persist().map_err(|e| Error::io(path, e))?;
+    o.w.flush().map_err(Error::Stream)?;
+    o.w.get_mut().persist().map_err(|e| Error::write(path, e))?;
     Ok(sum)
 }
 
@@ -218,7 +219,8 @@ fn markers<W: Write>(trace: &Trace, o: &mut Out<W>, sum: &mut Summary) -> Result
             Some(u) => u,
             None => {
                 let u = o.uuid();
-                o.track(u, None, "Trace markers", false).map_err(io_err)?;
+                o.track(u, None, "Trace markers", false)
+                    .map_err(Error::Stream)?;
                 *uuid.insert(u)
             }
         };
@@ -232,7 +234,7 @@ fn markers<W: Write>(trace: &Trace, o: &mut Out<W>, sum: &mut Summary) -> Result
         pb::string(p, TE_NAME, msg);
         pb::end(p, t);
         sum.markers += 1;
-        o.flush_packet().map_err(io_err)
+        o.flush_packet().map_err(Error::Stream)
     })
 }
 
@@ -359,12 +361,12 @@ fn sched<W: Write>(trace: &Trace, o: &mut Out<W>, sum: &mut Summary) -> Result<(
                 bundles[c].lost = true;
             }
             if bundles[c].events.len() >= BUNDLE_BYTES {
-                flush_bundle(o, ev.cpu, &mut bundles[c]).map_err(io_err)?;
+                flush_bundle(o, ev.cpu, &mut bundles[c]).map_err(Error::Stream)?;
             }
         }
     }
     for (cpu, b) in bundles.iter_mut().enumerate() {
-        flush_bundle(o, cpu as u32, b).map_err(io_err)?;
+        flush_bundle(o, cpu as u32, b).map_err(Error::Stream)?;
     }
     sum.cpus = bundles.len();
     // Thread names and groups.
@@ -402,7 +404,7 @@ fn sched<W: Write>(trace: &Trace, o: &mut Out<W>, sum: &mut Summary) -> Result<(
         pb::end(&mut o.pkt, t);
     }
     pb::end(&mut o.pkt, m);
-    o.flush_packet().map_err(io_err)
+    o.flush_packet().map_err(Error::Stream)
 }
 
 struct Slices<'a, W: Write> {
