@@ -21,8 +21,8 @@ use kstate_format::{Error, Lost, Trace};
 
 use crate::analyzer::{drive, trace_start, Analyzer, Config, LogSink, Mode, NoLog, Outcome, Pass};
 use crate::merge::{Event, LossMark};
-use crate::slices::{Cannot, SliceWalk};
 use crate::page_index::PageIndex;
+use crate::slices::{Cannot, SliceWalk};
 
 /// Bytes a chunk holds before it is handed over: small enough to be read back from the
 /// cache it was written to.
