@@ -95,7 +95,43 @@ Exit status:
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
+    // `println!` panics when stdout fails (a full disk, a closed pipe), and the commands
+    // print through it: such a panic is not a bug to report but a failed output. It
+    // unwinds as any error returns (output files and the tracefs instance are cleaned up
+    // on the way), and is then reported as the other failed outputs are.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if stdout_failure(info.payload()).is_none() {
+            default_hook(info);
+        }
+    }));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli.command)));
+    let result = match result {
+        Ok(r) => r,
+        Err(panic) => match stdout_failure(&*panic) {
+            // The reader had enough: not a failure (as `analyze` and `dump` treat it).
+            Some(why) if why.contains("Broken pipe") => return ExitCode::SUCCESS,
+            Some(why) => Err(error::Error::Failed(format!("writing output: {why}"))),
+            None => std::panic::resume_unwind(panic),
+        },
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("kstate: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// The OS error of a panic raised by a failed `print!` to stdout, if it is one.
+fn stdout_failure(payload: &(dyn std::any::Any + Send)) -> Option<&str> {
+    let msg = payload.downcast_ref::<String>()?;
+    msg.strip_prefix("failed printing to stdout: ")
+}
+
+fn run(command: Command) -> Result<ExitCode, error::Error> {
+    match command {
         Command::Info(a) => cmd::info::run(a),
         Command::Dump(a) => cmd::dump::run(a),
         Command::Record(a) => cmd::record::run(a),
@@ -119,12 +155,5 @@ fn main() -> ExitCode {
         Command::Ui(a) => cmd::ui::run(a),
         Command::Workload(w) => kstate_lab::workload::run(w).map_err(Into::into),
         Command::Cachesim(a) => cmd::cachesim::run(a),
-    };
-    match result {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("kstate: {e}");
-            ExitCode::from(e.exit_code())
-        }
     }
 }

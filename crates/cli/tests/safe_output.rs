@@ -295,3 +295,51 @@ fn an_output_directory_that_is_a_symlink_is_refused() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(!names_in(&target).is_empty());
 }
+
+/// A full disk behind stdout is a failed output (exit 1, the OS's reason), and a reader
+/// that closed the pipe only means it had enough (exit 0, nothing said): never a panic,
+/// whichever command prints.
+#[test]
+fn a_full_or_closed_stdout_is_reported_never_a_panic() {
+    let trace = support::fixtures_dir().join("lisa-sched_load/trace.dat");
+    let t = trace.to_str().unwrap();
+    let commands: [&[&str]; 4] = [
+        &["info", t],
+        &["classify", t],
+        &["analyze", "--list"],
+        &["analyze", "runq", "--stat", t],
+    ];
+    for args in commands {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let o = std::process::Command::new(support::KSTATE)
+            .args(args)
+            .stdout(full)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?} > /dev/full: {err}");
+        assert!(
+            err.contains("kstate: writing output: No space left on device")
+                && !err.contains("panicked"),
+            "{args:?} > /dev/full: {err}"
+        );
+
+        let mut child = std::process::Command::new(support::KSTATE)
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            o.status.success() && err.is_empty(),
+            "{args:?} | (closed): {:?} {err}",
+            o.status
+        );
+    }
+}
