@@ -424,14 +424,7 @@ impl<'a> Cursor<'a> {
     /// [`write_frac6`].
     #[inline(always)]
     pub fn frac6(&mut self, v: u32) {
-        let v = v % 1_000_000;
-        let (a, r) = ((v / 10_000) as usize, v % 10_000);
-        let (b, c) = ((r / 100) as usize, (r % 100) as usize);
-        let mut buf = [0u8; 8];
-        buf[0..2].copy_from_slice(&PAIRS[2 * a..2 * a + 2]);
-        buf[2..4].copy_from_slice(&PAIRS[2 * b..2 * b + 2]);
-        buf[4..6].copy_from_slice(&PAIRS[2 * c..2 * c + 2]);
-        self.put(&buf, 6);
+        self.put(&frac6_digits(v), 6);
     }
 }
 
@@ -532,6 +525,12 @@ pub fn write_dec(v: u64, out: &mut Vec<u8>) {
 /// microseconds, in three pair copies.
 #[inline]
 pub fn write_frac6(v: u32, out: &mut Vec<u8>) {
+    push_fixed(out, &frac6_digits(v), 6);
+}
+
+/// The six digits of `v % 1_000_000`, zero-padded, in the first six of eight bytes.
+#[inline(always)]
+fn frac6_digits(v: u32) -> [u8; 8] {
     let v = v % 1_000_000;
     let (a, r) = ((v / 10_000) as usize, v % 10_000);
     let (b, c) = ((r / 100) as usize, (r % 100) as usize);
@@ -539,7 +538,7 @@ pub fn write_frac6(v: u32, out: &mut Vec<u8>) {
     buf[0..2].copy_from_slice(&PAIRS[2 * a..2 * a + 2]);
     buf[2..4].copy_from_slice(&PAIRS[2 * b..2 * b + 2]);
     buf[4..6].copy_from_slice(&PAIRS[2 * c..2 * c + 2]);
-    push_fixed(out, &buf, 6);
+    buf
 }
 
 /// Appends `v` in decimal, right-aligned in `width` columns, zero-padded when `zero`.
