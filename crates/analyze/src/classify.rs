@@ -18,6 +18,7 @@ use std::collections::{HashMap, HashSet};
 use kstate_format::value::FieldRef;
 use kstate_format::{Error, ErrorKind, Trace};
 
+use crate::analyzers::sched::IdleExits;
 use crate::merge::{IdFilter, Merger};
 
 #[cfg(target_arch = "aarch64")]
@@ -217,9 +218,81 @@ fn bad(msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::Unsupported, None, msg)
 }
 
+/// Who is on each CPU since when, from context switches, and from every other event's
+/// `common_pid` (the task running on that CPU when the event was written). The second
+/// source matters: a VM's CPU can leave idle without a recorded sched_switch (seen on this
+/// project's CI, where a 500 ms spin pinned to a CPU showed 320 ms on it), and then the
+/// task's own events are the first sign that it runs.
+/// Where the task was woken onto that CPU, it ran from the wake-up
+/// ([`IdleExits`], as the sched analyzers count it); otherwise from its first event.
+#[derive(Default)]
+struct OnCpu {
+    /// Per CPU: the task on it (0: idle) and since when; absent: not known yet.
+    cpus: HashMap<u32, (i32, u64)>,
+    idle: IdleExits,
+    busy_ns: u64,
+    wl_busy_ns: u64,
+}
+
+impl OnCpu {
+    /// Ends the current occupant's stretch on `cpu` at `ts`.
+    fn close(&mut self, cpu: u32, ts: u64, wl: impl Fn(i32) -> bool) {
+        if let Some((pid, since)) = self.cpus.remove(&cpu) {
+            if pid != 0 {
+                self.busy_ns += ts.saturating_sub(since);
+                if wl(pid) {
+                    self.wl_busy_ns += ts.saturating_sub(since);
+                }
+            }
+        }
+    }
+
+    fn wakeup(&mut self, cpu: u32, pid: i32, ts: u64) {
+        self.idle.wakeup(cpu, pid, ts);
+    }
+
+    fn switch(&mut self, cpu: u32, ts: u64, prev: i32, next: i32, wl: impl Fn(i32) -> bool) {
+        // `prev` ran until now even when its switch-in was missed.
+        let woke = self.idle.switch(cpu, prev, next, ts);
+        if self.cpus.get(&cpu).is_none_or(|c| c.0 != prev) {
+            self.start(cpu, woke.unwrap_or(ts), prev, &wl);
+        }
+        self.close(cpu, ts, &wl);
+        self.cpus.insert(cpu, (next, ts));
+    }
+
+    /// An event written on `cpu` at `ts` by `pid`: if another task was thought to be on
+    /// that CPU, a switch was missed, and `pid` runs from its wake-up or from here.
+    fn seen(&mut self, cpu: u32, ts: u64, pid: i32, wl: impl Fn(i32) -> bool) {
+        if self.cpus.get(&cpu).is_some_and(|c| c.0 == pid) {
+            return;
+        }
+        let woke = self.idle.running(cpu, pid);
+        self.start(cpu, woke.unwrap_or(ts), pid, &wl);
+    }
+
+    /// `pid` is on `cpu` from `at` (not before the current occupant came).
+    fn start(&mut self, cpu: u32, at: u64, pid: i32, wl: impl Fn(i32) -> bool) {
+        let at = self.cpus.get(&cpu).map_or(at, |c| at.max(c.1));
+        self.close(cpu, at, &wl);
+        self.cpus.insert(cpu, (pid, at));
+    }
+
+    /// Counts what is still open up to `last`: (busy, workload busy).
+    fn finish(mut self, last: u64, wl: impl Fn(i32) -> bool) -> (u64, u64) {
+        let cpus: Vec<u32> = self.cpus.keys().copied().collect();
+        for cpu in cpus {
+            self.close(cpu, last, &wl);
+        }
+        (self.busy_ns, self.wl_busy_ns)
+    }
+}
+
 /// One pass over the trace; with `scope`, waits and workload CPU count only those threads.
 pub fn figures(trace: &Trace, scope: Option<&HashSet<i32>>) -> Result<Figures, Error> {
     let ours = |tid: i32| scope.is_none_or(|s| s.contains(&tid));
+    // The workload's threads when scoped; nothing otherwise (no workload CPU to count).
+    let ours_only = |tid: i32| scope.is_some_and(|s| s.contains(&tid));
     let ev = |s: &str| trace.events.find(s);
     let sw = ev("sched:sched_switch")
         .ok_or_else(|| bad("classify needs sched:sched_switch (record -e perf)"))?;
@@ -268,7 +341,14 @@ pub fn figures(trace: &Trace, scope: Option<&HashSet<i32>>) -> Result<Figures, E
         }
         _ => None,
     };
+    // Wake-ups date a switch-in the kernel did not trace (see [`OnCpu`]).
+    let wakes: Vec<(u32, FieldRef)> = ["sched:sched_wakeup", "sched:sched_wakeup_new"]
+        .into_iter()
+        .filter_map(ev)
+        .map(|e| Ok((e.id, fr(e, "pid")?)))
+        .collect::<Result<_, Error>>()?;
     let mut ids = vec![sw.id];
+    ids.extend(wakes.iter().map(|w| w.0));
     if let Some(l) = &lock {
         ids.extend([l.0, l.1]);
     }
@@ -288,10 +368,7 @@ pub fn figures(trace: &Trace, scope: Option<&HashSet<i32>>) -> Result<Figures, E
     };
     let mut m = Merger::new(trace, None, IdFilter::only(ids))?;
     let (mut first, mut last) = (None::<u64>, 0u64);
-    // Per CPU: when it last switched to a non-idle task (None: idle or unknown).
-    let mut running: HashMap<u32, Option<u64>> = HashMap::new();
-    // Per CPU: when a workload thread was switched in.
-    let mut wl_running: HashMap<u32, u64> = HashMap::new();
+    let mut on_cpu = OnCpu::default();
     // Workload threads switched out while runnable (preempted), since when.
     let mut runq: HashMap<i32, u64> = HashMap::new();
     // First and last context switch of a workload thread: its lifetime.
@@ -309,17 +386,19 @@ pub fn figures(trace: &Trace, scope: Option<&HashSet<i32>>) -> Result<Figures, E
         last = ts;
         let pl = e.payload;
         let en = e.endian;
+        if e.id != sw.id {
+            on_cpu.seen(e.cpu, ts, e.pid(), ours_only);
+        }
+        if let Some((_, pid)) = wakes.iter().find(|w| w.0 == e.id) {
+            let pid = pid.get_i64(pl, en).unwrap_or(0) as i32;
+            on_cpu.wakeup(e.cpu, pid, ts);
+            continue;
+        }
         if e.id == sw.id {
             let prev = prev_pid.get_i64(pl, en).unwrap_or(0) as i32;
             let next = next_pid.get_i64(pl, en).unwrap_or(0) as i32;
             let state = prev_state.get_u64(pl, en).unwrap_or(0);
-            let slot = running.entry(e.cpu).or_insert(None);
-            if let Some(since) = slot.take() {
-                f.busy_ns += ts - since;
-            }
-            if next != 0 {
-                *slot = Some(ts);
-            }
+            on_cpu.switch(e.cpu, ts, prev, next, ours_only);
             if scope.is_some_and(|s| s.contains(&next) || s.contains(&prev)) {
                 wl_span.0.get_or_insert(ts);
                 wl_span.1 = ts;
@@ -329,12 +408,6 @@ pub fn figures(trace: &Trace, scope: Option<&HashSet<i32>>) -> Result<Figures, E
             }
             if let Some(since) = runq.remove(&next) {
                 f.wl_runq_ns += ts - since;
-            }
-            if let Some(since) = wl_running.remove(&e.cpu) {
-                f.wl_busy_ns += ts - since;
-            }
-            if next != 0 && scope.is_some_and(|s| s.contains(&next)) {
-                wl_running.insert(e.cpu, ts);
             }
             if prev != 0 && ours(prev) && state & 0x3 == 0x2 && state < 0x100 {
                 dsleep.insert(prev, (ts, in_lock.contains_key(&prev)));
@@ -412,12 +485,7 @@ pub fn figures(trace: &Trace, scope: Option<&HashSet<i32>>) -> Result<Figures, E
         return Err(e.clone());
     }
     // What is still open at the end counts up to the end.
-    for since in running.values().flatten() {
-        f.busy_ns += last - since;
-    }
-    for since in wl_running.values() {
-        f.wl_busy_ns += last - since;
-    }
+    (f.busy_ns, f.wl_busy_ns) = on_cpu.finish(last, ours_only);
     for (start, locked) in dsleep.values() {
         if *locked {
             f.lock_d_ns += last - start;
@@ -441,4 +509,57 @@ pub fn figures(trace: &Trace, scope: Option<&HashSet<i32>>) -> Result<Figures, E
         .max_by_key(|x| x.1)
         .map(|((a, fl), ns)| (a, fl, ns));
     Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OnCpu;
+
+    const SPIN: i32 = 42;
+    fn wl(t: i32) -> bool {
+        t == SPIN
+    }
+
+    #[test]
+    fn a_missed_switch_in_is_inferred_from_the_tasks_own_events() {
+        // CPU 0 idles from 0; the spin's switch-in at 100 is missing; its system calls
+        // at 150 and 400 are seen; it is switched out at 500.
+        let mut c = OnCpu::default();
+        c.switch(0, 0, 7, 0, wl);
+        c.seen(0, 150, SPIN, wl);
+        c.seen(0, 400, SPIN, wl);
+        c.switch(0, 500, SPIN, 0, wl);
+        assert_eq!(c.finish(600, wl), (350, 350));
+    }
+
+    #[test]
+    fn a_missed_switch_in_after_a_wake_up_counts_from_the_wake_up() {
+        let mut c = OnCpu::default();
+        c.switch(0, 0, 7, 0, wl);
+        c.wakeup(0, SPIN, 100);
+        c.seen(0, 150, SPIN, wl);
+        c.switch(0, 500, SPIN, 0, wl);
+        assert_eq!(c.finish(600, wl), (400, 400));
+    }
+
+    #[test]
+    fn a_switch_out_of_an_unseen_task_counts_nothing_before_it() {
+        let mut c = OnCpu::default();
+        c.switch(0, 0, 7, 0, wl);
+        // Thought idle; the spin is switched out at 300 without any sign before.
+        c.switch(0, 300, SPIN, 9, wl);
+        assert_eq!(c.finish(400, wl), (100, 0));
+    }
+
+    #[test]
+    fn recorded_switches_count_as_before() {
+        let mut c = OnCpu::default();
+        c.switch(1, 10, 0, SPIN, wl);
+        c.seen(1, 20, SPIN, wl);
+        // An interrupt on the spin's CPU carries its pid: nothing changes.
+        c.switch(1, 110, SPIN, 5, wl);
+        c.switch(1, 130, 5, 0, wl);
+        c.seen(1, 140, 0, wl);
+        assert_eq!(c.finish(200, wl), (120, 100));
+    }
 }
