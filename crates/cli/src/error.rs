@@ -74,6 +74,16 @@ impl fmt::Display for Error {
     }
 }
 
+impl From<kstate_ui::Error> for Error {
+    fn from(e: kstate_ui::Error) -> Error {
+        match e {
+            // Files that cannot be shown together: the arguments are the user's to fix.
+            kstate_ui::Error::Files(msg) => Error::Usage(msg),
+            e => Error::Failed(e.to_string()),
+        }
+    }
+}
+
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {

@@ -7,7 +7,10 @@
 
 mod api;
 mod cache;
+mod error;
 mod params;
+
+pub use error::Error;
 
 use std::path::PathBuf;
 
@@ -43,22 +46,24 @@ fn token() -> std::io::Result<String> {
 pub fn serve(
     opts: Options,
     open: impl Fn(&std::path::Path) -> Result<kstate_analyze::Source, String>,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let files: Vec<File> = opts
         .files
         .iter()
         .map(|p| File::open(p.display().to_string(), open(p)))
         .collect();
-    let layout = layout(&files, opts.compare)?;
+    let layout = layout(&files, opts.compare).map_err(Error::Files)?;
     let mut app = App::new(files, layout.clone());
-    let server = tiny_http::Server::http(("127.0.0.1", opts.port))
-        .map_err(|e| format!("cannot listen on 127.0.0.1:{}: {e}", opts.port))?;
+    let server = tiny_http::Server::http(("127.0.0.1", opts.port)).map_err(|e| Error::Listen {
+        port: opts.port,
+        source: std::io::Error::other(e),
+    })?;
     let port = server
         .server_addr()
         .to_ip()
         .map(|a| a.port())
-        .ok_or("the server has no IP address")?;
-    let token = token().map_err(|e| format!("reading /dev/urandom: {e}"))?;
+        .ok_or_else(|| Error::System("the server has no IP address".into()))?;
+    let token = token().map_err(|e| Error::System(format!("reading /dev/urandom: {e}")))?;
     let url = format!("http://127.0.0.1:{port}/{token}/");
     // One line, written without panicking: whoever started us may stop reading.
     use std::io::Write;

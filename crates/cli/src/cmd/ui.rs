@@ -49,7 +49,6 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         port: args.port,
         open: args.open,
     };
-    kstate_ui::serve(opts, |p| super::source(p).map_err(|e| e.to_string()))
-        .map_err(Error::Failed)?;
+    kstate_ui::serve(opts, |p| super::source(p).map_err(|e| e.to_string()))?;
     Ok(ExitCode::SUCCESS)
 }
