@@ -602,7 +602,18 @@ fn offcpu_sees_each_10ms_sleep() {
     // switch-in, 9 ms or more later. This VM's kernel now and then drops a switch event
     // (see above), so the trace may hold a sleep less than the workload made.
     let in_trace = sleeps_in_trace(&cap, pid);
-    assert_eq!(s["count"], in_trace, "{v}");
+    let count = s["count"].as_u64().unwrap();
+    if v["pairs"]["inferred_switch_ins"] == 0 {
+        assert_eq!(count, in_trace, "{v}");
+    } else {
+        // Some switch-ins were not traced (the kernel leaving idle, CPU 0 too on some
+        // boots): the pairing above misses those sleeps, kstate dates them at the wake-up;
+        // it never finds more than the workload made.
+        assert!(
+            in_trace <= count && count <= SLEEPS,
+            "{in_trace} in the trace: {v}"
+        );
+    }
     assert!(
         in_trace + 2 >= SLEEPS,
         "only {in_trace} of {SLEEPS} sleeps in the trace"
