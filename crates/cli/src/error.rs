@@ -167,6 +167,20 @@ impl From<kstate_watch::Error> for Error {
     }
 }
 
+/// The lab's error: its arguments (2), a trace it read (the reader's class), or the
+/// system or a command it ran (1).
+impl From<kstate_lab::Error> for Error {
+    fn from(e: kstate_lab::Error) -> Error {
+        use kstate_lab::Error as E;
+        match e {
+            E::Usage(msg) => Error::Usage(msg),
+            E::Trace(e) => e.into(),
+            E::Io { path, source } => Error::system(&path, source),
+            e => Error::Failed(e.to_string()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,6 +248,17 @@ mod tests {
         assert_eq!(class(a).0, EXIT_BAD_INPUT);
         let s = kstate_watch::Error::System("tracefs: not mounted".into());
         assert_eq!(class(s), (EXIT_FAILED, "tracefs: not mounted".into()));
+        // The lab: its arguments, a peer failing, a file the harness needs, a trace.
+        let u = kstate_lab::Error::usage("--stride 100: a multiple of the 4096-byte page");
+        assert_eq!(class(u).0, EXIT_BAD_INPUT);
+        let p = kstate_lab::Error::failed("\"perf\" failed (status 1)");
+        assert_eq!(class(p), (EXIT_FAILED, "\"perf\" failed (status 1)".into()));
+        assert_eq!(
+            class(kstate_lab::Error::io("out", enospc())),
+            (EXIT_FAILED, full.into())
+        );
+        let t = kstate_format::Error::corrupt(8, "bad magic").in_file(Path::new("t.dat"));
+        assert_eq!(class(kstate_lab::Error::from(t)).0, EXIT_BAD_INPUT);
         // The CLI's own.
         assert_eq!(
             class(Error::output("out", enospc())),

@@ -10,5 +10,8 @@
 //! not depend on this one.
 
 pub mod bench;
+mod error;
 pub mod scale;
 pub mod workload;
+
+pub use error::Error;

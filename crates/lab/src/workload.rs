@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use kstate_format::Error;
+use crate::Error;
 
 // What the workloads' numbers take: enough for any test or benchmark, refused beyond (a
 // typo must not run for days, fork a million processes or map all memory).
@@ -307,11 +307,10 @@ pub fn run(w: Workload) -> Result<ExitCode, Error> {
                     }
                 }
                 if pid < 0 {
-                    return Err(Error::new(
-                        kstate_format::ErrorKind::Io,
-                        None,
-                        format!("fork: {}", std::io::Error::last_os_error()),
-                    ));
+                    return Err(Error::failed(format!(
+                        "fork: {}",
+                        std::io::Error::last_os_error()
+                    )));
                 }
                 let mut status = 0;
                 // SAFETY: waits for the child just forked.
@@ -332,11 +331,10 @@ pub fn run(w: Workload) -> Result<ExitCode, Error> {
                     0,
                 );
                 if p == libc::MAP_FAILED {
-                    return Err(Error::new(
-                        kstate_format::ErrorKind::Io,
-                        None,
-                        format!("mmap: {}", std::io::Error::last_os_error()),
-                    ));
+                    return Err(Error::failed(format!(
+                        "mmap: {}",
+                        std::io::Error::last_os_error()
+                    )));
                 }
                 libc::madvise(p, len.max(page), libc::MADV_NOHUGEPAGE);
                 let b = p as *mut u8;
@@ -452,11 +450,9 @@ fn direct_writers(
 ) -> Result<(), Error> {
     use std::os::unix::fs::OpenOptionsExt;
     if size == 0 || !size.is_multiple_of(4096) {
-        return Err(Error::new(
-            kstate_format::ErrorKind::Unsupported,
-            None,
-            format!("--size {size}: O_DIRECT writes need a positive multiple of 4096 bytes"),
-        ));
+        return Err(Error::usage(format!(
+            "--size {size}: O_DIRECT writes need a positive multiple of 4096 bytes"
+        )));
     }
     let mut files = Vec::new();
     for i in 0..threads {
@@ -705,13 +701,7 @@ fn demo(dir: &std::path::Path) -> Result<(), Error> {
         runnable_threads(std::time::Duration::from_millis(300));
         for _ in 0..5 {
             let st = std::process::Command::new("true").status();
-            st.map_err(|e| {
-                Error::new(
-                    kstate_format::ErrorKind::Io,
-                    None,
-                    format!("running true: {e}"),
-                )
-            })?;
+            st.map_err(|e| Error::failed(format!("running true: {e}")))?;
         }
         Ok(())
     })();
@@ -895,7 +885,7 @@ mod spin {
 /// Two functions with opposite memory behaviour, for `kstate cachesim` and
 /// `kstate profile --compare-events`: their names are what the tests look for.
 mod cache_pollution {
-    use kstate_format::Error;
+    use crate::Error;
 
     const LINE: usize = 64;
     const PAGE: usize = 4096;
@@ -947,11 +937,10 @@ mod cache_pollution {
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(Error::new(
-                kstate_format::ErrorKind::Io,
-                None,
-                format!("mmap of {mib} MiB: {}", std::io::Error::last_os_error()),
-            ));
+            return Err(Error::failed(format!(
+                "mmap of {mib} MiB: {}",
+                std::io::Error::last_os_error()
+            )));
         }
         // One fault per 4 KiB page (not one per 2 MiB huge zero page).
         // SAFETY: advice on our own mapping.

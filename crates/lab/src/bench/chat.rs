@@ -11,7 +11,7 @@ use std::sync::{mpsc, Arc, Barrier};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use kstate_format::{Error, ErrorKind};
+use crate::Error;
 use serde_json::{json, Value};
 
 /// Bytes per message, as in the original chat benchmark.
@@ -84,7 +84,7 @@ impl ChatResult {
 }
 
 fn err(msg: impl Into<String>) -> Error {
-    Error::new(ErrorKind::Io, None, msg)
+    Error::failed(msg)
 }
 
 fn io(what: &str) -> impl Fn(std::io::Error) -> Error + '_ {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
-use kstate_format::{Error, ErrorKind};
+use crate::Error;
 use serde_json::{json, Value};
 
 /// Table 3.1-1: (streams per command, threads, commands).
@@ -92,7 +92,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 fn err(msg: impl Into<String>) -> Error {
-    Error::new(ErrorKind::Io, None, msg)
+    Error::failed(msg)
 }
 
 /// Per-CPU jiffies from /proc/stat: user+nice, system+irq+softirq, idle, iowait.

@@ -28,11 +28,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kstate_format::{Error, ErrorKind};
+use crate::Error;
 use serde_json::{json, Value};
 
 fn err(msg: impl Into<String>) -> Error {
-    Error::new(ErrorKind::Unsupported, None, msg)
+    Error::failed(msg)
 }
 
 /// The harness's options, shared by `bench malloc` and its child pass.
@@ -216,7 +216,7 @@ fn mapped_objects() -> Vec<String> {
 pub fn pass(a: PassArgs) -> Result<ExitCode, Error> {
     let h = a.harness;
     if a.threads == 0 || a.max == 0 || h.per_loop == 0 {
-        return Err(err(
+        return Err(Error::usage(
             "threads, size and allocations per loop must be positive",
         ));
     }
@@ -365,7 +365,7 @@ fn resolve(name: &str) -> Result<Allocator, Error> {
         let names: Vec<&str> = std::iter::once("glibc")
             .chain(KNOWN.iter().map(|k| k.0))
             .collect();
-        return Err(err(format!(
+        return Err(Error::usage(format!(
             "unknown allocator {name:?}: choose from {} or give a path to a shared object",
             names.join(", ")
         )));
@@ -547,10 +547,10 @@ fn size_name(b: u64) -> String {
 pub fn run(a: Args) -> Result<ExitCode, Error> {
     let h = &a.harness;
     if a.threads.contains(&0) || a.sizes.contains(&0) || h.per_loop == 0 {
-        return Err(err("threads, sizes and -n must be positive"));
+        return Err(Error::usage("threads, sizes and -n must be positive"));
     }
     if h.fixed.is_none() && !(h.interval > 0.0 && h.samples > 0) {
-        return Err(err("-c and -i must be positive"));
+        return Err(Error::usage("-c and -i must be positive"));
     }
     let allocs: Vec<Allocator> = a
         .allocators
@@ -616,7 +616,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
     } else {
         let stdout = std::io::stdout();
         let mut w = stdout.lock();
-        let io = |e: std::io::Error| Error::new(ErrorKind::Io, None, format!("writing: {e}"));
+        let io = |e: std::io::Error| Error::failed(format!("writing: {e}"));
         let how = match h.fixed {
             Some(f) => format!("{f} loops per thread"),
             None => format!("{} sample(s) of {} s", h.samples, h.interval),

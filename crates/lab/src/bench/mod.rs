@@ -17,9 +17,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
+use crate::Error;
 use kstate_analyze::merge::{IdFilter, Merger};
 use kstate_format::value::FieldRef;
-use kstate_format::{Error, ErrorKind, Trace};
+use kstate_format::Trace;
 
 /// How many runs a benchmark takes.
 pub const RUNS: std::ops::RangeInclusive<u64> = 1..=1000;
@@ -179,7 +180,7 @@ fn read_pass(file: &Path) -> Result<(u64, u64, f64), Error> {
         }
     }
     if let Some(e) = trace.truncated {
-        return Err(e);
+        return Err(e.into());
     }
     Ok((n, sum, start.elapsed().as_secs_f64()))
 }
@@ -211,24 +212,17 @@ fn measure(cmd: &mut Command, keep_stdout: bool) -> Result<Measured, Error> {
         .stdout(out)
         .stderr(Stdio::inherit())
         .spawn()
-        .map_err(|e| {
-            Error::new(
-                ErrorKind::Io,
-                None,
-                format!("cannot run {:?}: {e}", cmd.get_program()),
-            )
-        })?;
+        .map_err(|e| Error::failed(format!("cannot run {:?}: {e}", cmd.get_program())))?;
     let mut status = 0;
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: waiting for our own child with valid out-pointers.
     let r = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
     let secs = start.elapsed().as_secs_f64();
     if r < 0 || !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
-        return Err(Error::new(
-            ErrorKind::Io,
-            None,
-            format!("{:?} failed (status {status})", cmd.get_program()),
-        ));
+        return Err(Error::failed(format!(
+            "{:?} failed (status {status})",
+            cmd.get_program()
+        )));
     }
     let mut stdout = String::new();
     if let Some(f) = captured.as_mut() {
@@ -246,8 +240,7 @@ fn measure(cmd: &mut Command, keep_stdout: bool) -> Result<Measured, Error> {
 }
 
 fn bench_read(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitCode, Error> {
-    let exe =
-        std::env::current_exe().map_err(|e| Error::new(ErrorKind::Io, None, e.to_string()))?;
+    let exe = std::env::current_exe().map_err(|e| Error::failed(e.to_string()))?;
     let mut best: Option<(f64, u64, i64)> = None;
     for _ in 0..runs {
         let m = measure(
@@ -410,8 +403,7 @@ fn bench_analyze(
     if analyzer == "syscall" && perfdata::is_perf_data(file) {
         return perfdata::analyze(file, runs, no_peer, json);
     }
-    let exe =
-        std::env::current_exe().map_err(|e| Error::new(ErrorKind::Io, None, e.to_string()))?;
+    let exe = std::env::current_exe().map_err(|e| Error::failed(e.to_string()))?;
     if threads.is_empty() {
         let all = std::thread::available_parallelism().map_or(1, |n| n.get());
         threads = vec![1, all];
@@ -446,24 +438,17 @@ fn bench_analyze(
         match &first_json {
             None => first_json = Some(m.stdout.clone()),
             Some(j) if *j != m.stdout => {
-                return Err(Error::new(
-                    ErrorKind::Corrupt,
-                    None,
-                    format!("kstate analyze {analyzer} --threads {t} printed other results than --threads {}", threads[0]),
-                ))
+                return Err(Error::failed(format!(
+                "kstate analyze {analyzer} --threads {t} printed other results than --threads {}",
+                threads[0]
+            )))
             }
             Some(_) => {}
         }
         rows.push((t, m));
     }
-    let v: serde_json::Value =
-        serde_json::from_str(first_json.as_deref().unwrap_or("")).map_err(|e| {
-            Error::new(
-                ErrorKind::Corrupt,
-                None,
-                format!("kstate analyze printed invalid JSON: {e}"),
-            )
-        })?;
+    let v: serde_json::Value = serde_json::from_str(first_json.as_deref().unwrap_or(""))
+        .map_err(|e| Error::failed(format!("kstate analyze printed invalid JSON: {e}")))?;
     let events = v["events_read"].as_u64().unwrap_or(0);
     let pairs = v["pairs"]["selected"].as_u64().unwrap_or(0);
     let syscall = analyzer == "syscall";
@@ -577,24 +562,14 @@ pub(super) fn run_cmd(cmd: &mut Command) -> Result<String, Error> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .output()
-        .map_err(|e| {
-            Error::new(
-                ErrorKind::Io,
-                None,
-                format!("cannot run {:?}: {e}", cmd.get_program()),
-            )
-        })?;
+        .map_err(|e| Error::failed(format!("cannot run {:?}: {e}", cmd.get_program())))?;
     if !out.status.success() {
-        return Err(Error::new(
-            ErrorKind::Io,
-            None,
-            format!(
-                "{:?} failed ({}): {}",
-                cmd.get_program(),
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-        ));
+        return Err(Error::failed(format!(
+            "{:?} failed ({}): {}",
+            cmd.get_program(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -9,7 +9,7 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 use super::run_cmd;
-use kstate_format::{Error, ErrorKind};
+use crate::Error;
 use serde_json::{json, Value};
 
 #[derive(clap::Args)]
@@ -110,7 +110,7 @@ const LKST: &[(&str, [f64; 5])] = &[
 pub const CONFIGS: &[&str] = &["none", "norec", "perf", "perf-nolock", "all"];
 
 fn err(msg: impl Into<String>) -> Error {
-    Error::new(ErrorKind::Io, None, msg)
+    Error::failed(msg)
 }
 
 /// The `-e` list of a configuration (None: untraced).

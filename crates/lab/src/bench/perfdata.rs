@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::{Command, ExitCode};
 
-use kstate_format::{Error, ErrorKind};
+use crate::Error;
 
 use super::{measure, Measured};
 
@@ -37,8 +37,7 @@ fn fastest(runs: u32, keep: bool, cmd: &mut dyn FnMut() -> Command) -> Result<Me
 }
 
 pub fn analyze(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitCode, Error> {
-    let exe =
-        std::env::current_exe().map_err(|e| Error::new(ErrorKind::Io, None, e.to_string()))?;
+    let exe = std::env::current_exe().map_err(|e| Error::failed(e.to_string()))?;
     let kstate = |paged: bool| {
         let exe = exe.clone();
         move || {
@@ -56,13 +55,8 @@ pub fn analyze(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<Exit
     let load_before = load();
     let direct = fastest(runs, true, &mut kstate(false))?;
     let paged = fastest(runs, false, &mut kstate(true))?;
-    let v: serde_json::Value = serde_json::from_str(&direct.stdout).map_err(|e| {
-        Error::new(
-            ErrorKind::Corrupt,
-            None,
-            format!("kstate analyze printed invalid JSON: {e}"),
-        )
-    })?;
+    let v: serde_json::Value = serde_json::from_str(&direct.stdout)
+        .map_err(|e| Error::failed(format!("kstate analyze printed invalid JSON: {e}")))?;
     let events = v["events_read"].as_u64().unwrap_or(0);
     // perf prints its summary on stderr and its events on stdout: both are discarded.
     let sh = |script: String| {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use super::run_cmd;
-use kstate_format::{Error, ErrorKind};
+use crate::Error;
 use kstate_record::instance::Instance;
 use kstate_record::tracefs::Tracefs;
 use serde_json::{json, Value};
@@ -36,7 +36,7 @@ pub struct Args {
 }
 
 fn err(msg: impl Into<String>) -> Error {
-    Error::new(ErrorKind::Io, None, msg)
+    Error::failed(msg)
 }
 
 /// One run of a row.

@@ -10,7 +10,7 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 use super::run_cmd;
-use kstate_format::{Error, ErrorKind};
+use crate::Error;
 use serde_json::{json, Value};
 
 #[derive(clap::Args)]
@@ -58,7 +58,7 @@ pub struct PassArgs {
 }
 
 fn err(msg: impl Into<String>) -> Error {
-    Error::new(ErrorKind::Io, None, msg)
+    Error::failed(msg)
 }
 
 fn cpu_s() -> f64 {

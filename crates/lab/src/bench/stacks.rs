@@ -23,7 +23,7 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 use super::run_cmd;
-use kstate_format::{Error, ErrorKind};
+use crate::Error;
 use serde_json::{json, Value};
 
 #[derive(clap::Args)]
@@ -52,7 +52,7 @@ pub struct Args {
 }
 
 fn err(msg: impl Into<String>) -> Error {
-    Error::new(ErrorKind::Io, None, msg)
+    Error::failed(msg)
 }
 
 fn median(v: &[f64]) -> f64 {

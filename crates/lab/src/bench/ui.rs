@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::Instant;
 
-use kstate_format::{Error, ErrorKind};
+use crate::Error;
 use serde_json::{json, Value};
 
 #[derive(clap::Args)]
@@ -53,7 +53,7 @@ pub struct Args {
 }
 
 fn err(msg: String) -> Error {
-    Error::new(ErrorKind::Io, None, msg)
+    Error::failed(msg)
 }
 
 /// A `kstate ui` server, stopped when dropped.

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
-use kstate_format::{output, Error, ErrorKind};
+use crate::Error;
+use kstate_format::output;
 use kstate_render::html::CpuSplit;
 use kstate_render::scale::{ScaleReport, ScaleRun};
 use serde_json::{json, Value};
@@ -58,7 +59,7 @@ pub struct Args {
 const EVENTS: &str = "perf,syscall,futex";
 
 fn err(msg: impl Into<String>) -> Error {
-    Error::new(ErrorKind::Io, None, msg)
+    Error::failed(msg)
 }
 
 pub fn run(a: Args) -> Result<ExitCode, Error> {

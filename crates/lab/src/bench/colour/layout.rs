@@ -7,7 +7,7 @@
 
 use std::ptr::NonNull;
 
-use kstate_format::{Error, ErrorKind};
+use crate::Error;
 
 /// Where every field of every structure is, relative to the region's start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +33,7 @@ impl Layout {
         way_size: u64,
         colours: u64,
     ) -> Result<Layout, Error> {
-        let bad = |m: String| Error::new(ErrorKind::Unsupported, None, m);
+        let bad = |m: String| Error::usage(m);
         if stride == 0 || !stride.is_multiple_of(4096) {
             return Err(bad(format!(
                 "--stride {stride}: a multiple of the 4096-byte page"
@@ -136,14 +136,10 @@ impl Region {
             )
         };
         if map == libc::MAP_FAILED {
-            return Err(Error::new(
-                ErrorKind::Io,
-                None,
-                format!(
-                    "mmap of {map_len} bytes: {}",
-                    std::io::Error::last_os_error()
-                ),
-            ));
+            return Err(Error::failed(format!(
+                "mmap of {map_len} bytes: {}",
+                std::io::Error::last_os_error()
+            )));
         }
         let start = (map as usize).div_ceil(HUGE) * HUGE;
         // SAFETY: [start, start + len) lies inside the mapping; advice failure only

@@ -15,9 +15,9 @@ use std::process::ExitCode;
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
+use crate::Error;
 use kstate_analyze::cache::sim::Hierarchy;
 use kstate_analyze::cache::{model, Geometry, Level};
-use kstate_format::{Error, ErrorKind};
 use serde_json::{json, Value};
 
 use layout::{Layout, Region};
@@ -95,7 +95,7 @@ pub struct Args {
 const MAX_REGION: u64 = 256 << 20;
 
 fn bad(msg: impl Into<String>) -> Error {
-    Error::new(ErrorKind::Unsupported, None, msg)
+    Error::usage(msg)
 }
 
 /// One colour count's simulated pass.

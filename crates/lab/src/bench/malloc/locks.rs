@@ -12,9 +12,10 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::Error;
 use kstate_analyze::filter::Filters;
 use kstate_analyze::locks::{self, Lock};
-use kstate_format::{Error, ErrorKind, Trace};
+use kstate_format::Trace;
 use serde_json::{json, Value};
 
 /// Callers shown per lock.
@@ -46,7 +47,7 @@ impl Drop for Scratch {
 }
 
 fn err(msg: String) -> Error {
-    Error::new(ErrorKind::Io, None, msg)
+    Error::failed(msg)
 }
 
 /// Records `pass` (the harness child's arguments after the executable) under
