@@ -20,7 +20,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use kstate_format::{Error, Lost, Trace};
 
 use crate::analyzer::{drive, trace_start, Analyzer, Config, LogSink, Mode, NoLog, Outcome, Pass};
-use crate::merge::{Event, LossMark};
+use crate::merge::{Event, IdFilter, LossMark};
 use crate::page_index::PageIndex;
 use crate::slices::{Cannot, SliceWalk};
 
@@ -137,7 +137,8 @@ fn decode(
     tx: &SyncSender<Msg>,
 ) -> Result<(), ()> {
     let cannot = |tx: &SyncSender<Msg>| tx.send(Msg::Cannot).map_err(|_| ());
-    let Ok(mut walk) = SliceWalk::new(trace, ids, index, cuts, k) else {
+    let Ok(mut walk) = SliceWalk::new(trace, IdFilter::only(ids.iter().copied()), index, cuts, k)
+    else {
         return cannot(tx);
     };
     let mut buf = Vec::with_capacity(CHUNK + 4096);

@@ -189,7 +189,7 @@ fn run_slice<A: Sliced>(
         pass.forget_comms();
         pass.analyzer_mut().record_heads();
     }
-    let mut walk = SliceWalk::new(trace, &ids, index, cuts, k)?;
+    let mut walk = SliceWalk::new(trace, IdFilter::only(ids.iter().copied()), index, cuts, k)?;
     loop {
         let ev = match walk.next() {
             Ok(Some(ev)) => ev,
@@ -208,11 +208,12 @@ fn run_slice<A: Sliced>(
 
 /// A slice met what only the one-thread pass reports right: damage, a loss, a CPU's
 /// events out of time order.
-pub(crate) struct Cannot;
+#[derive(Debug)]
+pub struct Cannot;
 
 /// The events of slice `k` (`cuts[k] <= ts < cuts[k + 1]`) in time order, read from the
 /// page before the cut on (a CPU's first page in the slice may start before it).
-pub(crate) struct SliceWalk {
+pub struct SliceWalk {
     merger: Merger,
     /// Per CPU, the time of its last event: a step back means the CPU is out of order.
     prev: Vec<u64>,
@@ -225,12 +226,11 @@ pub(crate) struct SliceWalk {
 impl SliceWalk {
     pub(crate) fn new(
         trace: &Trace,
-        ids: &[u32],
+        filter: IdFilter,
         index: &std::sync::Arc<PageIndex>,
         cuts: &[u64],
         k: usize,
     ) -> Result<SliceWalk, Error> {
-        let filter = IdFilter::only(ids.iter().copied());
         let from = cuts[k];
         let merger = match k {
             0 => Merger::new(trace, None, filter)?,
@@ -245,8 +245,11 @@ impl SliceWalk {
         })
     }
 
-    /// The slice's next event; `Ok(None)` at its end.
-    pub(crate) fn next(&mut self) -> Result<Option<Event<'_>>, Cannot> {
+    /// The slice's next event; `Ok(None)` at its end. (Not an `Iterator`: the event
+    /// borrows the walk's page.)
+    #[inline]
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<Option<Event<'_>>, Cannot> {
         // The events before the cut (on the pages it falls in) are passed over, their
         // order checked all the same.
         while !self.started {
@@ -271,6 +274,7 @@ impl SliceWalk {
 }
 
 /// Checks that `ev` follows its CPU's last event in time, with no loss around it.
+#[inline]
 fn in_order(prev: &mut Vec<u64>, ev: &Event<'_>) -> Result<(), Cannot> {
     let c = ev.cpu as usize;
     if c >= prev.len() {
@@ -281,6 +285,136 @@ fn in_order(prev: &mut Vec<u64>, ev: &Event<'_>) -> Result<(), Cannot> {
     }
     prev[c] = ev.ts;
     Ok(())
+}
+
+/// A recording cut into short time slices, for work on several threads whose results are
+/// used in time order (`kstate dump`): the slices in order hold the one pass's events in
+/// its order, and slices of a few hundred pages keep what waits to be used small.
+pub struct ShortSlices {
+    index: std::sync::Arc<PageIndex>,
+    cuts: Vec<u64>,
+}
+
+impl ShortSlices {
+    /// Slices of about `bytes` of pages (all CPUs together; at least two pages). `None`
+    /// when the trace cannot be cut (pages built on demand or unreadable, lost events) or
+    /// is too short for two.
+    pub fn plan(trace: &Trace, bytes: usize) -> Option<ShortSlices> {
+        let index = PageIndex::build_times(trace)?;
+        if index.any_lost() {
+            return None;
+        }
+        let pages = bytes / trace.layout.page_size.max(1);
+        let cuts = cuts(&index, index.len() / pages.max(MIN_PAGES_PER_SLICE))?;
+        Some(ShortSlices {
+            index: std::sync::Arc::new(index),
+            cuts,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.cuts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.cuts.is_empty()
+    }
+
+    /// The events `filter` passes of slice `k`, in time order.
+    pub fn walk(&self, trace: &Trace, filter: IdFilter, k: usize) -> Result<SliceWalk, Error> {
+        SliceWalk::new(trace, filter, &self.index, &self.cuts, k)
+    }
+}
+
+/// Runs `work` for each `k` in `0..n` on `threads` threads, each with its own state made by
+/// `init` on that thread, and hands the results to `sink` on the calling thread in the
+/// order of `k`, with at most `ahead` results made and not yet handed over (memory stays
+/// bounded). `sink` returning false stops the work: no later result is handed over. A
+/// panic in `work` is resumed on the calling thread.
+pub fn ordered<S, R: Send>(
+    n: usize,
+    threads: usize,
+    ahead: usize,
+    init: impl Fn() -> S + Sync,
+    work: impl Fn(&mut S, usize) -> R + Sync,
+    mut sink: impl FnMut(usize, R) -> bool,
+) {
+    use std::collections::BTreeMap;
+    use std::sync::Condvar;
+
+    type Made<R> = std::thread::Result<R>;
+    struct State<R> {
+        next: usize,
+        handed: usize,
+        made: BTreeMap<usize, Made<R>>,
+        stop: bool,
+    }
+    let state = Mutex::new(State {
+        next: 0,
+        handed: 0,
+        made: BTreeMap::new(),
+        stop: false,
+    });
+    let (room, ready) = (Condvar::new(), Condvar::new());
+    let lock = || state.lock().unwrap_or_else(|e| e.into_inner());
+    let ahead = ahead.max(1);
+    std::thread::scope(|s| {
+        for _ in 0..threads.clamp(1, n.max(1)) {
+            s.spawn(|| {
+                let mut st = init();
+                loop {
+                    let k = {
+                        let mut g = lock();
+                        while !g.stop && g.next < n && g.next >= g.handed + ahead {
+                            g = room.wait(g).unwrap_or_else(|e| e.into_inner());
+                        }
+                        if g.stop || g.next >= n {
+                            return;
+                        }
+                        g.next += 1;
+                        g.next - 1
+                    };
+                    let r =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&mut st, k)));
+                    let failed = r.is_err();
+                    lock().made.insert(k, r);
+                    ready.notify_all();
+                    if failed {
+                        return;
+                    }
+                }
+            });
+        }
+        for k in 0..n {
+            let r = {
+                let mut g = lock();
+                loop {
+                    if let Some(r) = g.made.remove(&k) {
+                        break r;
+                    }
+                    g = ready.wait(g).unwrap_or_else(|e| e.into_inner());
+                }
+            };
+            let go_on = match r {
+                Ok(r) => sink(k, r),
+                Err(panic) => {
+                    lock().stop = true;
+                    room.notify_all();
+                    std::panic::resume_unwind(panic);
+                }
+            };
+            let mut g = lock();
+            g.handed = k + 1;
+            if !go_on {
+                g.stop = true;
+            }
+            drop(g);
+            room.notify_all();
+            if !go_on {
+                break;
+            }
+        }
+    });
 }
 
 /// Threads to use when the user does not say: every core.

@@ -351,4 +351,16 @@ fn bench_read_has_the_text_row() {
     );
     assert!(t["trace_cmd"]["cpu_seconds"].as_f64().is_some(), "{v}");
     assert!(t["speedup"].as_f64().is_some_and(|s| s > 0.0), "{v}");
+    // The one-thread row beside the every-core one.
+    assert!(
+        t["kstate_one_thread"]["seconds"]
+            .as_f64()
+            .is_some_and(|s| s > 0.0),
+        "{v}"
+    );
+    assert!(t["speedup_one_thread"].as_f64().is_some(), "{v}");
+    assert!(
+        t["kstate"]["threads"].as_u64().is_some_and(|n| n >= 1),
+        "{v}"
+    );
 }

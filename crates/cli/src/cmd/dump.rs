@@ -45,6 +45,17 @@ pub struct Args {
     /// End time in seconds, as printed (inclusive)
     #[arg(long, value_parser = parse_secs, value_name = "SECS")]
     to: Option<u64>,
+    /// Threads to format with (default: every core); the output is the same byte for
+    /// byte. Several files, --cpu, lost events and function-tracer events use one
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    /// Bytes of pages per slice when formatting on several threads (tests cut small
+    /// traces)
+    #[arg(long, hide = true, default_value_t = SLICE_BYTES)]
+    slice_bytes: usize,
+    /// Say on standard error how the threads' part went: slices, and slices printed again
+    #[arg(long, hide = true)]
+    slice_stats: bool,
 }
 
 /// An event's format and the print conversion of each of its fields.
@@ -62,38 +73,9 @@ struct Input<'t> {
     name: String,
 }
 
-pub fn run(args: Args) -> Result<ExitCode, Error> {
-    let traces = args
-        .files
-        .iter()
-        .map(|f| super::open(f))
-        .collect::<Result<Vec<_>, _>>()?;
-    if let [trace] = &traces[..] {
-        if trace.cpu_data.is_empty() && trace.perf.is_some() {
-            return samples(trace, &args);
-        }
-    }
-    let filters = id_filters(&traces, &args.events)?;
-    let cpus = (!args.cpu.is_empty()).then_some(args.cpu.as_slice());
-    let mut mergers = Vec::new();
-    for (trace, filter) in traces.iter().zip(filters) {
-        mergers.push(Merger::new(trace, cpus, filter)?);
-    }
-    let mut merge = FileMerge::new(mergers);
-    let several = traces.len() > 1;
-    let names: Vec<String> = args
-        .files
-        .iter()
-        .map(|f| {
-            f.file_name()
-                .map_or_else(|| f.display().to_string(), |n| n.to_string_lossy().into())
-        })
-        .collect();
-    let width = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
-    let mut inputs: Vec<Input> = traces
-        .iter()
-        .zip(&names)
-        .map(|(trace, name)| Input {
+impl<'t> Input<'t> {
+    fn new(trace: &'t Trace, args: &Args, name: &str, prefix: String) -> Input<'t> {
+        Input {
             trace,
             formats: (0..trace.events.id_limit() as u32)
                 .map(|id| {
@@ -108,12 +90,119 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
                 })
                 .collect(),
             text: TextFormatter::new(trace, args.ns),
-            prefix: if several {
+            prefix,
+            name: name.to_string(),
+        }
+    }
+}
+
+/// What one event did to the output.
+enum Step {
+    /// Printed, or passed over by a filter.
+    Next,
+    /// Past `--to`: nothing later prints.
+    End,
+    /// The event has no format: the output stops there.
+    Failed(kstate_format::Error),
+}
+
+/// Prints `ev` of `input`'s file into `line` as the arguments ask.
+fn step(
+    input: &mut Input,
+    ev: &kstate_analyze::merge::Event,
+    args: &Args,
+    several: bool,
+    line: &mut Vec<u8>,
+) -> Step {
+    if args.from.is_some_and(|f| ev.ts < f) {
+        return Step::Next;
+    }
+    if args.to.is_some_and(|t| ev.ts > t) {
+        return Step::End;
+    }
+    let pid = ev.pid();
+    if args.pid.is_some_and(|p| p != pid) {
+        return Step::Next;
+    }
+    let known = input.formats.get(ev.id as usize).and_then(Option::as_ref);
+    let Some((fmt, specs)) = known else {
+        return Step::Failed(
+            kstate_format::Error::new(
+                ErrorKind::Corrupt,
+                None,
+                format!(
+                    "event id {} on CPU {} at {} has no format",
+                    ev.id,
+                    ev.cpu,
+                    fmt_secs(ev.ts)
+                ),
+            )
+            .in_file(&input.trace.path),
+        );
+    };
+    if args.json {
+        let file = several.then_some(input.name.as_str());
+        json_line(line, ev, pid, fmt, &mut input.text, file);
+    } else {
+        line.extend_from_slice(input.prefix.as_bytes());
+        if args.raw {
+            text_line(line, ev, pid, fmt, specs, input.trace);
+        } else {
+            input.text.write_line(
+                line,
+                ev.ts,
+                ev.cpu,
+                ev.id,
+                ev.payload,
+                ev.endian,
+                ev.lost_before,
+            );
+        }
+    }
+    Step::Next
+}
+
+pub fn run(args: Args) -> Result<ExitCode, Error> {
+    let traces = args
+        .files
+        .iter()
+        .map(|f| super::open(f))
+        .collect::<Result<Vec<_>, _>>()?;
+    if let [trace] = &traces[..] {
+        if trace.cpu_data.is_empty() && trace.perf.is_some() {
+            return samples(trace, &args);
+        }
+    }
+    let filters = id_filters(&traces, &args.events)?;
+    let cpus = (!args.cpu.is_empty()).then_some(args.cpu.as_slice());
+    let mut mergers = Vec::new();
+    for (trace, filter) in traces.iter().zip(&filters) {
+        mergers.push(Merger::new(trace, cpus, filter.clone())?);
+    }
+    let several = traces.len() > 1;
+    let threads = match args.threads {
+        Some(n) => kstate_analyze::slices::check_threads(n)?,
+        None => kstate_analyze::slices::all_cores(),
+    };
+    let names: Vec<String> = args
+        .files
+        .iter()
+        .map(|f| {
+            f.file_name()
+                .map_or_else(|| f.display().to_string(), |n| n.to_string_lossy().into())
+        })
+        .collect();
+    let width = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+    let mut inputs: Vec<Input> = traces
+        .iter()
+        .zip(&names)
+        .map(|(trace, name)| {
+            let prefix = if several {
                 format!("{name:>width$}: ")
             } else {
                 String::new()
-            },
-            name: name.clone(),
+            };
+            Input::new(trace, &args, name, prefix)
         })
         .collect();
     let stdout = std::io::stdout();
@@ -125,8 +214,30 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             line.extend_from_slice(report_header(i.trace).as_bytes());
         }
     }
-    let (from, to) = (args.from.unwrap_or(0), args.to.unwrap_or(u64::MAX));
     let mut failure = traces.iter().find_map(|t| t.damage().next().cloned());
+    // Events the threads printed already (when they stopped for something only the one
+    // pass prints right, the pass goes on from there).
+    let mut printed = 0u64;
+    if failure.is_none() && threads > 1 && !several && args.cpu.is_empty() {
+        match parallel(
+            &traces[0],
+            &filters[0],
+            &args,
+            threads,
+            &mut inputs[0],
+            &mut line,
+            &mut out,
+        ) {
+            Parallel::Unsuited => {}
+            Parallel::Done(f) => {
+                failure = f;
+                mergers.clear();
+            }
+            Parallel::Stdout(e) => return stdout_closed(e),
+            Parallel::GoOn { events } => printed = events,
+        }
+    }
+    let mut merge = FileMerge::new(mergers);
     loop {
         let (f, ev) = match merge.next() {
             Ok(Some(x)) => x,
@@ -138,51 +249,16 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
                 break;
             }
         };
-        if ev.ts < from {
+        if printed > 0 {
+            printed -= 1;
             continue;
         }
-        if ev.ts > to {
-            break;
-        }
-        let pid = ev.pid();
-        if args.pid.is_some_and(|p| p != pid) {
-            continue;
-        }
-        let input = &mut inputs[f];
-        let known = input.formats.get(ev.id as usize).and_then(Option::as_ref);
-        let Some((fmt, specs)) = known else {
-            failure = Some(
-                kstate_format::Error::new(
-                    ErrorKind::Corrupt,
-                    None,
-                    format!(
-                        "event id {} on CPU {} at {} has no format",
-                        ev.id,
-                        ev.cpu,
-                        fmt_secs(ev.ts)
-                    ),
-                )
-                .in_file(&input.trace.path),
-            );
-            break;
-        };
-        if args.json {
-            let file = several.then_some(input.name.as_str());
-            json_line(&mut line, &ev, pid, fmt, &mut input.text, file);
-        } else {
-            line.extend_from_slice(input.prefix.as_bytes());
-            if args.raw {
-                text_line(&mut line, &ev, pid, fmt, specs, input.trace);
-            } else {
-                input.text.write_line(
-                    &mut line,
-                    ev.ts,
-                    ev.cpu,
-                    ev.id,
-                    ev.payload,
-                    ev.endian,
-                    ev.lost_before,
-                );
+        match step(&mut inputs[f], &ev, &args, several, &mut line) {
+            Step::Next => {}
+            Step::End => break,
+            Step::Failed(e) => {
+                failure = Some(e);
+                break;
             }
         }
         // Lines collect in one buffer written 64 KiB at a time (no second copy per line).
@@ -215,6 +291,178 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         None => Ok(ExitCode::SUCCESS),
         Some(e) => Err(e.into()),
     }
+}
+
+/// How the threads' part of a dump ended.
+enum Parallel {
+    /// The dump cannot be cut into slices: the one pass prints it all.
+    Unsuited,
+    /// Printed to the end (or to `--to`, or to an event without a format: the failure).
+    Done(Option<kstate_format::Error>),
+    /// Standard output failed.
+    Stdout(std::io::Error),
+    /// A slice met what only the one pass prints right (a CPU's events out of time
+    /// order, function-tracer events): it goes on after the `events` events printed so
+    /// far.
+    GoOn { events: u64 },
+}
+
+/// Slices of about this many bytes of pages: the 4 MiB window a page source maps at a
+/// time (a smaller slice still maps and populates a whole window). About 10 MB of text
+/// waits per slice made and not yet written.
+const SLICE_BYTES: usize = 4 << 20;
+
+/// One slice formatted on a worker thread.
+enum SliceOut {
+    Done {
+        text: Vec<u8>,
+        /// Events the slice's walk delivered (printed or filtered).
+        events: u64,
+        state: kstate_format::print_fmt::SliceState,
+        end: Option<Step>,
+    },
+    Cannot,
+}
+
+/// Prints the events of one file on `threads` threads: time slices formatted side by side
+/// ([`kstate_analyze::slices::ordered`]), written in order. The text is the one pass's:
+/// a slice's lines depend on earlier events only through comms the sched plugins learnt,
+/// and a slice whose lines used a comm learnt before it is printed again here, by the
+/// formatter that has taken in every slice before ([`TextFormatter::slice_agrees`]).
+fn parallel(
+    trace: &Trace,
+    filter: &IdFilter,
+    args: &Args,
+    threads: usize,
+    input: &mut Input,
+    line: &mut Vec<u8>,
+    out: &mut impl Write,
+) -> Parallel {
+    use kstate_analyze::slices::{ordered, ShortSlices};
+    let Some(slices) = ShortSlices::plan(trace, args.slice_bytes) else {
+        return Parallel::Unsuited;
+    };
+    // The function plugin indents by call stacks learnt event by event: a slice holding
+    // such events is left to the one pass (which has seen none before it).
+    let function = trace.events.find("ftrace:function").map(|f| f.id);
+    // Prints slice `k` with `input`'s formatter as it stands.
+    let print_slice = |input: &mut Input, k: usize, text: &mut Vec<u8>| {
+        let Ok(mut walk) = slices.walk(trace, filter.clone(), k) else {
+            return None;
+        };
+        let (mut events, mut end) = (0u64, None);
+        loop {
+            match walk.next() {
+                Ok(Some(ev)) => {
+                    if Some(ev.id) == function {
+                        return None;
+                    }
+                    events += 1;
+                    match step(input, &ev, args, false, text) {
+                        Step::Next => {}
+                        s => {
+                            end = Some(s);
+                            break;
+                        }
+                    }
+                }
+                Ok(None) => break,
+                Err(_) => return None,
+            }
+        }
+        Some((events, end))
+    };
+    let mut result = Parallel::Done(None);
+    let (mut events, mut again) = (0u64, 0usize);
+    let name = input.name.clone();
+    // Text buffers go back and forth between the threads (no fresh pages per slice).
+    let spare: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+    let take = || {
+        spare
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_default()
+    };
+    ordered(
+        slices.len(),
+        threads,
+        // One slice waiting beside each thread's: the writer never starves, and the text
+        // held stays a few slices' worth.
+        threads + 1,
+        || Input::new(trace, args, &name, String::new()),
+        |w, k| {
+            w.text.start_slice();
+            let mut text = take();
+            match print_slice(w, k, &mut text) {
+                Some((events, end)) => SliceOut::Done {
+                    text,
+                    events,
+                    state: w.text.end_slice(),
+                    end,
+                },
+                None => SliceOut::Cannot,
+            }
+        },
+        |k, slice| {
+            let SliceOut::Done {
+                text,
+                events: n,
+                state,
+                mut end,
+            } = slice
+            else {
+                result = Parallel::GoOn { events };
+                return false;
+            };
+            if input.text.slice_agrees(&state) {
+                input.text.absorb_slice(state);
+                // Straight to the output, after what waits in `line`.
+                let written = out.write_all(line).and_then(|_| out.write_all(&text));
+                line.clear();
+                let mut text = text;
+                text.clear();
+                spare.lock().unwrap_or_else(|e| e.into_inner()).push(text);
+                if let Err(e) = written {
+                    result = Parallel::Stdout(e);
+                    return false;
+                }
+            } else {
+                // Printed again by the formatter that knows what came before.
+                again += 1;
+                match print_slice(input, k, line) {
+                    Some((_, e)) => end = e,
+                    None => {
+                        result = Parallel::GoOn { events };
+                        return false;
+                    }
+                }
+            }
+            events += n;
+            if line.len() >= 1 << 16 {
+                if let Err(e) = out.write_all(line) {
+                    result = Parallel::Stdout(e);
+                    return false;
+                }
+                line.clear();
+            }
+            match end {
+                None | Some(Step::Next) => true,
+                Some(Step::End) => false,
+                Some(Step::Failed(e)) => {
+                    result = Parallel::Done(Some(e));
+                    false
+                }
+            }
+        },
+    );
+    if args.slice_stats {
+        eprintln!(
+            "kstate dump: {} slices, {again} printed again",
+            slices.len()
+        );
+    }
+    result
 }
 
 /// `--events` resolved in each file. With one file an unknown name is an error; with

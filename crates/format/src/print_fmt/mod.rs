@@ -94,6 +94,11 @@ pub struct TextFormatter<'t> {
     raw_specs: HashMap<u32, Vec<Option<PrintSpec>>>,
     /// Comms the sched plugins learnt from events, for pids the saved cmdlines lack.
     learnt_comms: HashMap<i32, Box<str>>,
+    /// Pids whose `COMM-PID` column was made from `learnt_comms` (or as `<...>`) since
+    /// [`TextFormatter::start_slice`]: what a slice's lines owe to what came before it.
+    looked_up: Vec<i32>,
+    /// Formatting slices: `looked_up` is kept.
+    slicing: bool,
     /// Per printk format address: the format text and its pieces.
     bprint_formats: HashMap<u64, Result<BprintFormat, String>>,
     /// Per CPU, the function plugin's call stack of names (for its indentation).
@@ -108,6 +113,15 @@ pub struct TextFormatter<'t> {
     name_columns: Vec<Option<cfmt::Column>>,
     /// Where [`TextFormatter::write_line`] writes the lines of its fast path.
     line_room: Box<[u8; cfmt::LINE_ROOM]>,
+    unsupported: BTreeMap<String, (u64, String)>,
+}
+
+/// What formatting a slice of a trace from scratch learnt and relied on
+/// ([`TextFormatter::end_slice`]).
+#[derive(Debug, Default)]
+pub struct SliceState {
+    learnt: Vec<(i32, Box<str>)>,
+    looked_up: Vec<i32>,
     unsupported: BTreeMap<String, (u64, String)>,
 }
 
@@ -142,6 +156,8 @@ impl<'t> TextFormatter<'t> {
             slots: Vec::new(),
             raw_specs: HashMap::new(),
             learnt_comms: HashMap::new(),
+            looked_up: Vec::new(),
+            slicing: false,
             bprint_formats: HashMap::new(),
             fstack: Vec::new(),
             time: if raw_clock {
@@ -163,6 +179,51 @@ impl<'t> TextFormatter<'t> {
     /// `system:event`: how many, and why.
     pub fn unsupported(&self) -> &BTreeMap<String, (u64, String)> {
         &self.unsupported
+    }
+
+    /// Forgets what earlier events taught (comms learnt from sched events), to format a
+    /// slice of a trace as if it began there; [`TextFormatter::end_slice`] then says what
+    /// its lines owe to that knowledge. (The function plugin's per-CPU call stacks are not
+    /// replayed: a slice with `ftrace:function` events is not formatted apart.)
+    pub fn start_slice(&mut self) {
+        self.learnt_comms.clear();
+        self.looked_up.clear();
+        self.pid_columns.clear();
+        self.slicing = true;
+    }
+
+    /// What the slice since [`TextFormatter::start_slice`] learnt (pid and comm), and the
+    /// pids whose `COMM-PID` column depended on learnt comms (or their absence); with the
+    /// counts of events printed as raw fields, which are taken.
+    pub fn end_slice(&mut self) -> SliceState {
+        SliceState {
+            learnt: std::mem::take(&mut self.learnt_comms).into_iter().collect(),
+            looked_up: std::mem::take(&mut self.looked_up),
+            unsupported: std::mem::take(&mut self.unsupported),
+        }
+    }
+
+    /// Whether a slice formatted from scratch printed what this formatter, which has read
+    /// everything before the slice, would have: none of the pids whose column depended on
+    /// learnt comms has one learnt here.
+    pub fn slice_agrees(&self, s: &SliceState) -> bool {
+        s.looked_up
+            .iter()
+            .all(|p| !self.learnt_comms.contains_key(p))
+    }
+
+    /// Takes in a slice formatted elsewhere, as if this formatter had printed it: its
+    /// learnt comms (where this one has none yet) and its raw-field counts.
+    pub fn absorb_slice(&mut self, s: SliceState) {
+        for (pid, comm) in s.learnt {
+            if let std::collections::hash_map::Entry::Vacant(v) = self.learnt_comms.entry(pid) {
+                v.insert(comm);
+                self.pid_columns.clear();
+            }
+        }
+        for (name, (n, why)) in s.unsupported {
+            self.unsupported.entry(name).or_insert((0, why)).0 += n;
+        }
     }
 
     /// The command name trace-cmd shows for `pid`.
@@ -229,6 +290,9 @@ impl<'t> TextFormatter<'t> {
             Some(Some((p, col))) if *p == pid => col.push(out),
             _ => {
                 let col = self.pid_column(pid, cpu);
+                if self.slicing && pid != 0 && !self.trace.comms.contains_key(&pid) {
+                    self.looked_up.push(pid);
+                }
                 col.push(out);
                 if let Some(slot) = self.pid_columns.get_mut(c) {
                     *slot = Some((pid, col));

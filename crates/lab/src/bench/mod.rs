@@ -286,9 +286,16 @@ fn bench_read(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitC
         }
         Ok(best.expect("runs >= 1"))
     };
+    // On every core (the default) and on one.
+    let cores = kstate_analyze::slices::all_cores();
     let k_text = fastest(&mut || {
         let mut c = Command::new(&exe);
         c.arg("dump").arg(file);
+        c
+    })?;
+    let k_text1 = fastest(&mut || {
+        let mut c = Command::new(&exe);
+        c.args(["dump", "--threads", "1"]).arg(file);
         c
     })?;
     let p_text = if no_peer {
@@ -316,10 +323,12 @@ fn bench_read(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitC
                 "seconds": p.secs, "events_per_sec": events as f64 / p.secs, "max_rss_kib": p.max_rss_kib})),
             "speedup": peer.as_ref().map(|p| p.secs / k_secs),
             "text": {
-                "kstate": {"seconds": k_text.secs, "cpu_seconds": k_text.cpu_secs},
+                "kstate": {"seconds": k_text.secs, "cpu_seconds": k_text.cpu_secs, "threads": cores},
+                "kstate_one_thread": {"seconds": k_text1.secs, "cpu_seconds": k_text1.cpu_secs},
                 "trace_cmd": p_text.as_ref().map(|p| serde_json::json!({
                     "seconds": p.secs, "cpu_seconds": p.cpu_secs})),
                 "speedup": p_text.as_ref().map(|p| p.secs / k_text.secs),
+                "speedup_one_thread": p_text.as_ref().map(|p| p.secs / k_text1.secs),
                 "cpu_speedup": p_text.as_ref().map(|p| p.cpu_secs / k_text.cpu_secs),
             },
         });
@@ -357,7 +366,13 @@ fn bench_read(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitC
         );
         println!(
             "{:<32} {:>10.3} {:>12.3}",
-            "kstate dump", k_text.secs, k_text.cpu_secs
+            format!("kstate dump ({cores} threads)"),
+            k_text.secs,
+            k_text.cpu_secs
+        );
+        println!(
+            "{:<32} {:>10.3} {:>12.3}",
+            "kstate dump --threads 1", k_text1.secs, k_text1.cpu_secs
         );
         if let Some(p) = &p_text {
             println!(
@@ -365,8 +380,10 @@ fn bench_read(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitC
                 "trace-cmd report", p.secs, p.cpu_secs
             );
             println!(
-                "\nkstate dump is {:.1}x trace-cmd report's speed ({:.1}x in CPU time)",
+                "\nkstate dump is {:.1}x trace-cmd report's speed on {cores} threads, {:.1}x on one \
+                 ({:.1}x in CPU time)",
                 p.secs / k_text.secs,
+                p.secs / k_text1.secs,
                 p.cpu_secs / k_text.cpu_secs
             );
         }
