@@ -430,13 +430,18 @@ fn parallel(
             } else {
                 // Printed again by the formatter that knows what came before.
                 again += 1;
-                match print_slice(input, k, line) {
+                let mut redo = take();
+                match print_slice(input, k, &mut redo) {
                     Some((_, e)) => end = e,
                     None => {
+                        // Nothing of this slice is printed: the one pass goes on at it.
                         result = Parallel::GoOn { events };
                         return false;
                     }
                 }
+                line.extend_from_slice(&redo);
+                redo.clear();
+                spare.lock().unwrap_or_else(|e| e.into_inner()).push(redo);
             }
             events += n;
             if line.len() >= 1 << 16 {
