@@ -251,31 +251,41 @@ impl OnCpu {
         self.idle.wakeup(cpu, pid, ts);
     }
 
-    fn switch(&mut self, cpu: u32, ts: u64, prev: i32, next: i32, wl: impl Fn(i32) -> bool) {
+    /// A traced switch. Returns when `prev` began to run, if its switch-in was missed.
+    fn switch(
+        &mut self,
+        cpu: u32,
+        ts: u64,
+        prev: i32,
+        next: i32,
+        wl: impl Fn(i32) -> bool,
+    ) -> Option<u64> {
         // `prev` ran until now even when its switch-in was missed.
         let woke = self.idle.switch(cpu, prev, next, ts);
-        if self.cpus.get(&cpu).is_none_or(|c| c.0 != prev) {
-            self.start(cpu, woke.unwrap_or(ts), prev, &wl);
-        }
+        let missed = self.cpus.get(&cpu).is_none_or(|c| c.0 != prev);
+        let began = missed.then(|| self.start(cpu, woke.unwrap_or(ts), prev, &wl));
         self.close(cpu, ts, &wl);
         self.cpus.insert(cpu, (next, ts));
+        began
     }
 
     /// An event written on `cpu` at `ts` by `pid`: if another task was thought to be on
-    /// that CPU, a switch was missed, and `pid` runs from its wake-up or from here.
-    fn seen(&mut self, cpu: u32, ts: u64, pid: i32, wl: impl Fn(i32) -> bool) {
+    /// that CPU, a switch was missed, and `pid` runs from its wake-up or from here; returns
+    /// when, then.
+    fn seen(&mut self, cpu: u32, ts: u64, pid: i32, wl: impl Fn(i32) -> bool) -> Option<u64> {
         if self.cpus.get(&cpu).is_some_and(|c| c.0 == pid) {
-            return;
+            return None;
         }
         let woke = self.idle.running(cpu, pid);
-        self.start(cpu, woke.unwrap_or(ts), pid, &wl);
+        Some(self.start(cpu, woke.unwrap_or(ts), pid, &wl))
     }
 
-    /// `pid` is on `cpu` from `at` (not before the current occupant came).
-    fn start(&mut self, cpu: u32, at: u64, pid: i32, wl: impl Fn(i32) -> bool) {
+    /// `pid` is on `cpu` from `at` (not before the current occupant came); returns when.
+    fn start(&mut self, cpu: u32, at: u64, pid: i32, wl: impl Fn(i32) -> bool) -> u64 {
         let at = self.cpus.get(&cpu).map_or(at, |c| at.max(c.1));
         self.close(cpu, at, &wl);
         self.cpus.insert(cpu, (pid, at));
+        at
     }
 
     /// Counts what is still open up to `last`: (busy, workload busy).
@@ -386,8 +396,24 @@ pub fn figures(trace: &Trace, scope: Option<&HashSet<i32>>) -> Result<Figures, E
         last = ts;
         let pl = e.payload;
         let en = e.endian;
+        // A task seen running with no traced switch-in ended its wait when it began.
+        let mut resumed = |pid: i32, at: u64| {
+            if let Some((start, locked)) = dsleep.remove(&pid) {
+                let d = at.saturating_sub(start);
+                if locked {
+                    f.lock_d_ns += d;
+                } else {
+                    f.io_wait_ns += d;
+                }
+            }
+            if let Some(since) = runq.remove(&pid) {
+                f.wl_runq_ns += at.saturating_sub(since);
+            }
+        };
         if e.id != sw.id {
-            on_cpu.seen(e.cpu, ts, e.pid(), ours_only);
+            if let Some(at) = on_cpu.seen(e.cpu, ts, e.pid(), ours_only) {
+                resumed(e.pid(), at);
+            }
         }
         if let Some((_, pid)) = wakes.iter().find(|w| w.0 == e.id) {
             let pid = pid.get_i64(pl, en).unwrap_or(0) as i32;
@@ -398,7 +424,9 @@ pub fn figures(trace: &Trace, scope: Option<&HashSet<i32>>) -> Result<Figures, E
             let prev = prev_pid.get_i64(pl, en).unwrap_or(0) as i32;
             let next = next_pid.get_i64(pl, en).unwrap_or(0) as i32;
             let state = prev_state.get_u64(pl, en).unwrap_or(0);
-            on_cpu.switch(e.cpu, ts, prev, next, ours_only);
+            if let Some(at) = on_cpu.switch(e.cpu, ts, prev, next, ours_only) {
+                resumed(prev, at);
+            }
             if scope.is_some_and(|s| s.contains(&next) || s.contains(&prev)) {
                 wl_span.0.get_or_insert(ts);
                 wl_span.1 = ts;
@@ -526,9 +554,10 @@ mod tests {
         // at 150 and 400 are seen; it is switched out at 500.
         let mut c = OnCpu::default();
         c.switch(0, 0, 7, 0, wl);
-        c.seen(0, 150, SPIN, wl);
-        c.seen(0, 400, SPIN, wl);
-        c.switch(0, 500, SPIN, 0, wl);
+        // The first sign is when it began (a sleep before it ends there).
+        assert_eq!(c.seen(0, 150, SPIN, wl), Some(150));
+        assert_eq!(c.seen(0, 400, SPIN, wl), None);
+        assert_eq!(c.switch(0, 500, SPIN, 0, wl), None);
         assert_eq!(c.finish(600, wl), (350, 350));
     }
 
