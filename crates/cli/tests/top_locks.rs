@@ -43,15 +43,17 @@ fn nm_symbol(name: &str) -> (u64, u64) {
     )
 }
 
-/// The futex words the workload waited on (FUTEX_WAIT family), from the trace itself.
-fn waited_uaddrs(file: &Path) -> Vec<u64> {
-    let mut v: Vec<u64> = dump(file, "sys_enter_futex")
-        .iter()
-        .filter(|e| [0, 9].contains(&(e["fields"]["op"].as_u64().unwrap() & 127)))
-        .map(|e| e["fields"]["uaddr"].as_u64().unwrap())
-        .collect();
-    v.sort_unstable();
-    v.dedup();
+/// The futex words the workload waited on (FUTEX_WAIT family), from the trace itself, the
+/// most waited on first, with their waits.
+fn waited_uaddrs(file: &Path) -> Vec<(u64, u64)> {
+    let mut n: std::collections::HashMap<u64, u64> = Default::default();
+    for e in dump(file, "sys_enter_futex") {
+        if [0, 9].contains(&(e["fields"]["op"].as_u64().unwrap() & 127)) {
+            *n.entry(e["fields"]["uaddr"].as_u64().unwrap()).or_default() += 1;
+        }
+    }
+    let mut v: Vec<(u64, u64)> = n.into_iter().collect();
+    v.sort_unstable_by_key(|&(w, n)| (std::cmp::Reverse(n), w));
     v
 }
 
@@ -123,13 +125,18 @@ fn mutex_fight_names_its_static_and_the_function_taking_it() {
     // Oracle: the static in the binary's symbol table is the lock waited on: the futex
     // word lies inside it once the load bias (a whole number of pages) is added.
     let (sym, size) = nm_symbol("kstate_lab::workload::FIGHT_LOCK");
+    // (The main thread may also wait once per worker it joins, on the worker's tid word.)
     let words = waited_uaddrs(&file);
-    assert_eq!(words.len(), 1, "one lock waited on: {words:x?}");
-    let off = words[0] % 4096;
+    let all: u64 = words.iter().map(|w| w.1).sum();
+    assert!(
+        words[0].1 * 10 >= all * 9,
+        "one lock takes the waits: {words:x?}"
+    );
+    let off = words[0].0 % 4096;
     assert!(
         (sym % 4096..sym % 4096 + size).contains(&off),
         "futex word {:#x} is not inside FIGHT_LOCK at {sym:#x} (+{size}) in any page",
-        words[0]
+        words[0].0
     );
     assert_eq!(top["threads"], 4, "{top}");
     let waits = top["waits"].as_u64().unwrap();
@@ -302,7 +309,7 @@ fn glibc_malloc_contention_is_named_in_libc() {
             assert!(in_libc[0].starts_with("main_arena@"), "{v}");
             let words = waited_uaddrs(&file);
             assert!(
-                words.iter().any(|w| w % 4096 == addr % 4096),
+                words.iter().any(|w| w.0 % 4096 == addr % 4096),
                 "no futex word at main_arena ({addr:#x}) in its page: {words:x?}"
             );
         }
