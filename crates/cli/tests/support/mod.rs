@@ -289,7 +289,32 @@ pub fn fixture_paths() -> Vec<PathBuf> {
 
 /// Runs `trace-cmd ARGS -i FILE` and returns its stdout. Fails (does not
 /// skip) when trace-cmd is not installed.
+///
+/// A report whose times come out as raw counts is taken again: trace-cmd 3.1.6 reads past
+/// the end of an empty TRACECLOCK option (valgrind: "Invalid read of size 1 ... strtok_r
+/// ... tracecmd_parse_trace_clock ... 0 bytes after a block of size 0"), so on the v7
+/// fixtures it now and then takes whatever follows for a counter clock and prints
+/// `[002]259445106948920:` instead of `[002] 259445.106949:`.
 pub fn trace_cmd(args: &[&str], file: &Path) -> String {
+    let raw_times = |text: &str| {
+        text.lines().skip(1).take(20).any(|l| {
+            l.split_once("] ")
+                .is_none_or(|(_, rest)| !rest.split(':').next().unwrap_or("").contains('.'))
+        })
+    };
+    let mut text = trace_cmd_once(args, file);
+    if args.first() == Some(&"report") {
+        for _ in 0..5 {
+            if !raw_times(&text) {
+                break;
+            }
+            text = trace_cmd_once(args, file);
+        }
+    }
+    text
+}
+
+fn trace_cmd_once(args: &[&str], file: &Path) -> String {
     let out = match Command::new("trace-cmd")
         .args(args)
         .arg("-i")
