@@ -422,6 +422,14 @@ pub fn all_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// The thread count a user asked for (`--threads`), or every core when not asked.
+pub fn threads(asked: Option<usize>) -> Result<usize, Error> {
+    match asked {
+        Some(n) => check_threads(n),
+        None => Ok(all_cores()),
+    }
+}
+
 /// Refuses a thread count of 0.
 pub fn check_threads(n: usize) -> Result<usize, Error> {
     if n == 0 {

@@ -151,10 +151,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     };
     query.by = args.by.clone();
     query.interval = args.interval;
-    query.threads = match args.threads {
-        Some(n) => kstate_analyze::slices::check_threads(n)?,
-        None => kstate_analyze::slices::all_cores(),
-    };
+    query.threads = kstate_analyze::slices::threads(args.threads)?;
     query.filters = Filters {
         keys: args.key.clone(),
         min: args.min,

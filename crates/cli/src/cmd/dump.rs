@@ -180,10 +180,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         mergers.push(Merger::new(trace, cpus, filter.clone())?);
     }
     let several = traces.len() > 1;
-    let threads = match args.threads {
-        Some(n) => kstate_analyze::slices::check_threads(n)?,
-        None => kstate_analyze::slices::all_cores(),
-    };
+    let threads = kstate_analyze::slices::threads(args.threads)?;
     let names: Vec<String> = args
         .files
         .iter()
