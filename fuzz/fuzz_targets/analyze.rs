@@ -2,6 +2,8 @@
 //! CLI does): open it, then run what `kstate report` runs on it — every analyzer's
 //! statistics, distribution and log passes, the findings and the HTML — so that a damaged
 //! number anywhere (a CPU, a count, a length, an id) is caught where it would size memory.
+//! Also classify's figures (system-wide and scoped to a task), and the short time slices
+//! `kstate dump` formats on several threads, each walked to its end.
 //! Run with `-rss_limit_mb=2048`: growing past that is a finding.
 #![no_main]
 use kstate_analyze::fxmap::FxMap;
@@ -17,5 +19,14 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(trace) = Trace::open(&path) {
         let r = survey(&trace, "fuzz", &FxMap::default());
         let _ = html::render(&r, None);
+        let _ = kstate_analyze::classify::figures(&trace, None);
+        let _ = kstate_analyze::classify::figures(&trace, Some(&[1].into_iter().collect()));
+        if let Some(s) = kstate_analyze::slices::ShortSlices::plan(&trace, 8192) {
+            for k in 0..s.len() {
+                if let Ok(mut w) = s.walk(&trace, kstate_analyze::merge::IdFilter::all(), k) {
+                    while let Ok(Some(_)) = w.next() {}
+                }
+            }
+        }
     }
 });
