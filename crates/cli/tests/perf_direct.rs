@@ -1,6 +1,8 @@
 //! perf.data read straight into the analysis (no pages built): on real recordings made at
 //! test time, every analyzer, `dump` and `info` give exactly what the pages path gives
 //! (`KSTATE_PERF_PAGES` selects it), losses included, and the counts match perf's own.
+//! Where a CPU's records are a little out of time order (perf writes some twice), the
+//! direct read sorts those stretches and gives what the crate's full sort gives.
 
 mod support;
 
@@ -12,10 +14,16 @@ const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
 
 /// `kstate ARGS` with the perf.data read straight (`paged` false) or through pages.
 fn kstate(args: &[&str], paged: bool) -> String {
+    kstate_via(args, if paged { "1" } else { "" })
+}
+
+/// `kstate ARGS` with `KSTATE_PERF_PAGES` set to `via` (unset if empty).
+fn kstate_via(args: &[&str], via: &str) -> String {
     let mut c = Command::new(KSTATE);
     c.args(args).env_remove("KSTATE_PERF_PAGES");
+    let paged = !via.is_empty();
     if paged {
-        c.env("KSTATE_PERF_PAGES", "1");
+        c.env("KSTATE_PERF_PAGES", via);
     }
     let o = c.output().unwrap();
     assert!(
@@ -86,10 +94,11 @@ fn agree(f: &Path) -> Value {
     let (direct, pages) = info(false);
     let (paged, built) = info(true);
     assert_eq!(direct, paged);
+    sorted_agrees(f);
     // A scheduler event from an interrupt between a sample's timestamp and its place in
     // the buffer puts a CPU's records out of time order (CI's load did it with -a); such
-    // a file is read by the sorting reader, through pages. The direct path itself is
-    // asserted where no event comes from interrupts (raw_syscalls only, below).
+    // a file is read straight with those stretches sorted, or, if they are too long, by
+    // the sorting reader through pages.
     if !pages.iter().all(Value::is_null) {
         eprintln!("{}: read by the sorting reader (pages {pages:?})", f);
     }
@@ -98,6 +107,121 @@ fn agree(f: &Path) -> Value {
         "analyze", "syscall", "--stat", "--format", "json", f,
     ]))
     .unwrap()
+}
+
+/// The direct read gives what the crate's sorting reader gives (`KSTATE_PERF_PAGES=sorted`),
+/// in a pass and in the order of every event.
+fn sorted_agrees(f: &str) {
+    for args in [
+        &["analyze", "syscall", "--log", "--format", "json", f][..],
+        &["analyze", "syscall", "--stat", "--format", "json", f],
+        &["dump", "--json", f],
+    ] {
+        assert!(
+            kstate_via(args, "") == kstate_via(args, "sorted"),
+            "kstate {}: the direct read differs from the sorted one",
+            args.join(" ")
+        );
+    }
+}
+
+/// Writes `f` to `out` with a copy of every `every`-th sample placed after the next
+/// `later` samples of its CPU, as perf 6.x writes some records twice; the data and feature
+/// sections' offsets move to match. Returns the copies made.
+fn with_duplicates(f: &Path, out: &Path, every: usize, later: usize) -> usize {
+    let b = std::fs::read(f).unwrap();
+    let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+    let (off, size) = (u64_at(40) as usize, u64_at(48) as usize);
+    // Where the sample's CPU is: after the fields before it in sample_type's order
+    // (IDENTIFIER, IP, TID, TIME, ADDR, ID, STREAM_ID).
+    let sample_type = u64_at(u64_at(24) as usize + 24);
+    let before = sample_type & (1 << 16 | 1 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 6 | 1 << 9);
+    assert!(sample_type & (1 << 7) != 0, "samples without CPU");
+    let cpu_at = 8 + 8 * before.count_ones() as usize;
+    let mut data = Vec::with_capacity(size * 2);
+    let mut pending: Vec<(u32, usize, Vec<u8>)> = Vec::new();
+    let (mut p, mut samples, mut copies) = (off, 0, 0);
+    while p < off + size {
+        let kind = u32::from_le_bytes(b[p..p + 4].try_into().unwrap());
+        let len = u16::from_le_bytes(b[p + 6..p + 8].try_into().unwrap()) as usize;
+        let rec = &b[p..p + len];
+        data.extend_from_slice(rec);
+        if kind == 9 {
+            let cpu = u32::from_le_bytes(rec[cpu_at..cpu_at + 4].try_into().unwrap());
+            for c in pending.iter_mut().filter(|c| c.0 == cpu) {
+                c.1 -= 1;
+            }
+            while let Some(i) = pending.iter().position(|c| c.1 == 0) {
+                data.extend_from_slice(&pending.remove(i).2);
+                copies += 1;
+            }
+            samples += 1;
+            if samples % every == 0 {
+                pending.push((cpu, later, rec.to_vec()));
+            }
+        }
+        p += len;
+    }
+    let grown = (data.len() - size) as u64;
+    let mut o = b[..off].to_vec();
+    o[48..56].copy_from_slice(&(data.len() as u64).to_le_bytes());
+    o.extend_from_slice(&data);
+    // The feature sections follow the data; their table names where each one is.
+    let mut tail = b[off + size..].to_vec();
+    let features: u32 = b[72..104].iter().map(|x| x.count_ones()).sum();
+    for e in tail.chunks_exact_mut(16).take(features as usize) {
+        let at = u64::from_le_bytes(e[..8].try_into().unwrap()) + grown;
+        e[..8].copy_from_slice(&at.to_le_bytes());
+    }
+    o.extend_from_slice(&tail);
+    std::fs::write(out, o).unwrap();
+    copies
+}
+
+/// A recording with records written twice, out of their CPU's time order: read straight
+/// (no pages built), in the order the full sort gives, every copy read, and each call
+/// still counted once (a copy is an unmatched entry or exit).
+#[test]
+fn records_written_twice_are_sorted_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("perf.data");
+    support::perf_record(
+        &f,
+        &["-m", "2048", "-e", "raw_syscalls:*"],
+        false,
+        &[KSTATE, "workload", "getppid", "3000"],
+    );
+    let g = dir.path().join("twice.data");
+    let copies = with_duplicates(&f, &g, 97, 5);
+    assert!(copies > 50, "{copies} copies");
+    let read = |p: &Path| -> Value {
+        serde_json::from_str(&kstate(
+            &[
+                "analyze",
+                "syscall",
+                "--stat",
+                "--format",
+                "json",
+                p.to_str().unwrap(),
+            ],
+            false,
+        ))
+        .unwrap()
+    };
+    let (once, twice) = (read(&f), read(&g));
+    assert_eq!(
+        twice["events_read"].as_u64().unwrap(),
+        once["events_read"].as_u64().unwrap() + copies as u64
+    );
+    assert_eq!(count(&once, "getppid"), 3000);
+    assert_eq!(count(&twice, "getppid"), 3000);
+    let g = g.to_str().unwrap();
+    sorted_agrees(g);
+    same(&["analyze", "syscall", "--log", "--format", "json", g]);
+    let info: Value = serde_json::from_str(&kstate(&["info", "--json", g], false)).unwrap();
+    for c in info["per_cpu"].as_array().unwrap() {
+        assert!(c["pages"].is_null(), "read through pages: {c}");
+    }
 }
 
 fn count(v: &Value, key: &str) -> u64 {

@@ -23,6 +23,7 @@ pub mod pages;
 mod perf_direct;
 pub mod perf_file;
 mod perf_records;
+mod perf_reorder;
 mod perf_stream;
 pub mod perfdata;
 pub mod print_fmt;

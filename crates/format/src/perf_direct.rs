@@ -5,8 +5,9 @@
 //! is copied). Memory is one window per CPU.
 //!
 //! What it hands out is what the pages `perf_stream` builds would hold: the same samples
-//! (those too large for a page are dropped by both), and perf's lost-event records as
-//! losses before the CPU's next event.
+//! (those too large for a page are dropped by both), in time order where perf wrote a few
+//! out of it (the stretches `perf_reorder` sorts, copied), and perf's lost-event records
+//! as losses before the CPU's next event.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use crate::events::{CpuEvents, Item};
 use crate::layout::PageLayout;
 use crate::page_builder::fits;
 use crate::perf_records::Records;
+use crate::perf_reorder::{Stretch, Stretches};
 use crate::perf_stream::{Layouts, PerfPages, RECORD_LOST, RECORD_SAMPLE};
 
 pub(crate) struct PerfEvents {
@@ -31,6 +33,15 @@ pub(crate) struct PerfEvents {
     wanted: Option<Vec<bool>>,
     endian: Endian,
     layout: PageLayout,
+    /// Where this CPU's records are out of time order, and the next such stretch.
+    stretches: Stretches,
+    next_stretch: usize,
+    /// The records of the stretch being handed out, sorted; the last event came from it
+    /// when `sorted` is set.
+    stretch: Stretch,
+    sorted: bool,
+    /// Offset of the record `in_file` last returned.
+    last_at: u64,
 }
 
 impl PerfEvents {
@@ -51,12 +62,54 @@ impl PerfEvents {
             wanted: wanted.map(<[bool]>::to_vec),
             endian: src.layout.endian,
             layout: src.layout,
+            stretches: src.stretches(cpu),
+            next_stretch: 0,
+            stretch: Stretch::default(),
+            sorted: false,
+            last_at: 0,
         })
     }
-}
 
-impl CpuEvents for PerfEvents {
-    fn next(&mut self) -> Result<Option<Item>> {
+    /// Copies the records of the stretch that starts with the event just read (at `ts`,
+    /// `start`, `len`) and hands out the first in time order, or the losses read among
+    /// them. Where the stretch's last records were left out, the event after it joins it,
+    /// and the next stretch too if that one starts there; sorting them together orders
+    /// them as well.
+    fn sort_stretch(&mut self, ts: u64, start: usize, len: usize) -> Result<Option<Item>> {
+        let mut end = self.stretches[self.next_stretch].1;
+        self.next_stretch += 1;
+        self.stretch
+            .push(ts, &self.records.window().0[start..start + len]);
+        let mut lost = 0;
+        while self.records.position() < end {
+            match self.in_file()? {
+                Some(Item::Event { ts, start, len }) => {
+                    self.stretch
+                        .push(ts, &self.records.window().0[start..start + len]);
+                    let at = self.last_at;
+                    while let Some(&(s, e)) = self.stretches.get(self.next_stretch) {
+                        if s > at {
+                            break;
+                        }
+                        end = end.max(e);
+                        self.next_stretch += 1;
+                    }
+                }
+                Some(Item::Lost(n)) => lost += n,
+                None => break,
+            }
+        }
+        self.stretch.sort();
+        self.sorted = true;
+        if lost > 0 {
+            return Ok(Some(Item::Lost(lost)));
+        }
+        let (ts, start, len) = self.stretch.pop().expect("one record pushed");
+        Ok(Some(Item::Event { ts, start, len }))
+    }
+
+    /// The next item in file order.
+    fn in_file(&mut self) -> Result<Option<Item>> {
         loop {
             if self.records.position() >= self.end {
                 let Some(&(start, end)) = self.runs.get(self.next_run) else {
@@ -97,6 +150,7 @@ impl CpuEvents for PerfEvents {
                         continue;
                     }
                     let start = o + 8 + (raw.as_ptr() as usize - body.as_ptr() as usize);
+                    self.last_at = at;
                     return Ok(Some(Item::Event {
                         ts,
                         start,
@@ -119,10 +173,40 @@ impl CpuEvents for PerfEvents {
             }
         }
     }
+}
+
+impl CpuEvents for PerfEvents {
+    fn next(&mut self) -> Result<Option<Item>> {
+        if let Some((ts, start, len)) = self.stretch.pop() {
+            return Ok(Some(Item::Event { ts, start, len }));
+        }
+        self.sorted = false;
+        let item = self.in_file()?;
+        let Some(Item::Event { ts, start, len }) = item else {
+            return Ok(item);
+        };
+        // Stretches whose records were all left out lie behind.
+        let at = self.last_at;
+        while self
+            .stretches
+            .get(self.next_stretch)
+            .is_some_and(|s| s.1 <= at)
+        {
+            self.next_stretch += 1;
+        }
+        match self.stretches.get(self.next_stretch) {
+            Some(&(s, _)) if s <= at => {}
+            _ => return Ok(item),
+        }
+        self.sort_stretch(ts, start, len)
+    }
 
     #[inline]
     fn bytes(&self) -> &[u8] {
-        self.records.window().0
+        match self.sorted {
+            true => self.stretch.bytes(),
+            false => self.records.window().0,
+        }
     }
 
     fn offset(&self) -> u64 {

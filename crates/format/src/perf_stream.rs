@@ -4,8 +4,9 @@
 //! memory is one mapped window and one page per CPU whatever the file's size.
 //!
 //! This relies on one property of perf.data written from per-CPU ring buffers: one CPU's
-//! records appear in the file in time order (perf drains each CPU's buffer in order).
-//! `scan` checks it for every CPU; a file where it does not hold is read by the sorting
+//! records appear in the file in time order (perf drains each CPU's buffer in order), but
+//! for a few records written twice, whose stretches of the file are sorted (`perf_reorder`).
+//! `scan` measures it for every CPU; a file where it does not hold is read by the sorting
 //! path in `perfdata`.
 
 use std::collections::HashMap;
@@ -20,6 +21,7 @@ use crate::page_builder::PageBuilder;
 use crate::pages::PageSource;
 use crate::perf_direct::PerfEvents;
 use crate::perf_records::Records;
+use crate::perf_reorder::{Disorder, Stretch, Stretches};
 use crate::trace::BuildPages;
 
 pub(crate) const RECORD_LOST: u32 = 2;
@@ -201,7 +203,11 @@ pub(crate) struct Scan {
     /// CPUs with samples or losses, and the bytes their samples take in the file.
     pub cpus: Vec<(u32, u64)>,
     pub comms: HashMap<i32, String>,
+    /// Whether every CPU's records are in time order, or near enough to sort stretches.
     pub in_order: bool,
+    /// The CPUs whose records are near time order but not in it, and the stretches of the
+    /// file a reader sorts to put them in it.
+    pub stretches: HashMap<u32, Stretches>,
     /// Per CPU of `cpus`, the stretches of the data section holding its records (see
     /// [`RUN_GAP`]); None where the records were compressed, and offsets in the file do
     /// not locate them.
@@ -222,7 +228,7 @@ const RUN_GAP: u64 = 64 << 10;
 /// One CPU's part of the scan.
 #[derive(Default, Clone)]
 struct CpuScan {
-    last_ts: u64,
+    order: Disorder,
     bytes: u64,
     runs: Vec<(u64, u64)>,
 }
@@ -275,7 +281,6 @@ pub(crate) fn scan(
     let mut r = Records::open(path, data.0, data.1)?;
     let mut slots = Slots::default();
     let mut comms = HashMap::new();
-    let mut in_order = true;
     let check = |cpu: u32, at: u64, what: &str| -> Result<u32> {
         if cpu < cpu_limit {
             return Ok(cpu);
@@ -299,8 +304,7 @@ pub(crate) fn scan(
                 }
                 let cpu = check(s.cpu, at, "sample")?;
                 let c = slots.get(cpu);
-                in_order &= s.ts >= c.last_ts;
-                c.last_ts = s.ts;
+                c.order.see(s.ts, at, end);
                 c.bytes += 8 + b.len() as u64;
                 c.covers(at, end);
             }
@@ -321,6 +325,17 @@ pub(crate) fn scan(
     let mut cpus_seen = slots.seen;
     cpus_seen.sort_by_key(|c| c.0);
     let cpus: Vec<(u32, u64)> = cpus_seen.iter().map(|(c, e)| (*c, e.bytes)).collect();
+    let mut in_order = true;
+    let mut stretches = HashMap::new();
+    for (c, e) in &cpus_seen {
+        match e.order.stretches() {
+            None => in_order = false,
+            Some(s) if s.is_empty() => {}
+            Some(s) => {
+                stretches.insert(*c, Stretches::from(s));
+            }
+        }
+    }
     let runs = (!r.inflated()).then(|| {
         cpus_seen
             .into_iter()
@@ -331,6 +346,7 @@ pub(crate) fn scan(
         cpus,
         comms,
         in_order,
+        stretches,
         runs,
     })
 }
@@ -345,6 +361,18 @@ pub(crate) struct PerfPages {
     /// Where each CPU's records lie ([`Scan::runs`]): what lets a CPU's events be read
     /// straight from the file.
     pub runs: Option<Runs>,
+    /// Where CPUs' records are out of time order ([`Scan::stretches`]).
+    pub stretches: HashMap<u32, Stretches>,
+}
+
+impl PerfPages {
+    /// The stretches of the file where `cpu`'s records are to be sorted.
+    pub(crate) fn stretches(&self, cpu: u32) -> Stretches {
+        self.stretches
+            .get(&cpu)
+            .cloned()
+            .unwrap_or_else(|| Stretches::from([]))
+    }
 }
 
 impl BuildPages for PerfPages {
@@ -356,6 +384,9 @@ impl BuildPages for PerfPages {
             wanted: wanted.map(<[bool]>::to_vec),
             endian: self.layout.endian,
             builder: PageBuilder::new(self.layout),
+            stretches: self.stretches(cpu),
+            next_stretch: 0,
+            stretch: Stretch::default(),
             ready: std::collections::VecDeque::new(),
             spare: Vec::new(),
             page: Vec::new(),
@@ -381,6 +412,11 @@ struct CpuPages {
     wanted: Option<Vec<bool>>,
     endian: Endian,
     builder: PageBuilder,
+    /// Where this CPU's records are out of time order, the next such stretch, and the
+    /// records of the one being read.
+    stretches: Stretches,
+    next_stretch: usize,
+    stretch: Stretch,
     /// Finished pages not yet handed out, with the offset of their first record.
     ready: std::collections::VecDeque<(u64, Vec<u8>)>,
     spare: Vec<Vec<u8>>,
@@ -392,6 +428,17 @@ struct CpuPages {
 }
 
 impl CpuPages {
+    /// The records of the stretch just read, sorted, onto pages.
+    fn sorted(stretch: &mut Stretch, builder: &mut PageBuilder, full: &mut dyn FnMut(&[u8])) {
+        if stretch.is_empty() {
+            return;
+        }
+        stretch.sort();
+        while let Some((ts, at, len)) = stretch.pop() {
+            builder.push(ts, &stretch.bytes()[at..at + len], full);
+        }
+    }
+
     fn take(&mut self, page: &[u8], at: u64) {
         let mut v = self.spare.pop().unwrap_or_default();
         v.clear();
@@ -405,6 +452,9 @@ impl PageSource for CpuPages {
         while self.ready.is_empty() && !self.done {
             let Some((at, kind, b)) = self.records.next()? else {
                 let mut out = Vec::new();
+                Self::sorted(&mut self.stretch, &mut self.builder, &mut |p: &[u8]| {
+                    out.push(p.to_vec())
+                });
                 self.builder.finish(&mut |p: &[u8]| out.push(p.to_vec()));
                 let first = self.first_at.unwrap_or(self.records.end);
                 for p in out {
@@ -430,11 +480,32 @@ impl PageSource for CpuPages {
                             continue;
                         }
                     }
-                    let mut full: Option<Vec<u8>> = None;
-                    // A payload larger than a page cannot be a tracepoint record; skipped.
-                    self.builder
-                        .push(s.ts, raw, &mut |p: &[u8]| full = Some(p.to_vec()));
-                    if let Some(p) = full {
+                    let mut full: Vec<Vec<u8>> = Vec::new();
+                    let mut keep = |p: &[u8]| full.push(p.to_vec());
+                    let end = at + 8 + b.len() as u64;
+                    // A stretch whose last records were not wanted ends before this one.
+                    while let Some(&(_, e)) = self.stretches.get(self.next_stretch) {
+                        if e > at {
+                            break;
+                        }
+                        self.next_stretch += 1;
+                        Self::sorted(&mut self.stretch, &mut self.builder, &mut keep);
+                    }
+                    match self.stretches.get(self.next_stretch) {
+                        Some(&(start, e)) if start <= at => {
+                            self.stretch.push(s.ts, raw);
+                            if end >= e {
+                                self.next_stretch += 1;
+                                Self::sorted(&mut self.stretch, &mut self.builder, &mut keep);
+                            }
+                        }
+                        // A payload larger than a page cannot be a tracepoint record;
+                        // skipped.
+                        _ => {
+                            self.builder.push(s.ts, raw, &mut keep);
+                        }
+                    }
+                    for p in full {
                         let first = self.first_at.replace(at).unwrap_or(at);
                         self.take(&p, first);
                     }

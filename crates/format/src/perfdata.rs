@@ -37,7 +37,10 @@ use crate::tracedat::meta::Meta;
 pub use crate::perf_file::MAGIC;
 
 /// Set (to anything) in the environment, a perf.data's events are read through the pages
-/// built from them, as before the direct decoder (`perf_direct`), instead of straight.
+/// built from them, as before the direct decoder (`perf_direct`), instead of straight; set
+/// to `sorted`, through the sorting reader's spooled pages, as for a file whose records are
+/// far out of time order. Both older paths stay selectable for comparing them with the
+/// direct one (tests, `bench analyze`).
 pub const PAGES_ENV: &str = "KSTATE_PERF_PAGES";
 
 /// Page size of the synthesized pages (perf records no ring-buffer pages of its own).
@@ -95,7 +98,8 @@ fn with_tracepoints(mut pf: PerfFile) -> Result<Trace> {
     let mut in_order = None;
     if let Some(layouts) = layouts_of(&pf) {
         let scan = perf_stream::scan(&path, pf.data, &layouts, cpu_limit)?;
-        if scan.in_order {
+        let sort = std::env::var_os(PAGES_ENV).is_some_and(|v| v == "sorted");
+        if scan.in_order && !sort {
             in_order = Some((layouts, scan));
         }
     }
@@ -106,9 +110,8 @@ fn with_tracepoints(mut pf: PerfFile) -> Result<Trace> {
                 data: pf.data,
                 layouts,
                 layout,
-                // The pages path stays selectable, for comparing the two (tests, `bench
-                // analyze`).
                 runs: scan.runs.filter(|_| std::env::var_os(PAGES_ENV).is_none()),
+                stretches: scan.stretches,
             });
             let cpu_data: Vec<CpuData> = scan
                 .cpus
