@@ -755,7 +755,7 @@ pub fn drive<A: Analyzer>(
     };
     let mut merger = match &cfg.pages {
         Some(index) => Merger::indexed(trace, filter, index, window.map(|w| w.0))?,
-        None => Merger::new(trace, None, filter)?,
+        None => Merger::threaded(trace, None, filter, cfg.threads)?,
     };
     let mut stopped = None;
     let mut since_check = 0u32;

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use kstate_format::page::{read_header, PageCursor};
 
+use kstate_format::prefetch::prefetched;
 use kstate_format::{
     ClockMap, CpuEvents, Endian, Error, Item, Lost, PageLayout, PageSource, Result, TimeShift,
     Trace,
@@ -159,6 +160,18 @@ impl Merger {
     /// Merges the CPUs of `trace` (all of them, or those in `cpus`), delivering events
     /// accepted by `filter`.
     pub fn new(trace: &Trace, cpus: Option<&[u32]>, filter: IdFilter) -> Result<Merger> {
+        Merger::threaded(trace, cpus, filter, 1)
+    }
+
+    /// [`Merger::new`], with `threads` > 1 decoding each CPU whose events come straight
+    /// from the container (perf.data) on a thread of its own ([`prefetched`]), while this
+    /// one merges.
+    pub fn threaded(
+        trace: &Trace,
+        cpus: Option<&[u32]>,
+        filter: IdFilter,
+        threads: usize,
+    ) -> Result<Merger> {
         let mut sources: Vec<(u32, Box<dyn PageSource>)> = Vec::new();
         let mut direct = Vec::new();
         for (i, cd) in trace.cpu_data.iter().enumerate() {
@@ -170,7 +183,11 @@ impl Merger {
             let wanted = filter.wanted.as_deref();
             match trace.events_for(i, wanted) {
                 Some(events) => {
-                    direct.push(Some(events?));
+                    let events = events?;
+                    direct.push(Some(match threads {
+                        0 | 1 => events,
+                        _ => prefetched(events),
+                    }));
                     sources.push((cd.cpu, Box::new(Exhausted)));
                 }
                 None => {
@@ -425,8 +442,7 @@ impl Merger {
         };
         let at = s.head.map_or(0, |(_, start, _)| start);
         if let Some(d) = &s.direct {
-            return Error::corrupt(d.offset() + at as u64, format!("CPU {}: {problem}", s.cpu))
-                .in_file(d.path());
+            return Error::corrupt(d.at(), format!("CPU {}: {problem}", s.cpu)).in_file(d.path());
         }
         Error::corrupt(
             s.src.page_offset(),

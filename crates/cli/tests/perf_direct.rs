@@ -35,7 +35,9 @@ fn kstate_via(args: &[&str], via: &str) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
-/// Both paths' output of `kstate ARGS`, which must be the same.
+/// Both paths' output of `kstate ARGS`, which must be the same. An analysis is also run
+/// on one thread: by default each CPU is decoded on a thread of its own
+/// (`kstate_format::prefetch`), which must not change a byte.
 fn same(args: &[&str]) -> String {
     let direct = kstate(args, false);
     let paged = kstate(args, true);
@@ -44,6 +46,14 @@ fn same(args: &[&str]) -> String {
         "kstate {}: the direct read differs from the pages",
         args.join(" ")
     );
+    if args[0] == "analyze" {
+        let one = kstate(&[args, &["--threads", "1"]].concat(), false);
+        assert!(
+            direct == one,
+            "kstate {}: the threaded read differs from one thread",
+            args.join(" ")
+        );
+    }
     direct
 }
 

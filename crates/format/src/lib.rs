@@ -26,6 +26,7 @@ mod perf_records;
 mod perf_reorder;
 mod perf_stream;
 pub mod perfdata;
+pub mod prefetch;
 pub mod print_fmt;
 pub mod rawdir;
 pub mod samples;

@@ -40,7 +40,7 @@ pub(crate) struct PerfEvents {
     /// when `sorted` is set.
     stretch: Stretch,
     sorted: bool,
-    /// Offset of the record `in_file` last returned.
+    /// Offset of the record last returned.
     last_at: u64,
 }
 
@@ -78,15 +78,18 @@ impl PerfEvents {
     fn sort_stretch(&mut self, ts: u64, start: usize, len: usize) -> Result<Option<Item>> {
         let mut end = self.stretches[self.next_stretch].1;
         self.next_stretch += 1;
-        self.stretch
-            .push(ts, &self.records.window().0[start..start + len]);
+        self.stretch.push(
+            ts,
+            &self.records.window().0[start..start + len],
+            self.last_at,
+        );
         let mut lost = 0;
         while self.records.position() < end {
             match self.in_file()? {
                 Some(Item::Event { ts, start, len }) => {
-                    self.stretch
-                        .push(ts, &self.records.window().0[start..start + len]);
                     let at = self.last_at;
+                    self.stretch
+                        .push(ts, &self.records.window().0[start..start + len], at);
                     while let Some(&(s, e)) = self.stretches.get(self.next_stretch) {
                         if s > at {
                             break;
@@ -104,7 +107,8 @@ impl PerfEvents {
         if lost > 0 {
             return Ok(Some(Item::Lost(lost)));
         }
-        let (ts, start, len) = self.stretch.pop().expect("one record pushed");
+        let (ts, start, len, at) = self.stretch.pop().expect("one record pushed");
+        self.last_at = at;
         Ok(Some(Item::Event { ts, start, len }))
     }
 
@@ -177,7 +181,8 @@ impl PerfEvents {
 
 impl CpuEvents for PerfEvents {
     fn next(&mut self) -> Result<Option<Item>> {
-        if let Some((ts, start, len)) = self.stretch.pop() {
+        if let Some((ts, start, len, at)) = self.stretch.pop() {
+            self.last_at = at;
             return Ok(Some(Item::Event { ts, start, len }));
         }
         self.sorted = false;
@@ -209,8 +214,8 @@ impl CpuEvents for PerfEvents {
         }
     }
 
-    fn offset(&self) -> u64 {
-        self.records.window().1
+    fn at(&self) -> u64 {
+        self.last_at
     }
 
     fn path(&self) -> &Path {

@@ -103,20 +103,21 @@ impl Disorder {
 #[derive(Default)]
 pub(crate) struct Stretch {
     bytes: Vec<u8>,
-    /// Time, start and length in `bytes` of each record, sorted once the stretch is read.
-    records: Vec<(u64, usize, usize)>,
+    /// Time, start and length in `bytes` and file offset of each record, sorted once the
+    /// stretch is read.
+    records: Vec<(u64, usize, usize, u64)>,
     next: usize,
 }
 
 impl Stretch {
-    pub fn push(&mut self, ts: u64, record: &[u8]) {
+    pub fn push(&mut self, ts: u64, record: &[u8], at: u64) {
         if self.next > 0 && self.is_empty() {
             // The last stretch is all handed out: start afresh.
             self.records.clear();
             self.bytes.clear();
             self.next = 0;
         }
-        self.records.push((ts, self.bytes.len(), record.len()));
+        self.records.push((ts, self.bytes.len(), record.len(), at));
         self.bytes.extend_from_slice(record);
     }
 
@@ -127,9 +128,9 @@ impl Stretch {
         self.next = 0;
     }
 
-    /// The next record in time order: its time and its place in [`Stretch::bytes`], which
-    /// holds it until the next `push`.
-    pub fn pop(&mut self) -> Option<(u64, usize, usize)> {
+    /// The next record in time order: its time, its place in [`Stretch::bytes`] (which
+    /// holds it until the next `push`), and its file offset.
+    pub fn pop(&mut self) -> Option<(u64, usize, usize, u64)> {
         let r = self.records.get(self.next).copied()?;
         self.next += 1;
         Some(r)
@@ -168,10 +169,10 @@ mod tests {
             let i = i as u64;
             match st.iter().find(|&&(a, b)| a <= i && i < b) {
                 Some(&(_, end)) => {
-                    s.push(t, &[0]);
+                    s.push(t, &[0], 0);
                     if i + 1 == end {
                         s.sort();
-                        while let Some((t, _, _)) = s.pop() {
+                        while let Some((t, _, _, _)) = s.pop() {
                             out.push(t);
                         }
                     }
@@ -240,16 +241,16 @@ mod tests {
     fn equal_times_keep_file_order() {
         let mut s = Stretch::default();
         for (t, b) in [(5, 1u8), (5, 2), (4, 3), (5, 4)] {
-            s.push(t, &[b]);
+            s.push(t, &[b], 0);
         }
         s.sort();
         let mut out = Vec::new();
-        while let Some((_, at, _)) = s.pop() {
+        while let Some((_, at, _, _)) = s.pop() {
             out.push(s.bytes()[at]);
         }
         assert_eq!(out, [3, 1, 2, 4]);
         assert!(s.is_empty());
-        s.push(1, &[9]);
+        s.push(1, &[9], 0);
         assert_eq!(s.bytes(), [9]);
     }
 }

@@ -434,7 +434,7 @@ impl CpuPages {
             return;
         }
         stretch.sort();
-        while let Some((ts, at, len)) = stretch.pop() {
+        while let Some((ts, at, len, _)) = stretch.pop() {
             builder.push(ts, &stretch.bytes()[at..at + len], full);
         }
     }
@@ -493,7 +493,7 @@ impl PageSource for CpuPages {
                     }
                     match self.stretches.get(self.next_stretch) {
                         Some(&(start, e)) if start <= at => {
-                            self.stretch.push(s.ts, raw);
+                            self.stretch.push(s.ts, raw, at);
                             if end >= e {
                                 self.next_stretch += 1;
                                 Self::sorted(&mut self.stretch, &mut self.builder, &mut keep);
