@@ -35,8 +35,8 @@ fn kstate_via(args: &[&str], via: &str) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
-/// Both paths' output of `kstate ARGS`, which must be the same. An analysis is also run
-/// on one thread: by default each CPU is decoded on a thread of its own
+/// Both paths' output of `kstate ARGS`, which must be the same. An analysis or a dump is
+/// also run on one thread: by default each CPU is decoded on a thread of its own
 /// (`kstate_format::prefetch`), which must not change a byte.
 fn same(args: &[&str]) -> String {
     let direct = kstate(args, false);
@@ -46,7 +46,7 @@ fn same(args: &[&str]) -> String {
         "kstate {}: the direct read differs from the pages",
         args.join(" ")
     );
-    if args[0] == "analyze" {
+    if args[0] == "analyze" || args[0] == "dump" {
         let one = kstate(&[args, &["--threads", "1"]].concat(), false);
         assert!(
             direct == one,

@@ -175,12 +175,14 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     }
     let filters = id_filters(&traces, &args.events)?;
     let cpus = (!args.cpu.is_empty()).then_some(args.cpu.as_slice());
+    let threads = kstate_analyze::slices::threads(args.threads)?;
     let mut mergers = Vec::new();
     for (trace, filter) in traces.iter().zip(&filters) {
-        mergers.push(Merger::new(trace, cpus, filter.clone())?);
+        // perf.data's CPUs are decoded on threads of their own (pages are cut into slices
+        // below instead).
+        mergers.push(Merger::threaded(trace, cpus, filter.clone(), threads)?);
     }
     let several = traces.len() > 1;
-    let threads = kstate_analyze::slices::threads(args.threads)?;
     let names: Vec<String> = args
         .files
         .iter()

@@ -1,5 +1,6 @@
 //! `kstate bench analyze` on a perf.data: `kstate analyze syscall --stat` read straight
-//! from the file, and through the pages the older path built (`KSTATE_PERF_PAGES`), next to
+//! from the file on every core and on one thread, and through the pages the older path
+//! built (`KSTATE_PERF_PAGES`), next to
 //! the peers a perf user has on the same file: `perf trace -s` (the same per-call summary)
 //! and `perf script` (decoding every event to text), in the same run, as ratios.
 
@@ -38,13 +39,17 @@ fn fastest(runs: u32, keep: bool, cmd: &mut dyn FnMut() -> Command) -> Result<Me
 
 pub fn analyze(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitCode, Error> {
     let exe = std::env::current_exe().map_err(|e| Error::failed(e.to_string()))?;
-    let kstate = |paged: bool| {
+    // Every core (each CPU decoded on its own thread) unless `one`.
+    let kstate = |paged: bool, one: bool| {
         let exe = exe.clone();
         move || {
             let mut c = Command::new(&exe);
             c.args(["analyze", "syscall", "--stat", "--format", "json"])
                 .arg(file)
                 .env_remove(kstate_format::perfdata::PAGES_ENV);
+            if one {
+                c.args(["--threads", "1"]);
+            }
             if paged {
                 c.env(kstate_format::perfdata::PAGES_ENV, "1");
             }
@@ -53,8 +58,9 @@ pub fn analyze(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<Exit
     };
     let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let load_before = load();
-    let direct = fastest(runs, true, &mut kstate(false))?;
-    let paged = fastest(runs, false, &mut kstate(true))?;
+    let direct = fastest(runs, true, &mut kstate(false, false))?;
+    let one = fastest(runs, false, &mut kstate(false, true))?;
+    let paged = fastest(runs, false, &mut kstate(true, true))?;
     let v: serde_json::Value = serde_json::from_str(&direct.stdout)
         .map_err(|e| Error::failed(format!("kstate analyze printed invalid JSON: {e}")))?;
     let events = v["events_read"].as_u64().unwrap_or(0);
@@ -100,7 +106,7 @@ pub fn analyze(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<Exit
         let mut out = serde_json::json!({
             "file": file.display().to_string(), "events": events, "runs": runs,
             "loadavg_before": load_before.trim(), "loadavg_after": load_after.trim(),
-            "kstate": row(&direct), "kstate_pages": row(&paged),
+            "kstate": row(&direct), "kstate_one_thread": row(&one), "kstate_pages": row(&paged),
         });
         for (name, m) in &peers {
             out[name.replace([' ', '-'], "_").replace("__", "_")] = row(m);
@@ -142,7 +148,8 @@ pub fn analyze(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<Exit
         );
     };
     line("kstate analyze syscall --stat", &direct);
-    line("  the same through built pages", &paged);
+    line("  the same on one thread", &one);
+    line("  one thread, through built pages", &paged);
     for (name, m) in &peers {
         line(name, m);
     }
