@@ -3,7 +3,9 @@
 //! statistics, distribution and log passes, the findings and the HTML — so that a damaged
 //! number anywhere (a CPU, a count, a length, an id) is caught where it would size memory.
 //! Also classify's figures (system-wide and scoped to a task), and the short time slices
-//! `kstate dump` formats on several threads, each walked to its end.
+//! `kstate dump` formats on several threads, each walked to its end; and the merge with
+//! each CPU decoded on its own thread (perf.data), which must give the one-thread merge's
+//! events in its order.
 //! Run with `-rss_limit_mb=2048`: growing past that is a finding.
 #![no_main]
 use kstate_analyze::fxmap::FxMap;
@@ -28,5 +30,18 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
         }
+        let merged = |threads| {
+            let mut out = Vec::new();
+            let all = kstate_analyze::merge::IdFilter::all();
+            let Ok(mut m) = kstate_analyze::merge::Merger::threaded(&trace, None, all, threads)
+            else {
+                return None;
+            };
+            while let Ok(Some(e)) = m.next() {
+                out.push((e.ts, e.cpu, e.payload.to_vec(), format!("{:?}", e.lost_before)));
+            }
+            Some(out)
+        };
+        assert_eq!(merged(1), merged(2), "threaded merge differs");
     }
 });

@@ -18,7 +18,7 @@ use crate::events::{CpuEvents, Item};
 use crate::layout::PageLayout;
 use crate::page_builder::fits;
 use crate::perf_records::Records;
-use crate::perf_reorder::{Stretch, Stretches};
+use crate::perf_reorder::{Offer, Sorter};
 use crate::perf_stream::{Layouts, PerfPages, RECORD_LOST, RECORD_SAMPLE};
 
 pub(crate) struct PerfEvents {
@@ -33,12 +33,9 @@ pub(crate) struct PerfEvents {
     wanted: Option<Vec<bool>>,
     endian: Endian,
     layout: PageLayout,
-    /// Where this CPU's records are out of time order, and the next such stretch.
-    stretches: Stretches,
-    next_stretch: usize,
-    /// The records of the stretch being handed out, sorted; the last event came from it
-    /// when `sorted` is set.
-    stretch: Stretch,
+    /// Puts the stretches where this CPU's records are out of time order in order; the
+    /// last event came from it when `sorted` is set.
+    sorter: Sorter,
     sorted: bool,
     /// Offset of the record last returned.
     last_at: u64,
@@ -62,54 +59,18 @@ impl PerfEvents {
             wanted: wanted.map(<[bool]>::to_vec),
             endian: src.layout.endian,
             layout: src.layout,
-            stretches: src.stretches(cpu),
-            next_stretch: 0,
-            stretch: Stretch::default(),
+            sorter: Sorter::new(src.stretches(cpu)),
             sorted: false,
             last_at: 0,
         })
     }
 
-    /// Copies the records of the stretch that starts with the event just read (at `ts`,
-    /// `start`, `len`) and hands out the first in time order, or the losses read among
-    /// them. Where the stretch's last records were left out, the event after it joins it,
-    /// and the next stretch too if that one starts there; sorting them together orders
-    /// them as well.
-    fn sort_stretch(&mut self, ts: u64, start: usize, len: usize) -> Result<Option<Item>> {
-        let mut end = self.stretches[self.next_stretch].1;
-        self.next_stretch += 1;
-        self.stretch.push(
-            ts,
-            &self.records.window().0[start..start + len],
-            self.last_at,
-        );
-        let mut lost = 0;
-        while self.records.position() < end {
-            match self.in_file()? {
-                Some(Item::Event { ts, start, len }) => {
-                    let at = self.last_at;
-                    self.stretch
-                        .push(ts, &self.records.window().0[start..start + len], at);
-                    while let Some(&(s, e)) = self.stretches.get(self.next_stretch) {
-                        if s > at {
-                            break;
-                        }
-                        end = end.max(e);
-                        self.next_stretch += 1;
-                    }
-                }
-                Some(Item::Lost(n)) => lost += n,
-                None => break,
-            }
-        }
-        self.stretch.sort();
+    /// The next record of a sorted stretch, if one is being handed out.
+    fn sorted_event(&mut self) -> Option<Item> {
+        let (ts, start, len, at) = self.sorter.pop()?;
         self.sorted = true;
-        if lost > 0 {
-            return Ok(Some(Item::Lost(lost)));
-        }
-        let (ts, start, len, at) = self.stretch.pop().expect("one record pushed");
         self.last_at = at;
-        Ok(Some(Item::Event { ts, start, len }))
+        Some(Item::Event { ts, start, len })
     }
 
     /// The next item in file order.
@@ -181,35 +142,33 @@ impl PerfEvents {
 
 impl CpuEvents for PerfEvents {
     fn next(&mut self) -> Result<Option<Item>> {
-        if let Some((ts, start, len, at)) = self.stretch.pop() {
-            self.last_at = at;
-            return Ok(Some(Item::Event { ts, start, len }));
+        loop {
+            if let Some(e) = self.sorted_event() {
+                return Ok(Some(e));
+            }
+            self.sorted = false;
+            let item = self.in_file()?;
+            match item {
+                Some(Item::Event { ts, start, len }) => {
+                    let record = &self.records.window().0[start..start + len];
+                    if self.sorter.offer(ts, record, self.last_at) == Offer::Pass {
+                        return Ok(item);
+                    }
+                }
+                // Losses read inside a stretch come before its events.
+                Some(Item::Lost(_)) => return Ok(item),
+                None => {
+                    self.sorter.finish();
+                    return Ok(self.sorted_event());
+                }
+            }
         }
-        self.sorted = false;
-        let item = self.in_file()?;
-        let Some(Item::Event { ts, start, len }) = item else {
-            return Ok(item);
-        };
-        // Stretches whose records were all left out lie behind.
-        let at = self.last_at;
-        while self
-            .stretches
-            .get(self.next_stretch)
-            .is_some_and(|s| s.1 <= at)
-        {
-            self.next_stretch += 1;
-        }
-        match self.stretches.get(self.next_stretch) {
-            Some(&(s, _)) if s <= at => {}
-            _ => return Ok(item),
-        }
-        self.sort_stretch(ts, start, len)
     }
 
     #[inline]
     fn bytes(&self) -> &[u8] {
         match self.sorted {
-            true => self.stretch.bytes(),
+            true => self.sorter.bytes(),
             false => self.records.window().0,
         }
     }

@@ -6,7 +6,7 @@
 //! for that (the crate's sorting reader and spooled pages) costs twice the direct read, and
 //! holding every record in a heap for the sake of those few costs a third more. So the scan
 //! finds the stretches of the file where a CPU's records are out of order ([`Disorder`]),
-//! and a reader copies and sorts only those ([`Stretch`]).
+//! and a reader copies and sorts only those ([`Sorter`]).
 //!
 //! Every pair of records in the wrong order lies inside one stretch: a record that belongs
 //! earlier opens a stretch at the first record later than it, and stretches that overlap
@@ -20,7 +20,8 @@ const LOOK_BACK: usize = 1 << 14;
 /// of order throughout, as written from per-thread buffers).
 const MAX_STRETCHES: usize = 1 << 16;
 
-/// A stretch of the file, [start, end) in offsets, whose records of one CPU must be sorted.
+/// Stretches of the file whose records of one CPU must be sorted: the offsets of each one's
+/// first and last record.
 pub(crate) type Stretches = std::sync::Arc<[(u64, u64)]>;
 
 /// What the scan learns of one CPU's order, record by record in file order.
@@ -40,11 +41,11 @@ pub(crate) struct Disorder {
 }
 
 impl Disorder {
-    /// The record at `at`..`end` in the file, at time `ts`.
+    /// The record at offset `at` in the file, at time `ts`.
     #[inline]
-    pub fn see(&mut self, ts: u64, at: u64, end: u64) {
+    pub fn see(&mut self, ts: u64, at: u64) {
         if ts < self.max {
-            self.out_of_order(ts, end);
+            self.out_of_order(ts, at);
         }
         self.max = self.max.max(ts);
         if self.latest.len() < LOOK_BACK {
@@ -56,7 +57,7 @@ impl Disorder {
     }
 
     #[cold]
-    fn out_of_order(&mut self, ts: u64, end: u64) {
+    fn out_of_order(&mut self, ts: u64, last: u64) {
         if self.unbounded {
             return;
         }
@@ -79,14 +80,14 @@ impl Disorder {
             return;
         }
         let (mut start, mut first) = (at(lo).1, oldest + lo);
-        while let Some(&(s, e, f)) = self.stretches.last() {
-            if e <= start {
+        while let Some(&(s, l, f)) = self.stretches.last() {
+            if l < start {
                 break;
             }
             (start, first) = (start.min(s), first.min(f));
             self.stretches.pop();
         }
-        self.stretches.push((start, end, first));
+        self.stretches.push((start, last, first));
         if self.seen + 1 - first > LOOK_BACK || self.stretches.len() > MAX_STRETCHES {
             self.unbounded = true;
         }
@@ -98,10 +99,104 @@ impl Disorder {
     }
 }
 
+/// Where one reader stands in a CPU's stretches: it offers each of the CPU's records it
+/// wants, in file order, and hands on those it is told to pass, or the sorted records of a
+/// stretch once that is whole. Both readers of perf.data use it (`perf_direct` straight,
+/// `perf_stream` into pages), so they give one order.
+pub(crate) struct Sorter {
+    stretches: Stretches,
+    next: usize,
+    /// The offset the batch being gathered runs to (the last record of its stretches).
+    last: Option<u64>,
+    batch: Batch,
+}
+
+/// What became of an offered record.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Offer {
+    /// In no stretch: hand it on now.
+    Pass,
+    /// Copied into the stretch being gathered.
+    Held,
+    /// It completed the stretch: [`Sorter::pop`] hands out its records in time order.
+    Ready,
+}
+
+impl Sorter {
+    pub fn new(stretches: Stretches) -> Sorter {
+        Sorter {
+            stretches,
+            next: 0,
+            last: None,
+            batch: Batch::default(),
+        }
+    }
+
+    /// The record at offset `at`, at time `ts`.
+    #[inline]
+    pub fn offer(&mut self, ts: u64, record: &[u8], at: u64) -> Offer {
+        if self.last.is_none() {
+            // Stretches whose records were all left out lie behind.
+            while self.stretches.get(self.next).is_some_and(|s| s.1 < at) {
+                self.next += 1;
+            }
+            match self.stretches.get(self.next) {
+                Some(&(first, _)) if first <= at => {}
+                _ => return Offer::Pass,
+            }
+        }
+        self.gather(ts, record, at)
+    }
+
+    #[cold]
+    fn gather(&mut self, ts: u64, record: &[u8], at: u64) -> Offer {
+        self.batch.push(ts, record, at);
+        // Where a stretch's last records were left out, the record after it joins it, and
+        // the stretches it lies in too: sorting them together orders them as well.
+        let mut last = self.last.unwrap_or(0);
+        while let Some(&(first, l)) = self.stretches.get(self.next) {
+            if first > at {
+                break;
+            }
+            last = last.max(l);
+            self.next += 1;
+        }
+        if at >= last {
+            self.last = None;
+            self.batch.sort();
+            Offer::Ready
+        } else {
+            self.last = Some(last);
+            Offer::Held
+        }
+    }
+
+    /// No record is left to offer: the stretch gathered so far is sorted for `pop`.
+    pub fn finish(&mut self) {
+        if self.last.take().is_some() {
+            self.batch.sort();
+        }
+    }
+
+    /// The next record of a whole stretch in time order: its time, its place in
+    /// [`Sorter::bytes`] (which holds it until the next `offer`), and its file offset.
+    #[inline]
+    pub fn pop(&mut self) -> Option<(u64, usize, usize, u64)> {
+        if self.last.is_some() {
+            return None;
+        }
+        self.batch.pop()
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.batch.bytes
+    }
+}
+
 /// The records of one stretch, copied as they are read and handed out sorted by time
 /// (records of equal time in file order).
 #[derive(Default)]
-pub(crate) struct Stretch {
+struct Batch {
     bytes: Vec<u8>,
     /// Time, start and length in `bytes` and file offset of each record, sorted once the
     /// stretch is read.
@@ -109,9 +204,9 @@ pub(crate) struct Stretch {
     next: usize,
 }
 
-impl Stretch {
-    pub fn push(&mut self, ts: u64, record: &[u8], at: u64) {
-        if self.next > 0 && self.is_empty() {
+impl Batch {
+    fn push(&mut self, ts: u64, record: &[u8], at: u64) {
+        if self.next > 0 && self.next >= self.records.len() {
             // The last stretch is all handed out: start afresh.
             self.records.clear();
             self.bytes.clear();
@@ -121,28 +216,16 @@ impl Stretch {
         self.bytes.extend_from_slice(record);
     }
 
-    /// Every record is in: sort them.
-    pub fn sort(&mut self) {
+    fn sort(&mut self) {
         // Stable: records of equal time keep their order in the file.
         self.records.sort_by_key(|r| r.0);
         self.next = 0;
     }
 
-    /// The next record in time order: its time, its place in [`Stretch::bytes`] (which
-    /// holds it until the next `push`), and its file offset.
-    pub fn pop(&mut self) -> Option<(u64, usize, usize, u64)> {
+    fn pop(&mut self) -> Option<(u64, usize, usize, u64)> {
         let r = self.records.get(self.next).copied()?;
         self.next += 1;
         Some(r)
-    }
-
-    pub fn bytes(&self) -> &[u8] {
-        &self.bytes
-    }
-
-    /// Nothing left to hand out (nothing pushed, or all popped).
-    pub fn is_empty(&self) -> bool {
-        self.next >= self.records.len()
     }
 }
 
@@ -150,35 +233,38 @@ impl Stretch {
 mod tests {
     use super::*;
 
-    /// Records of 10 bytes each at these times: the stretches, as record numbers.
+    /// Records 10 bytes apart at these times: the stretches, as record numbers.
     fn stretches(times: &[u64]) -> Option<Vec<(u64, u64)>> {
         let mut d = Disorder::default();
         for (i, &t) in times.iter().enumerate() {
-            let at = 10 * i as u64;
-            d.see(t, at, at + 10);
+            d.see(t, 10 * i as u64);
         }
         d.stretches()
-            .map(|v| v.into_iter().map(|(s, e)| (s / 10, e / 10)).collect())
+            .map(|v| v.into_iter().map(|(s, l)| (s / 10, l / 10)).collect())
     }
 
-    /// Sorts each stretch of `times` alone, as a reader does.
-    fn read(times: &[u64], st: &[(u64, u64)]) -> Vec<u64> {
+    /// What a reader hands on: every record offered to a [`Sorter`] over `st`, except
+    /// those in `left_out`.
+    fn read(times: &[u64], st: &[(u64, u64)], left_out: &[usize]) -> Vec<u64> {
         let mut out = Vec::new();
-        let mut s = Stretch::default();
+        let mut s = Sorter::new(st.iter().map(|&(a, b)| (10 * a, 10 * b)).collect());
         for (i, &t) in times.iter().enumerate() {
-            let i = i as u64;
-            match st.iter().find(|&&(a, b)| a <= i && i < b) {
-                Some(&(_, end)) => {
-                    s.push(t, &[0], 0);
-                    if i + 1 == end {
-                        s.sort();
-                        while let Some((t, _, _, _)) = s.pop() {
-                            out.push(t);
-                        }
+            if left_out.contains(&i) {
+                continue;
+            }
+            match s.offer(t, &[i as u8], 10 * i as u64) {
+                Offer::Pass => out.push(t),
+                Offer::Held => {}
+                Offer::Ready => {
+                    while let Some((t, _, _, _)) = s.pop() {
+                        out.push(t);
                     }
                 }
-                None => out.push(t),
             }
+        }
+        s.finish();
+        while let Some((t, _, _, _)) = s.pop() {
+            out.push(t);
         }
         out
     }
@@ -191,14 +277,14 @@ mod tests {
     #[test]
     fn a_stretch_runs_from_the_first_later_record_to_the_early_one() {
         // perf's duplicates: 5 6 5 6 (the copy of 5 goes back past one 6).
-        assert_eq!(stretches(&[4, 5, 6, 5, 6, 7]), Some(vec![(2, 4)]));
-        assert_eq!(stretches(&[10, 11, 12, 13, 9]), Some(vec![(0, 5)]));
+        assert_eq!(stretches(&[4, 5, 6, 5, 6, 7]), Some(vec![(2, 3)]));
+        assert_eq!(stretches(&[10, 11, 12, 13, 9]), Some(vec![(0, 4)]));
         // Two apart, and two that overlap joined.
         assert_eq!(
             stretches(&[1, 3, 2, 4, 5, 6, 8, 7, 9]),
-            Some(vec![(1, 3), (6, 8)])
+            Some(vec![(1, 2), (6, 7)])
         );
-        assert_eq!(stretches(&[1, 5, 6, 7, 2, 8, 3]), Some(vec![(1, 7)]));
+        assert_eq!(stretches(&[1, 5, 6, 7, 2, 8, 3]), Some(vec![(1, 6)]));
     }
 
     #[test]
@@ -233,24 +319,39 @@ mod tests {
             let st = stretches(&times).unwrap();
             let mut want = times.clone();
             want.sort();
-            assert_eq!(read(&times, &st), want, "{times:?} in {st:?}");
+            assert_eq!(read(&times, &st, &[]), want, "{times:?} in {st:?}");
         }
+    }
+
+    /// A reader that leaves out a stretch's last record, or all of a stretch's records,
+    /// still hands on every other record, in order.
+    #[test]
+    fn records_left_out_of_a_stretch() {
+        let times = [1, 3, 2, 4, 5, 6, 8, 7, 9];
+        let st = stretches(&times).unwrap();
+        assert_eq!(read(&times, &st, &[2]), [1, 3, 4, 5, 6, 7, 8, 9]);
+        assert_eq!(read(&times, &st, &[1, 2]), [1, 4, 5, 6, 7, 8, 9]);
+        assert_eq!(read(&times, &st, &[7]), [1, 2, 3, 4, 5, 6, 8, 9]);
+        assert_eq!(read(&times, &st, &[7, 8]), [1, 2, 3, 4, 5, 6, 8]);
     }
 
     #[test]
     fn equal_times_keep_file_order() {
-        let mut s = Stretch::default();
-        for (t, b) in [(5, 1u8), (5, 2), (4, 3), (5, 4)] {
-            s.push(t, &[b], 0);
+        let mut s = Sorter::new(Stretches::from([(0, 30)]));
+        let mut offers = Vec::new();
+        for (i, (t, b)) in [(5, 1u8), (5, 2), (4, 3), (5, 4)].into_iter().enumerate() {
+            offers.push(s.offer(t, &[b], 10 * i as u64));
         }
-        s.sort();
+        assert_eq!(
+            offers,
+            [Offer::Held, Offer::Held, Offer::Held, Offer::Ready]
+        );
         let mut out = Vec::new();
         while let Some((_, at, _, _)) = s.pop() {
             out.push(s.bytes()[at]);
         }
         assert_eq!(out, [3, 1, 2, 4]);
-        assert!(s.is_empty());
-        s.push(1, &[9], 0);
-        assert_eq!(s.bytes(), [9]);
+        // Past the stretch, records pass.
+        assert_eq!(s.offer(6, &[5], 40), Offer::Pass);
     }
 }

@@ -21,7 +21,7 @@ use crate::page_builder::PageBuilder;
 use crate::pages::PageSource;
 use crate::perf_direct::PerfEvents;
 use crate::perf_records::Records;
-use crate::perf_reorder::{Disorder, Stretch, Stretches};
+use crate::perf_reorder::{Disorder, Offer, Sorter, Stretches};
 use crate::trace::BuildPages;
 
 pub(crate) const RECORD_LOST: u32 = 2;
@@ -304,7 +304,7 @@ pub(crate) fn scan(
                 }
                 let cpu = check(s.cpu, at, "sample")?;
                 let c = slots.get(cpu);
-                c.order.see(s.ts, at, end);
+                c.order.see(s.ts, at);
                 c.bytes += 8 + b.len() as u64;
                 c.covers(at, end);
             }
@@ -384,9 +384,7 @@ impl BuildPages for PerfPages {
             wanted: wanted.map(<[bool]>::to_vec),
             endian: self.layout.endian,
             builder: PageBuilder::new(self.layout),
-            stretches: self.stretches(cpu),
-            next_stretch: 0,
-            stretch: Stretch::default(),
+            sorter: Sorter::new(self.stretches(cpu)),
             ready: std::collections::VecDeque::new(),
             spare: Vec::new(),
             page: Vec::new(),
@@ -412,11 +410,8 @@ struct CpuPages {
     wanted: Option<Vec<bool>>,
     endian: Endian,
     builder: PageBuilder,
-    /// Where this CPU's records are out of time order, the next such stretch, and the
-    /// records of the one being read.
-    stretches: Stretches,
-    next_stretch: usize,
-    stretch: Stretch,
+    /// Puts the stretches where this CPU's records are out of time order in order.
+    sorter: Sorter,
     /// Finished pages not yet handed out, with the offset of their first record.
     ready: std::collections::VecDeque<(u64, Vec<u8>)>,
     spare: Vec<Vec<u8>>,
@@ -428,14 +423,10 @@ struct CpuPages {
 }
 
 impl CpuPages {
-    /// The records of the stretch just read, sorted, onto pages.
-    fn sorted(stretch: &mut Stretch, builder: &mut PageBuilder, full: &mut dyn FnMut(&[u8])) {
-        if stretch.is_empty() {
-            return;
-        }
-        stretch.sort();
-        while let Some((ts, at, len, _)) = stretch.pop() {
-            builder.push(ts, &stretch.bytes()[at..at + len], full);
+    /// The records of a sorted stretch onto pages.
+    fn sorted(sorter: &mut Sorter, builder: &mut PageBuilder, full: &mut dyn FnMut(&[u8])) {
+        while let Some((ts, at, len, _)) = sorter.pop() {
+            builder.push(ts, &sorter.bytes()[at..at + len], full);
         }
     }
 
@@ -452,7 +443,8 @@ impl PageSource for CpuPages {
         while self.ready.is_empty() && !self.done {
             let Some((at, kind, b)) = self.records.next()? else {
                 let mut out = Vec::new();
-                Self::sorted(&mut self.stretch, &mut self.builder, &mut |p: &[u8]| {
+                self.sorter.finish();
+                Self::sorted(&mut self.sorter, &mut self.builder, &mut |p: &[u8]| {
                     out.push(p.to_vec())
                 });
                 self.builder.finish(&mut |p: &[u8]| out.push(p.to_vec()));
@@ -482,27 +474,15 @@ impl PageSource for CpuPages {
                     }
                     let mut full: Vec<Vec<u8>> = Vec::new();
                     let mut keep = |p: &[u8]| full.push(p.to_vec());
-                    let end = at + 8 + b.len() as u64;
-                    // A stretch whose last records were not wanted ends before this one.
-                    while let Some(&(_, e)) = self.stretches.get(self.next_stretch) {
-                        if e > at {
-                            break;
-                        }
-                        self.next_stretch += 1;
-                        Self::sorted(&mut self.stretch, &mut self.builder, &mut keep);
-                    }
-                    match self.stretches.get(self.next_stretch) {
-                        Some(&(start, e)) if start <= at => {
-                            self.stretch.push(s.ts, raw, at);
-                            if end >= e {
-                                self.next_stretch += 1;
-                                Self::sorted(&mut self.stretch, &mut self.builder, &mut keep);
-                            }
-                        }
+                    match self.sorter.offer(s.ts, raw, at) {
                         // A payload larger than a page cannot be a tracepoint record;
                         // skipped.
-                        _ => {
+                        Offer::Pass => {
                             self.builder.push(s.ts, raw, &mut keep);
+                        }
+                        Offer::Held => {}
+                        Offer::Ready => {
+                            Self::sorted(&mut self.sorter, &mut self.builder, &mut keep)
                         }
                     }
                     for p in full {
