@@ -215,8 +215,10 @@ pub struct Cannot;
 /// page before the cut on (a CPU's first page in the slice may start before it).
 pub struct SliceWalk {
     merger: Merger,
-    /// Per CPU, the time of its last event: a step back means the CPU is out of order.
-    prev: Vec<u64>,
+    /// The time of the last event: a step back means some CPU's events are out of order
+    /// (the merge of CPUs in order is in order, and a CPU that steps back makes it step
+    /// back right after), which one check per event finds without a table of CPUs.
+    last: u64,
     from: u64,
     to: u64,
     /// Past the events before the cut.
@@ -238,7 +240,7 @@ impl SliceWalk {
         };
         Ok(SliceWalk {
             merger,
-            prev: vec![0; trace.cpu_limit() as usize + 1],
+            last: 0,
             from,
             to: cuts.get(k + 1).copied().unwrap_or(u64::MAX),
             started: false,
@@ -247,43 +249,48 @@ impl SliceWalk {
 
     /// The slice's next event; `Ok(None)` at its end. (Not an `Iterator`: the event
     /// borrows the walk's page.)
-    #[inline]
+    #[inline(always)]
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<Event<'_>>, Cannot> {
-        // The events before the cut (on the pages it falls in) are passed over, their
-        // order checked all the same.
-        while !self.started {
-            match self.merger.peek_ts() {
-                Ok(Some(ts)) if ts < self.from => {}
-                Ok(_) => self.started = true,
-                Err(_) => return Err(Cannot),
-            }
-            if !self.started {
-                let ev = self.merger.next().map_err(|_| Cannot)?.ok_or(Cannot)?;
-                in_order(&mut self.prev, &ev)?;
-            }
+        if !self.started {
+            self.start()?;
         }
         let ev = match self.merger.next() {
             Ok(Some(ev)) => ev,
             Ok(None) => return Ok(None),
             Err(_) => return Err(Cannot),
         };
-        in_order(&mut self.prev, &ev)?;
+        in_order(&mut self.last, &ev)?;
         Ok((ev.ts < self.to).then_some(ev))
+    }
+
+    /// Passes over the events before the cut (on the pages it falls in), their order
+    /// checked all the same.
+    // Once per slice: out of line, so that the walk inlined in each pass stays small.
+    #[inline(never)]
+    fn start(&mut self) -> Result<(), Cannot> {
+        loop {
+            match self.merger.peek_ts() {
+                Ok(Some(ts)) if ts < self.from => {}
+                Ok(_) => break,
+                Err(_) => return Err(Cannot),
+            }
+            let ev = self.merger.next().map_err(|_| Cannot)?.ok_or(Cannot)?;
+            in_order(&mut self.last, &ev)?;
+        }
+        self.started = true;
+        Ok(())
     }
 }
 
-/// Checks that `ev` follows its CPU's last event in time, with no loss around it.
-#[inline]
-fn in_order(prev: &mut Vec<u64>, ev: &Event<'_>) -> Result<(), Cannot> {
-    let c = ev.cpu as usize;
-    if c >= prev.len() {
-        prev.resize(c + 1, 0);
-    }
-    if ev.ts < prev[c] || ev.loss.open != 0 || ev.loss.gen != 0 || ev.lost_before.is_some() {
+/// Checks that `ev` comes no earlier than the event before it, with no loss before it:
+/// a gap opened anywhere so far counts (`gen`; a record after a loss opens one).
+#[inline(always)]
+fn in_order(last: &mut u64, ev: &Event<'_>) -> Result<(), Cannot> {
+    if ev.ts < *last || ev.loss.gen != 0 {
         return Err(Cannot);
     }
-    prev[c] = ev.ts;
+    *last = ev.ts;
     Ok(())
 }
 
