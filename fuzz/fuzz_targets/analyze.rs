@@ -3,7 +3,8 @@
 //! statistics, distribution and log passes, the findings and the HTML — so that a damaged
 //! number anywhere (a CPU, a count, a length, an id) is caught where it would size memory.
 //! Also classify's figures (system-wide and scoped to a task), and the short time slices
-//! `kstate dump` formats on several threads, each walked to its end; and the merge with
+//! `kstate dump` formats on several threads, each walked to its end (where they all meet,
+//! they must hold the one pass's events in its order); and the merge with
 //! each CPU decoded on its own thread (perf.data), which must give the one-thread merge's
 //! events in its order.
 //! Run with `-rss_limit_mb=2048`: growing past that is a finding.
@@ -24,10 +25,46 @@ fuzz_target!(|data: &[u8]| {
         let _ = kstate_analyze::classify::figures(&trace, None);
         let _ = kstate_analyze::classify::figures(&trace, Some(&[1].into_iter().collect()));
         if let Some(s) = kstate_analyze::slices::ShortSlices::plan(&trace, 8192) {
+            // Slices that all meet ([`Seams::meet`]) hold the one pass's events, in order.
+            let all = kstate_analyze::merge::IdFilter::all;
+            let mut joined = Some(Vec::new());
+            let mut before: Option<kstate_analyze::slices::Seams> = None;
             for k in 0..s.len() {
-                if let Ok(mut w) = s.walk(&trace, kstate_analyze::merge::IdFilter::all(), k) {
-                    while let Ok(Some(_)) = w.next() {}
+                let Ok(mut w) = s.walk(&trace, all(), k) else {
+                    joined = None;
+                    continue;
+                };
+                loop {
+                    match w.next() {
+                        Ok(Some(e)) => {
+                            if let Some(j) = &mut joined {
+                                j.push((e.ts, e.cpu, e.payload.to_vec()));
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(_) => {
+                            joined = None;
+                            break;
+                        }
+                    }
                 }
+                match w.seams() {
+                    Ok(seams) if !before.as_ref().is_some_and(|b| !b.meet(&seams)) => {
+                        before = Some(seams)
+                    }
+                    _ => joined = None,
+                }
+            }
+            let one = || {
+                let mut m = kstate_analyze::merge::Merger::new(&trace, None, all()).ok()?;
+                let mut out = Vec::new();
+                while let Some(e) = m.next().ok()? {
+                    out.push((e.ts, e.cpu, e.payload.to_vec()));
+                }
+                Some(out)
+            };
+            if let (Some(j), Some(one)) = (joined, one()) {
+                assert!(j == one, "slices that meet hold other events than the one pass");
             }
         }
         let merged = |threads| {

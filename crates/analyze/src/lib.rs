@@ -68,6 +68,7 @@ pub mod page_index;
 pub mod pair;
 pub mod piped;
 pub mod profile;
+pub mod slice_plan;
 pub mod slices;
 mod source;
 pub mod stats;

@@ -115,7 +115,7 @@ struct CpuStream {
     index: Option<(Arc<PageIndex>, usize)>,
     /// Pages advanced over so far.
     page_no: usize,
-    /// Pages at the start not read at all ([`Merger::indexed`]).
+    /// Pages at the start not read at all ([`Merger::indexed`], [`Merger::from_seeks`]).
     seek_pages: usize,
 }
 
@@ -229,6 +229,32 @@ impl Merger {
                 s.seek_pages = from.map_or(0, |t| index.seek(i, t));
             }
         }))
+    }
+
+    /// [`Merger::new`] over every CPU, passing over the first `seeks[i]` pages of CPU
+    /// stream `i` (as in `trace.cpu_data`) unread: a time slice's merge
+    /// ([`crate::slice_plan`]). A loss flagged on a page passed over is not reported.
+    pub fn from_seeks(trace: &Trace, filter: IdFilter, seeks: &[usize]) -> Result<Merger> {
+        let mut sources = Vec::new();
+        for (i, cd) in trace.cpu_data.iter().enumerate() {
+            sources.push((cd.cpu, trace.pages_for(i, filter.wanted.as_deref())?));
+        }
+        Ok(Merger::start(trace, sources, filter, false, |m| {
+            for (s, &n) in m.streams.iter_mut().zip(seeks) {
+                s.seek_pages = n;
+            }
+        }))
+    }
+
+    /// Where each CPU stream's next event lies (in the order of the streams): its page
+    /// (counted from the stream's first, pages passed over included) and its place in the
+    /// page; `None` for a stream with no event left. Two merges of one trace that give
+    /// the same places have delivered the same events of every CPU.
+    pub fn heads(&self) -> Vec<Option<(usize, usize)>> {
+        self.streams
+            .iter()
+            .map(|s| s.head.map(|(_, start, _)| (s.page_no, start)))
+            .collect()
     }
 
     /// Merges per-CPU page streams that are still growing (a recording in progress): a
@@ -596,18 +622,19 @@ impl Merger {
         let filter_bits = self.filter_bits;
         let (loss_gen, gaps_open) = (&mut self.loss_gen, &mut self.gaps_open);
         let s = &mut self.streams[i];
-        if let Some((ix, si)) = &s.index {
-            let n = ix.skippable(*si, s.page_no, s.seek_pages, filter_bits);
-            if n > 0 {
-                // Pages before the window, or holding none of the wanted
-                // events and no loss: passed over unread.
-                let skipped = match s.src.skip(n as u64) {
-                    Ok(k) => k as usize,
-                    Err(e) => return Err(s.fail(e)),
-                };
-                s.page_no += skipped;
-                s.totals.pages += skipped as u64;
-            }
+        let n = match &s.index {
+            Some((ix, si)) => ix.skippable(*si, s.page_no, s.seek_pages, filter_bits),
+            None => s.seek_pages.saturating_sub(s.page_no),
+        };
+        if n > 0 {
+            // Pages before the window or the slice, or holding none of the wanted events
+            // and no loss: passed over unread.
+            let skipped = match s.src.skip(n as u64) {
+                Ok(k) => k as usize,
+                Err(e) => return Err(s.fail(e)),
+            };
+            s.page_no += skipped;
+            s.totals.pages += skipped as u64;
         }
         match s.src.advance() {
             Ok(true) => {}

@@ -109,45 +109,6 @@ impl PageIndex {
         Ok(PageIndex { cpus, events })
     }
 
-    /// A cheaper index for cutting a file into time slices ([`crate::slices`]): per page
-    /// the time of its first record and its loss flag, reading no record beyond the
-    /// first; every page counts as holding every event. `None` when some CPU's pages are
-    /// built on demand or a page cannot be read (a one-thread pass then reports it).
-    pub fn build_times(trace: &Trace) -> Option<PageIndex> {
-        let layout = trace.layout;
-        let mut cpus = Vec::with_capacity(trace.cpu_data.len());
-        for (i, cd) in trace.cpu_data.iter().enumerate() {
-            if matches!(cd.loc, DataLoc::Built(_)) {
-                return None;
-            }
-            let mut src = trace.pages_for(i, None).ok()?;
-            let mut pages = Vec::new();
-            let mut last = 0;
-            while src.advance().ok()? {
-                let page = src.page();
-                let h = read_header(page, &layout).ok()?;
-                let mut cursor = PageCursor::new(&h, &layout);
-                let raw = match cursor.next(page, layout.endian).ok()? {
-                    Some(r) => r.ts,
-                    None => h.timestamp,
-                };
-                let raw = trace
-                    .time_shift
-                    .as_ref()
-                    .map_or(raw, |t| t.apply(cd.cpu, raw));
-                last = trace.clock_map.to_ns(raw).max(last);
-                pages.push(PageInfo {
-                    first_ns: last,
-                    ids: u64::MAX,
-                    lost: h.lost.is_some(),
-                });
-            }
-            cpus.push(Some(pages));
-        }
-        let events = vec![None; cpus.len()];
-        Some(PageIndex { cpus, events })
-    }
-
     /// The first and last event of the file (trace-clock ns) without reading it again:
     /// `None` when some CPU's pages are built on demand, or no CPU has an event.
     pub fn event_span(&self) -> Option<(u64, u64)> {
@@ -158,24 +119,6 @@ impl PageIndex {
         let first = spans.clone().map(|s| s.0).min()?;
         let last = spans.map(|s| s.1).max()?;
         Some((first, last))
-    }
-
-    /// Whether some page flags events lost before it.
-    pub fn any_lost(&self) -> bool {
-        self.cpus.iter().flatten().flatten().any(|p| p.lost)
-    }
-
-    /// Every page's first time, all CPUs together, in time order.
-    pub(crate) fn all_times(&self) -> Vec<u64> {
-        let mut t: Vec<u64> = self
-            .cpus
-            .iter()
-            .flatten()
-            .flatten()
-            .map(|p| p.first_ns)
-            .collect();
-        t.sort_unstable();
-        t
     }
 
     /// The pages of CPU stream `i` (as in `trace.cpu_data`), if indexed.

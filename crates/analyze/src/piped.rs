@@ -21,8 +21,8 @@ use kstate_format::{Error, Lost, Trace};
 
 use crate::analyzer::{drive, trace_start, Analyzer, Config, LogSink, Mode, NoLog, Outcome, Pass};
 use crate::merge::{Event, IdFilter, LossMark};
-use crate::page_index::PageIndex;
-use crate::slices::{Cannot, SliceWalk};
+use crate::slice_plan::Plan;
+use crate::slices::{Cannot, Seams, SliceWalk};
 
 /// Bytes a chunk holds before it is handed over: small enough to be read back from the
 /// cache it was written to.
@@ -34,6 +34,8 @@ const RECORD_HEAD: usize = 16;
 
 enum Msg {
     Records(Vec<u8>),
+    /// The slice's records are all sent; where it began and ended.
+    End(Seams),
     /// The slice met what only the one-thread pass reports right (damage, loss, a CPU's
     /// events out of time order).
     Cannot,
@@ -53,22 +55,23 @@ pub fn drive_piped<A: Analyzer>(
     {
         return drive::<A>(trace, cfg, log);
     }
-    let Some((index, cuts)) = crate::slices::plan(trace, cfg.threads) else {
+    let Some(plan) = crate::slices::plan(trace, cfg.threads) else {
         return drive::<A>(trace, cfg, log);
     };
+    let n = plan.cuts.len();
     let (mut pass, ids) = Pass::<A>::new(trace, cfg, || trace_start(trace))?;
-    let mut rxs: Vec<Receiver<Msg>> = Vec::with_capacity(cuts.len());
-    let mut txs: Vec<Option<SyncSender<Msg>>> = Vec::with_capacity(cuts.len());
-    for _ in &cuts {
+    let mut rxs: Vec<Receiver<Msg>> = Vec::with_capacity(n);
+    let mut txs: Vec<Option<SyncSender<Msg>>> = Vec::with_capacity(n);
+    for _ in 0..n {
         let (tx, rx) = sync_channel(CHUNKS_AHEAD);
         rxs.push(rx);
         txs.push(Some(tx));
     }
     let txs = std::sync::Mutex::new(txs);
     let next = AtomicUsize::new(0);
-    let (txs, next, cuts, index, ids) = (&txs, &next, &cuts, &index, &ids);
+    let (txs, next, plan, ids) = (&txs, &next, &plan, &ids);
     let done = std::thread::scope(|s| -> Result<bool, Error> {
-        for _ in 0..cfg.threads.min(cuts.len()) {
+        for _ in 0..cfg.threads.min(n) {
             s.spawn(move || loop {
                 let k = next.fetch_add(1, Ordering::Relaxed);
                 let Some(tx) = txs
@@ -79,7 +82,7 @@ pub fn drive_piped<A: Analyzer>(
                 else {
                     break;
                 };
-                if decode(trace, ids, index, cuts, k, &tx).is_err() {
+                if decode(trace, ids, plan, k, &tx).is_err() {
                     // The pass stopped listening: it gave up on the threads.
                     break;
                 }
@@ -87,10 +90,23 @@ pub fn drive_piped<A: Analyzer>(
         }
         let endian = trace.layout.endian;
         let declared = trace.damage().count();
+        let mut before: Option<Seams> = None;
         for rx in rxs {
+            let mut ended = false;
             for msg in rx.iter() {
-                let Msg::Records(buf) = msg else {
-                    return Ok(false);
+                let buf = match msg {
+                    Msg::Records(buf) => buf,
+                    Msg::End(seams) => {
+                        // Its events were taken in already: the one pass runs if the
+                        // slice does not begin where the one before ended.
+                        if before.as_ref().is_some_and(|b| !b.meet(&seams)) {
+                            return Ok(false);
+                        }
+                        before = Some(seams);
+                        ended = true;
+                        continue;
+                    }
+                    Msg::Cannot => return Ok(false),
                 };
                 let mut at = 0;
                 while at + RECORD_HEAD <= buf.len() {
@@ -115,6 +131,9 @@ pub fn drive_piped<A: Analyzer>(
                     }
                 }
             }
+            if !ended {
+                return Ok(false);
+            }
         }
         Ok(!pass.met_damage(declared))
     })?;
@@ -131,14 +150,12 @@ pub fn drive_piped<A: Analyzer>(
 fn decode(
     trace: &Trace,
     ids: &[u32],
-    index: &std::sync::Arc<PageIndex>,
-    cuts: &[u64],
+    plan: &Plan,
     k: usize,
     tx: &SyncSender<Msg>,
 ) -> Result<(), ()> {
     let cannot = |tx: &SyncSender<Msg>| tx.send(Msg::Cannot).map_err(|_| ());
-    let Ok(mut walk) = SliceWalk::new(trace, IdFilter::only(ids.iter().copied()), index, cuts, k)
-    else {
+    let Ok(mut walk) = SliceWalk::new(trace, IdFilter::only(ids.iter().copied()), plan, k) else {
         return cannot(tx);
     };
     let mut buf = Vec::with_capacity(CHUNK + 4096);
@@ -160,5 +177,8 @@ fn decode(
     if !buf.is_empty() {
         tx.send(Msg::Records(buf)).map_err(|_| ())?;
     }
-    Ok(())
+    match walk.seams() {
+        Ok(seams) => tx.send(Msg::End(seams)).map_err(|_| ()),
+        Err(Cannot) => cannot(tx),
+    }
 }

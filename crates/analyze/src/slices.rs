@@ -8,7 +8,10 @@
 //! closes exactly as one pass would ([`Sliced::stitch`]).
 //!
 //! Exactness: a slice holds the events with `cut[k] <= ts < cut[k+1]`, so the slices
-//! in order are the one pass's event order (ties between CPUs never straddle a cut). A
+//! in order are the one pass's event order (ties between CPUs never straddle a cut); each
+//! slice notes where it began and ended in every CPU's stream ([`Seams`]), so that two
+//! slices are joined only where one ends exactly where the next begins, whatever the
+//! plan ([`crate::slice_plan`]) guessed from a few pages' times. A
 //! pass over a later slice starts knowing nothing; its analyzer records, for each key
 //! whose state an earlier slice may hold (a thread, a CPU), what the first event of the
 //! slice did to it, and [`Sliced::stitch`] replays that against the open state the
@@ -22,14 +25,14 @@
 //! [`Sliced`], or refuse in [`Sliced::sliceable`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use kstate_format::{Error, ErrorKind, Trace};
 
 use crate::analyzer::Pass;
 use crate::analyzer::{drive, trace_start, Analyzer, Config, LogSink, Mode, NoLog, Out, Outcome};
 use crate::merge::{Event, IdFilter, Merger};
-use crate::page_index::PageIndex;
+use crate::slice_plan::{Plan, Size};
 
 /// An analyzer whose pass can be cut into time slices.
 pub trait Sliced: Analyzer + Send {
@@ -49,10 +52,6 @@ pub trait Sliced: Analyzer + Send {
 
 /// Slices per thread: smaller slices even out threads that the machine runs unequally.
 const SLICES_PER_THREAD: usize = 4;
-
-/// Fewer pages than this per slice are not worth a thread (each slice may read one page
-/// per CPU that the slice before also reads).
-const MIN_PAGES_PER_SLICE: usize = 2;
 
 /// Runs analyzer `A` over `trace` on `cfg.threads` threads where its results stay those
 /// of one pass ([`drive`]); otherwise, or if a slice meets what slicing cannot join
@@ -77,37 +76,13 @@ pub fn drive_sliced<A: Sliced>(
     }
 }
 
-/// Slice start times: `n` cuts (the first is 0) at page starts, with about as many
-/// pages between each; `None` when the trace cannot be sliced.
-pub(crate) fn cuts(index: &PageIndex, n: usize) -> Option<Vec<u64>> {
-    let times = index.all_times();
-    let n = n.min(times.len() / MIN_PAGES_PER_SLICE);
-    if n < 2 {
-        return None;
-    }
-    let mut cuts = vec![0];
-    for k in 1..n {
-        let t = times[k * times.len() / n];
-        if t > *cuts.last().expect("starts with 0") {
-            cuts.push(t);
-        }
-    }
-    (cuts.len() >= 2).then_some(cuts)
-}
-
-/// The page index and slice start times for `threads` threads, if `trace` can be cut:
-/// its pages are read from the file (not built on demand) and none flags lost events.
-pub(crate) fn plan(trace: &Trace, threads: usize) -> Option<(std::sync::Arc<PageIndex>, Vec<u64>)> {
-    let index = PageIndex::build_times(trace)?;
-    if index.any_lost() {
-        return None;
-    }
-    let cuts = cuts(&index, threads * SLICES_PER_THREAD)?;
-    Some((std::sync::Arc::new(index), cuts))
+/// Where to cut `trace` for `threads` threads; `None` when it cannot be cut.
+pub(crate) fn plan(trace: &Trace, threads: usize) -> Option<Arc<Plan>> {
+    crate::slice_plan::plan(trace, Size::Slices(threads * SLICES_PER_THREAD)).map(Arc::new)
 }
 
 /// One slice's pass, or why it cannot be joined.
-type SliceResult<A> = Result<Option<Pass<A>>, Error>;
+type SliceResult<A> = Result<Option<(Pass<A>, Seams)>, Error>;
 
 fn run_slices<A: Sliced>(trace: &Trace, cfg: &Config) -> Result<Option<Outcome>, Error> {
     // Binding first: an analyzer whose events are missing says so as one pass does.
@@ -117,26 +92,26 @@ fn run_slices<A: Sliced>(trace: &Trace, cfg: &Config) -> Result<Option<Outcome>,
         return Ok(None);
     }
     drop(probe);
-    let Some((index, cuts)) = plan(trace, cfg.threads) else {
+    let Some(plan) = plan(trace, cfg.threads) else {
         return Ok(None);
     };
+    let n = plan.cuts.len();
     let start = trace_start(trace)?;
     let next = AtomicUsize::new(0);
-    let results: Vec<Mutex<Option<SliceResult<A>>>> =
-        cuts.iter().map(|_| Mutex::new(None)).collect();
+    let results: Vec<Mutex<Option<SliceResult<A>>>> = (0..n).map(|_| Mutex::new(None)).collect();
     std::thread::scope(|s| {
-        for _ in 0..cfg.threads.min(cuts.len()) {
+        for _ in 0..cfg.threads.min(n) {
             s.spawn(|| loop {
                 let k = next.fetch_add(1, Ordering::Relaxed);
-                if k >= cuts.len() {
+                if k >= n {
                     break;
                 }
-                let r = run_slice::<A>(trace, cfg, start, &index, &cuts, k);
+                let r = run_slice::<A>(trace, cfg, start, &plan, k);
                 *results[k].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
             });
         }
     });
-    let mut passes = Vec::with_capacity(cuts.len());
+    let mut passes = Vec::with_capacity(n);
     for r in results {
         match r.into_inner().unwrap_or_else(|e| e.into_inner()) {
             Some(Ok(Some(p))) => passes.push(p),
@@ -145,9 +120,13 @@ fn run_slices<A: Sliced>(trace: &Trace, cfg: &Config) -> Result<Option<Outcome>,
         }
     }
     let mut passes = passes.into_iter();
-    let mut all = passes.next().expect("at least two slices");
-    for p in passes {
+    let (mut all, mut seams) = passes.next().expect("at least two slices");
+    for (p, next) in passes {
+        if !seams.meet(&next) {
+            return Ok(None);
+        }
         all.absorb(p, |a, next, out| a.stitch(next, out));
+        seams = next;
     }
     if all.events() == 0 {
         // No events at all: the one pass words the error.
@@ -173,14 +152,14 @@ pub fn sliced_runs() -> u64 {
     SLICED.with(|n| n.get())
 }
 
-/// The pass over slice `k`: the events with `cuts[k] <= ts < cuts[k + 1]`. `None` when
-/// the slice met what a join cannot take (damage, a CPU's events out of time order).
+/// The pass over slice `k`: the events with `cuts[k] <= ts < cuts[k + 1]`, and where it
+/// began and ended. `None` when the slice met what a join cannot take (damage, a loss,
+/// a CPU's events out of time order).
 fn run_slice<A: Sliced>(
     trace: &Trace,
     cfg: &Config,
     start: Option<u64>,
-    index: &std::sync::Arc<PageIndex>,
-    cuts: &[u64],
+    plan: &Arc<Plan>,
     k: usize,
 ) -> SliceResult<A> {
     let (mut pass, ids) = Pass::<A>::new(trace, cfg, || Ok(start))?;
@@ -189,7 +168,7 @@ fn run_slice<A: Sliced>(
         pass.forget_comms();
         pass.analyzer_mut().record_heads();
     }
-    let mut walk = SliceWalk::new(trace, IdFilter::only(ids.iter().copied()), index, cuts, k)?;
+    let mut walk = SliceWalk::new(trace, IdFilter::only(ids.iter().copied()), plan, k)?;
     loop {
         let ev = match walk.next() {
             Ok(Some(ev)) => ev,
@@ -200,10 +179,13 @@ fn run_slice<A: Sliced>(
             return Ok(None);
         }
     }
+    let Ok(seams) = walk.seams() else {
+        return Ok(None);
+    };
     if pass.met_damage(declared) {
         return Ok(None);
     }
-    Ok(Some(pass))
+    Ok(Some((pass, seams)))
 }
 
 /// A slice met what only the one-thread pass reports right: damage, a loss, a CPU's
@@ -221,29 +203,44 @@ pub struct SliceWalk {
     last: u64,
     from: u64,
     to: u64,
-    /// Past the events before the cut.
-    started: bool,
+    /// Where the walk began in each CPU's stream, once past the events before the cut.
+    begin: Option<Vec<Option<(usize, usize)>>>,
+}
+
+/// Where a slice's walk began and ended in each CPU's stream ([`Merger::heads`]). Two
+/// slices join exactly when the one ends where the next begins, for every CPU: each
+/// event then went to one of them, none to both or neither, whatever the plan guessed
+/// of the pages' times.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seams {
+    begin: Vec<Option<(usize, usize)>>,
+    end: Vec<Option<(usize, usize)>>,
+}
+
+impl Seams {
+    /// Whether the slice after this one begins where this one ended.
+    pub fn meet(&self, next: &Seams) -> bool {
+        self.end == next.begin
+    }
 }
 
 impl SliceWalk {
     pub(crate) fn new(
         trace: &Trace,
         filter: IdFilter,
-        index: &std::sync::Arc<PageIndex>,
-        cuts: &[u64],
+        plan: &Plan,
         k: usize,
     ) -> Result<SliceWalk, Error> {
-        let from = cuts[k];
         let merger = match k {
             0 => Merger::new(trace, None, filter)?,
-            _ => Merger::indexed(trace, filter, index, Some(from))?,
+            _ => Merger::from_seeks(trace, filter, &plan.seeks[k])?,
         };
         Ok(SliceWalk {
             merger,
             last: 0,
-            from,
-            to: cuts.get(k + 1).copied().unwrap_or(u64::MAX),
-            started: false,
+            from: plan.cuts[k],
+            to: plan.cuts.get(k + 1).copied().unwrap_or(u64::MAX),
+            begin: None,
         })
     }
 
@@ -252,7 +249,7 @@ impl SliceWalk {
     #[inline(always)]
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<Event<'_>>, Cannot> {
-        if !self.started {
+        if self.begin.is_none() {
             self.start()?;
         }
         let ev = match self.merger.next() {
@@ -278,8 +275,20 @@ impl SliceWalk {
             let ev = self.merger.next().map_err(|_| Cannot)?.ok_or(Cannot)?;
             in_order(&mut self.last, &ev)?;
         }
-        self.started = true;
+        self.begin = Some(self.merger.heads());
         Ok(())
+    }
+
+    /// Where the walk began and ended, once `next` has said the slice is over; `Cannot`
+    /// if a loss lies anywhere it read (also where no event was delivered after it).
+    pub fn seams(&self) -> Result<Seams, Cannot> {
+        if self.merger.loss_mark().gen != 0 {
+            return Err(Cannot);
+        }
+        Ok(Seams {
+            begin: self.begin.clone().ok_or(Cannot)?,
+            end: self.merger.heads(),
+        })
     }
 }
 
@@ -296,40 +305,33 @@ fn in_order(last: &mut u64, ev: &Event<'_>) -> Result<(), Cannot> {
 
 /// A recording cut into short time slices, for work on several threads whose results are
 /// used in time order (`kstate dump`): the slices in order hold the one pass's events in
-/// its order, and slices of a few hundred pages keep what waits to be used small.
+/// its order where each meets the next ([`Seams::meet`]), and slices of a few hundred
+/// pages keep what waits to be used small.
 pub struct ShortSlices {
-    index: std::sync::Arc<PageIndex>,
-    cuts: Vec<u64>,
+    plan: Plan,
 }
 
 impl ShortSlices {
     /// Slices of about `bytes` of pages (all CPUs together; at least two pages). `None`
-    /// when the trace cannot be cut (pages built on demand or unreadable, lost events) or
-    /// is too short for two.
+    /// when the trace cannot be cut (pages built on demand or unreadable) or is too short
+    /// for two.
     pub fn plan(trace: &Trace, bytes: usize) -> Option<ShortSlices> {
-        let index = PageIndex::build_times(trace)?;
-        if index.any_lost() {
-            return None;
-        }
         let pages = bytes / trace.layout.page_size.max(1);
-        let cuts = cuts(&index, index.len() / pages.max(MIN_PAGES_PER_SLICE))?;
-        Some(ShortSlices {
-            index: std::sync::Arc::new(index),
-            cuts,
-        })
+        let plan = crate::slice_plan::plan(trace, Size::Pages(pages))?;
+        Some(ShortSlices { plan })
     }
 
     pub fn len(&self) -> usize {
-        self.cuts.len()
+        self.plan.cuts.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.cuts.is_empty()
+        self.plan.cuts.is_empty()
     }
 
     /// The events `filter` passes of slice `k`, in time order.
     pub fn walk(&self, trace: &Trace, filter: IdFilter, k: usize) -> Result<SliceWalk, Error> {
-        SliceWalk::new(trace, filter, &self.index, &self.cuts, k)
+        SliceWalk::new(trace, filter, &self.plan, k)
     }
 }
 

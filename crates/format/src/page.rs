@@ -83,6 +83,29 @@ pub fn read_header(page: &[u8], layout: &PageLayout) -> Result<PageHeader> {
     })
 }
 
+/// The time of a page's first record, read from the page's first bytes (`prefix` may
+/// end before the page does): for cutting a file in time without reading whole pages.
+/// Where no whole record starts in `prefix` (or the page is damaged), the header's time,
+/// which is never later than the first record's.
+pub fn first_time(prefix: &[u8], layout: &PageLayout) -> Option<u64> {
+    if prefix.len() < layout.data_offset {
+        return None;
+    }
+    let e = layout.endian;
+    let timestamp = e.uint(prefix, layout.ts_offset, 8)?;
+    let commit = e.uint(prefix, layout.commit_offset, layout.commit_size)?;
+    let end = (layout.data_offset + (commit & COMMIT_MASK) as usize).min(prefix.len());
+    let mut cursor = PageCursor {
+        pos: layout.data_offset,
+        end,
+        ts: timestamp,
+    };
+    Some(match cursor.next(prefix, e) {
+        Ok(Some(r)) => r.ts,
+        _ => timestamp,
+    })
+}
+
 /// A position inside one page.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PageCursor {

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use crate::error::Error;
 use kstate_analyze::merge::{FileMerge, IdFilter, Merger};
+use kstate_analyze::slices::Seams;
 use kstate_format::print_fmt::{report_header, TextFormatter};
 use kstate_format::value::{write_json_str, PrintSpec};
 use kstate_format::{ErrorKind, EventFormat, Trace};
@@ -319,6 +320,8 @@ enum SliceOut {
         events: u64,
         state: kstate_format::print_fmt::SliceState,
         end: Option<Step>,
+        /// Where the slice began and ended in each CPU's stream.
+        seams: Box<Seams>,
     },
     Cannot,
 }
@@ -369,10 +372,11 @@ fn parallel(
                 Err(_) => return None,
             }
         }
-        Some((events, end))
+        Some((events, end, Box::new(walk.seams().ok()?)))
     };
     let mut result = Parallel::Done(None);
     let (mut events, mut again) = (0u64, 0usize);
+    let mut before: Option<Seams> = None;
     let name = input.name.clone();
     // Text buffers go back and forth between the threads (no fresh pages per slice).
     let spare: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
@@ -394,11 +398,12 @@ fn parallel(
             w.text.start_slice();
             let mut text = take();
             match print_slice(w, k, &mut text) {
-                Some((events, end)) => SliceOut::Done {
+                Some((events, end, seams)) => SliceOut::Done {
                     text,
                     events,
                     state: w.text.end_slice(),
                     end,
+                    seams,
                 },
                 None => SliceOut::Cannot,
             }
@@ -409,11 +414,19 @@ fn parallel(
                 events: n,
                 state,
                 mut end,
+                seams,
             } = slice
             else {
                 result = Parallel::GoOn { events };
                 return false;
             };
+            // A slice that does not begin where the one before ended (a CPU's pages out
+            // of time order) holds other events than the one pass's next ones.
+            if before.as_ref().is_some_and(|b: &Seams| !b.meet(&seams)) {
+                result = Parallel::GoOn { events };
+                return false;
+            }
+            before = Some(*seams);
             if input.text.slice_agrees(&state) {
                 input.text.absorb_slice(state);
                 // Straight to the output, after what waits in `line`.
@@ -431,7 +444,7 @@ fn parallel(
                 again += 1;
                 let mut redo = take();
                 match print_slice(input, k, &mut redo) {
-                    Some((_, e)) => end = e,
+                    Some((_, e, _)) => end = e,
                     None => {
                         // Nothing of this slice is printed: the one pass goes on at it.
                         result = Parallel::GoOn { events };
