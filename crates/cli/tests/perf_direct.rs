@@ -194,13 +194,7 @@ fn with_duplicates(f: &Path, out: &Path, every: usize, later: usize) -> usize {
 #[test]
 fn records_written_twice_are_sorted_in_place() {
     let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("perf.data");
-    support::perf_record(
-        &f,
-        &["-m", "2048", "-e", "raw_syscalls:*"],
-        false,
-        &[KSTATE, "workload", "getppid", "3000"],
-    );
+    let f = getppid_recording(dir.path(), 3000, false);
     let g = dir.path().join("twice.data");
     let copies = with_duplicates(&f, &g, 97, 5);
     assert!(copies > 50, "{copies} copies");
@@ -281,13 +275,7 @@ fn direct_reads_give_the_same_losses() {
 #[test]
 fn direct_reads_of_a_pipe_mode_file() {
     let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("perf.data");
-    support::perf_record(
-        &f,
-        &["-m", "2048", "-e", "raw_syscalls:*"],
-        true,
-        &[KSTATE, "workload", "getppid", "3000"],
-    );
+    let f = getppid_recording(dir.path(), 3000, true);
     let v = agree_syscall_only(&f);
     assert_eq!(count(&v, "getppid"), 3000);
     // No event here comes from an interrupt, so every CPU's records are in time order
@@ -297,6 +285,52 @@ fn direct_reads_of_a_pipe_mode_file() {
     for c in info["per_cpu"].as_array().unwrap() {
         assert!(c["pages"].is_null(), "{c}");
     }
+}
+
+/// `perf record -e raw_syscalls:*` (to a file, or through a pipe) of `n` getppid calls,
+/// in `dir`.
+fn getppid_recording(dir: &Path, n: u32, pipe: bool) -> std::path::PathBuf {
+    let f = dir.join("perf.data");
+    let n = n.to_string();
+    support::perf_record(
+        &f,
+        &["-m", "2048", "-e", "raw_syscalls:*"],
+        pipe,
+        &[KSTATE, "workload", "getppid", &n],
+    );
+    f
+}
+
+/// `kstate bench read` on a perf.data: kstate's read on one thread and on every core
+/// next to `perf script`, the peer a perf user has, counting the file's events (no speed
+/// is asserted: the machine is shared).
+#[test]
+fn bench_read_of_a_perf_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = getppid_recording(dir.path(), 20000, false);
+    let f = f.to_str().unwrap();
+    let v: Value = serde_json::from_str(&kstate(
+        &["bench", "read", "--runs", "1", "--json", f],
+        false,
+    ))
+    .unwrap();
+    let info: Value = serde_json::from_str(&kstate(&["info", "--json", f], false)).unwrap();
+    assert_eq!(v["events"], info["events"], "{v}");
+    assert!(v["events"].as_u64().unwrap() >= 40000, "{v}");
+    assert_eq!(v["peer"], "perf script", "{v}");
+    for key in ["kstate", "kstate_all_cores", "perf_script"] {
+        assert!(
+            v[key]["seconds"].as_f64().is_some_and(|s| s > 0.0),
+            "{key}: {v}"
+        );
+    }
+    assert!(
+        v["kstate_all_cores"]["threads"].as_u64().unwrap() >= 1,
+        "{v}"
+    );
+    assert!(v["speedup"].as_f64().is_some_and(|s| s > 0.0), "{v}");
+    assert_eq!(v["text"]["peer"], "perf script", "{v}");
+    assert!(v["trace_cmd"].is_null(), "{v}");
 }
 
 fn agree_syscall_only(f: &Path) -> Value {

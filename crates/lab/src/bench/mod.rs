@@ -29,15 +29,17 @@ pub const CPU: std::ops::RangeInclusive<u64> = 0..=1023;
 
 #[derive(clap::Subcommand)]
 pub enum Bench {
-    /// Read speed: events decoded per second on one core (common fields plus two fields of
-    /// every event), next to `trace-cmd report` on the same file; peak memory of both.
+    /// Read speed: events decoded per second (common fields plus two fields of every event)
+    /// on one thread and on every core, next to `trace-cmd report` (`perf script` for a
+    /// perf.data) on the same file; peak memory of both.
     Read {
-        /// trace.dat or capture directory (use a large one: 10 million events or more)
+        /// trace.dat, capture directory or perf.data (use a large one: 10 million events
+        /// or more)
         file: PathBuf,
         /// Passes of each tool; the fastest is reported
         #[arg(long, default_value_t = 3, value_parser = kstate_args::int::<u32>(RUNS))]
         runs: u32,
-        /// Skip the trace-cmd comparison
+        /// Skip the trace-cmd (perf script) comparison
         #[arg(long)]
         no_peer: bool,
         /// Print the result as JSON
@@ -92,7 +94,11 @@ pub enum Bench {
     /// One timed read pass in this process (used by `bench read` so each pass's memory is
     /// measured alone)
     #[command(hide = true)]
-    ReadPass { file: PathBuf },
+    ReadPass {
+        file: PathBuf,
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
+    },
     /// The seeds' chat benchmark (scheduler stress): rooms of users exchanging 100-byte
     /// messages over loopback TCP through a relay server, 4 threads per user; messages
     /// delivered per second, CPU user/sys
@@ -121,8 +127,8 @@ pub enum Bench {
 
 pub fn run(b: Bench) -> Result<ExitCode, Error> {
     match b {
-        Bench::ReadPass { file } => {
-            let (events, checksum, secs) = read_pass(&file)?;
+        Bench::ReadPass { file, threads } => {
+            let (events, checksum, secs) = read_pass(&file, threads)?;
             println!("{events} {checksum} {secs}");
             Ok(ExitCode::SUCCESS)
         }
@@ -155,8 +161,10 @@ pub fn run(b: Bench) -> Result<ExitCode, Error> {
 }
 
 /// The pass every analyzer makes, at its cheapest: merge all CPUs, read pid, flags and
-/// preempt count and the first two fields of each event.
-fn read_pass(file: &Path) -> Result<(u64, u64, f64), Error> {
+/// preempt count and the first two fields of each event. On several threads: a
+/// perf.data's CPUs decoded each on its own thread, a trace.dat's time slices read side
+/// by side (the sum does not care about order; the slices must meet, or one pass runs).
+fn read_pass(file: &Path, threads: usize) -> Result<(u64, u64, f64), Error> {
     let trace = Trace::open(file)?;
     let refs: Vec<[Option<FieldRef>; 2]> = (0..trace.events.id_limit() as u32)
         .map(|id| {
@@ -164,25 +172,93 @@ fn read_pass(file: &Path) -> Result<(u64, u64, f64), Error> {
             [f.first().map(FieldRef::from), f.get(1).map(FieldRef::from)]
         })
         .collect();
-    let start = Instant::now();
-    let mut m = Merger::new(&trace, None, IdFilter::all())?;
-    let (mut n, mut sum) = (0u64, 0u64);
-    while let Some(ev) = m.next()? {
-        n += 1;
+    let read = |ev: &kstate_analyze::merge::Event<'_>| {
         let common = ev.pid() as u64
             ^ ev.payload.get(2).copied().unwrap_or(0) as u64
             ^ ev.payload.get(3).copied().unwrap_or(0) as u64;
-        sum = sum.wrapping_add(common ^ ev.ts);
+        let mut sum = common ^ ev.ts;
         if let Some(r) = refs.get(ev.id as usize) {
             for f in r.iter().flatten() {
                 sum = sum.wrapping_add(f.get_u64(ev.payload, ev.endian).unwrap_or(0));
             }
         }
-    }
+        sum
+    };
+    let start = Instant::now();
+    let sliced = match threads > 1 {
+        true => read_slices(&trace, threads, &read),
+        false => None,
+    };
+    let (n, sum) = match sliced {
+        Some(r) => r,
+        None => {
+            let mut m = Merger::threaded(&trace, None, IdFilter::all(), threads)?;
+            let (mut n, mut sum) = (0u64, 0u64);
+            while let Some(ev) = m.next()? {
+                n += 1;
+                sum = sum.wrapping_add(read(&ev));
+            }
+            (n, sum)
+        }
+    };
     if let Some(e) = trace.truncated {
         return Err(e.into());
     }
     Ok((n, sum, start.elapsed().as_secs_f64()))
+}
+
+/// [`read_pass`] over a trace.dat's time slices on `threads` threads; `None` where the
+/// file cannot be cut or its slices do not meet.
+fn read_slices(
+    trace: &Trace,
+    threads: usize,
+    read: &(dyn Fn(&kstate_analyze::merge::Event<'_>) -> u64 + Sync),
+) -> Option<(u64, u64)> {
+    use kstate_analyze::slices::{Seams, ShortSlices};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let bytes: u64 = trace.cpu_data.iter().map(|c| c.file_bytes).sum();
+    let slices = ShortSlices::plan(trace, (bytes / (threads as u64 * 4)).max(1) as usize)?;
+    let next = AtomicUsize::new(0);
+    let done: Vec<std::sync::Mutex<Option<(u64, u64, Seams)>>> =
+        (0..slices.len()).map(|_| Default::default()).collect();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                if k >= slices.len() {
+                    break;
+                }
+                let Ok(mut w) = slices.walk(trace, IdFilter::all(), k) else {
+                    break;
+                };
+                let (mut n, mut sum) = (0u64, 0u64);
+                loop {
+                    match w.next() {
+                        Ok(Some(ev)) => {
+                            n += 1;
+                            sum = sum.wrapping_add(read(&ev));
+                        }
+                        Ok(None) => break,
+                        Err(_) => return,
+                    }
+                }
+                if let Ok(seams) = w.seams() {
+                    *done[k].lock().unwrap_or_else(|e| e.into_inner()) = Some((n, sum, seams));
+                }
+            });
+        }
+    });
+    let (mut n, mut sum) = (0u64, 0u64);
+    let mut before: Option<Seams> = None;
+    for d in done {
+        let (k, s, seams) = d.into_inner().unwrap_or_else(|e| e.into_inner())?;
+        if before.as_ref().is_some_and(|b| !b.meet(&seams)) {
+            return None;
+        }
+        (n, sum) = (n + k, sum.wrapping_add(s));
+        before = Some(seams);
+    }
+    Some((n, sum))
 }
 
 struct Measured {
@@ -241,41 +317,32 @@ fn measure(cmd: &mut Command, keep_stdout: bool) -> Result<Measured, Error> {
 
 fn bench_read(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitCode, Error> {
     let exe = std::env::current_exe().map_err(|e| Error::failed(e.to_string()))?;
-    let mut best: Option<(f64, u64, i64)> = None;
-    for _ in 0..runs {
-        let m = measure(
-            Command::new(&exe).args(["bench", "read-pass"]).arg(file),
-            true,
-        )?;
-        let mut it = m.stdout.split_whitespace();
-        let events: u64 = it.next().and_then(|s| s.parse().ok()).unwrap_or(0);
-        // Whole-process wall time, as for the peer: opening the file counts too.
-        let secs = m.secs;
-        if best.is_none_or(|b| secs < b.0) {
-            best = Some((secs, events, m.max_rss_kib));
-        }
-    }
-    let (k_secs, events, k_rss) = best.expect("runs >= 1");
-    let k_rate = events as f64 / k_secs;
-    let peer = if no_peer {
-        None
-    } else {
-        let mut best: Option<Measured> = None;
+    let cores = kstate_analyze::slices::all_cores();
+    // The read pass on one thread and on every core: (seconds, CPU seconds, events, RSS).
+    let pass = |threads: usize| -> Result<(Measured, u64), Error> {
+        let mut best: Option<(Measured, u64)> = None;
         for _ in 0..runs {
             let m = measure(
-                Command::new("trace-cmd")
-                    .args(["report", "-t", "-R", "-i"])
+                Command::new(&exe)
+                    .args(["bench", "read-pass", "--threads", &threads.to_string()])
                     .arg(file),
-                false,
+                true,
             )?;
-            if best.as_ref().is_none_or(|b| m.secs < b.secs) {
-                best = Some(m);
+            let events: u64 = m
+                .stdout
+                .split_whitespace()
+                .next()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+            // Whole-process wall time, as for the peer: opening the file counts too.
+            if best.as_ref().is_none_or(|b| m.secs < b.0.secs) {
+                best = Some((m, events));
             }
         }
-        best
+        Ok(best.expect("runs >= 1"))
     };
-    // Text: `kstate dump` (trace-cmd's report text) against `trace-cmd report`, both into
-    // /dev/null; the fastest of the runs of each.
+    let (k1, events) = pass(1)?;
+    let (kn, _) = pass(cores)?;
     let fastest = |cmd: &mut dyn FnMut() -> Command| -> Result<Measured, Error> {
         let mut best: Option<Measured> = None;
         for _ in 0..runs {
@@ -286,8 +353,41 @@ fn bench_read(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitC
         }
         Ok(best.expect("runs >= 1"))
     };
-    // On every core (the default) and on one.
-    let cores = kstate_analyze::slices::all_cores();
+    // The peers a user of the file has: trace-cmd for a trace.dat (its raw decode, and its
+    // text), perf script for a perf.data (one tool for both).
+    let perf = perfdata::is_perf_data(file);
+    let (peer_name, text_name, key) = match perf {
+        true => ("perf script", "perf script", "perf_script"),
+        false => ("trace-cmd report -t -R", "trace-cmd report", "trace_cmd"),
+    };
+    let peer_cmd = |text: bool| {
+        move || {
+            let mut c = match perf {
+                true => {
+                    let mut c = Command::new("perf");
+                    c.args(["script", "-i"]);
+                    c
+                }
+                false => {
+                    let mut c = Command::new("trace-cmd");
+                    c.arg("report");
+                    if !text {
+                        c.args(["-t", "-R"]);
+                    }
+                    c.arg("-i");
+                    c
+                }
+            };
+            c.arg(file).stderr(Stdio::null());
+            c
+        }
+    };
+    let peer = match no_peer {
+        true => None,
+        false => Some(fastest(&mut peer_cmd(false))?),
+    };
+    // Text: `kstate dump` (trace-cmd's report text) against the peer's text, both into
+    // /dev/null; on every core (the default) and on one.
     let k_text = fastest(&mut || {
         let mut c = Command::new(&exe);
         c.arg("dump").arg(file);
@@ -298,14 +398,14 @@ fn bench_read(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitC
         c.args(["dump", "--threads", "1"]).arg(file);
         c
     })?;
-    let p_text = if no_peer {
-        None
-    } else {
-        Some(fastest(&mut || {
-            let mut c = Command::new("trace-cmd");
-            c.args(["report", "-i"]).arg(file);
-            c
-        })?)
+    let p_text = match (no_peer, perf) {
+        (true, _) => None,
+        // perf script is the one text and decode peer: timed once above.
+        (false, true) => peer.as_ref().map(|p| Measured {
+            stdout: String::new(),
+            ..*p
+        }),
+        (false, false) => Some(fastest(&mut peer_cmd(true))?),
     };
     let host_cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -315,78 +415,87 @@ fn bench_read(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitC
                 .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
         })
         .unwrap_or_default();
+    let rate = |m: &Measured| events as f64 / m.secs;
     if json {
-        let v = serde_json::json!({
+        let peer_json = |p: &Measured| {
+            serde_json::json!({
+                "seconds": p.secs, "cpu_seconds": p.cpu_secs, "events_per_sec": rate(p),
+                "max_rss_kib": p.max_rss_kib})
+        };
+        let mut v = serde_json::json!({
             "file": file.display().to_string(), "events": events, "cpu": host_cpu,
-            "kstate": {"seconds": k_secs, "events_per_sec": k_rate, "max_rss_kib": k_rss},
-            "trace_cmd": peer.as_ref().map(|p| serde_json::json!({
-                "seconds": p.secs, "events_per_sec": events as f64 / p.secs, "max_rss_kib": p.max_rss_kib})),
-            "speedup": peer.as_ref().map(|p| p.secs / k_secs),
+            "peer": peer_name,
+            "kstate": {"seconds": k1.secs, "cpu_seconds": k1.cpu_secs, "events_per_sec": rate(&k1),
+                "max_rss_kib": k1.max_rss_kib},
+            "kstate_all_cores": {"threads": cores, "seconds": kn.secs, "cpu_seconds": kn.cpu_secs,
+                "events_per_sec": rate(&kn), "max_rss_kib": kn.max_rss_kib},
+            "speedup": peer.as_ref().map(|p| p.secs / k1.secs),
+            "speedup_all_cores": peer.as_ref().map(|p| p.secs / kn.secs),
             "text": {
                 "kstate": {"seconds": k_text.secs, "cpu_seconds": k_text.cpu_secs, "threads": cores},
                 "kstate_one_thread": {"seconds": k_text1.secs, "cpu_seconds": k_text1.cpu_secs},
-                "trace_cmd": p_text.as_ref().map(|p| serde_json::json!({
-                    "seconds": p.secs, "cpu_seconds": p.cpu_secs})),
+                "peer": text_name,
                 "speedup": p_text.as_ref().map(|p| p.secs / k_text.secs),
                 "speedup_one_thread": p_text.as_ref().map(|p| p.secs / k_text1.secs),
                 "cpu_speedup": p_text.as_ref().map(|p| p.cpu_secs / k_text.cpu_secs),
             },
         });
+        v[key] = peer.as_ref().map_or(serde_json::Value::Null, peer_json);
+        v["text"][key] = p_text.as_ref().map_or(serde_json::Value::Null, peer_json);
         println!(
             "{}",
             serde_json::to_string_pretty(&v).expect("plain values")
         );
-    } else {
-        println!("file:    {}  ({events} events)", file.display());
-        println!("machine: {host_cpu}, best of {runs} runs, one core\n");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("file:    {}  ({events} events)", file.display());
+    println!("machine: {host_cpu}, {cores} cores, best of {runs} runs\n");
+    println!(
+        "{:<34} {:>7} {:>9} {:>9} {:>14} {:>9}",
+        "reader", "threads", "seconds", "CPU s", "events/s", "peak RSS"
+    );
+    let row = |name: &str, threads: usize, m: &Measured| {
         println!(
-            "{:<32} {:>10} {:>16} {:>12}",
-            "reader", "seconds", "events/s", "peak RSS"
+            "{:<34} {:>7} {:>9.3} {:>9.3} {:>14.0} {:>5} MiB",
+            name,
+            threads,
+            m.secs,
+            m.cpu_secs,
+            rate(m),
+            m.max_rss_kib / 1024
         );
+    };
+    row("kstate (common + 2 fields)", 1, &k1);
+    row("kstate (common + 2 fields)", cores, &kn);
+    if let Some(p) = &peer {
+        row(peer_name, 1, p);
         println!(
-            "{:<32} {:>10.3} {:>16.0} {:>9} MiB",
-            "kstate (common + 2 fields)",
-            k_secs,
-            k_rate,
-            k_rss / 1024
+            "\nkstate is {:.1}x {peer_name}'s rate on one thread, {:.1}x on {cores}",
+            p.secs / k1.secs,
+            p.secs / kn.secs
         );
-        if let Some(p) = &peer {
-            println!(
-                "{:<32} {:>10.3} {:>16.0} {:>9} MiB",
-                "trace-cmd report -t -R",
-                p.secs,
-                events as f64 / p.secs,
-                p.max_rss_kib / 1024
-            );
-            println!("\nkstate is {:.1}x trace-cmd's rate", p.secs / k_secs);
-        }
+    }
+    println!(
+        "\n{:<34} {:>7} {:>9} {:>9}",
+        "text (report) into /dev/null", "threads", "seconds", "CPU s"
+    );
+    let text_row = |name: &str, threads: usize, m: &Measured| {
         println!(
-            "\n{:<32} {:>10} {:>12}",
-            "text (report) into /dev/null", "seconds", "CPU seconds"
+            "{:<34} {:>7} {:>9.3} {:>9.3}",
+            name, threads, m.secs, m.cpu_secs
         );
+    };
+    text_row("kstate dump", cores, &k_text);
+    text_row("kstate dump", 1, &k_text1);
+    if let Some(p) = &p_text {
+        text_row(text_name, 1, p);
         println!(
-            "{:<32} {:>10.3} {:>12.3}",
-            format!("kstate dump ({cores} threads)"),
-            k_text.secs,
-            k_text.cpu_secs
+            "\nkstate dump is {:.1}x {text_name}'s speed on {cores} threads, {:.1}x on one \
+             ({:.1}x in CPU time)",
+            p.secs / k_text.secs,
+            p.secs / k_text1.secs,
+            p.cpu_secs / k_text.cpu_secs
         );
-        println!(
-            "{:<32} {:>10.3} {:>12.3}",
-            "kstate dump --threads 1", k_text1.secs, k_text1.cpu_secs
-        );
-        if let Some(p) = &p_text {
-            println!(
-                "{:<32} {:>10.3} {:>12.3}",
-                "trace-cmd report", p.secs, p.cpu_secs
-            );
-            println!(
-                "\nkstate dump is {:.1}x trace-cmd report's speed on {cores} threads, {:.1}x on one \
-                 ({:.1}x in CPU time)",
-                p.secs / k_text.secs,
-                p.secs / k_text1.secs,
-                p.cpu_secs / k_text.cpu_secs
-            );
-        }
     }
     Ok(ExitCode::SUCCESS)
 }
