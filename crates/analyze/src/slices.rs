@@ -18,11 +18,12 @@
 //! earlier slices left. Samples, counts and distributions add exactly (log-linear
 //! buckets). Where that cannot hold, the analysis runs on one thread: traces with lost
 //! events (a loss gap opened in one slice and closed in the next), damaged pages,
-//! per-CPU streams out of time order, `--log` (rows in completion order), `--interval`,
-//! comm filters (names are learned from events as the pass goes), windows over a page
-//! index (they read only around the window), and analyzers or keyings that read state
-//! learned from earlier events in a way a slice cannot replay (they do not implement
-//! [`Sliced`], or refuse in [`Sliced::sliceable`]).
+//! per-CPU streams out of time order, `--log` (rows in completion order), windows over a
+//! page index (they read only around the window), and analyzers or keyings that read
+//! state learned from earlier events in a way a slice cannot replay (they do not
+//! implement [`Sliced`], or refuse in [`Sliced::sliceable`]). `--interval` and comm
+//! filters (names are learned from events as the pass goes) run one pass fed by decoder
+//! threads ([`crate::piped`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -63,12 +64,14 @@ pub fn drive_sliced<A: Sliced>(
 ) -> Result<Outcome, Error> {
     if cfg.threads <= 1
         || cfg.mode == Mode::Log
-        || cfg.interval.is_some()
         || cfg.pages.is_some()
-        || !cfg.filters.comms.is_empty()
         || trace.damage().next().is_some()
     {
         return drive::<A>(trace, cfg, log);
+    }
+    if cfg.interval.is_some() || !cfg.filters.comms.is_empty() {
+        // One pass still, its decoding on the threads.
+        return crate::piped::drive_piped::<A>(trace, cfg, log);
     }
     match run_slices::<A>(trace, cfg)? {
         Some(o) => Ok(o),

@@ -10,20 +10,47 @@
 //! sched_wakeup, i.e. its common_pid).
 //! Where the kernel did not trace a CPU leaving idle, the task's time off the CPU ends
 //! at the wake-up that put it on that idle CPU ([`sched::IdleExits`]).
+//!
+//! On several threads the recording is cut into time slices ([`crate::slices`]), except
+//! for `--by waker`: the waker's name is learned as the pass goes, so it runs one pass
+//! fed by decoder threads.
 
-use kstate_format::Trace;
+use kstate_format::{Error, Trace};
 
-use super::sched::{self, Switch, Wakeup};
-use crate::analyzer::{Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
-use crate::fxmap::FxMap;
+use super::sched::{self, Switch, SwitchHead, Wakeup};
+use crate::analyzer::{
+    Analyzer, Config, Info, Kind, LogSink, Missing, Out, Outcome, Sample, Tasks, Traits, Unit,
+};
+use crate::fxmap::{FxMap, FxSet};
 use crate::merge::Event;
-use crate::pair::Pairs;
+use crate::pair::{Open, Pairs};
+use crate::slices::Sliced;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum By {
     State,
     Waker,
     Pid,
+}
+
+impl By {
+    fn named(by: &str) -> By {
+        match by {
+            "waker" => By::Waker,
+            "pid" => By::Pid,
+            _ => By::State,
+        }
+    }
+
+    /// Whether a pass over a later time slice keys its samples as one pass does. Not by
+    /// waker, for two reasons: the waker's name is the task name known at the wake-up,
+    /// which a later slice may only know from before it (and the names it learns replace
+    /// those before the join runs); and waker keys are numbers each pass gives names in
+    /// the order it meets them, by which the passes' aggregates are added before the
+    /// join could renumber them.
+    fn sliceable(self) -> bool {
+        self != By::Waker
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -42,14 +69,94 @@ pub struct OffCpu {
     idle: sched::IdleExits,
     wakers: FxMap<String, u32>,
     waker_names: Vec<String>,
+    /// In a time slice after the first: each thread's first switch there, and the
+    /// switches whose inference of a missed switch-in reads state from before it.
+    heads: Option<Box<Heads>>,
+}
+
+/// A switch in a time slice after the first that meets state the slices before may hold,
+/// for the join ([`Sliced::stitch`]).
+#[derive(Debug, Clone, Copy)]
+enum Head {
+    /// `tid`'s first switch in the slice put it on `cpu` at `at`: it ends the time off
+    /// the CPU the slices before left open, if they did.
+    In { tid: i32, cpu: u32, at: u64 },
+    /// A switch took `sw.prev` off `sw.cpu`, and whether the trace missed its switch-in
+    /// there reads state from before the slice ([`sched::IdleExits::switch_in_slice`]).
+    /// The time off the CPU open until this switch (`open`, the slice's own; at `prev`'s
+    /// first switch in the slice, the one the slices before left) ends at that missed
+    /// switch-in, or else is replaced by this switch's (unmatched).
+    Out {
+        sw: SwitchHead,
+        open: Option<Open<Off>>,
+    },
+}
+
+#[derive(Debug, Default)]
+struct Heads {
+    /// Threads switched in or out in the slice so far.
+    seen: FxSet<i32>,
+    /// Some of them, by thread id modulo its length: most switches are between a few
+    /// threads, which this finds without hashing.
+    recent: [i32; 8],
+    heads: Vec<Head>,
+}
+
+impl Heads {
+    /// Whether this is the first switch of `tid` (not 0: idle is no thread) in the slice.
+    #[inline]
+    fn first(&mut self, tid: i32) -> bool {
+        let slot = &mut self.recent[tid as u32 as usize % self.recent.len()];
+        if *slot == tid {
+            return false;
+        }
+        *slot = tid;
+        self.seen.insert(tid)
+    }
+
+    /// [`sched::IdleExits::switch`] in the slice, recording what the join needs. What it
+    /// cannot tell is left to the join, `prev`'s open time off the CPU taken along: the
+    /// switch then ends none and replaces none (`None`).
+    fn switch(
+        &mut self,
+        idle: &mut sched::IdleExits,
+        pairs: &mut Pairs<i32, Off>,
+        cpu: u32,
+        prev: i32,
+        next: i32,
+        ts: u64,
+    ) -> Option<u64> {
+        let prev_first = prev != 0 && self.first(prev);
+        // `next` after `prev`: in a switch from a task to itself, the task's first switch
+        // is its switch-out.
+        if next != 0 && self.first(next) {
+            self.heads.push(Head::In {
+                tid: next,
+                cpu,
+                at: ts,
+            });
+        }
+        match idle.switch_in_slice(cpu, prev, next, ts, prev_first) {
+            Ok(woke) => woke,
+            Err(sw) => {
+                let open = pairs.end(prev);
+                self.heads.push(Head::Out { sw, open });
+                None
+            }
+        }
+    }
 }
 
 impl OffCpu {
     /// `tid` went on `cpu` at `at` (now, or earlier for an inferred switch-in).
     fn switched_in(&mut self, tid: i32, cpu: u32, at: u64, out: &mut Out) {
-        let Some(o) = self.pairs.end(tid) else {
-            return;
-        };
+        if let Some(o) = self.pairs.end(tid) {
+            self.ended(tid, cpu, at, &o, out);
+        }
+    }
+
+    /// The time off the CPU that began at `o` ended at `at` on `cpu`.
+    fn ended(&self, tid: i32, cpu: u32, at: u64, o: &Open<Off>, out: &mut Out) {
         let key = match self.by {
             By::State => o.v.state,
             By::Waker => o.v.waker as u64,
@@ -70,6 +177,15 @@ impl OffCpu {
     }
 }
 
+/// Runs offcpu on `cfg.threads` threads: in time slices where its keying can be
+/// ([`By::sliceable`]), else one pass fed by decoder threads.
+fn run(trace: &Trace, cfg: &Config, log: &mut dyn LogSink) -> Result<Outcome, Error> {
+    match By::named(cfg.by.as_deref().unwrap_or_default()).sliceable() {
+        true => crate::slices::drive_sliced::<OffCpu>(trace, cfg, log),
+        false => crate::piped::drive_piped::<OffCpu>(trace, cfg, log),
+    }
+}
+
 impl Analyzer for OffCpu {
     const INFO: Info = Info {
         name: "offcpu",
@@ -85,7 +201,7 @@ impl Analyzer for OffCpu {
         value: "off-CPU time",
         unit: Unit::Ns,
         traits: Traits::DEFAULT,
-        run: crate::piped::drive_piped::<OffCpu>,
+        run,
         live: Some(crate::analyzer::live::<OffCpu>),
     };
 
@@ -94,11 +210,7 @@ impl Analyzer for OffCpu {
         let Some(sw) = sched::switch(trace, &mut missing) else {
             return Err(Missing(missing));
         };
-        let by = match by {
-            "waker" => By::Waker,
-            "pid" => By::Pid,
-            _ => By::State,
-        };
+        let by = By::named(by);
         let mut wmissing = Vec::new();
         let wakeups = sched::wakeups(trace, &mut wmissing);
         if by == By::Waker && wakeups.is_empty() {
@@ -121,6 +233,7 @@ impl Analyzer for OffCpu {
                 idle: sched::IdleExits::default(),
                 wakers: FxMap::default(),
                 waker_names: Vec::new(),
+                heads: None,
             },
             ids,
         ))
@@ -134,7 +247,11 @@ impl Analyzer for OffCpu {
             let state = self.sw.prev_state.get_u64(p, e).unwrap_or(0) & self.states.key_bits();
             out.tasks.set_comm(prev, sched::bytes(p, self.sw.prev_comm));
             out.tasks.set_comm(next, sched::bytes(p, self.sw.next_comm));
-            if let Some(woke) = self.idle.switch(ev.cpu, prev, next, ev.ts) {
+            let woke = match &mut self.heads {
+                None => self.idle.switch(ev.cpu, prev, next, ev.ts),
+                Some(h) => h.switch(&mut self.idle, &mut self.pairs, ev.cpu, prev, next, ev.ts),
+            };
+            if let Some(woke) = woke {
                 self.switched_in(prev, ev.cpu, woke, out);
             }
             if prev != 0 {
@@ -185,5 +302,219 @@ impl Analyzer for OffCpu {
             },
             By::Pid => tasks.label(key as u32 as i32),
         }
+    }
+}
+
+impl Sliced for OffCpu {
+    fn sliceable(&self) -> bool {
+        self.by.sliceable()
+    }
+
+    fn record_heads(&mut self) {
+        self.heads = Some(Box::default());
+    }
+
+    fn stitch(&mut self, mut next: Self, out: &mut Out) {
+        debug_assert!(self.by.sliceable(), "waker names are not joined");
+        let heads = next.heads.take().map_or(Vec::new(), |h| h.heads);
+        // Each thread's and each CPU's state from before the slice is met by one head
+        // only (its first switch there), so the heads join in any order.
+        for head in heads {
+            match head {
+                Head::In { tid, cpu, at } => {
+                    self.idle.join_switch_in(tid);
+                    self.switched_in(tid, cpu, at, out);
+                }
+                Head::Out { sw, open } => {
+                    let open = match sw.first {
+                        true => self.pairs.end(sw.prev),
+                        false => open,
+                    };
+                    let woke = self.idle.join_switch(&sw);
+                    match (open, woke) {
+                        (Some(o), Some(at)) => self.ended(sw.prev, sw.cpu, at, &o, out),
+                        (Some(_), None) => out.unmatched(),
+                        (None, _) => {}
+                    }
+                }
+            }
+        }
+        // What `next` holds open began in its slice, after its thread's first switch
+        // there, which met what we held for the thread.
+        for (tid, o) in next.pairs.take_all() {
+            self.pairs.put(tid, o);
+        }
+        self.idle.join(next.idle);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Time slices joined give the one pass's results, for random runs of switches and
+    //! wake-ups cut at every place: tasks switched in on several CPUs at once, switched
+    //! out twice, woken twice, running where no traced switch put them (the inference of
+    //! [`sched::IdleExits`]), switched from and to themselves.
+
+    use super::*;
+    use crate::analyzer::{Config, Mode, NoLog, Pass};
+    use crate::merge::LossMark;
+    use kstate_format::{Endian, Lost};
+
+    const CPUS: u64 = 3;
+    const TIDS: u64 = 5;
+
+    /// Task `i` of the run (0 is idle); the ids share slots of [`Heads::recent`].
+    fn tid(i: u64) -> u64 {
+        4 * i
+    }
+
+    /// Only the formats are used: the records are made here.
+    fn formats() -> Trace {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/fixtures/external/lisa-sched_load/trace.dat"
+        );
+        Trace::open(path.as_ref()).unwrap()
+    }
+
+    struct Rec {
+        ts: u64,
+        cpu: u32,
+        id: u32,
+        payload: Vec<u8>,
+    }
+
+    /// A record of event `name` by task `pid`, its fields set to `values`.
+    fn record(trace: &Trace, name: &str, pid: i32, values: &[(&str, u64)]) -> (u32, Vec<u8>) {
+        let f = trace.events.find(name).unwrap();
+        let size = f.fields.iter().map(|x| x.offset + x.size).max().unwrap();
+        let mut p = vec![0u8; size];
+        p[..2].copy_from_slice(&(f.id as u16).to_le_bytes());
+        p[4..8].copy_from_slice(&pid.to_le_bytes());
+        for (n, v) in values {
+            let x = f.field(n).unwrap();
+            if x.type_name.starts_with("char") {
+                let comm = format!("t{v}");
+                p[x.offset..x.offset + comm.len()].copy_from_slice(comm.as_bytes());
+            } else {
+                p[x.offset..x.offset + x.size].copy_from_slice(&v.to_le_bytes()[..x.size]);
+            }
+        }
+        (f.id, p)
+    }
+
+    /// `n` random switches and wake-ups on a few CPUs among a few tasks (0 is idle).
+    fn run(trace: &Trace, seed: u64, n: usize) -> Vec<Rec> {
+        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let mut rnd = move |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        let mut on: Vec<u64> = vec![0; CPUS as usize];
+        (0..n)
+            .map(|i| {
+                let cpu = rnd(CPUS);
+                let (id, payload) = if rnd(3) == 0 {
+                    let wakee = tid(1 + rnd(TIDS - 1));
+                    let values = [("pid", wakee), ("comm", wakee), ("target_cpu", rnd(CPUS))];
+                    let waker = on[cpu as usize] as i32;
+                    record(trace, "sched:sched_wakeup", waker, &values)
+                } else {
+                    // The CPU's task switches out, or one no traced switch put there.
+                    let prev = match rnd(2) {
+                        0 => tid(rnd(TIDS)),
+                        _ => on[cpu as usize],
+                    };
+                    let next = tid(rnd(TIDS));
+                    on[cpu as usize] = next;
+                    let values = [
+                        ("prev_pid", prev),
+                        ("prev_comm", prev),
+                        ("prev_state", rnd(3)),
+                        ("next_pid", next),
+                        ("next_comm", next),
+                    ];
+                    record(trace, "sched:sched_switch", prev as i32, &values)
+                };
+                Rec {
+                    ts: 1000 * (i as u64 + 1),
+                    cpu: cpu as u32,
+                    id,
+                    payload,
+                }
+            })
+            .collect()
+    }
+
+    fn pass(trace: &Trace, by: &str, recs: &[Rec], first: bool) -> Pass<OffCpu> {
+        let mut cfg = Config::new(Mode::Stat);
+        cfg.by = Some(by.into());
+        let (mut p, _) = Pass::<OffCpu>::new(trace, &cfg, || Ok(Some(0))).unwrap();
+        if !first {
+            p.forget_comms();
+            p.analyzer_mut().record_heads();
+        }
+        for r in recs {
+            let ev = Event {
+                ts: r.ts,
+                cpu: r.cpu,
+                id: r.id,
+                payload: &r.payload,
+                endian: Endian::Little,
+                lost_before: Lost::None,
+                loss: LossMark { gen: 0, open: 0 },
+            };
+            assert_eq!(p.event(&ev, &mut NoLog).unwrap(), None);
+        }
+        p
+    }
+
+    /// What the outcome tells, in an order that does not depend on when keys were met.
+    fn results(trace: &Trace, p: Pass<OffCpu>) -> (String, crate::analyzer::Counts) {
+        let o = p.finish(trace, &mut NoLog).unwrap();
+        let mut rows: Vec<String> = o
+            .rows
+            .iter()
+            .map(|r| format!("{} {:?}", r.key, r.agg))
+            .collect();
+        rows.sort();
+        (rows.join("\n"), o.counts)
+    }
+
+    #[test]
+    fn slices_joined_are_one_pass() {
+        let trace = formats();
+        assert_eq!(trace.layout.endian, Endian::Little);
+        let (mut inferred, mut unmatched) = (0, 0);
+        for seed in 0..60 {
+            let recs = run(&trace, seed, 40);
+            for by in ["state", "pid"] {
+                let one = results(&trace, pass(&trace, by, &recs, true));
+                inferred += one.1.inferred;
+                unmatched += one.1.unmatched;
+                // Two slices cut at each place, and three.
+                for cut in 1..recs.len() {
+                    let cuts = [vec![0, cut, recs.len()], {
+                        let c2 = (cut + 7 + seed as usize) % recs.len();
+                        let mut c = vec![0, cut.min(c2), cut.max(c2), recs.len()];
+                        c.dedup();
+                        c
+                    }];
+                    for c in cuts {
+                        let mut all = pass(&trace, by, &recs[..c[1]], true);
+                        for w in c[1..].windows(2) {
+                            let next = pass(&trace, by, &recs[w[0]..w[1]], false);
+                            all.absorb(next, |a, next, out| a.stitch(next, out));
+                        }
+                        let many = results(&trace, all);
+                        assert_eq!(one, many, "seed {seed} by {by}, slices at {c:?}");
+                    }
+                }
+            }
+        }
+        // The runs met what the join must get right.
+        assert!(inferred > 60 && unmatched > 300, "{inferred} {unmatched}");
     }
 }

@@ -360,32 +360,137 @@ impl IdleExits {
     /// switched in if that switch is missing from the trace.
     pub fn running(&mut self, cpu: u32, tid: i32) -> Option<u64> {
         let c = self.cpu(cpu);
-        if tid == 0 || matches!(self.current[c], Some((t, _)) if t == tid) {
-            return None;
-        }
-        let (on, woke) = *self.woken.get(&tid)?;
-        if on != cpu {
-            return None;
-        }
+        let at = missed_switch_in(cpu, tid, self.current[c], || self.woken.get(&tid).copied())?;
         self.woken.remove(&tid);
-        let last = self.current[c].map_or(0, |x| x.1);
-        self.current[c] = Some((tid, woke.max(last)));
+        self.current[c] = Some((tid, at));
         self.inferred += 1;
-        Some(woke.max(last))
+        Some(at)
     }
 
     /// A sched_switch on `cpu` at `ts` from `prev` to `next`. Returns when `prev` was
     /// switched in, when the trace lacks that switch; apply it before this switch.
     pub fn switch(&mut self, cpu: u32, prev: i32, next: i32, ts: u64) -> Option<u64> {
         let inferred = self.running(cpu, prev);
+        self.switched(cpu, prev, next, ts);
+        inferred
+    }
+
+    /// What a switch leaves, whatever it inferred: `next` on the CPU, neither task waiting
+    /// on a wake-up.
+    fn switched(&mut self, cpu: u32, prev: i32, next: i32, ts: u64) {
         if !self.woken.is_empty() {
             self.woken.remove(&prev);
             self.woken.remove(&next);
         }
         let c = self.cpu(cpu);
         self.current[c] = Some((next, ts));
-        inferred
     }
+
+    /// [`IdleExits::switch`] in a time slice after the first ([`crate::slices`]), which
+    /// this tracker began empty; `prev_first` says it is `prev`'s first switch in the
+    /// slice. Whether `prev` was switched in without a trace reads the CPU's task, known
+    /// from the CPU's first switch in the slice on, and the wake-up `prev` waits on, which
+    /// up to `prev`'s first switch may be one from before the slice. Where the answer
+    /// reads what the slice does not know, it is left to the join: `Err` with what the
+    /// slice saw ([`IdleExits::join_switch`]). The state after the switch is the one
+    /// pass's either way. (For trackers told only switches and wake-ups: an inference of
+    /// [`IdleExits::running`] between them would need the same care.)
+    pub fn switch_in_slice(
+        &mut self,
+        cpu: u32,
+        prev: i32,
+        next: i32,
+        ts: u64,
+        prev_first: bool,
+    ) -> Result<Option<u64>, SwitchHead> {
+        let c = self.cpu(cpu);
+        if prev == 0 || (self.current[c].is_some() && !prev_first) {
+            return Ok(self.switch(cpu, prev, next, ts));
+        }
+        let head = SwitchHead {
+            cpu,
+            prev,
+            first: prev_first,
+            current: self.current[c],
+            woken: self.woken.get(&prev).copied(),
+        };
+        self.switched(cpu, prev, next, ts);
+        Err(head)
+    }
+
+    /// Joins a switch the later slice left undecided ([`IdleExits::switch_in_slice`]) with
+    /// the state this tracker holds at the slice's start: returns when the switch's
+    /// `prev` was switched in without a trace, counted as [`IdleExits::running`] counts.
+    pub fn join_switch(&mut self, h: &SwitchHead) -> Option<u64> {
+        // No switch on the CPU in the slice before this one: the CPU's task is ours.
+        let current = h
+            .current
+            .or_else(|| self.current.get(h.cpu as usize).copied().flatten());
+        // Before `prev`'s first switch in the slice, a wake-up we hold came first (a
+        // second one does not move it); the switch spends it.
+        let woken = match h.first {
+            true => self.woken.remove(&h.prev).or(h.woken),
+            false => h.woken,
+        };
+        let at = missed_switch_in(h.cpu, h.prev, current, || woken)?;
+        self.inferred += 1;
+        Some(at)
+    }
+
+    /// Joins the first switch of the later slice that puts `tid` on a CPU: it spends the
+    /// wake-up we hold for `tid`.
+    pub fn join_switch_in(&mut self, tid: i32) {
+        self.woken.remove(&tid);
+    }
+
+    /// Takes over the state of `next`, the tracker of the following time slice, once
+    /// its undecided switches are joined ([`IdleExits::join_switch`],
+    /// [`IdleExits::join_switch_in`]): its CPUs' tasks where it saw a switch, its
+    /// wake-ups where we hold none (a thread it saw switch spent ours in the join).
+    pub fn join(&mut self, next: IdleExits) {
+        for (cpu, cur) in next.current.into_iter().enumerate() {
+            if cur.is_some() {
+                let c = self.cpu(cpu as u32);
+                self.current[c] = cur;
+            }
+        }
+        for (tid, w) in next.woken {
+            self.woken.entry(tid).or_insert(w);
+        }
+        self.inferred += next.inferred;
+    }
+}
+
+/// A switch whose inference a time slice left to the join
+/// ([`IdleExits::switch_in_slice`]): what the slice saw.
+#[derive(Debug, Clone, Copy)]
+pub struct SwitchHead {
+    pub cpu: u32,
+    pub prev: i32,
+    /// `prev`'s first switch in the slice.
+    pub first: bool,
+    /// The CPU's task; `None`: the CPU's first switch in the slice.
+    current: Option<(i32, u64)>,
+    /// The wake-up `prev` waited on in the slice.
+    woken: Option<(u32, u64)>,
+}
+
+/// When `tid`, seen running on `cpu`, was switched in without a trace: not if it is the
+/// task the CPU's last traced switch put on it (`current`); else if it waits on a wake-up
+/// onto this CPU (`woken`, asked only then), from the later of that wake-up and the CPU's
+/// last traced switch.
+#[inline]
+fn missed_switch_in(
+    cpu: u32,
+    tid: i32,
+    current: Option<(i32, u64)>,
+    woken: impl FnOnce() -> Option<(u32, u64)>,
+) -> Option<u64> {
+    if tid == 0 || matches!(current, Some((t, _)) if t == tid) {
+        return None;
+    }
+    let (on, woke) = woken()?;
+    (on == cpu).then(|| woke.max(current.map_or(0, |x| x.1)))
 }
 
 #[cfg(test)]
