@@ -73,8 +73,11 @@ pub fn plan(trace: &Trace, size: Size) -> Option<Plan> {
     let mut samples: Vec<(u64, usize)> = Vec::new();
     for c in &mut cpus {
         let s = (n * SAMPLES_PER_SLICE).min(c.pages);
+        // (Products in u128: a damaged file may claim any number of pages.)
+        let pages = c.pages;
+        let at = |j: usize| (j as u128 * pages as u128 / s as u128) as usize;
         for j in 0..s {
-            let (a, b) = (j * c.pages / s, (j + 1) * c.pages / s);
+            let (a, b) = (at(j), at(j + 1));
             samples.push((c.time(a)?, b - a));
         }
     }
@@ -82,7 +85,7 @@ pub fn plan(trace: &Trace, size: Size) -> Option<Plan> {
     let mut cuts = vec![0];
     let (mut below, mut k) = (0, 1);
     for (t, w) in samples {
-        if k < n && below >= k * total / n {
+        if k < n && below as u128 >= k as u128 * total as u128 / n as u128 {
             if t > *cuts.last().expect("starts with 0") {
                 cuts.push(t);
             }
@@ -138,13 +141,15 @@ impl CpuTimes {
             DataLoc::Built(_) => return None,
             DataLoc::Plain { path, offset, size } => {
                 let file = File::open(path).ok()?;
+                // Pages a damaged header claims past the end of the file are not there.
+                let there = file.metadata().ok()?.len().saturating_sub(*offset);
                 let reader = Reader::Plain {
                     file,
                     offset: *offset,
                     page_size,
                     buf: vec![0; PREFIX.min(page_size as usize)],
                 };
-                ((size / page_size) as usize, reader)
+                ((*size).min(there) / page_size, reader)
             }
             DataLoc::Compressed(_) => {
                 let mut src = trace.pages_for(i, None).ok()?;
@@ -152,11 +157,11 @@ impl CpuTimes {
                 while src.advance().ok()? {
                     times.push(first_time(src.page(), &layout)?);
                 }
-                (times.len(), Reader::Listed(times))
+                (times.len() as u64, Reader::Listed(times))
             }
         };
         Some(CpuTimes {
-            pages,
+            pages: usize::try_from(pages).ok()?,
             how,
             known: HashMap::new(),
             layout,
