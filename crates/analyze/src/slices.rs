@@ -25,7 +25,6 @@
 //! filters (names are learned from events as the pass goes) run one pass fed by decoder
 //! threads ([`crate::piped`]).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kstate_format::{Error, ErrorKind, Trace};
@@ -100,37 +99,46 @@ fn run_slices<A: Sliced>(trace: &Trace, cfg: &Config) -> Result<Option<Outcome>,
     };
     let n = plan.cuts.len();
     let start = trace_start(trace)?;
-    let next = AtomicUsize::new(0);
-    let results: Vec<Mutex<Option<SliceResult<A>>>> = (0..n).map(|_| Mutex::new(None)).collect();
-    std::thread::scope(|s| {
-        for _ in 0..cfg.threads.min(n) {
-            s.spawn(|| loop {
-                let k = next.fetch_add(1, Ordering::Relaxed);
-                if k >= n {
-                    break;
+    // Joined in time order as they come, each at once: a slice that cannot be joined (or
+    // fails) stops the rest, and the one pass runs (or the error is reported).
+    let mut joined: Option<(Pass<A>, Seams)> = None;
+    let mut outcome = Ok(true);
+    ordered(
+        n,
+        cfg.threads,
+        n,
+        || (),
+        |_, k| run_slice::<A>(trace, cfg, start, &plan, k),
+        |_, r| {
+            let (p, next) = match r {
+                Ok(Some(p)) => p,
+                Ok(None) => {
+                    outcome = Ok(false);
+                    return false;
                 }
-                let r = run_slice::<A>(trace, cfg, start, &plan, k);
-                *results[k].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+                Err(e) => {
+                    outcome = Err(e);
+                    return false;
+                }
+            };
+            joined = Some(match joined.take() {
+                None => (p, next),
+                Some((mut all, seams)) => {
+                    if !seams.meet(&next) {
+                        outcome = Ok(false);
+                        return false;
+                    }
+                    all.absorb(p, |a, next, out| a.stitch(next, out));
+                    (all, next)
+                }
             });
-        }
-    });
-    let mut passes = Vec::with_capacity(n);
-    for r in results {
-        match r.into_inner().unwrap_or_else(|e| e.into_inner()) {
-            Some(Ok(Some(p))) => passes.push(p),
-            Some(Ok(None)) | None => return Ok(None),
-            Some(Err(e)) => return Err(e),
-        }
+            true
+        },
+    );
+    if !outcome? {
+        return Ok(None);
     }
-    let mut passes = passes.into_iter();
-    let (mut all, mut seams) = passes.next().expect("at least two slices");
-    for (p, next) in passes {
-        if !seams.meet(&next) {
-            return Ok(None);
-        }
-        all.absorb(p, |a, next, out| a.stitch(next, out));
-        seams = next;
-    }
+    let (all, _) = joined.expect("at least two slices");
     if all.events() == 0 {
         // No events at all: the one pass words the error.
         return Ok(None);

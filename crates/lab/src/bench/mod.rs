@@ -214,51 +214,41 @@ fn read_slices(
     threads: usize,
     read: &(dyn Fn(&kstate_analyze::merge::Event<'_>) -> u64 + Sync),
 ) -> Option<(u64, u64)> {
-    use kstate_analyze::slices::{Seams, ShortSlices};
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use kstate_analyze::slices::{ordered, Seams, ShortSlices};
     let bytes: u64 = trace.cpu_data.iter().map(|c| c.file_bytes).sum();
     let slices = ShortSlices::plan(trace, (bytes / (threads as u64 * 4)).max(1) as usize)?;
-    let next = AtomicUsize::new(0);
-    let done: Vec<std::sync::Mutex<Option<(u64, u64, Seams)>>> =
-        (0..slices.len()).map(|_| Default::default()).collect();
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
-                let k = next.fetch_add(1, Ordering::Relaxed);
-                if k >= slices.len() {
-                    break;
-                }
-                let Ok(mut w) = slices.walk(trace, IdFilter::all(), k) else {
-                    break;
-                };
-                let (mut n, mut sum) = (0u64, 0u64);
-                loop {
-                    match w.next() {
-                        Ok(Some(ev)) => {
-                            n += 1;
-                            sum = sum.wrapping_add(read(&ev));
-                        }
-                        Ok(None) => break,
-                        Err(_) => return,
-                    }
-                }
-                if let Ok(seams) = w.seams() {
-                    *done[k].lock().unwrap_or_else(|e| e.into_inner()) = Some((n, sum, seams));
-                }
-            });
+    // A slice's events, their sum, and where it began and ended; `None` if it could not
+    // be walked.
+    let walk = |k: usize| -> Option<(u64, u64, Seams)> {
+        let mut w = slices.walk(trace, IdFilter::all(), k).ok()?;
+        let (mut n, mut sum) = (0u64, 0u64);
+        while let Some(ev) = w.next().ok()? {
+            n += 1;
+            sum = sum.wrapping_add(read(&ev));
         }
-    });
+        Some((n, sum, w.seams().ok()?))
+    };
     let (mut n, mut sum) = (0u64, 0u64);
     let mut before: Option<Seams> = None;
-    for d in done {
-        let (k, s, seams) = d.into_inner().unwrap_or_else(|e| e.into_inner())?;
-        if before.as_ref().is_some_and(|b| !b.meet(&seams)) {
-            return None;
-        }
-        (n, sum) = (n + k, sum.wrapping_add(s));
-        before = Some(seams);
-    }
-    Some((n, sum))
+    let mut whole = true;
+    ordered(
+        slices.len(),
+        threads,
+        slices.len(),
+        || (),
+        |_, k| walk(k),
+        |_, r| {
+            match r {
+                Some((k, s, seams)) if before.as_ref().is_none_or(|b| b.meet(&seams)) => {
+                    (n, sum) = (n + k, sum.wrapping_add(s));
+                    before = Some(seams);
+                }
+                _ => whole = false,
+            }
+            whole
+        },
+    );
+    whole.then_some((n, sum))
 }
 
 struct Measured {
