@@ -43,6 +43,12 @@ pub trait Sliced: Analyzer + Send {
     /// This analyzer will read a slice that is not the first: from now on it records
     /// what the first event of each key does, for [`Sliced::stitch`].
     fn record_heads(&mut self);
+    /// Whether `next`, the analyzer of the slice after the ones `self` has read, can be
+    /// joined exactly ([`Sliced::stitch`]): where it guessed what only `self` knows, the
+    /// guesses held. If not, the slice is read again after `self`'s, on one thread.
+    fn joinable(&self, _next: &Self) -> bool {
+        true
+    }
     /// Joins `next`, the analyzer of the slice after the ones `self` has read: the open
     /// state `self` holds meets the first events `next` recorded (samples and counts go
     /// to `out`, correcting what `next` counted not knowing it), then `self` takes over
@@ -88,8 +94,7 @@ type SliceResult<A> = Result<Option<(Pass<A>, Seams)>, Error>;
 
 fn run_slices<A: Sliced>(trace: &Trace, cfg: &Config) -> Result<Option<Outcome>, Error> {
     // Binding first: an analyzer whose events are missing says so as one pass does.
-    let (probe, _) = Pass::<A>::new(trace, cfg, || Ok(None))?;
-    let mut probe = probe;
+    let (mut probe, ids) = Pass::<A>::new(trace, cfg, || Ok(None))?;
     if !probe.analyzer_mut().sliceable() {
         return Ok(None);
     }
@@ -99,8 +104,10 @@ fn run_slices<A: Sliced>(trace: &Trace, cfg: &Config) -> Result<Option<Outcome>,
     };
     let n = plan.cuts.len();
     let start = trace_start(trace)?;
-    // Joined in time order as they come, each at once: a slice that cannot be joined (or
-    // fails) stops the rest, and the one pass runs (or the error is reported).
+    // Joined in time order as they come, each at once: a slice whose analyzer guessed
+    // wrong is read again on the joined pass ([`Sliced::joinable`]); one whose seams do
+    // not meet (or that fails) stops the rest, and the one pass runs (or the error is
+    // reported).
     let mut joined: Option<(Pass<A>, Seams)> = None;
     let mut outcome = Ok(true);
     ordered(
@@ -109,30 +116,35 @@ fn run_slices<A: Sliced>(trace: &Trace, cfg: &Config) -> Result<Option<Outcome>,
         n,
         || (),
         |_, k| run_slice::<A>(trace, cfg, start, &plan, k),
-        |_, r| {
-            let (p, next) = match r {
-                Ok(Some(p)) => p,
+        |k, r| {
+            let step = match (r, joined.take()) {
+                (Ok(Some((p, next))), Some((mut all, seams))) => {
+                    if !seams.meet(&next) {
+                        Ok(None)
+                    } else if all.analyzer().joinable(p.analyzer()) {
+                        all.absorb(p, |a, next, out| a.stitch(next, out));
+                        Ok(Some((all, next)))
+                    } else {
+                        // Its events again, after ours: what one pass does.
+                        walk_slice(&mut all, trace, &ids, &plan, k).map(|s| s.map(|_| (all, next)))
+                    }
+                }
+                (r, _) => r,
+            };
+            match step {
+                Ok(Some(j)) => {
+                    joined = Some(j);
+                    true
+                }
                 Ok(None) => {
                     outcome = Ok(false);
-                    return false;
+                    false
                 }
                 Err(e) => {
                     outcome = Err(e);
-                    return false;
+                    false
                 }
-            };
-            joined = Some(match joined.take() {
-                None => (p, next),
-                Some((mut all, seams)) => {
-                    if !seams.meet(&next) {
-                        outcome = Ok(false);
-                        return false;
-                    }
-                    all.absorb(p, |a, next, out| a.stitch(next, out));
-                    (all, next)
-                }
-            });
-            true
+            }
         },
     );
     if !outcome? {
@@ -174,11 +186,23 @@ fn run_slice<A: Sliced>(
     k: usize,
 ) -> SliceResult<A> {
     let (mut pass, ids) = Pass::<A>::new(trace, cfg, || Ok(start))?;
-    let declared = trace.damage().count();
     if k > 0 {
         pass.forget_comms();
         pass.analyzer_mut().record_heads();
     }
+    Ok(walk_slice(&mut pass, trace, &ids, plan, k)?.map(|seams| (pass, seams)))
+}
+
+/// Hands the events of slice `k` to `pass`; returns where the slice began and ended, or
+/// `None` when it met what a join cannot take.
+fn walk_slice<A: Sliced>(
+    pass: &mut Pass<A>,
+    trace: &Trace,
+    ids: &[u32],
+    plan: &Arc<Plan>,
+    k: usize,
+) -> Result<Option<Seams>, Error> {
+    let declared = trace.damage().count();
     let mut walk = SliceWalk::new(trace, IdFilter::only(ids.iter().copied()), plan, k)?;
     loop {
         let ev = match walk.next() {
@@ -196,7 +220,7 @@ fn run_slice<A: Sliced>(
     if pass.met_damage(declared) {
         return Ok(None);
     }
-    Ok(Some((pass, seams)))
+    Ok(Some(seams))
 }
 
 /// A slice met what only the one-thread pass reports right: damage, a loss, a CPU's

@@ -182,7 +182,7 @@ fn pages_out_of_time_order_give_the_one_thread_results() {
 }
 
 #[test]
-fn offcpu_of_a_live_recording_is_the_same_on_any_number_of_threads() {
+fn sched_analyses_of_a_live_recording_are_the_same_on_any_number_of_threads() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let file = dir.path().join("waits.dat");
     let (f, d) = (file.to_str().unwrap(), dir.path().to_str().unwrap());
@@ -222,4 +222,13 @@ fn offcpu_of_a_live_recording_is_the_same_on_any_number_of_threads() {
         &["--dist", "--buckets", "log10", "--min", "1ms"],
     );
     same_json(&file, "offcpu", &["--stat", "--by", "pid", "--cpu", "1"]);
+    // runq's queue lengths (the runqueue table: mean and maximum per CPU) are replayed
+    // across the cuts; a window makes the join weigh only its part of them.
+    for by in ["pid", "cpu"] {
+        same_json(&file, "runq", &["--stat", "--by", by]);
+        let (_, pairs) = ran_on_threads(&file, "runq", Some(by), 2);
+        assert!(pairs > 500, "runq {by}: {pairs} pairs");
+    }
+    same_json(&file, "runq", &["--stat", "--window", "0.3:0.9"]);
+    same_json(&file, "runq", &["--dist", "--by", "cpu"]);
 }

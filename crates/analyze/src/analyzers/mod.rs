@@ -19,6 +19,8 @@ pub mod palloc;
 pub mod proc;
 pub mod runq;
 pub mod sched;
+#[cfg(test)]
+mod slice_check;
 pub mod softirq;
 pub mod syscall;
 pub mod syscall_x86_64;

@@ -21,7 +21,7 @@ use super::sched::{self, Switch, SwitchHead, Wakeup};
 use crate::analyzer::{
     Analyzer, Config, Info, Kind, LogSink, Missing, Out, Outcome, Sample, Tasks, Traits, Unit,
 };
-use crate::fxmap::{FxMap, FxSet};
+use crate::fxmap::FxMap;
 use crate::merge::Event;
 use crate::pair::{Open, Pairs};
 use crate::slices::Sliced;
@@ -94,26 +94,11 @@ enum Head {
 
 #[derive(Debug, Default)]
 struct Heads {
-    /// Threads switched in or out in the slice so far.
-    seen: FxSet<i32>,
-    /// Some of them, by thread id modulo its length: most switches are between a few
-    /// threads, which this finds without hashing.
-    recent: [i32; 8],
+    switched: sched::Switched,
     heads: Vec<Head>,
 }
 
 impl Heads {
-    /// Whether this is the first switch of `tid` (not 0: idle is no thread) in the slice.
-    #[inline]
-    fn first(&mut self, tid: i32) -> bool {
-        let slot = &mut self.recent[tid as u32 as usize % self.recent.len()];
-        if *slot == tid {
-            return false;
-        }
-        *slot = tid;
-        self.seen.insert(tid)
-    }
-
     /// [`sched::IdleExits::switch`] in the slice, recording what the join needs. What it
     /// cannot tell is left to the join, `prev`'s open time off the CPU taken along: the
     /// switch then ends none and replaces none (`None`).
@@ -126,10 +111,10 @@ impl Heads {
         next: i32,
         ts: u64,
     ) -> Option<u64> {
-        let prev_first = prev != 0 && self.first(prev);
+        let prev_first = prev != 0 && self.switched.first(prev);
         // `next` after `prev`: in a switch from a task to itself, the task's first switch
         // is its switch-out.
-        if next != 0 && self.first(next) {
+        if next != 0 && self.switched.first(next) {
             self.heads.push(Head::In {
                 tid: next,
                 cpu,
@@ -350,168 +335,20 @@ impl Sliced for OffCpu {
 
 #[cfg(test)]
 mod tests {
-    //! Time slices joined give the one pass's results, for random runs of switches and
-    //! wake-ups cut at every place: tasks switched in on several CPUs at once, switched
-    //! out twice, woken twice, running where no traced switch put them (the inference of
-    //! [`sched::IdleExits`]), switched from and to themselves.
-
     use super::*;
-    use crate::analyzer::{Config, Mode, NoLog, Pass};
-    use crate::merge::LossMark;
-    use kstate_format::{Endian, Lost};
-
-    const CPUS: u64 = 3;
-    const TIDS: u64 = 5;
-
-    /// Task `i` of the run (0 is idle); the ids share slots of [`Heads::recent`].
-    fn tid(i: u64) -> u64 {
-        4 * i
-    }
-
-    /// Only the formats are used: the records are made here.
-    fn formats() -> Trace {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/fixtures/external/lisa-sched_load/trace.dat"
-        );
-        Trace::open(path.as_ref()).unwrap()
-    }
-
-    struct Rec {
-        ts: u64,
-        cpu: u32,
-        id: u32,
-        payload: Vec<u8>,
-    }
-
-    /// A record of event `name` by task `pid`, its fields set to `values`.
-    fn record(trace: &Trace, name: &str, pid: i32, values: &[(&str, u64)]) -> (u32, Vec<u8>) {
-        let f = trace.events.find(name).unwrap();
-        let size = f.fields.iter().map(|x| x.offset + x.size).max().unwrap();
-        let mut p = vec![0u8; size];
-        p[..2].copy_from_slice(&(f.id as u16).to_le_bytes());
-        p[4..8].copy_from_slice(&pid.to_le_bytes());
-        for (n, v) in values {
-            let x = f.field(n).unwrap();
-            if x.type_name.starts_with("char") {
-                let comm = format!("t{v}");
-                p[x.offset..x.offset + comm.len()].copy_from_slice(comm.as_bytes());
-            } else {
-                p[x.offset..x.offset + x.size].copy_from_slice(&v.to_le_bytes()[..x.size]);
-            }
-        }
-        (f.id, p)
-    }
-
-    /// `n` random switches and wake-ups on a few CPUs among a few tasks (0 is idle).
-    fn run(trace: &Trace, seed: u64, n: usize) -> Vec<Rec> {
-        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        let mut rnd = move |m: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        };
-        let mut on: Vec<u64> = vec![0; CPUS as usize];
-        (0..n)
-            .map(|i| {
-                let cpu = rnd(CPUS);
-                let (id, payload) = if rnd(3) == 0 {
-                    let wakee = tid(1 + rnd(TIDS - 1));
-                    let values = [("pid", wakee), ("comm", wakee), ("target_cpu", rnd(CPUS))];
-                    let waker = on[cpu as usize] as i32;
-                    record(trace, "sched:sched_wakeup", waker, &values)
-                } else {
-                    // The CPU's task switches out, or one no traced switch put there.
-                    let prev = match rnd(2) {
-                        0 => tid(rnd(TIDS)),
-                        _ => on[cpu as usize],
-                    };
-                    let next = tid(rnd(TIDS));
-                    on[cpu as usize] = next;
-                    let values = [
-                        ("prev_pid", prev),
-                        ("prev_comm", prev),
-                        ("prev_state", rnd(3)),
-                        ("next_pid", next),
-                        ("next_comm", next),
-                    ];
-                    record(trace, "sched:sched_switch", prev as i32, &values)
-                };
-                Rec {
-                    ts: 1000 * (i as u64 + 1),
-                    cpu: cpu as u32,
-                    id,
-                    payload,
-                }
-            })
-            .collect()
-    }
-
-    fn pass(trace: &Trace, by: &str, recs: &[Rec], first: bool) -> Pass<OffCpu> {
-        let mut cfg = Config::new(Mode::Stat);
-        cfg.by = Some(by.into());
-        let (mut p, _) = Pass::<OffCpu>::new(trace, &cfg, || Ok(Some(0))).unwrap();
-        if !first {
-            p.forget_comms();
-            p.analyzer_mut().record_heads();
-        }
-        for r in recs {
-            let ev = Event {
-                ts: r.ts,
-                cpu: r.cpu,
-                id: r.id,
-                payload: &r.payload,
-                endian: Endian::Little,
-                lost_before: Lost::None,
-                loss: LossMark { gen: 0, open: 0 },
-            };
-            assert_eq!(p.event(&ev, &mut NoLog).unwrap(), None);
-        }
-        p
-    }
-
-    /// What the outcome tells, in an order that does not depend on when keys were met.
-    fn results(trace: &Trace, p: Pass<OffCpu>) -> (String, crate::analyzer::Counts) {
-        let o = p.finish(trace, &mut NoLog).unwrap();
-        let mut rows: Vec<String> = o
-            .rows
-            .iter()
-            .map(|r| format!("{} {:?}", r.key, r.agg))
-            .collect();
-        rows.sort();
-        (rows.join("\n"), o.counts)
-    }
+    use crate::analyzers::slice_check::{formats, random_run, slices_match_one_pass};
 
     #[test]
     fn slices_joined_are_one_pass() {
         let trace = formats();
-        assert_eq!(trace.layout.endian, Endian::Little);
         let (mut inferred, mut unmatched) = (0, 0);
         for seed in 0..60 {
-            let recs = run(&trace, seed, 40);
+            let recs = random_run(&trace, seed, 40, false);
             for by in ["state", "pid"] {
-                let one = results(&trace, pass(&trace, by, &recs, true));
-                inferred += one.1.inferred;
-                unmatched += one.1.unmatched;
-                // Two slices cut at each place, and three.
-                for cut in 1..recs.len() {
-                    let cuts = [vec![0, cut, recs.len()], {
-                        let c2 = (cut + 7 + seed as usize) % recs.len();
-                        let mut c = vec![0, cut.min(c2), cut.max(c2), recs.len()];
-                        c.dedup();
-                        c
-                    }];
-                    for c in cuts {
-                        let mut all = pass(&trace, by, &recs[..c[1]], true);
-                        for w in c[1..].windows(2) {
-                            let next = pass(&trace, by, &recs[w[0]..w[1]], false);
-                            all.absorb(next, |a, next, out| a.stitch(next, out));
-                        }
-                        let many = results(&trace, all);
-                        assert_eq!(one, many, "seed {seed} by {by}, slices at {c:?}");
-                    }
-                }
+                let c = slices_match_one_pass::<OffCpu>(&trace, by, &recs, seed);
+                assert_eq!(c.refused, 0);
+                inferred += c.counts.inferred;
+                unmatched += c.counts.unmatched;
             }
         }
         // The runs met what the join must get right.

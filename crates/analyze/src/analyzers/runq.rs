@@ -27,16 +27,30 @@
 //! row per change (key `rq/cpuN`, value = new length).
 //!
 //! Key: the woken task (`--by pid`, `comm-pid`, default) or the CPU it ran on (`--by cpu`).
+//!
+//! On several threads the recording is cut into time slices ([`crate::slices`]). A slice
+//! after the first knows a task's queue from the task's first switch there on; it keeps
+//! those tasks' queue changes in order, with what it cannot tell (a task's first switch,
+//! its wake-ups and migrations before it, the inference of a missed switch-in) as heads
+//! between them, and the join replays both against the queues the slices before left:
+//! lengths, their time-weighted mean and maximum come out as one pass's. A task queued
+//! while some CPU has not switched in the slice is taken not to run there (one pass
+//! would not queue it if it did); where the join finds it did, the slice is read again
+//! after the ones before it ([`Sliced::joinable`]). `--by queued`
+//! keys each wait by a queue length known only at the join, so it runs one pass fed by
+//! decoder threads.
 
-use kstate_format::{FieldRef, Trace};
+use kstate_format::{Error, FieldRef, Trace};
 
-use super::sched::{self, Switch, Wakeup};
+use super::sched::{self, Switch, SwitchHead, Wakeup};
 use crate::analyzer::{
-    Analyzer, Cell, Info, Kind, Missing, Out, Sample, Table, Tasks, Traits, Unit,
+    Analyzer, Cell, Config, Info, Kind, LogSink, Missing, Out, Outcome, Sample, Table, Tasks,
+    Traits, Unit,
 };
-use crate::fxmap::FxMap;
+use crate::fxmap::{FxMap, FxSet};
 use crate::merge::Event;
-use crate::pair::Pairs;
+use crate::pair::{Open, Pairs};
+use crate::slices::Sliced;
 
 #[derive(Debug, Clone, Default)]
 struct CpuRq {
@@ -63,6 +77,25 @@ enum By {
     Queued,
 }
 
+impl By {
+    fn named(by: &str) -> By {
+        match by {
+            "cpu" => By::Cpu,
+            "queued" => By::Queued,
+            _ => By::Pid,
+        }
+    }
+}
+
+/// Runs runq on `cfg.threads` threads: in time slices, except `--by queued` (its keys
+/// are queue lengths known only at the join), which runs one pass fed by decoder threads.
+fn run(trace: &Trace, cfg: &Config, log: &mut dyn LogSink) -> Result<Outcome, Error> {
+    match By::named(cfg.by.as_deref().unwrap_or_default()) {
+        By::Queued => crate::piped::drive_piped::<Runq>(trace, cfg, log),
+        _ => crate::slices::drive_sliced::<Runq>(trace, cfg, log),
+    }
+}
+
 pub struct Runq {
     by: By,
     sw: Switch,
@@ -78,6 +111,135 @@ pub struct Runq {
     current: Vec<i32>,
     rq: Vec<CpuRq>,
     first: Option<u64>,
+    /// In a time slice after the first: its queue changes and heads, for the join.
+    heads: Option<Box<Heads>>,
+}
+
+/// A run-queue change by a task whose queue a time slice knows.
+#[derive(Debug, Clone, Copy)]
+struct Len {
+    at: u64,
+    cpu: u32,
+    up: bool,
+}
+
+/// What a time slice after the first cannot tell alone, in its place among the [`Len`]s.
+#[derive(Debug, Clone, Copy)]
+enum Head {
+    /// `cpu`'s first switch in the slice: its task is the slice's own from here.
+    Cpu(u32),
+    /// `tid`, whose queue the slice does not know, is queued onto `cpu` at `at` unless it
+    /// is queued already or running where the slice has seen no switch yet.
+    Join { tid: i32, cpu: u32, at: u64 },
+    /// `tid`, whose queue the slice knows, was queued while some CPU had not switched in
+    /// the slice: one pass would not have queued it if the slices before left it running
+    /// there ([`Sliced::joinable`]).
+    Doubt(i32),
+    /// `tid`, whose queue the slice does not know, leaves it at `at`.
+    Leave { tid: i32, at: u64 },
+    /// `tid`, whose queue the slice does not know, moves to `dest` if queued.
+    Migrate { tid: i32, dest: u32, at: u64 },
+    /// `tid`'s first switch in the slice puts it on `cpu` at `at`: its wait ends (the
+    /// slices before's if open, else `open`, the slice's own from a wake-up in it).
+    In {
+        tid: i32,
+        cpu: u32,
+        at: u64,
+        open: Option<Open<u64>>,
+    },
+    /// A switch-out of `sw.prev` whose missed-switch-in inference reads state from
+    /// before the slice: it leaves `queue` at that switch-in if there was one, else at
+    /// `at`; at its first switch in the slice, the wait the slices before left open is
+    /// dropped.
+    Out {
+        sw: SwitchHead,
+        at: u64,
+        queue: Queue,
+    },
+}
+
+/// The queue a switched-out task leaves.
+#[derive(Debug, Clone, Copy)]
+enum Queue {
+    None,
+    /// This CPU's, known to the slice.
+    Cpu(u32),
+    /// Whichever the join holds it in.
+    Join,
+}
+
+#[derive(Debug, Default)]
+struct Heads {
+    /// Tasks that have switched in the slice: their waits are its own.
+    switched: sched::Switched,
+    /// Tasks whose queue the slice knows (in `Runq::queued` or in none): from their
+    /// first dequeue in the slice on.
+    known: sched::Switched,
+    /// CPUs that have switched in the slice, and how many have not.
+    cpus: Vec<bool>,
+    unknown: usize,
+    /// Tasks with a [`Head::Doubt`].
+    doubted: FxSet<i32>,
+    lens: Vec<Len>,
+    /// Each after `lens[..at]`.
+    heads: Vec<(usize, Head)>,
+}
+
+impl Heads {
+    fn new(cpus: usize) -> Heads {
+        Heads {
+            cpus: vec![false; cpus],
+            unknown: cpus,
+            ..Heads::default()
+        }
+    }
+
+    fn push(&mut self, head: Head) {
+        self.heads.push((self.lens.len(), head));
+    }
+
+    /// A switch from `prev` to `next` on `cpu`: [`sched::IdleExits::switch`] in the
+    /// slice, leaving to the join what it cannot tell (`prev`'s queue with it). Returns
+    /// the inferred switch-in of `prev` and whether this is `next`'s first switch in the
+    /// slice.
+    #[allow(clippy::too_many_arguments)]
+    fn switch(
+        &mut self,
+        idle: &mut sched::IdleExits,
+        queued: &mut FxMap<i32, u32>,
+        pairs: &mut Pairs<i32, u64>,
+        cpu: u32,
+        prev: i32,
+        next: i32,
+        ts: u64,
+    ) -> (Option<u64>, bool) {
+        let c = cpu as usize;
+        if c >= self.cpus.len() {
+            self.unknown += c + 1 - self.cpus.len();
+            self.cpus.resize(c + 1, false);
+        }
+        if !self.cpus[c] {
+            self.cpus[c] = true;
+            self.unknown -= 1;
+            self.push(Head::Cpu(cpu));
+        }
+        let prev_first = prev != 0 && self.switched.first(prev);
+        // `next` after `prev`: in a switch from a task to itself, the task's first switch
+        // is its switch-out.
+        let next_first = next != 0 && self.switched.first(next);
+        match idle.switch_in_slice(cpu, prev, next, ts, prev_first) {
+            Ok(woke) => (woke, next_first),
+            Err(sw) => {
+                let queue = match self.known.first(prev) {
+                    true => Queue::Join,
+                    false => queued.remove(&prev).map_or(Queue::None, Queue::Cpu),
+                };
+                pairs.end(prev);
+                self.push(Head::Out { sw, at: ts, queue });
+                (None, next_first)
+            }
+        }
+    }
 }
 
 const LEVEL_KEY: u64 = 1 << 40;
@@ -99,6 +261,10 @@ impl Runq {
     /// The same at `at`, which may lie before now (an inferred switch-in): a change
     /// before the CPU's last one is taken to happen at that last one.
     fn change_at(&mut self, cpu: u32, up: bool, tid: i32, at: u64, out: &mut Out) {
+        if let Some(h) = &mut self.heads {
+            h.lens.push(Len { at, cpu, up });
+            return;
+        }
         let sel = out.sel();
         let r = self.rq(cpu);
         let now = if r.seen { at.max(r.since) } else { at };
@@ -130,6 +296,9 @@ impl Runq {
     }
 
     fn enqueue(&mut self, tid: i32, cpu: u32, out: &mut Out) {
+        if self.heads.is_some() {
+            return self.enqueue_in_slice(tid, cpu, out);
+        }
         if self.queued.contains_key(&tid) || self.current.contains(&tid) {
             return;
         }
@@ -137,11 +306,40 @@ impl Runq {
         self.change(cpu, true, tid, out);
     }
 
+    /// [`Runq::enqueue`] in a time slice after the first, which knows the tasks of the
+    /// CPUs it has seen switch, and the queues of the tasks it has seen leave one.
+    fn enqueue_in_slice(&mut self, tid: i32, cpu: u32, out: &mut Out) {
+        let h = self.heads.as_mut().expect("in a slice");
+        let known = h.known.seen(tid);
+        if (known && self.queued.contains_key(&tid)) || self.current.contains(&tid) {
+            return;
+        }
+        if known {
+            // The first queueing of each task while some CPU's task is not known is
+            // checked at the join: later ones know more CPUs.
+            if h.unknown > 0 && h.doubted.insert(tid) {
+                h.push(Head::Doubt(tid));
+            }
+            self.queued.insert(tid, cpu);
+            return self.change(cpu, true, tid, out);
+        }
+        h.push(Head::Join {
+            tid,
+            cpu,
+            at: out.now(),
+        });
+    }
+
     fn dequeue(&mut self, tid: i32, out: &mut Out) {
         self.dequeue_at(tid, out.now(), out);
     }
 
     fn dequeue_at(&mut self, tid: i32, at: u64, out: &mut Out) {
+        if let Some(h) = &mut self.heads {
+            if h.known.first(tid) {
+                return h.push(Head::Leave { tid, at });
+            }
+        }
         if let Some(cpu) = self.queued.remove(&tid) {
             self.change_at(cpu, false, tid, at, out);
         }
@@ -169,7 +367,7 @@ impl Analyzer for Runq {
             level: "run-queue length",
             ..Traits::DEFAULT
         },
-        run: crate::piped::drive_piped::<Runq>,
+        run,
         live: Some(crate::analyzer::live::<Runq>),
     };
 
@@ -200,11 +398,7 @@ impl Analyzer for Runq {
         ids.extend(migrate.as_ref().map(|m| m.id));
         Ok((
             Runq {
-                by: match by {
-                    "cpu" => By::Cpu,
-                    "queued" => By::Queued,
-                    _ => By::Pid,
-                },
+                by: By::named(by),
                 sw,
                 wakeups,
                 migrate,
@@ -215,6 +409,7 @@ impl Analyzer for Runq {
                 current: vec![0; trace.cpu_count.max(1) as usize],
                 rq: Vec::new(),
                 first: None,
+                heads: None,
             },
             ids,
         ))
@@ -237,7 +432,19 @@ impl Analyzer for Runq {
                 self.current.resize(c + 1, 0);
             }
             self.current[c] = next;
-            if let Some(woke) = self.idle.switch(ev.cpu, prev, next, ev.ts) {
+            let (woke, next_first) = match &mut self.heads {
+                None => (self.idle.switch(ev.cpu, prev, next, ev.ts), false),
+                Some(h) => h.switch(
+                    &mut self.idle,
+                    &mut self.queued,
+                    &mut self.pairs,
+                    ev.cpu,
+                    prev,
+                    next,
+                    ev.ts,
+                ),
+            };
+            if let Some(woke) = woke {
                 // Ran on an idle CPU from its wake-up: no latency to measure (the
                 // idle exit's is not in the trace), and no longer queued since then.
                 self.pairs.end(prev);
@@ -254,24 +461,19 @@ impl Analyzer for Runq {
             }
             if next != 0 {
                 self.dequeue(next, out);
+                if let (true, Some(h)) = (next_first, &mut self.heads) {
+                    let open = self.pairs.end(next);
+                    h.push(Head::In {
+                        tid: next,
+                        cpu: ev.cpu,
+                        at: ev.ts,
+                        open,
+                    });
+                    return;
+                }
                 // Rule 3.
                 if let Some(o) = self.pairs.end(next) {
-                    out.pair(
-                        o.mark,
-                        Sample {
-                            start: o.start,
-                            value: ev.ts.saturating_sub(o.start),
-                            key: match self.by {
-                                By::Cpu => ev.cpu as u64,
-                                By::Queued => o.v,
-                                By::Pid => next as u32 as u64,
-                            },
-                            tid: next,
-                            cpu: ev.cpu,
-                            flag: false,
-                            kind: Kind::Dur,
-                        },
-                    );
+                    self.waited(next, ev.cpu, ev.ts, &o, out);
                 }
             }
             return;
@@ -299,6 +501,14 @@ impl Analyzer for Runq {
                 let Some(dest) = out.cpu_field("sched_migrate_task dest_cpu", dest) else {
                     return;
                 };
+                if let Some(h) = self.heads.as_mut().filter(|h| !h.known.seen(pid)) {
+                    h.push(Head::Migrate {
+                        tid: pid,
+                        dest,
+                        at: ev.ts,
+                    });
+                    return;
+                }
                 if self.queued.contains_key(&pid) {
                     self.dequeue(pid, out);
                     self.queued.insert(pid, dest);
@@ -359,6 +569,49 @@ impl Analyzer for Runq {
 }
 
 impl Runq {
+    /// `tid`, woken at `o`, was switched in on `cpu` at `at`.
+    fn waited(&self, tid: i32, cpu: u32, at: u64, o: &Open<u64>, out: &mut Out) {
+        out.pair(
+            o.mark,
+            Sample {
+                start: o.start,
+                value: at.saturating_sub(o.start),
+                key: match self.by {
+                    By::Cpu => cpu as u64,
+                    By::Queued => o.v,
+                    By::Pid => tid as u32 as u64,
+                },
+                tid,
+                cpu,
+                flag: false,
+                kind: Kind::Dur,
+            },
+        );
+    }
+
+    /// Whether `tid` is the task of a CPU that has not switched in the slice being
+    /// joined (`cpus` says which have), as the slices before left it.
+    fn running_where_unseen(&self, tid: i32, cpus: &[bool]) -> bool {
+        self.current
+            .iter()
+            .zip(cpus)
+            .any(|(&t, &seen)| t == tid && !seen)
+    }
+
+    /// A later slice's task, whose queue we hold, leaves it at `at`.
+    fn leave(&mut self, tid: i32, at: u64, out: &mut Out) {
+        if let Some(from) = self.queued.remove(&tid) {
+            self.change_at(from, false, tid, at, out);
+        }
+    }
+
+    /// Applies a later slice's queue changes.
+    fn replay(&mut self, lens: &[Len], out: &mut Out) {
+        for l in lens {
+            self.change_at(l.cpu, l.up, 0, l.at, out);
+        }
+    }
+
     /// The run-queue table over `span` ns.
     fn table(&self, span: u64) -> Vec<Table> {
         let rows = self
@@ -387,5 +640,132 @@ impl Runq {
             columns: vec!["cpu", "switches", "avg_queued", "max_queued"],
             rows,
         }]
+    }
+}
+
+impl Sliced for Runq {
+    fn sliceable(&self) -> bool {
+        self.by != By::Queued
+    }
+
+    fn record_heads(&mut self) {
+        self.heads = Some(Box::new(Heads::new(self.current.len())));
+    }
+
+    fn joinable(&self, next: &Self) -> bool {
+        let Some(h) = &next.heads else {
+            return true;
+        };
+        let mut cpus = vec![false; self.current.len()];
+        for &(_, head) in &h.heads {
+            match head {
+                Head::Cpu(c) => {
+                    if let Some(k) = cpus.get_mut(c as usize) {
+                        *k = true;
+                    }
+                }
+                Head::Doubt(tid) if self.running_where_unseen(tid, &cpus) => return false,
+                _ => {}
+            }
+        }
+        true
+    }
+
+    fn stitch(&mut self, mut next: Self, out: &mut Out) {
+        debug_assert!(self.heads.is_none() && self.by != By::Queued);
+        let h = next.heads.take().expect("a later slice records its heads");
+        let mut cpus = vec![false; self.current.len()];
+        let mut done = 0;
+        for &(at, head) in &h.heads {
+            self.replay(&h.lens[done..at], out);
+            done = at;
+            match head {
+                Head::Cpu(c) => {
+                    if let Some(k) = cpus.get_mut(c as usize) {
+                        *k = true;
+                    }
+                }
+                Head::Join { tid, cpu, at } => {
+                    if !self.queued.contains_key(&tid) && !self.running_where_unseen(tid, &cpus) {
+                        self.queued.insert(tid, cpu);
+                        self.change_at(cpu, true, tid, at, out);
+                    }
+                }
+                Head::Leave { tid, at } => self.leave(tid, at, out),
+                Head::Doubt(_) => {}
+                Head::Migrate { tid, dest, at } => {
+                    if let Some(from) = self.queued.remove(&tid) {
+                        self.change_at(from, false, tid, at, out);
+                        self.queued.insert(tid, dest);
+                        self.change_at(dest, true, tid, at, out);
+                    }
+                }
+                Head::In { tid, cpu, at, open } => {
+                    self.idle.join_switch_in(tid);
+                    // A wait the slices before left open began first.
+                    if let Some(o) = self.pairs.end(tid).or(open) {
+                        self.waited(tid, cpu, at, &o, out);
+                    }
+                }
+                Head::Out { sw, at, queue } => {
+                    let at = self.idle.join_switch(&sw).unwrap_or(at);
+                    if sw.first {
+                        self.pairs.end(sw.prev);
+                    }
+                    match queue {
+                        Queue::None => {}
+                        Queue::Cpu(c) => self.change_at(c, false, sw.prev, at, out),
+                        Queue::Join => self.leave(sw.prev, at, out),
+                    }
+                }
+            }
+        }
+        self.replay(&h.lens[done..], out);
+        // The queues the slice knows at its end, the waits it began (what we held for
+        // a task it saw switch was ended above; for the others, ours began first).
+        self.queued.extend(next.queued.drain());
+        for (tid, o) in next.pairs.take_all() {
+            if !self.pairs.contains(tid) {
+                self.pairs.put(tid, o);
+            }
+        }
+        for (c, _) in h.cpus.iter().enumerate().filter(|(_, &k)| k) {
+            if c >= self.current.len() {
+                self.current.resize(c + 1, 0);
+            }
+            self.current[c] = next.current[c];
+        }
+        for (c, r) in next.rq.iter().enumerate() {
+            if r.switches > 0 {
+                self.rq(c as u32).switches += r.switches;
+            }
+        }
+        self.idle.join(next.idle);
+        self.first = self.first.or(next.first);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyzers::slice_check::{formats, random_run, slices_match_one_pass};
+
+    #[test]
+    fn slices_joined_are_one_pass() {
+        let trace = formats();
+        let (mut inferred, mut joined, mut refused) = (0, 0, 0);
+        for seed in 0..60 {
+            let recs = random_run(&trace, seed, 80, true);
+            for by in ["pid", "cpu"] {
+                let c = slices_match_one_pass::<Runq>(&trace, by, &recs, seed);
+                inferred += c.counts.inferred;
+                joined += c.joined;
+                refused += c.refused;
+            }
+        }
+        // The runs met what the join must get right, and slices whose guesses failed
+        // (a random run puts a task on two CPUs at once far more often than a recording).
+        assert!(inferred > 60, "{inferred}");
+        assert!(refused > 100 && joined > 2 * refused, "{joined} {refused}");
     }
 }

@@ -4,7 +4,7 @@
 use kstate_format::{EventFormat, FieldRef, Trace};
 
 use crate::analyzer::{need, Out};
-use crate::fxmap::FxMap;
+use crate::fxmap::{FxMap, FxSet};
 use crate::merge::Event;
 
 /// sched_switch, resolved.
@@ -473,6 +473,37 @@ pub struct SwitchHead {
     current: Option<(i32, u64)>,
     /// The wake-up `prev` waited on in the slice.
     woken: Option<(u32, u64)>,
+}
+
+/// The threads a time slice after the first ([`crate::slices`]) has seen switch so far:
+/// up to its first switch there, what a thread's state is may read what the slices
+/// before left; from then on it is the slice's own.
+#[derive(Debug, Default)]
+pub struct Switched {
+    seen: FxSet<i32>,
+    /// Some of them, by thread id modulo its length: most switches are between a few
+    /// threads, which this finds without hashing.
+    recent: [i32; 8],
+}
+
+impl Switched {
+    /// Whether this is the first switch of `tid` (not 0: idle is no thread) in the
+    /// slice; from now on it is seen.
+    #[inline]
+    pub fn first(&mut self, tid: i32) -> bool {
+        let slot = &mut self.recent[tid as u32 as usize % self.recent.len()];
+        if *slot == tid {
+            return false;
+        }
+        *slot = tid;
+        self.seen.insert(tid)
+    }
+
+    /// Whether `tid` (not 0) has switched in the slice.
+    #[inline]
+    pub fn seen(&self, tid: i32) -> bool {
+        self.recent[tid as u32 as usize % self.recent.len()] == tid || self.seen.contains(&tid)
+    }
 }
 
 /// When `tid`, seen running on `cpu`, was switched in without a trace: not if it is the
