@@ -1102,11 +1102,6 @@ impl<A: Analyzer> Pass<A> {
         })
     }
 
-    /// The analyzer, to ask whether a time slice joins ([`crate::slices`]).
-    pub(crate) fn analyzer(&self) -> &A {
-        &self.a
-    }
-
     /// The analyzer, to set it up for a time slice ([`crate::slices`]).
     pub(crate) fn analyzer_mut(&mut self) -> &mut A {
         &mut self.a

@@ -43,12 +43,6 @@ pub trait Sliced: Analyzer + Send {
     /// This analyzer will read a slice that is not the first: from now on it records
     /// what the first event of each key does, for [`Sliced::stitch`].
     fn record_heads(&mut self);
-    /// Whether `next`, the analyzer of the slice after the ones `self` has read, can be
-    /// joined exactly ([`Sliced::stitch`]): where it guessed what only `self` knows, the
-    /// guesses held. If not, the slice is read again after `self`'s, on one thread.
-    fn joinable(&self, _next: &Self) -> bool {
-        true
-    }
     /// Joins `next`, the analyzer of the slice after the ones `self` has read: the open
     /// state `self` holds meets the first events `next` recorded (samples and counts go
     /// to `out`, correcting what `next` counted not knowing it), then `self` takes over
@@ -94,7 +88,7 @@ type SliceResult<A> = Result<Option<(Pass<A>, Seams)>, Error>;
 
 fn run_slices<A: Sliced>(trace: &Trace, cfg: &Config) -> Result<Option<Outcome>, Error> {
     // Binding first: an analyzer whose events are missing says so as one pass does.
-    let (mut probe, ids) = Pass::<A>::new(trace, cfg, || Ok(None))?;
+    let (mut probe, _) = Pass::<A>::new(trace, cfg, || Ok(None))?;
     if !probe.analyzer_mut().sliceable() {
         return Ok(None);
     }
@@ -104,10 +98,8 @@ fn run_slices<A: Sliced>(trace: &Trace, cfg: &Config) -> Result<Option<Outcome>,
     };
     let n = plan.cuts.len();
     let start = trace_start(trace)?;
-    // Joined in time order as they come, each at once: a slice whose analyzer guessed
-    // wrong is read again on the joined pass ([`Sliced::joinable`]); one whose seams do
-    // not meet (or that fails) stops the rest, and the one pass runs (or the error is
-    // reported).
+    // Joined in time order as they come, each at once: a slice that cannot be joined (or
+    // fails) stops the rest, and the one pass runs (or the error is reported).
     let mut joined: Option<(Pass<A>, Seams)> = None;
     let mut outcome = Ok(true);
     ordered(
@@ -116,17 +108,14 @@ fn run_slices<A: Sliced>(trace: &Trace, cfg: &Config) -> Result<Option<Outcome>,
         n,
         || (),
         |_, k| run_slice::<A>(trace, cfg, start, &plan, k),
-        |k, r| {
+        |_, r| {
             let step = match (r, joined.take()) {
                 (Ok(Some((p, next))), Some((mut all, seams))) => {
                     if !seams.meet(&next) {
                         Ok(None)
-                    } else if all.analyzer().joinable(p.analyzer()) {
+                    } else {
                         all.absorb(p, |a, next, out| a.stitch(next, out));
                         Ok(Some((all, next)))
-                    } else {
-                        // Its events again, after ours: what one pass does.
-                        walk_slice(&mut all, trace, &ids, &plan, k).map(|s| s.map(|_| (all, next)))
                     }
                 }
                 (r, _) => r,

@@ -58,6 +58,23 @@ fn record(trace: &Trace, name: &str, pid: i32, values: &[(&str, u64)]) -> (u32, 
     (f.id, p)
 }
 
+/// Event `name` by task `pid` at `ts` on `cpu`, its fields set to `values`.
+pub fn rec(trace: &Trace, ts: u64, cpu: u32, name: &str, pid: i32, values: &[(&str, u64)]) -> Rec {
+    let (id, payload) = record(trace, name, pid, values);
+    Rec {
+        ts,
+        cpu,
+        id,
+        payload,
+    }
+}
+
+/// The tables of one pass over `recs`.
+pub fn tables<A: Sliced>(trace: &Trace, by: &str, recs: &[Rec]) -> Vec<crate::analyzer::Table> {
+    let p = pass::<A>(trace, by, recs, true);
+    p.finish(trace, &mut NoLog).unwrap().tables
+}
+
 /// `n` random switches and wake-ups (and, with `migrations`, sched_migrate_task) on a
 /// few CPUs among a few tasks (0 is idle).
 pub fn random_run(trace: &Trace, seed: u64, n: usize, migrations: bool) -> Vec<Rec> {
@@ -120,11 +137,6 @@ fn pass<A: Sliced>(trace: &Trace, by: &str, recs: &[Rec], first: bool) -> Pass<A
         p.forget_comms();
         p.analyzer_mut().record_heads();
     }
-    feed(&mut p, recs);
-    p
-}
-
-fn feed<A: Sliced>(p: &mut Pass<A>, recs: &[Rec]) {
     for r in recs {
         let ev = Event {
             ts: r.ts,
@@ -137,6 +149,7 @@ fn feed<A: Sliced>(p: &mut Pass<A>, recs: &[Rec]) {
         };
         assert_eq!(p.event(&ev, &mut NoLog).unwrap(), None);
     }
+    p
 }
 
 /// What the outcome tells, in an order that does not depend on when keys were met.
@@ -152,26 +165,15 @@ fn results<A: Sliced>(trace: &Trace, p: Pass<A>) -> (String, Counts) {
     (rows.join("\n"), o.counts)
 }
 
-/// What [`slices_match_one_pass`] met.
-pub struct Checked {
-    /// The one pass's counts.
-    pub counts: Counts,
-    /// Slices joined, and slices read again because they could not be
-    /// ([`Sliced::joinable`]).
-    pub joined: usize,
-    pub refused: usize,
-}
-
 /// Checks that `recs` cut into two slices at each place, and into three, give the one
-/// pass's results.
+/// pass's results; returns the one pass's counts.
 pub fn slices_match_one_pass<A: Sliced>(
     trace: &Trace,
     by: &str,
     recs: &[Rec],
     seed: u64,
-) -> Checked {
+) -> Counts {
     let one = results(trace, pass::<A>(trace, by, recs, true));
-    let (mut joined, mut refused) = (0, 0);
     for cut in 1..recs.len() {
         let cuts = [vec![0, cut, recs.len()], {
             let c2 = (cut + 7 + seed as usize) % recs.len();
@@ -183,22 +185,11 @@ pub fn slices_match_one_pass<A: Sliced>(
             let mut all = pass::<A>(trace, by, &recs[..c[1]], true);
             for w in c[1..].windows(2) {
                 let next = pass::<A>(trace, by, &recs[w[0]..w[1]], false);
-                if all.analyzer().joinable(next.analyzer()) {
-                    all.absorb(next, |a, next, out| a.stitch(next, out));
-                    joined += 1;
-                } else {
-                    // As the sliced analysis does: the slice's events again, after ours.
-                    feed(&mut all, &recs[w[0]..w[1]]);
-                    refused += 1;
-                }
+                all.absorb(next, |a, next, out| a.stitch(next, out));
             }
             let many = results(trace, all);
             assert_eq!(one, many, "seed {seed} by {by}, slices at {c:?}");
         }
     }
-    Checked {
-        counts: one.1,
-        joined,
-        refused,
-    }
+    one.1
 }
