@@ -230,7 +230,7 @@ fn libc_debug_installed() -> bool {
 #[test]
 fn lock_view_names_main_arena_and_the_harness() {
     let args = [
-        "bench", "malloc", "--locks", "-t", "4", "-m", "256", "-n", "1000", "-c", "1", "-i", "0.3",
+        "bench", "malloc", "--locks", "-t", "4", "-m", "256", "-n", "1000", "-c", "1", "-i", "0.6",
         "--json",
     ];
     let out = Command::new(KSTATE)
@@ -277,7 +277,9 @@ fn lock_view_names_main_arena_and_the_harness() {
         .map(|c| c["waits"].as_u64().unwrap())
         .sum();
     let chained = top["waits"].as_u64().unwrap() - no_chain;
-    assert!(chained >= 100, "{g}");
+    // (A loaded machine runs the harness's threads less often: 81 chained waits in 0.3 s
+    // were seen beside a fuzzer, against thousands when quiet.)
+    assert!(chained >= 50, "{g}");
     assert!(
         callers
             .iter()

@@ -174,8 +174,10 @@ fn fleet_is_exact_to_the_bucket() {
                     .extend(v);
             }
         }
+        // (Not more: where this kernel does not trace a CPU leaving idle, the forked
+        // children's waits to run can all be inferred switch-ins, which have no latency.)
         assert!(
-            fleet_vals.len() >= 5,
+            fleet_vals.len() >= 3,
             "{analyzer}: only keys {:?}",
             fleet_vals.keys()
         );
