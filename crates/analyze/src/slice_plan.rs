@@ -25,6 +25,11 @@ use kstate_format::{PageLayout, TimeShift, Trace};
 /// per CPU that the slice before also reads).
 const MIN_PAGES_PER_SLICE: usize = 2;
 
+/// Bytes of pages a slice holds at most, however few the threads: a slice's analyzer may
+/// keep what only the join can settle until then (runq keeps its queue changes), and
+/// memory stays bounded as recordings grow.
+const MAX_SLICE_BYTES: usize = 64 << 20;
+
 /// Pages sampled per CPU for each slice wanted: enough that slices come out within a
 /// few percent of equal.
 const SAMPLES_PER_SLICE: usize = 16;
@@ -46,7 +51,7 @@ pub struct Plan {
 /// How many slices to cut.
 #[derive(Debug, Clone, Copy)]
 pub enum Size {
-    /// About this many.
+    /// About this many, or more where they would hold more than [`MAX_SLICE_BYTES`].
     Slices(usize),
     /// About this many pages each (all CPUs together).
     Pages(usize),
@@ -61,8 +66,9 @@ pub fn plan(trace: &Trace, size: Size) -> Option<Plan> {
         cpus.push(CpuTimes::open(trace, i)?);
     }
     let total: usize = cpus.iter().map(|c| c.pages).sum();
+    let most = (MAX_SLICE_BYTES / trace.layout.page_size.max(1)).max(1);
     let n = match size {
-        Size::Slices(n) => n,
+        Size::Slices(n) => n.max(total / most),
         Size::Pages(p) => total / p.max(1),
     }
     .min(total / MIN_PAGES_PER_SLICE);

@@ -24,6 +24,10 @@
 //! implement [`Sliced`], or refuse in [`Sliced::sliceable`]). `--interval` and comm
 //! filters (names are learned from events as the pass goes) run one pass fed by decoder
 //! threads ([`crate::piped`]).
+//!
+//! Memory: a slice holds at most a fixed amount of the recording's pages (more slices as
+//! recordings grow, [`crate::slice_plan`]), and at most two per thread wait to be joined;
+//! what a slice's analyzer keeps for the join is bounded by its slice.
 
 use std::sync::{Arc, Mutex};
 
@@ -105,7 +109,7 @@ fn run_slices<A: Sliced>(trace: &Trace, cfg: &Config) -> Result<Option<Outcome>,
     ordered(
         n,
         cfg.threads,
-        n,
+        2 * cfg.threads,
         || (),
         |_, k| run_slice::<A>(trace, cfg, start, &plan, k),
         |_, r| {

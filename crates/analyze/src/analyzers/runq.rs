@@ -28,14 +28,20 @@
 //!
 //! Key: the woken task (`--by pid`, `comm-pid`, default) or the CPU it ran on (`--by cpu`).
 //!
+//! A task runs on one CPU at a time: a switch of a task on one CPU ends its being the
+//! task of another, where a switch the trace missed left it (else it would never be
+//! queued again while that CPU's switches are missing).
+//!
 //! On several threads the recording is cut into time slices ([`crate::slices`]). A slice
-//! after the first knows a task's queue from the task's first switch there on; it keeps
-//! those tasks' queue changes in order, with what it cannot tell (a task's first switch,
-//! its wake-ups and migrations before it, the inference of a missed switch-in) as heads
-//! between them, and the join replays both against the queues the slices before left:
-//! lengths, their time-weighted mean and maximum come out as one pass's. `--by queued`
-//! keys each wait by a queue length known only at the join, so it runs one pass fed by
-//! decoder threads.
+//! after the first knows a task's queue from the task's first switch there on. What it
+//! cannot tell alone (a task's first switch, its wake-ups and migrations before it, the
+//! inference of a missed switch-in) it keeps as heads, in order; between two heads it
+//! sums each CPU's queue changes by the tasks it knows, relative to the length before
+//! them ([`Seg`]). The join replays heads and sums against the queues the slices before
+//! left: lengths, their time-weighted mean and maximum come out as one pass's, and what
+//! a slice keeps grows with its heads (its tasks' first switches), not its events.
+//! `--by queued` keys each wait by a queue length known only at the join, so it runs one
+//! pass fed by decoder threads.
 
 use kstate_format::{Error, FieldRef, Trace};
 
@@ -44,6 +50,7 @@ use crate::analyzer::{
     Analyzer, Cell, Config, Info, Kind, LogSink, Missing, Out, Outcome, Sample, Table, Tasks,
     Traits, Unit,
 };
+use crate::filter::TimeSel;
 use crate::fxmap::FxMap;
 use crate::merge::Event;
 use crate::pair::{Open, Pairs};
@@ -108,23 +115,61 @@ pub struct Runq {
     current: Vec<i32>,
     rq: Vec<CpuRq>,
     first: Option<u64>,
-    /// In a time slice after the first: its queue changes and heads, for the join.
+    /// In a time slice after the first: what the join needs of it.
     heads: Option<Box<Heads>>,
 }
 
-/// A run-queue change by a task whose queue a time slice knows.
-#[derive(Debug, Clone, Copy)]
-struct Len {
-    at: u64,
-    cpu: u32,
-    up: bool,
+/// A CPU's run-queue changes in a time slice between two heads, by tasks whose queue the
+/// slice knows: what one pass's [`Runq::change_at`] makes of them, whatever the length
+/// the queue had before (the join knows it).
+#[derive(Debug, Clone, Copy, Default)]
+struct Seg {
+    changes: u32,
+    /// Times of the first and last change.
+    first: u64,
+    last: u64,
+    /// The length after each change, less the length before the first.
+    rel: i64,
+    /// The greatest `rel` after a change in the selected time, if any was.
+    max: Option<i64>,
+    /// Selected ns between the first and the last change, and `rel` times each stretch.
+    span: u64,
+    area: i128,
 }
 
-/// What a time slice after the first cannot tell alone, in its place among the [`Len`]s.
+impl Seg {
+    fn change(&mut self, up: bool, at: u64, sel: TimeSel) {
+        let t = match self.changes {
+            0 => {
+                self.first = at;
+                at
+            }
+            _ => {
+                // As `change_at`: a change before the CPU's last is taken to happen then.
+                let t = at.max(self.last);
+                let ov = sel.overlap_ns(self.last, t);
+                self.span += ov;
+                self.area += self.rel as i128 * ov as i128;
+                t
+            }
+        };
+        self.rel += if up { 1 } else { -1 };
+        self.last = t;
+        self.changes += 1;
+        if sel.contains(t) {
+            self.max = Some(self.max.map_or(self.rel, |m| m.max(self.rel)));
+        }
+    }
+}
+
+/// What a time slice after the first cannot tell alone, in order.
 #[derive(Debug, Clone, Copy)]
 enum Head {
     /// `cpu`'s first switch in the slice: its task is the slice's own from here.
     Cpu(u32),
+    /// A change of `cpu`'s queue at `at`, before the slice's last head: the CPU's last
+    /// change may be the join's.
+    Len { cpu: u32, up: bool, at: u64 },
     /// `tid`, whose queue the slice does not know, is queued onto `cpu` at `at` unless it
     /// is queued already or running where the slice has seen no switch yet.
     Join { tid: i32, cpu: u32, at: u64 },
@@ -170,9 +215,14 @@ struct Heads {
     known: sched::Switched,
     /// CPUs that have switched in the slice.
     cpus: Vec<bool>,
-    lens: Vec<Len>,
-    /// Each after `lens[..at]`.
-    heads: Vec<(usize, Head)>,
+    heads: Vec<Head>,
+    /// The time of the last head's event: no head changes a queue later.
+    last_head: u64,
+    /// Per CPU, its changes since the last head; the CPUs with some.
+    open: Vec<Seg>,
+    dirty: Vec<u32>,
+    /// Closed segments: each comes before `heads[.0]`, on CPU `.1`.
+    segs: Vec<(usize, u32, Seg)>,
 }
 
 impl Heads {
@@ -183,8 +233,36 @@ impl Heads {
         }
     }
 
-    fn push(&mut self, head: Head) {
-        self.heads.push((self.lens.len(), head));
+    /// Adds `head`, met at `now`, after the changes so far.
+    fn push(&mut self, head: Head, now: u64) {
+        self.close();
+        self.heads.push(head);
+        self.last_head = self.last_head.max(now);
+    }
+
+    /// Closes the CPUs' open segments.
+    fn close(&mut self) {
+        for cpu in self.dirty.drain(..) {
+            let seg = std::mem::take(&mut self.open[cpu as usize]);
+            self.segs.push((self.heads.len(), cpu, seg));
+        }
+    }
+
+    /// A change of `cpu`'s queue at `at`, by a task whose queue the slice knows.
+    fn change(&mut self, cpu: u32, up: bool, at: u64, sel: TimeSel) {
+        if at < self.last_head {
+            // An inferred switch-in from before a head: whether the CPU's last change,
+            // which it may not precede, was a head's is for the join to say.
+            return self.push(Head::Len { cpu, up, at }, at);
+        }
+        let c = cpu as usize;
+        if c >= self.open.len() {
+            self.open.resize(c + 1, Seg::default());
+        }
+        if self.open[c].changes == 0 {
+            self.dirty.push(cpu);
+        }
+        self.open[c].change(up, at, sel);
     }
 
     /// A switch from `prev` to `next` on `cpu`: [`sched::IdleExits::switch`] in the
@@ -208,7 +286,7 @@ impl Heads {
         }
         if !self.cpus[c] {
             self.cpus[c] = true;
-            self.push(Head::Cpu(cpu));
+            self.push(Head::Cpu(cpu), ts);
         }
         let prev_first = prev != 0 && self.switched.first(prev);
         // `next` after `prev`: in a switch from a task to itself, the task's first switch
@@ -222,7 +300,7 @@ impl Heads {
                     false => queued.remove(&prev).map_or(Queue::None, Queue::Cpu),
                 };
                 pairs.end(prev);
-                self.push(Head::Out { sw, at: ts, queue });
+                self.push(Head::Out { sw, at: ts, queue }, ts);
                 (None, next_first)
             }
         }
@@ -249,8 +327,7 @@ impl Runq {
     /// before the CPU's last one is taken to happen at that last one.
     fn change_at(&mut self, cpu: u32, up: bool, tid: i32, at: u64, out: &mut Out) {
         if let Some(h) = &mut self.heads {
-            h.lens.push(Len { at, cpu, up });
-            return;
+            return h.change(cpu, up, at, out.sel());
         }
         let sel = out.sel();
         let r = self.rq(cpu);
@@ -307,11 +384,14 @@ impl Runq {
             self.queued.insert(tid, cpu);
             return self.change(cpu, true, tid, out);
         }
-        h.push(Head::Join {
-            tid,
-            cpu,
-            at: out.now(),
-        });
+        h.push(
+            Head::Join {
+                tid,
+                cpu,
+                at: out.now(),
+            },
+            out.now(),
+        );
     }
 
     fn dequeue(&mut self, tid: i32, out: &mut Out) {
@@ -321,7 +401,7 @@ impl Runq {
     fn dequeue_at(&mut self, tid: i32, at: u64, out: &mut Out) {
         if let Some(h) = &mut self.heads {
             if h.known.first(tid) {
-                return h.push(Head::Leave { tid, at });
+                return h.push(Head::Leave { tid, at }, out.now());
             }
         }
         if let Some(cpu) = self.queued.remove(&tid) {
@@ -455,12 +535,15 @@ impl Analyzer for Runq {
                 self.dequeue(next, out);
                 if let (true, Some(h)) = (next_first, &mut self.heads) {
                     let open = self.pairs.end(next);
-                    h.push(Head::In {
-                        tid: next,
-                        cpu: ev.cpu,
-                        at: ev.ts,
-                        open,
-                    });
+                    h.push(
+                        Head::In {
+                            tid: next,
+                            cpu: ev.cpu,
+                            at: ev.ts,
+                            open,
+                        },
+                        ev.ts,
+                    );
                     return;
                 }
                 // Rule 3.
@@ -494,11 +577,14 @@ impl Analyzer for Runq {
                     return;
                 };
                 if let Some(h) = self.heads.as_mut().filter(|h| !h.known.seen(pid)) {
-                    h.push(Head::Migrate {
-                        tid: pid,
-                        dest,
-                        at: ev.ts,
-                    });
+                    h.push(
+                        Head::Migrate {
+                            tid: pid,
+                            dest,
+                            at: ev.ts,
+                        },
+                        ev.ts,
+                    );
                     return;
                 }
                 if self.queued.contains_key(&pid) {
@@ -597,11 +683,22 @@ impl Runq {
         }
     }
 
-    /// Applies a later slice's queue changes.
-    fn replay(&mut self, lens: &[Len], out: &mut Out) {
-        for l in lens {
-            self.change_at(l.cpu, l.up, 0, l.at, out);
+    /// Applies a later slice's changes of `cpu`'s queue between two heads: what
+    /// [`Runq::change_at`] would make of each, from the length and last change we hold.
+    fn replay(&mut self, cpu: u32, s: &Seg, sel: TimeSel) {
+        let r = self.rq(cpu);
+        let len = r.len as i128;
+        if r.seen {
+            // (Its first change is at or after the last we hold: a head's is no later.)
+            r.area += r.len as u128 * sel.overlap_ns(r.since, s.first) as u128;
         }
+        r.area = (r.area as i128 + len * s.span as i128 + s.area) as u128;
+        if let Some(m) = s.max {
+            r.max = r.max.max((len + m as i128) as u64);
+        }
+        r.len = (len + s.rel as i128) as u64;
+        r.since = s.last;
+        r.seen = true;
     }
 
     /// The run-queue table over `span` ns.
@@ -646,18 +743,22 @@ impl Sliced for Runq {
 
     fn stitch(&mut self, mut next: Self, out: &mut Out) {
         debug_assert!(self.heads.is_none() && self.by != By::Queued);
-        let h = next.heads.take().expect("a later slice records its heads");
+        let mut h = next.heads.take().expect("a later slice records its heads");
+        h.close();
+        let sel = out.sel();
         let mut cpus = vec![false; self.current.len()];
-        let mut done = 0;
-        for &(at, head) in &h.heads {
-            self.replay(&h.lens[done..at], out);
-            done = at;
+        let mut segs = h.segs.iter().peekable();
+        for (i, &head) in h.heads.iter().enumerate() {
+            while let Some((_, cpu, seg)) = segs.next_if(|s| s.0 == i) {
+                self.replay(*cpu, seg, sel);
+            }
             match head {
                 Head::Cpu(c) => {
                     if let Some(k) = cpus.get_mut(c as usize) {
                         *k = true;
                     }
                 }
+                Head::Len { cpu, up, at } => self.change_at(cpu, up, 0, at, out),
                 Head::Join { tid, cpu, at } => {
                     if !self.queued.contains_key(&tid) && !self.running_where_unseen(tid, &cpus) {
                         self.queued.insert(tid, cpu);
@@ -692,7 +793,9 @@ impl Sliced for Runq {
                 }
             }
         }
-        self.replay(&h.lens[done..], out);
+        for (_, cpu, seg) in segs {
+            self.replay(*cpu, seg, sel);
+        }
         // The queues the slice knows at its end, the waits it began (what we held for
         // a task it saw switch was ended above; for the others, ours began first).
         self.queued.extend(next.queued.drain());
@@ -767,7 +870,8 @@ mod tests {
         let mut inferred = 0;
         for seed in 0..60 {
             let recs = random_run(&trace, seed, 80, true);
-            for by in ["pid", "cpu"] {
+            // The runs take 80 us; the window weighs only part of the queues' times.
+            for by in ["pid", "cpu", "pid@0.00002:0.00005"] {
                 let c = slices_match_one_pass::<Runq>(&trace, by, &recs, seed);
                 inferred += c.inferred;
             }

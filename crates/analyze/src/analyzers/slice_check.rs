@@ -131,7 +131,12 @@ pub fn random_run(trace: &Trace, seed: u64, n: usize, migrations: bool) -> Vec<R
 
 fn pass<A: Sliced>(trace: &Trace, by: &str, recs: &[Rec], first: bool) -> Pass<A> {
     let mut cfg = Config::new(Mode::Stat);
+    // `by` may end in `@FROM:TO`, a window in seconds.
+    let (by, window) = by.split_once('@').unwrap_or((by, ""));
     cfg.by = Some(by.into());
+    if !window.is_empty() {
+        cfg.filters.window = Some(crate::filter::parse_window(window).unwrap());
+    }
     let (mut p, _) = Pass::<A>::new(trace, &cfg, || Ok(Some(0))).unwrap();
     if !first {
         p.forget_comms();
