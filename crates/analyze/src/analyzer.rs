@@ -302,6 +302,11 @@ impl Tasks {
             }
         }
     }
+    /// Whether the name of `tid` is known (idle's always is).
+    pub fn knows(&self, tid: i32) -> bool {
+        tid == 0 || self.comms.contains_key(&tid)
+    }
+
     pub fn comm(&self, tid: i32) -> String {
         if tid == 0 {
             return "<idle>".into();
@@ -598,28 +603,49 @@ impl Out {
         n.unmatched += c.unmatched;
         n.inferred += c.inferred;
         for (key, agg) in later.aggs {
-            let slot = match key < SMALL_KEYS {
-                true => Some(self.small[key as usize]).filter(|&i| i != u32::MAX),
-                false => self.index.get(&key).copied(),
-            };
-            match slot {
-                Some(i) => self.aggs[i as usize].1.merge(&agg),
-                None => {
-                    let i = self.aggs.len() as u32;
-                    if key < SMALL_KEYS {
-                        self.small[key as usize] = i;
-                    } else {
-                        self.index.insert(key, i);
-                    }
-                    self.aggs.push((key, agg));
-                }
-            }
+            self.merge_agg(key, agg);
         }
         self.last = None;
         if later.counts.events > 0 {
             self.now = later.now;
         }
         self.tasks.overlay(later.tasks);
+    }
+
+    /// Adds `agg` to the aggregate of `key`.
+    fn merge_agg(&mut self, key: u64, agg: Agg) {
+        let slot = match key < SMALL_KEYS {
+            true => Some(self.small[key as usize]).filter(|&i| i != u32::MAX),
+            false => self.index.get(&key).copied(),
+        };
+        match slot {
+            Some(i) => self.aggs[i as usize].1.merge(&agg),
+            None => {
+                let i = self.aggs.len() as u32;
+                if key < SMALL_KEYS {
+                    self.small[key as usize] = i;
+                } else {
+                    self.index.insert(key, i);
+                }
+                self.aggs.push((key, agg));
+            }
+        }
+    }
+
+    /// Gives each aggregate key `k` below `map.len()` the key `map[k]` (aggregates that
+    /// come to share a key are added).
+    fn rekey(&mut self, map: &[u64]) {
+        self.last = None;
+        self.index.clear();
+        for (k, _) in &self.aggs {
+            if *k < SMALL_KEYS {
+                self.small[*k as usize] = u32::MAX;
+            }
+        }
+        for (k, agg) in std::mem::take(&mut self.aggs) {
+            let k = map.get(k as usize).copied().unwrap_or(k);
+            self.merge_agg(k, agg);
+        }
     }
 }
 
@@ -1100,6 +1126,18 @@ impl<A: Analyzer> Pass<A> {
             notes,
             errors: self.errors,
         })
+    }
+
+    /// Gives `next`, the pass over the time slice after this one's, this pass's keys
+    /// where the passes number them apart ([`crate::slices::Sliced::rekey`]); before
+    /// [`Pass::absorb`], while this pass's task names are still those at the cut.
+    pub(crate) fn rekey(&mut self, next: &mut Pass<A>)
+    where
+        A: crate::slices::Sliced,
+    {
+        if let Some(map) = self.a.rekey(&mut next.a, &self.out.tasks) {
+            next.out.rekey(&map);
+        }
     }
 
     /// The analyzer, to set it up for a time slice ([`crate::slices`]).

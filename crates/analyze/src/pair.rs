@@ -98,6 +98,13 @@ impl<K: Hash + Eq + Copy, V> Pairs<K, V> {
         v.extend(self.hot.take());
         v
     }
+    /// Every open pair.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Open<V>> {
+        self.hot
+            .iter_mut()
+            .map(|(_, o)| o)
+            .chain(self.open.values_mut())
+    }
     /// Puts back an open pair taken out with [`Pairs::take_all`] or [`Pairs::end`].
     pub fn put(&mut self, k: K, o: Open<V>) {
         if let Some((hk, ho)) = self.hot.take() {

@@ -47,6 +47,14 @@ pub trait Sliced: Analyzer + Send {
     /// This analyzer will read a slice that is not the first: from now on it records
     /// what the first event of each key does, for [`Sliced::stitch`].
     fn record_heads(&mut self);
+    /// Renumbers the keys of `next`, the analyzer of the slice after the ones `self` has
+    /// read, into `self`'s, for keys each pass numbers as it meets them; `tasks` are the
+    /// task names `self`'s pass knows at the cut. Returns the new key of each of
+    /// `next`'s aggregate keys (by index), or `None` where keys mean the same in every
+    /// pass.
+    fn rekey(&mut self, _next: &mut Self, _tasks: &crate::analyzer::Tasks) -> Option<Vec<u64>> {
+        None
+    }
     /// Joins `next`, the analyzer of the slice after the ones `self` has read: the open
     /// state `self` holds meets the first events `next` recorded (samples and counts go
     /// to `out`, correcting what `next` counted not knowing it), then `self` takes over
@@ -114,10 +122,11 @@ fn run_slices<A: Sliced>(trace: &Trace, cfg: &Config) -> Result<Option<Outcome>,
         |_, k| run_slice::<A>(trace, cfg, start, &plan, k),
         |_, r| {
             let step = match (r, joined.take()) {
-                (Ok(Some((p, next))), Some((mut all, seams))) => {
+                (Ok(Some((mut p, next))), Some((mut all, seams))) => {
                     if !seams.meet(&next) {
                         Ok(None)
                     } else {
+                        all.rekey(&mut p);
                         all.absorb(p, |a, next, out| a.stitch(next, out));
                         Ok(Some((all, next)))
                     }

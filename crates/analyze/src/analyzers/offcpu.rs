@@ -11,17 +11,16 @@
 //! Where the kernel did not trace a CPU leaving idle, the task's time off the CPU ends
 //! at the wake-up that put it on that idle CPU ([`sched::IdleExits`]).
 //!
-//! On several threads the recording is cut into time slices ([`crate::slices`]), except
-//! for `--by waker`: the waker's name is learned as the pass goes, so it runs one pass
-//! fed by decoder threads.
+//! On several threads the recording is cut into time slices ([`crate::slices`]). A waker
+//! a later slice has not seen named is named at the join as the slices before knew it,
+//! and each slice's waker numbers are renumbered into the joined pass's
+//! ([`Sliced::rekey`]).
 
-use kstate_format::{Error, Trace};
+use kstate_format::Trace;
 
 use super::sched::{self, Switch, SwitchHead, Wakeup};
-use crate::analyzer::{
-    Analyzer, Config, Info, Kind, LogSink, Missing, Out, Outcome, Sample, Tasks, Traits, Unit,
-};
-use crate::fxmap::FxMap;
+use crate::analyzer::{Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
+use crate::fxmap::{FxMap, FxSet};
 use crate::merge::Event;
 use crate::pair::{Open, Pairs};
 use crate::slices::Sliced;
@@ -41,16 +40,14 @@ impl By {
             _ => By::State,
         }
     }
+}
 
-    /// Whether a pass over a later time slice keys its samples as one pass does. Not by
-    /// waker, for two reasons: the waker's name is the task name known at the wake-up,
-    /// which a later slice may only know from before it (and the names it learns replace
-    /// those before the join runs); and waker keys are numbers each pass gives names in
-    /// the order it meets them, by which the passes' aggregates are added before the
-    /// join could renumber them.
-    fn sliceable(self) -> bool {
-        self != By::Waker
-    }
+/// Who woke a task: the waker's name at the wake-up, or, in a time slice after the
+/// first that has not seen the waker named yet, the name it had at the slice's start.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Waker {
+    Name(String),
+    Before(i32),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -67,8 +64,9 @@ pub struct OffCpu {
     states: sched::StateNames,
     pairs: Pairs<i32, Off>,
     idle: sched::IdleExits,
-    wakers: FxMap<String, u32>,
-    waker_names: Vec<String>,
+    /// Wakers met, numbered from 0 in the order met.
+    waker_ids: FxMap<Waker, u32>,
+    wakers: Vec<Waker>,
     /// In a time slice after the first: each thread's first switch there, and the
     /// switches whose inference of a missed switch-in reads state from before it.
     heads: Option<Box<Heads>>,
@@ -90,11 +88,17 @@ enum Head {
         sw: SwitchHead,
         open: Option<Open<Off>>,
     },
+    /// The first wake-up in the slice of `tid`, before its first switch there and with
+    /// no time off the CPU the slice saw begin: `waker` names the time the slices before
+    /// left open, if its waker is not named yet.
+    Woken { tid: i32, waker: u32 },
 }
 
 #[derive(Debug, Default)]
 struct Heads {
     switched: sched::Switched,
+    /// Threads with a [`Head::Woken`].
+    woken: FxSet<i32>,
     heads: Vec<Head>,
 }
 
@@ -133,6 +137,26 @@ impl Heads {
 }
 
 impl OffCpu {
+    /// The key of waker task `tid` now: its name, or in a slice after the first that has
+    /// not seen it named, the name it had before.
+    fn waker(&mut self, tid: i32, out: &Out) -> u32 {
+        let w = match self.heads.is_some() && !out.tasks.knows(tid) {
+            true => Waker::Before(tid),
+            false => Waker::Name(out.tasks.comm(tid)),
+        };
+        self.intern(w) + 1
+    }
+
+    /// The number of waker `w`, from 0.
+    fn intern(&mut self, w: Waker) -> u32 {
+        let n = self.wakers.len() as u32;
+        let id = *self.waker_ids.entry(w.clone()).or_insert(n);
+        if id == n {
+            self.wakers.push(w);
+        }
+        id
+    }
+
     /// `tid` went on `cpu` at `at` (now, or earlier for an inferred switch-in).
     fn switched_in(&mut self, tid: i32, cpu: u32, at: u64, out: &mut Out) {
         if let Some(o) = self.pairs.end(tid) {
@@ -162,15 +186,6 @@ impl OffCpu {
     }
 }
 
-/// Runs offcpu on `cfg.threads` threads: in time slices where its keying can be
-/// ([`By::sliceable`]), else one pass fed by decoder threads.
-fn run(trace: &Trace, cfg: &Config, log: &mut dyn LogSink) -> Result<Outcome, Error> {
-    match By::named(cfg.by.as_deref().unwrap_or_default()).sliceable() {
-        true => crate::slices::drive_sliced::<OffCpu>(trace, cfg, log),
-        false => crate::piped::drive_piped::<OffCpu>(trace, cfg, log),
-    }
-}
-
 impl Analyzer for OffCpu {
     const INFO: Info = Info {
         name: "offcpu",
@@ -186,7 +201,7 @@ impl Analyzer for OffCpu {
         value: "off-CPU time",
         unit: Unit::Ns,
         traits: Traits::DEFAULT,
-        run,
+        run: crate::slices::drive_sliced::<OffCpu>,
         live: Some(crate::analyzer::live::<OffCpu>),
     };
 
@@ -216,8 +231,8 @@ impl Analyzer for OffCpu {
                 states,
                 pairs: Pairs::default(),
                 idle: sched::IdleExits::default(),
-                wakers: FxMap::default(),
-                waker_names: Vec::new(),
+                waker_ids: FxMap::default(),
+                wakers: Vec::new(),
                 heads: None,
             },
             ids,
@@ -257,19 +272,26 @@ impl Analyzer for OffCpu {
             if self.by != By::Waker {
                 return;
             }
-            let Some(o) = self.pairs.get_mut(pid) else {
-                return;
-            };
-            if o.v.waker != 0 {
-                return;
+            match self.pairs.get_mut(pid).map(|o| o.v.waker) {
+                Some(0) => {
+                    let waker = self.waker(ev.pid(), out);
+                    self.pairs.get_mut(pid).expect("open").v.waker = waker;
+                }
+                Some(_) => {}
+                None => {
+                    // In a slice, the time off the CPU the slices before left open, if
+                    // any, may wait for its waker.
+                    let first = self
+                        .heads
+                        .as_mut()
+                        .is_some_and(|h| !h.switched.seen(pid) && h.woken.insert(pid));
+                    if first {
+                        let waker = self.waker(ev.pid(), out);
+                        let h = self.heads.as_mut().expect("in a slice");
+                        h.heads.push(Head::Woken { tid: pid, waker });
+                    }
+                }
             }
-            let name = out.tasks.comm(ev.pid());
-            let n = self.waker_names.len() as u32;
-            let id = *self.wakers.entry(name.clone()).or_insert(n);
-            if id == n {
-                self.waker_names.push(name);
-            }
-            o.v.waker = id + 1;
         }
     }
 
@@ -283,7 +305,10 @@ impl Analyzer for OffCpu {
             By::State => self.states.name(key),
             By::Waker => match key {
                 0 => "-".into(),
-                k => self.waker_names[k as usize - 1].clone(),
+                k => match &self.wakers[k as usize - 1] {
+                    Waker::Name(name) => name.clone(),
+                    Waker::Before(pid) => tasks.comm(*pid),
+                },
             },
             By::Pid => tasks.label(key as u32 as i32),
         }
@@ -291,21 +316,46 @@ impl Analyzer for OffCpu {
 }
 
 impl Sliced for OffCpu {
-    fn sliceable(&self) -> bool {
-        self.by.sliceable()
-    }
-
     fn record_heads(&mut self) {
         self.heads = Some(Box::default());
     }
 
+    fn rekey(&mut self, next: &mut Self, tasks: &Tasks) -> Option<Vec<u64>> {
+        if self.by != By::Waker {
+            return None;
+        }
+        let mut map = vec![0];
+        for w in &next.wakers {
+            let name = match w {
+                Waker::Name(name) => name.clone(),
+                Waker::Before(pid) => tasks.comm(*pid),
+            };
+            map.push(self.intern(Waker::Name(name)) as u64 + 1);
+        }
+        // What `next` holds for the join is numbered as its aggregates are.
+        let to = |w: &mut u32| *w = map[*w as usize] as u32;
+        next.pairs.values_mut().for_each(|o| to(&mut o.v.waker));
+        for head in next.heads.iter_mut().flat_map(|h| h.heads.iter_mut()) {
+            match head {
+                Head::Out { open: Some(o), .. } => to(&mut o.v.waker),
+                Head::Woken { waker, .. } => to(waker),
+                _ => {}
+            }
+        }
+        Some(map)
+    }
+
     fn stitch(&mut self, mut next: Self, out: &mut Out) {
-        debug_assert!(self.by.sliceable(), "waker names are not joined");
         let heads = next.heads.take().map_or(Vec::new(), |h| h.heads);
-        // Each thread's and each CPU's state from before the slice is met by one head
-        // only (its first switch there), so the heads join in any order.
+        // Each thread's and each CPU's state from before the slice is met by its first
+        // switch there; a thread's first wake-up comes before that switch.
         for head in heads {
             match head {
+                Head::Woken { tid, waker } => {
+                    if let Some(o) = self.pairs.get_mut(tid).filter(|o| o.v.waker == 0) {
+                        o.v.waker = waker;
+                    }
+                }
                 Head::In { tid, cpu, at } => {
                     self.idle.join_switch_in(tid);
                     self.switched_in(tid, cpu, at, out);
@@ -344,7 +394,7 @@ mod tests {
         let (mut inferred, mut unmatched) = (0, 0);
         for seed in 0..60 {
             let recs = random_run(&trace, seed, 40, false);
-            for by in ["state", "pid"] {
+            for by in ["state", "pid", "waker"] {
                 let c = slices_match_one_pass::<OffCpu>(&trace, by, &recs, seed);
                 inferred += c.inferred;
                 unmatched += c.unmatched;

@@ -88,17 +88,25 @@ pub fn random_run(trace: &Trace, seed: u64, n: usize, migrations: bool) -> Vec<R
     let mut on: Vec<u64> = vec![0; CPUS as usize];
     (0..n)
         .map(|i| {
+            // Now and then a task is named anew (as by exec): names are learned as the
+            // pass goes, and a waker is named as it was at its wake-up.
+            let renamed = rnd(8) == 0;
+            let name = |t: u64| if renamed && t != 0 { t + 1000 } else { t };
             let cpu = rnd(CPUS);
             let (id, payload) = match rnd(if migrations { 4 } else { 3 }) {
                 0 => {
                     let wakee = tid(1 + rnd(TIDS - 1));
-                    let values = [("pid", wakee), ("comm", wakee), ("target_cpu", rnd(CPUS))];
+                    let values = [
+                        ("pid", wakee),
+                        ("comm", name(wakee)),
+                        ("target_cpu", rnd(CPUS)),
+                    ];
                     let waker = on[cpu as usize] as i32;
                     record(trace, "sched:sched_wakeup", waker, &values)
                 }
                 3 => {
                     let task = tid(1 + rnd(TIDS - 1));
-                    let values = [("pid", task), ("comm", task), ("dest_cpu", rnd(CPUS))];
+                    let values = [("pid", task), ("comm", name(task)), ("dest_cpu", rnd(CPUS))];
                     record(trace, "sched:sched_migrate_task", 0, &values)
                 }
                 _ => {
@@ -111,10 +119,10 @@ pub fn random_run(trace: &Trace, seed: u64, n: usize, migrations: bool) -> Vec<R
                     on[cpu as usize] = next;
                     let values = [
                         ("prev_pid", prev),
-                        ("prev_comm", prev),
+                        ("prev_comm", name(prev)),
                         ("prev_state", rnd(3)),
                         ("next_pid", next),
-                        ("next_comm", next),
+                        ("next_comm", name(next)),
                     ];
                     record(trace, "sched:sched_switch", prev as i32, &values)
                 }
@@ -190,6 +198,8 @@ pub fn slices_match_one_pass<A: Sliced>(
             let mut all = pass::<A>(trace, by, &recs[..c[1]], true);
             for w in c[1..].windows(2) {
                 let next = pass::<A>(trace, by, &recs[w[0]..w[1]], false);
+                let mut next = next;
+                all.rekey(&mut next);
                 all.absorb(next, |a, next, out| a.stitch(next, out));
             }
             let many = results(trace, all);
