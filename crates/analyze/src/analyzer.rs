@@ -1128,16 +1128,18 @@ impl<A: Analyzer> Pass<A> {
         })
     }
 
-    /// Gives `next`, the pass over the time slice after this one's, this pass's keys
-    /// where the passes number them apart ([`crate::slices::Sliced::rekey`]); before
-    /// [`Pass::absorb`], while this pass's task names are still those at the cut.
-    pub(crate) fn rekey(&mut self, next: &mut Pass<A>)
+    /// Joins `next`, the pass over the time slice after this one's: its keys renumbered
+    /// into this pass's where the passes number them apart
+    /// ([`crate::slices::Sliced::rekey`], while this pass's task names are still those at
+    /// the cut), then absorbed and stitched ([`Pass::absorb`]).
+    pub(crate) fn join(&mut self, mut next: Pass<A>)
     where
         A: crate::slices::Sliced,
     {
         if let Some(map) = self.a.rekey(&mut next.a, &self.out.tasks) {
             next.out.rekey(&map);
         }
+        self.absorb(next, |a, next, out| a.stitch(next, out));
     }
 
     /// The analyzer, to set it up for a time slice ([`crate::slices`]).

@@ -122,12 +122,11 @@ fn run_slices<A: Sliced>(trace: &Trace, cfg: &Config) -> Result<Option<Outcome>,
         |_, k| run_slice::<A>(trace, cfg, start, &plan, k),
         |_, r| {
             let step = match (r, joined.take()) {
-                (Ok(Some((mut p, next))), Some((mut all, seams))) => {
+                (Ok(Some((p, next))), Some((mut all, seams))) => {
                     if !seams.meet(&next) {
                         Ok(None)
                     } else {
-                        all.rekey(&mut p);
-                        all.absorb(p, |a, next, out| a.stitch(next, out));
+                        all.join(p);
                         Ok(Some((all, next)))
                     }
                 }
@@ -188,23 +187,11 @@ fn run_slice<A: Sliced>(
     k: usize,
 ) -> SliceResult<A> {
     let (mut pass, ids) = Pass::<A>::new(trace, cfg, || Ok(start))?;
+    let declared = trace.damage().count();
     if k > 0 {
         pass.forget_comms();
         pass.analyzer_mut().record_heads();
     }
-    Ok(walk_slice(&mut pass, trace, &ids, plan, k)?.map(|seams| (pass, seams)))
-}
-
-/// Hands the events of slice `k` to `pass`; returns where the slice began and ended, or
-/// `None` when it met what a join cannot take.
-fn walk_slice<A: Sliced>(
-    pass: &mut Pass<A>,
-    trace: &Trace,
-    ids: &[u32],
-    plan: &Arc<Plan>,
-    k: usize,
-) -> Result<Option<Seams>, Error> {
-    let declared = trace.damage().count();
     let mut walk = SliceWalk::new(trace, IdFilter::only(ids.iter().copied()), plan, k)?;
     loop {
         let ev = match walk.next() {
@@ -222,7 +209,7 @@ fn walk_slice<A: Sliced>(
     if pass.met_damage(declared) {
         return Ok(None);
     }
-    Ok(Some(seams))
+    Ok(Some((pass, seams)))
 }
 
 /// A slice met what only the one-thread pass reports right: damage, a loss, a CPU's

@@ -50,6 +50,16 @@ enum Waker {
     Before(i32),
 }
 
+impl Waker {
+    /// The name, `tasks` being the names known at the slice's start for `Before`.
+    fn name(&self, tasks: &Tasks) -> String {
+        match self {
+            Waker::Name(name) => name.clone(),
+            Waker::Before(pid) => tasks.comm(*pid),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Off {
     state: u64,
@@ -305,10 +315,7 @@ impl Analyzer for OffCpu {
             By::State => self.states.name(key),
             By::Waker => match key {
                 0 => "-".into(),
-                k => match &self.wakers[k as usize - 1] {
-                    Waker::Name(name) => name.clone(),
-                    Waker::Before(pid) => tasks.comm(*pid),
-                },
+                k => self.wakers[k as usize - 1].name(tasks),
             },
             By::Pid => tasks.label(key as u32 as i32),
         }
@@ -326,11 +333,7 @@ impl Sliced for OffCpu {
         }
         let mut map = vec![0];
         for w in &next.wakers {
-            let name = match w {
-                Waker::Name(name) => name.clone(),
-                Waker::Before(pid) => tasks.comm(*pid),
-            };
-            map.push(self.intern(Waker::Name(name)) as u64 + 1);
+            map.push(self.intern(Waker::Name(w.name(tasks))) as u64 + 1);
         }
         // What `next` holds for the join is numbered as its aggregates are.
         let to = |w: &mut u32| *w = map[*w as usize] as u32;

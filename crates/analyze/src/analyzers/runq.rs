@@ -394,6 +394,15 @@ impl Runq {
         );
     }
 
+    /// sched_migrate_task of `tid` to `dest` at `at`: moves it if it is queued.
+    fn migrate(&mut self, tid: i32, dest: u32, at: u64, out: &mut Out) {
+        if self.queued.contains_key(&tid) {
+            self.dequeue_at(tid, at, out);
+            self.queued.insert(tid, dest);
+            self.change_at(dest, true, tid, at, out);
+        }
+    }
+
     fn dequeue(&mut self, tid: i32, out: &mut Out) {
         self.dequeue_at(tid, out.now(), out);
     }
@@ -587,11 +596,7 @@ impl Analyzer for Runq {
                     );
                     return;
                 }
-                if self.queued.contains_key(&pid) {
-                    self.dequeue(pid, out);
-                    self.queued.insert(pid, dest);
-                    self.change(dest, true, pid, out);
-                }
+                self.migrate(pid, dest, ev.ts, out);
             }
         }
     }
@@ -676,13 +681,6 @@ impl Runq {
             .any(|(&t, &seen)| t == tid && !seen)
     }
 
-    /// A later slice's task, whose queue we hold, leaves it at `at`.
-    fn leave(&mut self, tid: i32, at: u64, out: &mut Out) {
-        if let Some(from) = self.queued.remove(&tid) {
-            self.change_at(from, false, tid, at, out);
-        }
-    }
-
     /// Applies a later slice's changes of `cpu`'s queue between two heads: what
     /// [`Runq::change_at`] would make of each, from the length and last change we hold.
     fn replay(&mut self, cpu: u32, s: &Seg, sel: TimeSel) {
@@ -765,14 +763,8 @@ impl Sliced for Runq {
                         self.change_at(cpu, true, tid, at, out);
                     }
                 }
-                Head::Leave { tid, at } => self.leave(tid, at, out),
-                Head::Migrate { tid, dest, at } => {
-                    if let Some(from) = self.queued.remove(&tid) {
-                        self.change_at(from, false, tid, at, out);
-                        self.queued.insert(tid, dest);
-                        self.change_at(dest, true, tid, at, out);
-                    }
-                }
+                Head::Leave { tid, at } => self.dequeue_at(tid, at, out),
+                Head::Migrate { tid, dest, at } => self.migrate(tid, dest, at, out),
                 Head::In { tid, cpu, at, open } => {
                     self.idle.join_switch_in(tid);
                     // A wait the slices before left open began first.
@@ -788,7 +780,7 @@ impl Sliced for Runq {
                     match queue {
                         Queue::None => {}
                         Queue::Cpu(c) => self.change_at(c, false, sw.prev, at, out),
-                        Queue::Join => self.leave(sw.prev, at, out),
+                        Queue::Join => self.dequeue_at(sw.prev, at, out),
                     }
                 }
             }

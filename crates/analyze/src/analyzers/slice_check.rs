@@ -198,9 +198,7 @@ pub fn slices_match_one_pass<A: Sliced>(
             let mut all = pass::<A>(trace, by, &recs[..c[1]], true);
             for w in c[1..].windows(2) {
                 let next = pass::<A>(trace, by, &recs[w[0]..w[1]], false);
-                let mut next = next;
-                all.rekey(&mut next);
-                all.absorb(next, |a, next, out| a.stitch(next, out));
+                all.join(next);
             }
             let many = results(trace, all);
             assert_eq!(one, many, "seed {seed} by {by}, slices at {c:?}");
