@@ -181,7 +181,7 @@ impl Merger {
             // Containers that hold events give them without pages; those that build
             // pages on demand build only the wanted events.
             let wanted = filter.wanted.as_deref();
-            match trace.events_for(i, wanted) {
+            match trace.events_for(i, wanted, 0) {
                 Some(events) => {
                     let events = events?;
                     direct.push(Some(match threads {
@@ -234,26 +234,52 @@ impl Merger {
     /// [`Merger::new`] over every CPU, passing over the first `seeks[i]` pages of CPU
     /// stream `i` (as in `trace.cpu_data`) unread: a time slice's merge
     /// ([`crate::slice_plan`]). A loss flagged on a page passed over is not reported.
+    /// For a container that holds events (perf.data), `seeks[i]` is the mark to start
+    /// from ([`Trace::marks`]).
     pub fn from_seeks(trace: &Trace, filter: IdFilter, seeks: &[usize]) -> Result<Merger> {
-        let mut sources = Vec::new();
+        let mut sources: Vec<(u32, Box<dyn PageSource>)> = Vec::new();
+        let mut direct = Vec::new();
         for (i, cd) in trace.cpu_data.iter().enumerate() {
-            sources.push((cd.cpu, trace.pages_for(i, filter.wanted.as_deref())?));
+            let wanted = filter.wanted.as_deref();
+            let from = seeks.get(i).copied().unwrap_or(0);
+            match trace.events_for(i, wanted, from) {
+                Some(events) => {
+                    direct.push(Some(events?));
+                    sources.push((cd.cpu, Box::new(Exhausted)));
+                }
+                None => {
+                    direct.push(None);
+                    sources.push((cd.cpu, trace.pages_for(i, wanted)?));
+                }
+            }
         }
         Ok(Merger::start(trace, sources, filter, false, |m| {
-            for (s, &n) in m.streams.iter_mut().zip(seeks) {
-                s.seek_pages = n;
+            for ((s, &n), d) in m.streams.iter_mut().zip(seeks).zip(direct) {
+                s.totals.direct = d.is_some();
+                match d {
+                    Some(d) => s.direct = Some(d),
+                    None => s.seek_pages = n,
+                }
             }
         }))
     }
 
     /// Where each CPU stream's next event lies (in the order of the streams): its page
     /// (counted from the stream's first, pages passed over included) and its place in the
-    /// page; `None` for a stream with no event left. Two merges of one trace that give
+    /// page, or for events straight from the container its record's offset in the file;
+    /// `None` for a stream with no event left. Two merges of one trace that give
     /// the same places have delivered the same events of every CPU.
     pub fn heads(&self) -> Vec<Option<(usize, usize)>> {
         self.streams
             .iter()
-            .map(|s| s.head.map(|(_, start, _)| (s.page_no, start)))
+            .map(|s| {
+                let (_, start, _) = s.head?;
+                Some(match &s.direct {
+                    // A direct stream's place is the record's offset in the file.
+                    Some(d) => (usize::MAX, d.at() as usize),
+                    None => (s.page_no, start),
+                })
+            })
             .collect()
     }
 

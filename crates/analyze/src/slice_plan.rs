@@ -6,7 +6,9 @@
 //! Pages a file stores plainly are read where they lie: a sample of pages spread over
 //! each CPU gives the cut times (about as many pages between each), then a bisection
 //! finds, per cut and CPU, the last page that begins before the cut. Pages stored packed
-//! (compressed) can only be read in order: their times are read once, all of them.
+//! (compressed) can only be read in order: their times are read once, all of them. A
+//! perf.data read straight from the file has no pages: the scan at open kept marks, one
+//! record every page's worth of a CPU's samples, and they stand for pages here.
 //!
 //! Nothing here needs to be right for the slices to be exact: a CPU whose pages are out
 //! of time order may give a seek too early or too late, and the slices' seams
@@ -44,7 +46,8 @@ pub struct Plan {
     /// Slice start times, trace-clock ns; the first is 0.
     pub cuts: Vec<u64>,
     /// Per slice, per CPU stream (as in `trace.cpu_data`): the pages before the last
-    /// one that begins before the slice's start, passed over unread.
+    /// one that begins before the slice's start, passed over unread (for events straight
+    /// from the container, perf.data: the mark to start from, [`Trace::marks`]).
     pub seeks: Vec<Vec<usize>>,
 }
 
@@ -113,7 +116,7 @@ pub fn plan(trace: &Trace, size: Size) -> Option<Plan> {
     Some(Plan { cuts, seeks })
 }
 
-/// The first-record times of one CPU's pages.
+/// The first-record times of one CPU's pages (or marks).
 struct CpuTimes {
     pages: usize,
     how: Reader,
@@ -144,7 +147,11 @@ impl CpuTimes {
         let layout = trace.layout;
         let page_size = layout.page_size.max(1) as u64;
         let (pages, how) = match &cd.loc {
-            DataLoc::Built(_) => return None,
+            // Events straight from the container: its marks stand for pages.
+            DataLoc::Built(_) => {
+                let marks = trace.marks(i)?;
+                (marks.len() as u64, Reader::Listed(marks))
+            }
             DataLoc::Plain { path, offset, size } => {
                 let file = File::open(path).ok()?;
                 // Pages a damaged header claims past the end of the file are not there.

@@ -57,23 +57,6 @@ fn same(args: &[&str]) -> String {
     direct
 }
 
-const SCHED: &[&str] = &[
-    "-e",
-    "raw_syscalls:*",
-    "-e",
-    "sched:sched_switch",
-    "-e",
-    "sched:sched_wakeup",
-    "-e",
-    "sched:sched_wakeup_new",
-    "-e",
-    "sched:sched_migrate_task",
-    "-e",
-    "sched:sched_process_fork",
-    "-e",
-    "sched:sched_process_exit",
-];
-
 /// Every analyzer the events allow, in statistics and distribution modes and as a log,
 /// plus `dump --json` and `info --json`: identical on both paths. Returns the syscall
 /// statistics.
@@ -231,7 +214,7 @@ fn direct_reads_give_what_pages_give() {
     // another CPU, so a CPU's records can fall out of time order and the file then goes
     // to the sorting reader (pages) instead of the direct one (once in three runs).
     let mut args = vec!["-a", "-m", "2048"];
-    args.extend_from_slice(SCHED);
+    args.extend_from_slice(support::PERF_SCHED);
     let scratch = dir.path().to_str().unwrap();
     support::perf_record(
         &f,
@@ -252,7 +235,7 @@ fn direct_reads_give_the_same_losses() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("perf.data");
     let mut args = vec!["-m", "1"];
-    args.extend_from_slice(SCHED);
+    args.extend_from_slice(support::PERF_SCHED);
     support::perf_record(&f, &args, false, &[KSTATE, "workload", "getppid", "200000"]);
     // System calls only: the storm's fork and exit events may all be lost, and then the
     // proc analyzer has nothing to run on.

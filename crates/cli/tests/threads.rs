@@ -234,3 +234,70 @@ fn sched_analyses_of_a_live_recording_are_the_same_on_any_number_of_threads() {
     same_json(&file, "runq", &["--stat", "--window", "0.3:0.9"]);
     same_json(&file, "runq", &["--dist", "--by", "cpu"]);
 }
+
+/// A perf.data read straight from the file is analysed in time slices too (each starts at
+/// a record the scan at open marked), with the one-thread results: system calls that
+/// leave a CPU in the middle, and sleeps and waits across the cuts. A larger file's
+/// records are scanned at open in parts side by side, and give what one scan gives.
+#[test]
+fn a_perf_recording_is_analysed_the_same_on_any_number_of_threads() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let file = dir.path().join("fight.data");
+    // System-wide: a per-task recording can put a CPU's records out of time order (a
+    // wake-up written to the wakee's buffer), and such a file is read through pages.
+    let mut args = vec!["-a", "-m", "4096"];
+    args.extend_from_slice(support::PERF_SCHED);
+    let workload = ["mutex-fight", "--threads", "4", "--iters", "10000"];
+    support::perf_record(
+        &file,
+        &args,
+        false,
+        &[&[support::KSTATE, "workload"], &workload[..]].concat(),
+    );
+    for by in ["name", "tid"] {
+        same_json(&file, "syscall", &["--stat", "--by", by]);
+        let (_, calls) = ran_on_threads(&file, "syscall", Some(by), 2);
+        assert!(calls > 20_000, "{calls} calls");
+    }
+    same_json(&file, "syscall", &["--dist", "--min", "2us"]);
+    for (name, by) in [("runq", "pid"), ("offcpu", "waker"), ("offcpu", "state")] {
+        same_json(&file, name, &["--stat", "--by", by]);
+        let (_, pairs) = ran_on_threads(&file, name, Some(by), 2);
+        assert!(pairs > 200, "{name} {by}: {pairs} pairs");
+    }
+    // 400,000 events of about 100 bytes: parts of at least 16 MiB each on 2 threads.
+    let big = dir.path().join("calls.data");
+    support::perf_record(
+        &big,
+        &["-m", "8192", "-e", "raw_syscalls:*"],
+        false,
+        &[support::KSTATE, "workload", "getppid", "200000"],
+    );
+    kstate_format::set_open_threads(2);
+    let before = kstate_format::scans_in_parts();
+    let (events, calls) = ran_on_threads(&big, "syscall", None, 2);
+    assert_eq!(
+        kstate_format::scans_in_parts(),
+        before + 1,
+        "scanned in one part"
+    );
+    assert!(
+        events >= 400_000 && calls >= 200_000,
+        "{events} events, {calls} calls"
+    );
+    let log = |threads: &str| {
+        let f = big.to_str().unwrap();
+        kstate(&[
+            "analyze",
+            "syscall",
+            "--log",
+            "--format",
+            "json",
+            "--threads",
+            threads,
+            f,
+        ])
+    };
+    assert!(log("1") == log("2"), "the log differs on 2 threads");
+    same_json(&big, "syscall", &["--stat"]);
+}

@@ -22,7 +22,8 @@ pub trait CpuEvents: Send {
     fn next(&mut self) -> Result<Option<Item>>;
     /// The bytes the last [`Item::Event`] points into.
     fn bytes(&self) -> &[u8];
-    /// File offset of the record of the last [`Item::Event`], for messages.
+    /// File offset of the record of the last [`Item::Event`], for messages and a time
+    /// slice's seams: no two of a CPU's events share one.
     fn at(&self) -> u64;
     /// The file the events come from.
     fn path(&self) -> &Path;

@@ -7,6 +7,7 @@
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -15,6 +16,24 @@ use crate::trace::{Trace, MAX_CPUS};
 
 /// The name `-` is read from, in messages and in `info`.
 pub const STDIN_NAME: &str = "standard input";
+
+/// Threads an open may use (0: every core).
+static OPEN_THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// Sets the threads a file's open may use (a perf.data's scan of its records), as a
+/// command's `--threads` asks; every core until set. What an open finds is the same on
+/// any number.
+pub fn set_open_threads(n: usize) {
+    OPEN_THREADS.store(n.max(1), Ordering::Relaxed);
+}
+
+/// The threads an open may use.
+pub(crate) fn open_threads() -> usize {
+    match OPEN_THREADS.load(Ordering::Relaxed) {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+}
 
 impl Trace {
     /// Opens a trace.dat file, a perf.data file or a raw capture directory (kstate's

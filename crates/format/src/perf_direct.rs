@@ -1,5 +1,5 @@
 //! One CPU's events read straight from a perf.data's data section: the scan at open
-//! (`perf_stream::scan`) found where the CPU's records lie; this walks those stretches
+//! (`perf_scan::scan`) found where the CPU's records lie; this walks those stretches
 //! through a mapped window and hands out each tracepoint sample's raw record in place, so
 //! an analysis reads perf.data at the speed it reads trace.dat (no page is built, nothing
 //! is copied). Memory is one window per CPU.
@@ -42,18 +42,31 @@ pub(crate) struct PerfEvents {
 }
 
 impl PerfEvents {
+    /// The CPU's events from the record at offset `from` (one of its marks), or from
+    /// its first.
     pub(crate) fn open(
         src: &PerfPages,
         cpu: u32,
         runs: Arc<[(u64, u64)]>,
         wanted: Option<&[bool]>,
+        from: Option<u64>,
     ) -> Result<PerfEvents> {
+        // The scan at open walked these records; a file changed since reads as damage.
+        let mut records = Records::open(&src.path, src.data.0, src.data.1)?.raw();
+        let (mut next_run, mut end) = (0, 0);
+        if let Some(at) = from {
+            // The stretch holding the mark; the ones before lie wholly before it.
+            next_run = runs.partition_point(|r| r.1 <= at);
+            if let Some(r) = runs.get(next_run) {
+                records.seek(at.max(r.0));
+                (next_run, end) = (next_run + 1, r.1);
+            }
+        }
         Ok(PerfEvents {
-            // The scan at open walked these records; a file changed since reads as damage.
-            records: Records::open(&src.path, src.data.0, src.data.1)?.raw(),
+            records,
             runs,
-            next_run: 0,
-            end: 0,
+            next_run,
+            end,
             layouts: src.layouts.clone(),
             cpu,
             wanted: wanted.map(<[bool]>::to_vec),

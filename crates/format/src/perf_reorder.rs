@@ -93,6 +93,24 @@ impl Disorder {
         }
     }
 
+    /// The latest time seen.
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    /// Takes over what `next` saw of the records after this one's, where none of them is
+    /// earlier than [`Disorder::max`] (so no pair out of order spans the two): their
+    /// stretches are this one's too. Nothing is seen after.
+    pub fn append(&mut self, next: Disorder) {
+        let seen = self.seen;
+        let moved = next.stretches.into_iter().map(|(s, l, f)| (s, l, f + seen));
+        self.stretches.extend(moved);
+        self.unbounded |= next.unbounded || self.stretches.len() > MAX_STRETCHES;
+        self.max = self.max.max(next.max);
+        self.seen += next.seen;
+        self.latest = Vec::new();
+    }
+
     /// The stretches to sort, None if the records are too far out of order for them.
     pub fn stretches(&self) -> Option<Vec<(u64, u64)>> {
         (!self.unbounded).then(|| self.stretches.iter().map(|&(s, e, _)| (s, e)).collect())

@@ -6,40 +6,40 @@
 //! This relies on one property of perf.data written from per-CPU ring buffers: one CPU's
 //! records appear in the file in time order (perf drains each CPU's buffer in order), but
 //! for a few records written twice, whose stretches of the file are sorted (`perf_reorder`).
-//! `scan` measures it for every CPU; a file where it does not hold is read by the sorting
+//! `perf_scan` measures it for every CPU; a file where it does not hold is read by the sorting
 //! path in `perfdata`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use crate::bytes::Endian;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::events::CpuEvents;
 use crate::layout::PageLayout;
 use crate::page_builder::PageBuilder;
 use crate::pages::PageSource;
 use crate::perf_direct::PerfEvents;
 use crate::perf_records::Records;
-use crate::perf_reorder::{Disorder, Offer, Sorter, Stretches};
+use crate::perf_reorder::{Offer, Sorter, Stretches};
+use crate::perf_scan::Places;
 use crate::trace::BuildPages;
 
 pub(crate) const RECORD_LOST: u32 = 2;
-const RECORD_COMM: u32 = 3;
+pub(crate) const RECORD_COMM: u32 = 3;
 pub(crate) const RECORD_SAMPLE: u32 = 9;
 
 // perf_event_attr.sample_type bits (linux/perf_event.h).
 const S_IP: u64 = 1 << 0;
 const S_TID: u64 = 1 << 1;
-const S_TIME: u64 = 1 << 2;
+pub(crate) const S_TIME: u64 = 1 << 2;
 const S_ADDR: u64 = 1 << 3;
 const S_READ: u64 = 1 << 4;
 const S_CALLCHAIN: u64 = 1 << 5;
 const S_ID: u64 = 1 << 6;
-const S_CPU: u64 = 1 << 7;
+pub(crate) const S_CPU: u64 = 1 << 7;
 const S_PERIOD: u64 = 1 << 8;
 const S_STREAM_ID: u64 = 1 << 9;
-const S_RAW: u64 = 1 << 10;
+pub(crate) const S_RAW: u64 = 1 << 10;
 const S_IDENTIFIER: u64 = 1 << 16;
 // read_format bits.
 const R_ENABLED: u64 = 1 << 0;
@@ -196,161 +196,6 @@ impl Layouts {
     }
 }
 
-/// What one pass over the records found before any analysis: which CPUs hold samples, the
-/// command names, whether every CPU's records are in time order, and where each CPU's
-/// records lie in the file.
-pub(crate) struct Scan {
-    /// CPUs with samples or losses, and the bytes their samples take in the file.
-    pub cpus: Vec<(u32, u64)>,
-    pub comms: HashMap<i32, String>,
-    /// Whether every CPU's records are in time order, or near enough to sort stretches.
-    pub in_order: bool,
-    /// The CPUs whose records are near time order but not in it, and the stretches of the
-    /// file a reader sorts to put them in it.
-    pub stretches: HashMap<u32, Stretches>,
-    /// Per CPU of `cpus`, the stretches of the data section holding its records (see
-    /// [`RUN_GAP`]); None where the records were compressed, and offsets in the file do
-    /// not locate them.
-    pub runs: Option<Runs>,
-}
-
-/// Per CPU, the [start, end) offsets of the stretches of the data section holding its
-/// records, in file order.
-pub(crate) type Runs = HashMap<u32, Arc<[(u64, u64)]>>;
-
-/// Two stretches of one CPU's records closer than this in the file are kept as one, with
-/// the other CPUs' records between them passed over when it is read. perf writes each
-/// CPU's buffer out in chunks, so stretches are long in real files; in a file whose CPUs
-/// alternate record by record this bounds the index to one entry per 64 KiB per CPU
-/// instead of one per record.
-const RUN_GAP: u64 = 64 << 10;
-
-/// One CPU's part of the scan.
-#[derive(Default, Clone)]
-struct CpuScan {
-    order: Disorder,
-    bytes: u64,
-    runs: Vec<(u64, u64)>,
-}
-
-impl CpuScan {
-    fn covers(&mut self, at: u64, end: u64) {
-        match self.runs.last_mut() {
-            Some(r) if at.saturating_sub(r.1) <= RUN_GAP => r.1 = end,
-            _ => self.runs.push((at, end)),
-        }
-    }
-}
-
-/// The CPUs seen so far. Only those get an entry (a header may claim any number of
-/// CPUs), found through the last one used, since records come in long runs of one CPU.
-#[derive(Default)]
-struct Slots {
-    seen: Vec<(u32, CpuScan)>,
-    index: HashMap<u32, usize>,
-    last: Option<(u32, usize)>,
-}
-
-impl Slots {
-    #[inline]
-    fn get(&mut self, cpu: u32) -> &mut CpuScan {
-        let i = match self.last {
-            Some((c, i)) if c == cpu => i,
-            _ => {
-                let seen = &mut self.seen;
-                let i = *self.index.entry(cpu).or_insert_with(|| {
-                    seen.push((cpu, CpuScan::default()));
-                    seen.len() - 1
-                });
-                self.last = Some((cpu, i));
-                i
-            }
-        };
-        &mut self.seen[i].1
-    }
-}
-
-/// Reads every record header once; CPU numbers are checked against `cpu_limit` here, with
-/// the record's offset, before any table is sized by them.
-pub(crate) fn scan(
-    path: &Path,
-    data: (u64, u64),
-    layouts: &Layouts,
-    cpu_limit: u32,
-) -> Result<Scan> {
-    let mut r = Records::open(path, data.0, data.1)?;
-    let mut slots = Slots::default();
-    let mut comms = HashMap::new();
-    let check = |cpu: u32, at: u64, what: &str| -> Result<u32> {
-        if cpu < cpu_limit {
-            return Ok(cpu);
-        }
-        Err(Error::corrupt(
-            at,
-            format!(
-                "perf.data: {what} record names CPU {cpu}, but the file records {cpu_limit} CPUs"
-            ),
-        ))
-    };
-    while let Some((at, kind, b)) = r.next()? {
-        let end = at + 8 + b.len() as u64;
-        match kind {
-            RECORD_SAMPLE => {
-                let Some(s) = layouts.for_sample(b).and_then(|l| l.sample(b)) else {
-                    continue;
-                };
-                if s.raw.is_none() {
-                    continue;
-                }
-                let cpu = check(s.cpu, at, "sample")?;
-                let c = slots.get(cpu);
-                c.order.see(s.ts, at);
-                c.bytes += 8 + b.len() as u64;
-                c.covers(at, end);
-            }
-            RECORD_LOST => {
-                if let Some(cpu) = layouts.for_other(b).and_then(|l| l.trailer_cpu(b)) {
-                    slots.get(check(cpu, at, "lost-events")?).covers(at, end);
-                }
-            }
-            RECORD_COMM if b.len() >= 8 => {
-                let tid = i32::from_le_bytes(b[4..8].try_into().unwrap());
-                let name = &b[8..];
-                let name = &name[..name.iter().position(|&c| c == 0).unwrap_or(name.len())];
-                comms.insert(tid, String::from_utf8_lossy(name).into_owned());
-            }
-            _ => {}
-        }
-    }
-    let mut cpus_seen = slots.seen;
-    cpus_seen.sort_by_key(|c| c.0);
-    let cpus: Vec<(u32, u64)> = cpus_seen.iter().map(|(c, e)| (*c, e.bytes)).collect();
-    let mut in_order = true;
-    let mut stretches = HashMap::new();
-    for (c, e) in &cpus_seen {
-        match e.order.stretches() {
-            None => in_order = false,
-            Some(s) if s.is_empty() => {}
-            Some(s) => {
-                stretches.insert(*c, Stretches::from(s));
-            }
-        }
-    }
-    let runs = (!r.inflated()).then(|| {
-        cpus_seen
-            .into_iter()
-            .map(|(c, e)| (c, Arc::from(e.runs)))
-            .collect()
-    });
-    Ok(Scan {
-        cpus,
-        comms,
-        in_order,
-        stretches,
-        runs,
-    })
-}
-
 /// The data section, giving each CPU's pages on demand.
 #[derive(Debug)]
 pub(crate) struct PerfPages {
@@ -358,10 +203,10 @@ pub(crate) struct PerfPages {
     pub data: (u64, u64),
     pub layouts: Layouts,
     pub layout: PageLayout,
-    /// Where each CPU's records lie ([`Scan::runs`]): what lets a CPU's events be read
+    /// Where each CPU's records lie ([`crate::perf_scan::Scan::places`]): what lets a CPU's events be read
     /// straight from the file.
-    pub runs: Option<Runs>,
-    /// Where CPUs' records are out of time order ([`Scan::stretches`]).
+    pub places: Option<HashMap<u32, Places>>,
+    /// Where CPUs' records are out of time order ([`crate::perf_scan::Scan::stretches`]).
     pub stretches: HashMap<u32, Stretches>,
 }
 
@@ -396,9 +241,23 @@ impl BuildPages for PerfPages {
     fn first_ts(&self) -> Option<u64> {
         None
     }
-    fn events(&self, cpu: u32, wanted: Option<&[bool]>) -> Option<Result<Box<dyn CpuEvents>>> {
-        let runs = self.runs.as_ref()?.get(&cpu)?.clone();
-        Some(PerfEvents::open(self, cpu, runs, wanted).map(|e| Box::new(e) as Box<dyn CpuEvents>))
+    fn events(
+        &self,
+        cpu: u32,
+        wanted: Option<&[bool]>,
+        from: usize,
+    ) -> Option<Result<Box<dyn CpuEvents>>> {
+        let places = self.places.as_ref()?.get(&cpu)?;
+        let from = match from {
+            0 => None,
+            k => Some(places.marks.get(k)?.1),
+        };
+        let e = PerfEvents::open(self, cpu, places.runs.clone(), wanted, from);
+        Some(e.map(|e| Box::new(e) as Box<dyn CpuEvents>))
+    }
+    fn marks(&self, cpu: u32) -> Option<Vec<u64>> {
+        let places = self.places.as_ref()?.get(&cpu)?;
+        Some(places.marks.iter().map(|m| m.0).collect())
     }
 }
 
@@ -523,49 +382,5 @@ impl PageSource for CpuPages {
     }
     fn path(&self) -> &Path {
         &self.records.path
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// One SAMPLE record (TIME, CPU, RAW) on `cpu`.
-    fn sample(cpu: u32, ts: u64) -> Vec<u8> {
-        let raw = [1u8, 0, 0, 0, 7, 0, 0, 0];
-        let mut b = Vec::new();
-        b.extend_from_slice(&RECORD_SAMPLE.to_le_bytes());
-        b.extend_from_slice(&0u16.to_le_bytes());
-        b.extend_from_slice(&((8 + 8 + 8 + 4 + raw.len() + 4) as u16).to_le_bytes());
-        b.extend_from_slice(&ts.to_le_bytes());
-        b.extend_from_slice(&cpu.to_le_bytes());
-        b.extend_from_slice(&0u32.to_le_bytes());
-        b.extend_from_slice(&(raw.len() as u32 + 4).to_le_bytes());
-        b.extend_from_slice(&raw);
-        b.extend_from_slice(&[0; 4]);
-        b
-    }
-
-    /// A file whose header claims 2^32 CPUs and whose samples name CPU 2^31 and 3: the
-    /// scan's tables hold the two CPUs seen, not one entry per CPU number (the fuzzer's
-    /// perfdirect target ran out of memory on such a file), and each CPU's stretches are
-    /// where its records are.
-    #[test]
-    fn scan_sizes_its_tables_by_the_cpus_seen() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("data");
-        let mut b = sample(1 << 31, 10);
-        let one = b.len() as u64;
-        b.extend(sample(3, 20));
-        b.extend(sample(1 << 31, 30));
-        std::fs::write(&path, &b).unwrap();
-        let layouts = Layouts::One(SampleLayout::new(S_TIME | S_CPU | S_RAW, 0, false));
-        let s = scan(&path, (0, b.len() as u64), &layouts, u32::MAX).unwrap();
-        assert_eq!(s.cpus, vec![(3, one), (1 << 31, 2 * one)]);
-        assert!(s.in_order);
-        let runs = s.runs.unwrap();
-        assert_eq!(&runs[&3][..], &[(one, 2 * one)]);
-        // The other CPU's one record between its two is passed over, not a new stretch.
-        assert_eq!(&runs[&(1 << 31)][..], &[(0, 3 * one)]);
     }
 }

@@ -30,7 +30,8 @@ use crate::bytes::{Endian, Reader};
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::PageLayout;
 use crate::perf_file::{feature, PerfFile};
-use crate::perf_stream::{self, Layouts, PerfPages, SampleLayout};
+use crate::perf_scan;
+use crate::perf_stream::{Layouts, PerfPages, SampleLayout};
 use crate::trace::{Container, CpuData, DataLoc, Trace};
 use crate::tracedat::meta::Meta;
 
@@ -97,7 +98,7 @@ fn with_tracepoints(mut pf: PerfFile) -> Result<Trace> {
     let cpu_limit = nr_cpus.unwrap_or(crate::trace::MAX_CPUS);
     let mut in_order = None;
     if let Some(layouts) = layouts_of(&pf) {
-        let scan = perf_stream::scan(&path, pf.data, &layouts, cpu_limit)?;
+        let scan = perf_scan::scan(&path, pf.data, &layouts, cpu_limit)?;
         let sort = std::env::var_os(PAGES_ENV).is_some_and(|v| v == "sorted");
         if scan.in_order && !sort {
             in_order = Some((layouts, scan));
@@ -110,7 +111,9 @@ fn with_tracepoints(mut pf: PerfFile) -> Result<Trace> {
                 data: pf.data,
                 layouts,
                 layout,
-                runs: scan.runs.filter(|_| std::env::var_os(PAGES_ENV).is_none()),
+                places: scan
+                    .places
+                    .filter(|_| std::env::var_os(PAGES_ENV).is_none()),
                 stretches: scan.stretches,
             });
             let cpu_data: Vec<CpuData> = scan

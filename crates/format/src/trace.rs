@@ -87,8 +87,20 @@ pub trait BuildPages: Send + Sync + std::fmt::Debug {
     /// The time of the trace's first event, known without building any pages.
     fn first_ts(&self) -> Option<u64>;
     /// `cpu`'s events straight from the container, without pages, where it can give them
-    /// (only the events set in `wanted`, all when None).
-    fn events(&self, _cpu: u32, _wanted: Option<&[bool]>) -> Option<Result<Box<dyn CpuEvents>>> {
+    /// (only the events set in `wanted`, all when None), from mark `from` on (0: from the
+    /// first; see [`BuildPages::marks`]).
+    fn events(
+        &self,
+        _cpu: u32,
+        _wanted: Option<&[bool]>,
+        _from: usize,
+    ) -> Option<Result<Box<dyn CpuEvents>>> {
+        None
+    }
+    /// Raw times of the places `events` can start `cpu`'s events from, the first event
+    /// first, non-decreasing, and no event before a mark later than it (so a time slice
+    /// starts at the last mark before its start, as at a trace.dat's page).
+    fn marks(&self, _cpu: u32) -> Option<Vec<u64>> {
         None
     }
 }
@@ -241,16 +253,28 @@ impl Trace {
     }
 
     /// The events of `cpu_data[index]` straight from its container, for a reader that
-    /// needs events rather than pages; None where the container holds pages (read them
-    /// with [`Trace::pages_for`]).
+    /// needs events rather than pages, from mark `from` on ([`Trace::marks`]; 0: from the
+    /// first); None where the container holds pages (read them with
+    /// [`Trace::pages_for`]) or has no such mark.
     pub fn events_for(
         &self,
         index: usize,
         wanted: Option<&[bool]>,
+        from: usize,
     ) -> Option<Result<Box<dyn CpuEvents>>> {
         let cd = &self.cpu_data[index];
         match &cd.loc {
-            DataLoc::Built(b) => b.events(cd.cpu, wanted),
+            DataLoc::Built(b) => b.events(cd.cpu, wanted, from),
+            _ => None,
+        }
+    }
+
+    /// Raw times of the places [`Trace::events_for`] can start `cpu_data[index]`'s events
+    /// from (see [`BuildPages::marks`]); None where the container holds pages.
+    pub fn marks(&self, index: usize) -> Option<Vec<u64>> {
+        let cd = &self.cpu_data[index];
+        match &cd.loc {
+            DataLoc::Built(b) => b.marks(cd.cpu),
             _ => None,
         }
     }

@@ -151,7 +151,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     };
     query.by = args.by.clone();
     query.interval = args.interval;
-    query.threads = kstate_analyze::slices::threads(args.threads)?;
+    query.threads = super::threads(args.threads)?;
     query.filters = Filters {
         keys: args.key.clone(),
         min: args.min,

@@ -164,6 +164,7 @@ fn step(
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
+    let threads = super::threads(args.threads)?;
     let traces = args
         .files
         .iter()
@@ -176,7 +177,6 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     }
     let filters = id_filters(&traces, &args.events)?;
     let cpus = (!args.cpu.is_empty()).then_some(args.cpu.as_slice());
-    let threads = kstate_analyze::slices::threads(args.threads)?;
     let mut mergers = Vec::new();
     for (trace, filter) in traces.iter().zip(&filters) {
         // perf.data's CPUs are decoded on threads of their own (pages are cut into slices

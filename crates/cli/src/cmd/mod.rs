@@ -36,6 +36,14 @@ pub fn open(path: &Path) -> Result<Trace, Error> {
     })
 }
 
+/// The threads a command may use (`--threads`; every core when not given), for its
+/// analysis and for opening its files (a perf.data's scan).
+pub fn threads(asked: Option<usize>) -> Result<usize, Error> {
+    let n = kstate_analyze::slices::threads(asked)?;
+    kstate_format::set_open_threads(n);
+    Ok(n)
+}
+
 /// Opens a recording for the engine, under the name the user gave it.
 pub fn source(path: &Path) -> Result<kstate_analyze::Source, Error> {
     Ok(kstate_analyze::Source::new(

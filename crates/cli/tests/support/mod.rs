@@ -635,3 +635,22 @@ pub fn chromium(profile: &Path, extra: &[&str], url: &str) -> std::process::Outp
         Err(e) => panic!("cannot run chromium: {e}"),
     }
 }
+
+/// `perf record` options for system calls and the scheduler events kstate's analyzers
+/// read.
+pub const PERF_SCHED: &[&str] = &[
+    "-e",
+    "raw_syscalls:*",
+    "-e",
+    "sched:sched_switch",
+    "-e",
+    "sched:sched_wakeup",
+    "-e",
+    "sched:sched_wakeup_new",
+    "-e",
+    "sched:sched_migrate_task",
+    "-e",
+    "sched:sched_process_fork",
+    "-e",
+    "sched:sched_process_exit",
+];
