@@ -49,7 +49,7 @@ pub use layout::PageLayout;
 pub use open::set_open_threads;
 pub use page::{Lost, PageCursor, PageHeader, Record};
 pub use pages::PageSource;
-pub use perf_scan::scans_in_parts;
+pub use perf_scan::{scans_in_parts, PART_BYTES_ENV};
 pub use spool::Spool;
 pub use timeshift::TimeShift;
 pub use trace::{BuildPages, ClockMap, Container, CpuData, DataLoc, EventTable, Trace};

@@ -56,6 +56,10 @@ const MARK_BYTES: u64 = 4096;
 /// more than it saves.
 const MIN_PART_BYTES: u64 = 16 << 20;
 
+/// Sets the least bytes of a part instead of [`MIN_PART_BYTES`], for tests and the fuzzer
+/// (which scan small files in parts).
+pub const PART_BYTES_ENV: &str = "KSTATE_SCAN_PART_BYTES";
+
 /// Records in a row that must look whole for an offset to be taken as where a record
 /// starts ([`record_start`]).
 const CHAIN: usize = 16;
@@ -188,7 +192,12 @@ pub(crate) fn scan(
     cpu_limit: u32,
 ) -> Result<Scan> {
     let threads = crate::open::open_threads() as u64;
-    let parts = threads.min(data.1.saturating_sub(data.0) / MIN_PART_BYTES);
+    let least = std::env::var(PART_BYTES_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(MIN_PART_BYTES)
+        .max(1);
+    let parts = threads.min(data.1.saturating_sub(data.0) / least);
     let joined = match parts > 1 {
         true => scan_parts(path, data, layouts, cpu_limit, parts),
         false => None,
