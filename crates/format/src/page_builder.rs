@@ -96,7 +96,11 @@ impl PageBuilder {
         let room = self.layout.page_size - self.layout.data_offset - self.layout.commit_size;
         let ts = ts.max(self.last_ts);
         let need = rec + if self.empty() { 0 } else { 8 };
-        if self.loss_pending() && !self.empty() || self.pos + need > self.layout.data_offset + room
+        // A gap longer than a time extend holds (59 bits) starts a page, whose header
+        // holds the time whole.
+        let far = ts - self.last_ts > MAX_DELTA | (u32::MAX as u64) << 27;
+        if !self.empty() && (self.loss_pending() || far)
+            || self.pos + need > self.layout.data_offset + room
         {
             self.finish_page(done);
         }
@@ -239,6 +243,47 @@ mod tests {
             assert!(gdata[edata.len()..].iter().all(|&b| b == 0));
         }
         assert_eq!(lost, vec![(1500, Lost::Count(42))]);
+    }
+
+    /// A gap longer than a time extend's 59 bits (a damaged perf.data's times) starts a
+    /// page: every time read back is the one pushed (the fuzzer's perfdirect target found
+    /// the times after such a gap off by the bits the extend dropped).
+    #[test]
+    fn gaps_past_a_time_extend_start_a_page() {
+        let mut b = PageBuilder::new(layout());
+        let mut pages = Vec::new();
+        let times = [
+            10,
+            20,
+            20 + (1 << 59),
+            21 + (1 << 59),
+            u64::MAX - 5,
+            u64::MAX,
+        ];
+        for &ts in &times {
+            assert!(b.push(ts, &[1, 2, 3, 4], &mut |p| pages.push(p.to_vec())));
+        }
+        b.finish(&mut |p| pages.push(p.to_vec()));
+        let mut got = Vec::new();
+        for p in &pages {
+            got.extend(
+                PageRecords::new(p, &layout())
+                    .unwrap()
+                    .1
+                    .map(|r| r.unwrap().0),
+            );
+        }
+        assert_eq!(got, times);
+        // 2^59 - 1 still fits in the extend: one page for both events.
+        let (mut b, mut pages) = (PageBuilder::new(layout()), Vec::new());
+        let times = [1, 1 + (1 << 59) - 1];
+        for &ts in &times {
+            b.push(ts, &[1], &mut |p| pages.push(p.to_vec()));
+        }
+        b.finish(&mut |p| pages.push(p.to_vec()));
+        assert_eq!(pages.len(), 1);
+        let (_, recs) = PageRecords::new(&pages[0], &layout()).unwrap();
+        assert_eq!(recs.map(|r| r.unwrap().0).collect::<Vec<_>>(), times);
     }
 
     #[test]
