@@ -130,21 +130,24 @@ struct Slots {
 }
 
 impl Slots {
-    #[inline]
+    #[inline(always)]
     fn get(&mut self, cpu: u32) -> &mut CpuScan {
         let i = match self.last {
             Some((c, i)) if c == cpu => i,
-            _ => {
-                let seen = &mut self.seen;
-                let i = *self.index.entry(cpu).or_insert_with(|| {
-                    seen.push((cpu, CpuScan::default()));
-                    seen.len() - 1
-                });
-                self.last = Some((cpu, i));
-                i
-            }
+            _ => self.find(cpu),
         };
         &mut self.seen[i].1
+    }
+
+    #[cold]
+    fn find(&mut self, cpu: u32) -> usize {
+        let seen = &mut self.seen;
+        let i = *self.index.entry(cpu).or_insert_with(|| {
+            seen.push((cpu, CpuScan::default()));
+            seen.len() - 1
+        });
+        self.last = Some((cpu, i));
+        i
     }
 }
 

@@ -93,9 +93,10 @@ pub struct Args {
     /// microstate: values per interval of S seconds (or a duration: 100ms), a time series
     #[arg(long, value_parser = parse_dur_or_secs, value_name = "S")]
     interval: Option<u64>,
-    /// Threads to analyse with (default: every core); the results are those of one
-    /// thread. Analyzers, modes and traces that cannot be cut into time slices exactly
-    /// (--log, --interval, --comm, lost events) use one
+    /// Threads to analyse with (default: every core), a perf.data's scan at open
+    /// included; the results are those of one thread. Analyzers, modes and traces that
+    /// cannot be cut into time slices exactly (--log, --interval, --comm, lost events)
+    /// use one
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
 }
