@@ -14,7 +14,7 @@
 
 /// How many records back the scan looks for a record's place, and the most a stretch may
 /// hold; a file that needs more goes to the sorting reader.
-const LOOK_BACK: usize = 1 << 14;
+pub(crate) const LOOK_BACK: usize = 1 << 14;
 
 /// Stretches per CPU past which the file is read by the sorting reader instead (a file out
 /// of order throughout, as written from per-thread buffers).

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::perf_records::Records;
-use crate::perf_reorder::{Disorder, Stretches};
+use crate::perf_reorder::{Disorder, Stretches, LOOK_BACK};
 use crate::perf_stream::{Layouts, RECORD_COMM, RECORD_LOST, RECORD_SAMPLE};
 
 /// What one pass over the records found before any analysis: which CPUs hold samples, the
@@ -59,6 +59,11 @@ const MIN_PART_BYTES: u64 = 16 << 20;
 /// Sets the least bytes of a part instead of [`MIN_PART_BYTES`], for tests and the fuzzer
 /// (which scan small files in parts).
 pub const PART_BYTES_ENV: &str = "KSTATE_SCAN_PART_BYTES";
+
+/// Bytes all parts together may hold to look back over each CPU's records
+/// ([`Disorder`]: [`LOOK_BACK`] records of 16 bytes per CPU and part at most): on a
+/// machine with many CPUs, fewer parts.
+const MAX_LOOK_BACK_BYTES: u64 = 64 << 20;
 
 /// Records in a row that must look whole for an offset to be taken as where a record
 /// starts ([`record_start`]).
@@ -200,7 +205,10 @@ pub(crate) fn scan(
         .and_then(|v| v.parse().ok())
         .unwrap_or(MIN_PART_BYTES)
         .max(1);
-    let parts = threads.min(data.1.saturating_sub(data.0) / least);
+    let per_part = cpu_limit as u64 * LOOK_BACK as u64 * 16;
+    let parts = threads
+        .min(data.1.saturating_sub(data.0) / least)
+        .min(MAX_LOOK_BACK_BYTES / per_part.max(1));
     let joined = match parts > 1 {
         true => scan_parts(path, data, layouts, cpu_limit, parts),
         false => None,
