@@ -226,10 +226,12 @@ fn sched_analyses_of_a_live_recording_are_the_same_on_any_number_of_threads() {
     same_json(&file, "offcpu", &["--stat", "--by", "pid", "--cpu", "1"]);
     // runq's queue lengths (the runqueue table: mean and maximum per CPU) are replayed
     // across the cuts; a window makes the join weigh only its part of them.
+    // (A floor for load, not a result: waits seen end at a traced switch-in, and how many
+    // do depends on what else runs; 441 were seen beside this file's perf.data test.)
     for by in ["pid", "cpu"] {
         same_json(&file, "runq", &["--stat", "--by", by]);
         let (_, pairs) = ran_on_threads(&file, "runq", Some(by), 2);
-        assert!(pairs > 500, "runq {by}: {pairs} pairs");
+        assert!(pairs > 200, "runq {by}: {pairs} pairs");
     }
     same_json(&file, "runq", &["--stat", "--window", "0.3:0.9"]);
     same_json(&file, "runq", &["--dist", "--by", "cpu"]);

@@ -36,8 +36,9 @@ pub(crate) struct Places {
     /// [`RUN_GAP`]).
     pub runs: Arc<[(u64, u64)]>,
     /// Records a reader may start from, about one per [`MARK_BYTES`] of the CPU's
-    /// samples: (time, offset), the first record first. None lies inside a stretch that
-    /// `perf_reorder` sorts, so every record before a mark is no later than it.
+    /// samples: (time, offset), the first record first. None after the first lies inside
+    /// a stretch that `perf_reorder` sorts, so every record before a mark is no later
+    /// than it.
     pub marks: Arc<[(u64, u64)]>,
 }
 
