@@ -172,22 +172,44 @@ impl Merger {
         filter: IdFilter,
         threads: usize,
     ) -> Result<Merger> {
+        let wrap = |events| match threads {
+            0 | 1 => events,
+            _ => prefetched(events),
+        };
+        let (sources, direct) = Merger::sources(trace, cpus, &filter, |_| 0, wrap)?;
+        Ok(Merger::start(trace, sources, filter, false, |m| {
+            for (s, d) in m.streams.iter_mut().zip(direct) {
+                s.totals.direct = d.is_some();
+                s.direct = d;
+            }
+        }))
+    }
+
+    /// Each CPU's stream (all, or those in `cpus`): its events straight from the
+    /// container, from mark `from(i)` on and passed through `wrap`, where the container
+    /// holds events (perf.data; the page source is then empty), else its pages.
+    /// Containers that build pages on demand build only the wanted events.
+    #[allow(clippy::type_complexity)]
+    fn sources(
+        trace: &Trace,
+        cpus: Option<&[u32]>,
+        filter: &IdFilter,
+        from: impl Fn(usize) -> usize,
+        wrap: impl Fn(Box<dyn CpuEvents>) -> Box<dyn CpuEvents>,
+    ) -> Result<(
+        Vec<(u32, Box<dyn PageSource>)>,
+        Vec<Option<Box<dyn CpuEvents>>>,
+    )> {
         let mut sources: Vec<(u32, Box<dyn PageSource>)> = Vec::new();
         let mut direct = Vec::new();
         for (i, cd) in trace.cpu_data.iter().enumerate() {
             if cpus.is_some_and(|c| !c.contains(&cd.cpu)) {
                 continue;
             }
-            // Containers that hold events give them without pages; those that build
-            // pages on demand build only the wanted events.
             let wanted = filter.wanted.as_deref();
-            match trace.events_for(i, wanted, 0) {
+            match trace.events_for(i, wanted, from(i)) {
                 Some(events) => {
-                    let events = events?;
-                    direct.push(Some(match threads {
-                        0 | 1 => events,
-                        _ => prefetched(events),
-                    }));
+                    direct.push(Some(wrap(events?)));
                     sources.push((cd.cpu, Box::new(Exhausted)));
                 }
                 None => {
@@ -196,12 +218,7 @@ impl Merger {
                 }
             }
         }
-        Ok(Merger::start(trace, sources, filter, false, |m| {
-            for (s, d) in m.streams.iter_mut().zip(direct) {
-                s.totals.direct = d.is_some();
-                s.direct = d;
-            }
-        }))
+        Ok((sources, direct))
     }
 
     /// [`Merger::new`] over every CPU, reading only the pages `index` says hold a wanted
@@ -237,22 +254,8 @@ impl Merger {
     /// For a container that holds events (perf.data), `seeks[i]` is the mark to start
     /// from ([`Trace::marks`]).
     pub fn from_seeks(trace: &Trace, filter: IdFilter, seeks: &[usize]) -> Result<Merger> {
-        let mut sources: Vec<(u32, Box<dyn PageSource>)> = Vec::new();
-        let mut direct = Vec::new();
-        for (i, cd) in trace.cpu_data.iter().enumerate() {
-            let wanted = filter.wanted.as_deref();
-            let from = seeks.get(i).copied().unwrap_or(0);
-            match trace.events_for(i, wanted, from) {
-                Some(events) => {
-                    direct.push(Some(events?));
-                    sources.push((cd.cpu, Box::new(Exhausted)));
-                }
-                None => {
-                    direct.push(None);
-                    sources.push((cd.cpu, trace.pages_for(i, wanted)?));
-                }
-            }
-        }
+        let from = |i: usize| seeks.get(i).copied().unwrap_or(0);
+        let (sources, direct) = Merger::sources(trace, None, &filter, from, |e| e)?;
         Ok(Merger::start(trace, sources, filter, false, |m| {
             for ((s, &n), d) in m.streams.iter_mut().zip(seeks).zip(direct) {
                 s.totals.direct = d.is_some();
