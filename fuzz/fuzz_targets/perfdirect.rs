@@ -21,15 +21,24 @@ fn direct(trace: &Trace, i: usize, cap: usize) -> Option<Seen> {
 
 fn direct_from(trace: &Trace, i: usize, mark: usize, cap: usize) -> Option<Seen> {
     let mut ev = trace.events_for(i, None, mark)?.ok()?;
-    let (mut out, mut lost) = (Vec::new(), 0u64);
+    let (mut out, mut lost, mut items) = (Vec::new(), 0u64, Vec::new());
     while out.len() < cap {
-        match ev.next() {
-            Ok(Some(Item::Event { ts, start, len })) => {
-                out.push((ts, ev.bytes()[start..start + len].to_vec()))
+        if ev.fill(&mut items).is_err() {
+            return Some((out, lost, false));
+        }
+        if items.is_empty() {
+            return Some((out, lost, true));
+        }
+        for &item in &items {
+            if out.len() >= cap {
+                return Some((out, lost, false));
             }
-            Ok(Some(Item::Lost(n))) => lost += n,
-            Ok(None) => return Some((out, lost, true)),
-            Err(_) => return Some((out, lost, false)),
+            match item {
+                Item::Event { ts, start, len, .. } => {
+                    out.push((ts, ev.bytes()[start..start + len].to_vec()))
+                }
+                Item::Lost(n) => lost += n,
+            }
         }
     }
     Some((out, lost, false))

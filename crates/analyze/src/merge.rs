@@ -103,6 +103,11 @@ struct CpuStream {
     /// The CPU's events straight from a container that holds events (perf.data), read
     /// instead of `src` (then empty).
     direct: Option<Box<dyn CpuEvents>>,
+    /// The items `direct` handed out last, and the next to take.
+    batch: Vec<Item>,
+    batch_next: usize,
+    /// For `direct`: the file offset of `head`'s record.
+    head_at: u64,
     cursor: PageCursor,
     /// The record waiting to be delivered: raw timestamp (after the guest-to-host time
     /// shift, if any), payload range.
@@ -279,7 +284,7 @@ impl Merger {
                 let (_, start, _) = s.head?;
                 Some(match &s.direct {
                     // A direct stream's place is the record's offset in the file.
-                    Some(d) => (usize::MAX, d.at() as usize),
+                    Some(_) => (usize::MAX, s.head_at as usize),
                     None => (s.page_no, start),
                 })
             })
@@ -324,6 +329,9 @@ impl Merger {
                 cpu,
                 src,
                 direct: None,
+                batch: Vec::new(),
+                batch_next: 0,
+                head_at: 0,
                 cursor: PageCursor::default(),
                 head: None,
                 pending_lost: Lost::None,
@@ -501,7 +509,8 @@ impl Merger {
         };
         let at = s.head.map_or(0, |(_, start, _)| start);
         if let Some(d) = &s.direct {
-            return Error::corrupt(d.at(), format!("CPU {}: {problem}", s.cpu)).in_file(d.path());
+            return Error::corrupt(s.head_at, format!("CPU {}: {problem}", s.cpu))
+                .in_file(d.path());
         }
         Error::corrupt(
             s.src.page_offset(),
@@ -615,23 +624,13 @@ impl Merger {
             return Ok(());
         };
         loop {
-            match d.next() {
-                Ok(Some(Item::Event { ts, start, len })) => {
-                    let ts = shift.as_deref().map_or(ts, |t| t.apply(s.cpu, ts));
-                    s.head = Some((ts, start, len));
-                    if s.pending_lost.is_some() {
-                        s.head_lost = std::mem::take(&mut s.pending_lost);
-                        *loss_gen += 1;
-                        *gaps_open += 1;
-                    }
-                    return Ok(());
+            let Some(&item) = s.batch.get(s.batch_next) else {
+                s.batch_next = 0;
+                if let Err(e) = d.fill(&mut s.batch) {
+                    s.batch.clear();
+                    return Err(s.fail(e));
                 }
-                // As a page's loss flag: reported with the CPU's next event.
-                Ok(Some(Item::Lost(n))) => {
-                    s.totals.lost_counted += n;
-                    s.pending_lost = merge_lost(s.pending_lost, Lost::Count(n));
-                }
-                Ok(None) => {
+                if s.batch.is_empty() {
                     if s.pending_lost.is_some() {
                         // Lost events after the last record: a gap to the end.
                         s.pending_lost = Lost::None;
@@ -640,7 +639,26 @@ impl Merger {
                     }
                     return Ok(());
                 }
-                Err(e) => return Err(s.fail(e)),
+                continue;
+            };
+            s.batch_next += 1;
+            match item {
+                Item::Event { ts, start, len, at } => {
+                    let ts = shift.as_deref().map_or(ts, |t| t.apply(s.cpu, ts));
+                    s.head = Some((ts, start, len));
+                    s.head_at = at;
+                    if s.pending_lost.is_some() {
+                        s.head_lost = std::mem::take(&mut s.pending_lost);
+                        *loss_gen += 1;
+                        *gaps_open += 1;
+                    }
+                    return Ok(());
+                }
+                // As a page's loss flag: reported with the CPU's next event.
+                Item::Lost(n) => {
+                    s.totals.lost_counted += n;
+                    s.pending_lost = merge_lost(s.pending_lost, Lost::Count(n));
+                }
             }
         }
     }

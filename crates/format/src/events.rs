@@ -10,21 +10,30 @@ use crate::error::Result;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Item {
     /// An event at raw time `ts`, its record (common fields first) at
-    /// `bytes()[start..start + len]` of the source until the next call to `next`.
-    Event { ts: u64, start: usize, len: usize },
+    /// `bytes()[start..start + len]` of the source until the next call to `fill`, and
+    /// `at` the file offset of that record (for messages and a time slice's seams: no two
+    /// of a CPU's events share one).
+    Event {
+        ts: u64,
+        start: usize,
+        len: usize,
+        at: u64,
+    },
     /// `n` (> 0) events the kernel dropped on this CPU before its next event.
     Lost(u64),
 }
 
 /// One CPU's events in time order, the events a reader does not want already left out.
+///
+/// Handed out in batches: a call per event (through a `dyn`, with its `Result<Option>`
+/// to unpack) cost the merge more than decoding a perf.data sample does.
 pub trait CpuEvents: Send {
-    #[allow(clippy::should_implement_trait)]
-    fn next(&mut self) -> Result<Option<Item>>;
-    /// The bytes the last [`Item::Event`] points into.
+    /// Replaces `out` with the next items, in order; `out` empty means the end. An error
+    /// comes after the items read before it: the call that meets it returns those, and
+    /// the next call the error.
+    fn fill(&mut self, out: &mut Vec<Item>) -> Result<()>;
+    /// The bytes the [`Item::Event`]s of the last `fill` point into.
     fn bytes(&self) -> &[u8];
-    /// File offset of the record of the last [`Item::Event`], for messages and a time
-    /// slice's seams: no two of a CPU's events share one.
-    fn at(&self) -> u64;
     /// The file the events come from.
     fn path(&self) -> &Path;
 }

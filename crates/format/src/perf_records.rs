@@ -270,6 +270,57 @@ impl Records {
         Ok(Some((at, kind, misc, size)))
     }
 
+    /// Walks the records from the next one on that start before `limit` and lie whole in
+    /// the window, handing each to `take` (file offset, offset in [`Records::window`],
+    /// type, body after the header) until it returns false: that record is left for the
+    /// next read. Stops before a record it cannot hand out as it lies (a size less than
+    /// its header, a compressed or tracing-data record, one not whole in the window),
+    /// which `next_in_file` or `next` then reads, and reports if damaged. Returns whether
+    /// it took any.
+    ///
+    /// The loop every record of a perf.data goes through, twice (the scan at open and
+    /// the analysis): inlined into the caller's, with no call and no `Result` per record.
+    #[inline(always)]
+    pub(crate) fn walk(
+        &mut self,
+        limit: u64,
+        mut take: impl FnMut(u64, usize, u32, &[u8]) -> bool,
+    ) -> bool {
+        // What was decompressed comes first; `next` hands it out.
+        if self.inflate.is_some() || self.pos < self.win_at {
+            return false;
+        }
+        let bytes = match &self.win {
+            Some(w) => w.bytes(),
+            None => &self.buf[..self.win_len],
+        };
+        let limit = limit.min(self.end);
+        let mut pos = self.pos;
+        while pos < limit {
+            let o = (pos - self.win_at) as usize;
+            let Some(h) = bytes.get(o..o + 8) else {
+                break;
+            };
+            let kind = u32::from_le_bytes(h[..4].try_into().unwrap());
+            let size = u16::from_le_bytes(h[6..8].try_into().unwrap()) as usize;
+            let plain = match kind {
+                RECORD_HEADER_TRACING_DATA => false,
+                RECORD_COMPRESSED => !self.decompress,
+                _ => true,
+            };
+            if size < 8 || !plain || o + size > bytes.len() {
+                break;
+            }
+            if !take(pos, o, kind, &bytes[o + 8..o + size]) {
+                break;
+            }
+            pos += size as u64;
+        }
+        let took = pos != self.pos;
+        self.pos = pos;
+        took
+    }
+
     /// The next record: (file offset, type, body after the 8-byte header).
     #[inline]
     pub fn next(&mut self) -> Result<Option<(u64, u32, &[u8])>> {

@@ -166,6 +166,20 @@ impl Sorter {
         self.gather(ts, record, at)
     }
 
+    /// Where records start to need [`Sorter::offer`], for a reader at offset `at`: the
+    /// first record of the next stretch (`u64::MAX` if none is left); every record
+    /// before it would pass. None while a stretch is gathered or handed out.
+    #[inline]
+    pub fn clear_from(&mut self, at: u64) -> Option<u64> {
+        if self.last.is_some() || self.batch.next < self.batch.records.len() {
+            return None;
+        }
+        while self.stretches.get(self.next).is_some_and(|s| s.1 < at) {
+            self.next += 1;
+        }
+        Some(self.stretches.get(self.next).map_or(u64::MAX, |s| s.0))
+    }
+
     #[cold]
     fn gather(&mut self, ts: u64, record: &[u8], at: u64) -> Offer {
         self.batch.push(ts, record, at);

@@ -332,34 +332,73 @@ fn scan_part(
     cpu_limit: u32,
 ) -> Result<Part> {
     let mut r = Records::open(path, range.0, data_end)?;
-    let mut slots = Slots::default();
-    let mut comms = HashMap::new();
-    let check = |cpu: u32, at: u64, what: &str| -> Result<u32> {
-        if cpu < cpu_limit {
-            return Ok(cpu);
-        }
-        Err(Error::corrupt(
-            at,
-            format!(
-                "perf.data: {what} record names CPU {cpu}, but the file records {cpu_limit} CPUs"
-            ),
-        ))
+    let mut part = Part {
+        slots: Slots::default(),
+        comms: HashMap::new(),
+        end: 0,
+        inflated: false,
     };
     while r.position() < range.1 {
+        // Nearly every record: those whole in the window, in one loop.
+        let mut err = None;
+        let walked = r.walk(range.1, |at, _, kind, b| {
+            match part.see(at, kind, b, layouts, cpu_limit) {
+                Ok(()) => true,
+                Err(e) => {
+                    err = Some(e);
+                    false
+                }
+            }
+        });
+        if let Some(e) = err {
+            return Err(e);
+        }
+        if walked {
+            continue;
+        }
+        // A window to move, a record to check or decompress.
         let Some((at, kind, b)) = r.next()? else {
             break;
+        };
+        part.see(at, kind, b, layouts, cpu_limit)?;
+    }
+    part.end = r.position();
+    part.inflated = r.inflated();
+    Ok(part)
+}
+
+impl Part {
+    /// Takes in the record at offset `at`; CPU numbers are checked against `cpu_limit`.
+    #[inline(always)]
+    fn see(
+        &mut self,
+        at: u64,
+        kind: u32,
+        b: &[u8],
+        layouts: &Layouts,
+        cpu_limit: u32,
+    ) -> Result<()> {
+        let check = |cpu: u32, what: &str| -> Result<u32> {
+            if cpu < cpu_limit {
+                return Ok(cpu);
+            }
+            Err(Error::corrupt(
+                at,
+                format!(
+                    "perf.data: {what} record names CPU {cpu}, but the file records {cpu_limit} CPUs"
+                ),
+            ))
         };
         let end = at + 8 + b.len() as u64;
         match kind {
             RECORD_SAMPLE => {
                 let Some(s) = layouts.for_sample(b).and_then(|l| l.sample(b)) else {
-                    continue;
+                    return Ok(());
                 };
                 if s.raw.is_none() {
-                    continue;
+                    return Ok(());
                 }
-                let cpu = check(s.cpu, at, "sample")?;
-                let c = slots.get(cpu);
+                let c = self.slots.get(check(s.cpu, "sample")?);
                 c.order.see(s.ts, at);
                 c.min = c.min.min(s.ts);
                 if c.bytes >= c.next_mark {
@@ -371,24 +410,20 @@ fn scan_part(
             }
             RECORD_LOST => {
                 if let Some(cpu) = layouts.for_other(b).and_then(|l| l.trailer_cpu(b)) {
-                    slots.get(check(cpu, at, "lost-events")?).covers(at, end);
+                    self.slots.get(check(cpu, "lost-events")?).covers(at, end);
                 }
             }
             RECORD_COMM if b.len() >= 8 => {
                 let tid = i32::from_le_bytes(b[4..8].try_into().unwrap());
                 let name = &b[8..];
                 let name = &name[..name.iter().position(|&c| c == 0).unwrap_or(name.len())];
-                comms.insert(tid, String::from_utf8_lossy(name).into_owned());
+                self.comms
+                    .insert(tid, String::from_utf8_lossy(name).into_owned());
             }
             _ => {}
         }
+        Ok(())
     }
-    Ok(Part {
-        slots,
-        comms,
-        end: r.position(),
-        inflated: r.inflated(),
-    })
 }
 
 /// What the scan of the whole data section tells readers.

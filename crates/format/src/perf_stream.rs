@@ -59,6 +59,9 @@ pub(crate) struct SampleLayout {
     cpu_at: Option<usize>,
     /// Offset of the fields that follow the fixed ones (READ, CALLCHAIN, RAW).
     fixed: usize,
+    /// Where the raw record's size lies, where no field of variable length comes first
+    /// (`Some(fixed)`, with RAW and without READ and CALLCHAIN): most files.
+    raw_at: Option<usize>,
 }
 
 /// A sample's time, CPU and raw tracepoint record (None where the event has no raw data).
@@ -73,6 +76,13 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
+/// The RAW field at `at`: a u32 size, then that many bytes.
+#[inline(always)]
+fn raw_field(b: &[u8], at: usize) -> Option<&[u8]> {
+    let size = u32::from_le_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?) as usize;
+    b.get(at + 4..at.checked_add(4)?.checked_add(size)?)
+}
+
 impl SampleLayout {
     pub(crate) fn new(sample_type: u64, read_format: u64, sample_id_all: bool) -> SampleLayout {
         let mut l = SampleLayout {
@@ -82,6 +92,7 @@ impl SampleLayout {
             time_at: None,
             cpu_at: None,
             fixed: 0,
+            raw_at: None,
         };
         for bit in [
             S_IDENTIFIER,
@@ -103,6 +114,9 @@ impl SampleLayout {
                 l.fixed += 8;
             }
         }
+        if sample_type & (S_READ | S_CALLCHAIN) == 0 && sample_type & S_RAW != 0 {
+            l.raw_at = Some(l.fixed);
+        }
         l
     }
 
@@ -116,14 +130,25 @@ impl SampleLayout {
     }
 
     /// Decodes a SAMPLE record's body (after the 8-byte header); None where it is too short.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn sample<'a>(&self, b: &'a [u8]) -> Option<Sample<'a>> {
-        let st = self.sample_type;
         let ts = match self.time_at {
             Some(at) => u64_at(b, at)?,
             None => 0,
         };
         let cpu = self.cpu(b)?;
+        let raw = match self.raw_at {
+            Some(at) => Some(raw_field(b, at)?),
+            None => self.variable(b)?,
+        };
+        Some(Sample { ts, cpu, raw })
+    }
+
+    /// The raw record of a sample whose fields before it may vary in length (or which
+    /// has none): Some(None) where it has none, None where the body is too short.
+    #[inline(never)]
+    fn variable<'a>(&self, b: &'a [u8]) -> Option<Option<&'a [u8]>> {
+        let st = self.sample_type;
         let mut at = self.fixed;
         if st & S_READ != 0 {
             let rf = self.read_format;
@@ -142,13 +167,10 @@ impl SampleLayout {
             let nr = usize::try_from(u64_at(b, at)?).ok()?;
             at = at.checked_add(8)?.checked_add(nr.checked_mul(8)?)?;
         }
-        let raw = if st & S_RAW != 0 {
-            let size = u32::from_le_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?) as usize;
-            Some(b.get(at + 4..at.checked_add(4)?.checked_add(size)?)?)
-        } else {
-            None
-        };
-        Some(Sample { ts, cpu, raw })
+        match st & S_RAW != 0 {
+            true => Some(Some(raw_field(b, at)?)),
+            false => Some(None),
+        }
     }
 
     /// The CPU of a non-sample record, from the sample id perf appends to it.

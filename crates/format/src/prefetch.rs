@@ -20,9 +20,8 @@ const AHEAD: usize = 2;
 #[derive(Default)]
 struct Batch {
     bytes: Vec<u8>,
-    /// Each item, an event's `start` pointing into `bytes`, and the file offset of its
-    /// record (for messages).
-    items: Vec<(Item, u64)>,
+    /// Each item, an event's `start` pointing into `bytes`.
+    items: Vec<Item>,
 }
 
 /// `src` read on its own thread. The thread ends with the stream, on an error (handed
@@ -36,35 +35,40 @@ pub fn prefetched(src: Box<dyn CpuEvents>) -> Box<dyn CpuEvents> {
         rx,
         back: back_tx,
         batch: Batch::default(),
-        next: 0,
-        at: 0,
         path,
     })
 }
 
 fn decode(mut src: Box<dyn CpuEvents>, tx: SyncSender<Result<Batch>>, back: Receiver<Batch>) {
+    let mut items = Vec::new();
     loop {
         let mut b = back.try_recv().unwrap_or_default();
         b.bytes.clear();
         b.items.clear();
         let mut end = None;
         while b.bytes.len() < BATCH_BYTES {
-            match src.next() {
-                Ok(Some(Item::Event { ts, start, len })) => {
-                    let at = b.bytes.len();
-                    b.bytes.extend_from_slice(&src.bytes()[start..start + len]);
-                    let item = Item::Event { ts, start: at, len };
-                    b.items.push((item, src.at()));
-                }
-                Ok(Some(lost)) => b.items.push((lost, 0)),
-                Ok(None) => {
-                    end = Some(None);
-                    break;
-                }
-                Err(e) => {
-                    end = Some(Some(e));
-                    break;
-                }
+            if let Err(e) = src.fill(&mut items) {
+                end = Some(Some(e));
+                break;
+            }
+            if items.is_empty() {
+                end = Some(None);
+                break;
+            }
+            for &item in &items {
+                b.items.push(match item {
+                    Item::Event { ts, start, len, at } => {
+                        let copied = b.bytes.len();
+                        b.bytes.extend_from_slice(&src.bytes()[start..start + len]);
+                        Item::Event {
+                            ts,
+                            start: copied,
+                            len,
+                            at,
+                        }
+                    }
+                    lost => lost,
+                });
             }
         }
         if !b.items.is_empty() && tx.send(Ok(b)).is_err() {
@@ -86,37 +90,28 @@ struct Prefetched {
     /// Batches read, back to the decoder for reuse.
     back: SyncSender<Batch>,
     batch: Batch,
-    next: usize,
-    at: u64,
     path: PathBuf,
 }
 
 impl CpuEvents for Prefetched {
-    #[inline]
-    fn next(&mut self) -> Result<Option<Item>> {
-        loop {
-            if let Some(&(item, at)) = self.batch.items.get(self.next) {
-                self.next += 1;
-                self.at = at;
-                return Ok(Some(item));
-            }
-            // The stream ended (the decoder hung up) or failed.
-            let Ok(b) = self.rx.recv() else {
-                return Ok(None);
-            };
-            let old = std::mem::replace(&mut self.batch, b?);
-            let _ = self.back.try_send(old);
-            self.next = 0;
-        }
+    fn fill(&mut self, out: &mut Vec<Item>) -> Result<()> {
+        // The stream ended (the decoder hung up) or failed.
+        let Ok(b) = self.rx.recv() else {
+            out.clear();
+            return Ok(());
+        };
+        out.clear();
+        let mut old = std::mem::replace(&mut self.batch, b?);
+        // The items go to the reader as they are; its old buffer goes back to the
+        // decoder with the bytes read, for reuse.
+        old.items = std::mem::replace(out, std::mem::take(&mut self.batch.items));
+        let _ = self.back.try_send(old);
+        Ok(())
     }
 
     #[inline]
     fn bytes(&self) -> &[u8] {
         &self.batch.bytes
-    }
-
-    fn at(&self) -> u64 {
-        self.at
     }
 
     fn path(&self) -> &Path {
