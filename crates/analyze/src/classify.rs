@@ -92,7 +92,7 @@ impl Figures {
     }
     /// On-CPU plus waiting-for-a-CPU time, in CPUs' worth (the command's, when scoped).
     pub fn demand(&self) -> f64 {
-        (self.cpu_ns() + self.wl_runq_ns) as f64 / (self.span_ns as f64).max(1.0)
+        self.cpu_ns().saturating_add(self.wl_runq_ns) as f64 / (self.span_ns as f64).max(1.0)
     }
     /// The whole system's CPU busy over the whole recording.
     pub fn system_cpu(&self) -> f64 {
@@ -100,7 +100,7 @@ impl Figures {
     }
     /// Lock wait (kernel locks and short futex waits): share of T x N.
     pub fn lock(&self) -> f64 {
-        (self.kernel_lock_ns + self.futex_ns) as f64 / self.cap()
+        self.kernel_lock_ns.saturating_add(self.futex_ns) as f64 / self.cap()
     }
     /// I/O wait: share of T x N.
     pub fn io(&self) -> f64 {
@@ -214,6 +214,12 @@ pub fn verdict(f: &Figures) -> (&'static str, String) {
     }
 }
 
+/// Adds a span to a total. Times come from the file: a damaged one may be anywhere, and
+/// a total that cannot grow further is still the truest figure left.
+fn add(total: &mut u64, d: u64) {
+    *total = total.saturating_add(d);
+}
+
 fn bad(msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::Unsupported, None, msg)
 }
@@ -239,9 +245,9 @@ impl OnCpu {
     fn close(&mut self, cpu: u32, ts: u64, wl: impl Fn(i32) -> bool) {
         if let Some((pid, since)) = self.cpus.remove(&cpu) {
             if pid != 0 {
-                self.busy_ns += ts.saturating_sub(since);
+                add(&mut self.busy_ns, ts.saturating_sub(since));
                 if wl(pid) {
-                    self.wl_busy_ns += ts.saturating_sub(since);
+                    add(&mut self.wl_busy_ns, ts.saturating_sub(since));
                 }
             }
         }
@@ -400,14 +406,13 @@ pub fn figures(trace: &Trace, scope: Option<&HashSet<i32>>) -> Result<Figures, E
         let mut resumed = |pid: i32, at: u64| {
             if let Some((start, locked)) = dsleep.remove(&pid) {
                 let d = at.saturating_sub(start);
-                if locked {
-                    f.lock_d_ns += d;
-                } else {
-                    f.io_wait_ns += d;
+                match locked {
+                    true => add(&mut f.lock_d_ns, d),
+                    false => add(&mut f.io_wait_ns, d),
                 }
             }
             if let Some(since) = runq.remove(&pid) {
-                f.wl_runq_ns += at.saturating_sub(since);
+                add(&mut f.wl_runq_ns, at.saturating_sub(since));
             }
         };
         if e.id != sw.id {
@@ -435,16 +440,15 @@ pub fn figures(trace: &Trace, scope: Option<&HashSet<i32>>) -> Result<Figures, E
                 runq.insert(prev, ts);
             }
             if let Some(since) = runq.remove(&next) {
-                f.wl_runq_ns += ts - since;
+                add(&mut f.wl_runq_ns, ts.saturating_sub(since));
             }
             if prev != 0 && ours(prev) && state & 0x3 == 0x2 && state < 0x100 {
                 dsleep.insert(prev, (ts, in_lock.contains_key(&prev)));
             }
             if let Some((start, locked)) = dsleep.remove(&next) {
-                if locked {
-                    f.lock_d_ns += ts - start;
-                } else {
-                    f.io_wait_ns += ts - start;
+                match locked {
+                    true => add(&mut f.lock_d_ns, ts.saturating_sub(start)),
+                    false => add(&mut f.io_wait_ns, ts.saturating_sub(start)),
                 }
             }
         } else if let Some((b, end, addr, flags)) = &lock {
@@ -458,8 +462,11 @@ pub fn figures(trace: &Trace, scope: Option<&HashSet<i32>>) -> Result<Figures, E
                 continue;
             } else if e.id == *end {
                 if let Some((start, a, fl)) = in_lock.remove(&e.pid()) {
-                    f.kernel_lock_ns += ts - start;
-                    *lock_tot.entry((a, fl)).or_insert(0) += ts - start;
+                    add(&mut f.kernel_lock_ns, ts.saturating_sub(start));
+                    add(
+                        lock_tot.entry((a, fl)).or_insert(0),
+                        ts.saturating_sub(start),
+                    );
                 }
                 continue;
             }
@@ -468,8 +475,9 @@ pub fn figures(trace: &Trace, scope: Option<&HashSet<i32>>) -> Result<Figures, E
             if e.id == *i || e.id == *c {
                 let depth = inflight.len() as u64;
                 if depth > 0 {
-                    f.disk_busy_ns += ts - depth_since;
-                    f.disk_depth_ns += depth * (ts - depth_since);
+                    let d = ts.saturating_sub(depth_since);
+                    add(&mut f.disk_busy_ns, d);
+                    add(&mut f.disk_depth_ns, depth.saturating_mul(d));
                 }
                 depth_since = ts;
                 if e.id == *i {
@@ -500,8 +508,9 @@ pub fn figures(trace: &Trace, scope: Option<&HashSet<i32>>) -> Result<Figures, E
                 if let Some(start) = futex.remove(&e.pid()) {
                     // Longer waits are idle threads (pools, the recorder's own), not a
                     // lock handed over under contention.
-                    if ts - start <= FUTEX_MAX_NS {
-                        f.futex_ns += ts - start;
+                    let d = ts.saturating_sub(start);
+                    if d <= FUTEX_MAX_NS {
+                        add(&mut f.futex_ns, d);
                     } else {
                         f.futex_long += 1;
                     }
@@ -515,15 +524,18 @@ pub fn figures(trace: &Trace, scope: Option<&HashSet<i32>>) -> Result<Figures, E
     // What is still open at the end counts up to the end.
     (f.busy_ns, f.wl_busy_ns) = on_cpu.finish(last, ours_only);
     for (start, locked) in dsleep.values() {
-        if *locked {
-            f.lock_d_ns += last - start;
-        } else {
-            f.io_wait_ns += last - start;
+        match *locked {
+            true => add(&mut f.lock_d_ns, last.saturating_sub(*start)),
+            false => add(&mut f.io_wait_ns, last.saturating_sub(*start)),
         }
     }
     if !inflight.is_empty() {
-        f.disk_busy_ns += last - depth_since;
-        f.disk_depth_ns += inflight.len() as u64 * (last - depth_since);
+        let d = last.saturating_sub(depth_since);
+        add(&mut f.disk_busy_ns, d);
+        add(
+            &mut f.disk_depth_ns,
+            (inflight.len() as u64).saturating_mul(d),
+        );
     }
     f.span_ns = last.saturating_sub(first.unwrap_or(last));
     f.system_span_ns = f.span_ns;

@@ -251,6 +251,62 @@ fn perf_data_sample_with_impossible_cpu() {
     }
 }
 
+/// A perf.data sample whose time is damaged to near the end of time: `classify` sums each
+/// CPU's busy time up to the last event, which then overflowed (a panic, found by the
+/// `analyze` fuzz target from a real recording); the totals stop at their largest instead.
+#[test]
+fn perf_data_sample_at_the_end_of_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("sched.data");
+    support::perf_record(
+        &f,
+        &[
+            "-a",
+            "-e",
+            "sched:sched_switch,raw_syscalls:sys_enter,raw_syscalls:sys_exit",
+        ],
+        false,
+        &["sh", "-c", "for i in 1 2 3; do ls / >/dev/null; done"],
+    );
+    let mut d = std::fs::read(&f).unwrap();
+    let u64_at = |d: &[u8], at: usize| u64::from_le_bytes(d[at..at + 8].try_into().unwrap());
+    let sample_type = u64_at(&d, u64_at(&d, 24) as usize + 24);
+    assert!(
+        sample_type & (1 << 2) != 0,
+        "perf records the time of samples"
+    );
+    // IDENTIFIER, IP and TID come before TIME, 8 bytes each.
+    let before = [16, 0, 1]
+        .iter()
+        .filter(|&&b| sample_type & (1 << b) != 0)
+        .count();
+    let (mut at, end) = (
+        u64_at(&d, 40) as usize,
+        (u64_at(&d, 40) + u64_at(&d, 48)) as usize,
+    );
+    let mut damaged = 0;
+    while at < end && damaged < 2 {
+        let kind = u32::from_le_bytes(d[at..at + 4].try_into().unwrap());
+        let size = u16::from_le_bytes(d[at + 6..at + 8].try_into().unwrap()) as usize;
+        if kind == 9 {
+            let ts_at = at + 8 + 8 * before;
+            d[ts_at..ts_at + 8].copy_from_slice(&(u64::MAX - 1000).to_le_bytes());
+            damaged += 1;
+        }
+        at += size;
+    }
+    assert_eq!(damaged, 2, "samples in the recording");
+    std::fs::write(&f, &d).unwrap();
+    let o = kstate_bounded(&["classify", "--json"], &f);
+    assert!(
+        o.status.success(),
+        "classify of a sample at the end of time: {}",
+        stderr(&o)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v.is_object(), "classify --json gives its verdict: {v}");
+}
+
 /// A capture directory holding `records` (event id, payload after the common fields) on
 /// CPU 0, with sched_switch (id 1) and sched_wakeup (id 2) formats as the kernel writes them.
 fn sched_capture(records: &[(u16, Vec<u8>)]) -> tempfile::TempDir {
