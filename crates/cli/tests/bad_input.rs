@@ -197,6 +197,34 @@ fn kstate_bounded(args: &[&str], file: &Path) -> Output {
         .expect("prlimit (util-linux) runs")
 }
 
+/// Where a perf.data's samples (of its first attribute) hold the field of sample_type bit
+/// `bit`, from the record's start, given the bits of the 8-byte fields before it.
+fn sample_field(d: &[u8], bit: u32, before: &[u32]) -> usize {
+    let u64_at = |at: usize| u64::from_le_bytes(d[at..at + 8].try_into().unwrap());
+    let sample_type = u64_at(u64_at(24) as usize + 24);
+    assert!(sample_type & (1 << bit) != 0, "perf records field {bit}");
+    8 + 8 * before
+        .iter()
+        .filter(|&&b| sample_type & (1 << b) != 0)
+        .count()
+}
+
+/// The offsets of a perf.data's SAMPLE records, in file order.
+fn perf_samples(d: &[u8]) -> Vec<usize> {
+    let u64_at = |at: usize| u64::from_le_bytes(d[at..at + 8].try_into().unwrap()) as usize;
+    let (mut at, end) = (u64_at(40), u64_at(40) + u64_at(48));
+    let mut samples = Vec::new();
+    while at < end {
+        let kind = u32::from_le_bytes(d[at..at + 4].try_into().unwrap());
+        let size = u16::from_le_bytes(d[at + 6..at + 8].try_into().unwrap()) as usize;
+        if kind == 9 {
+            samples.push(at);
+        }
+        at += size.max(8);
+    }
+    samples
+}
+
 /// A perf.data sample whose CPU number is damaged must not size per-CPU tables (a table
 /// of a billion CPUs took the machine's memory): the record is named as the problem.
 #[test]
@@ -216,34 +244,11 @@ fn perf_data_sample_with_impossible_cpu() {
         .expect("perf must be installed (apt-get install linux-perf)");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let mut d = std::fs::read(&f).unwrap();
-    let u64_at = |d: &[u8], at: usize| u64::from_le_bytes(d[at..at + 8].try_into().unwrap());
-    let sample_type = u64_at(&d, u64_at(&d, 24) as usize + 24);
-    assert!(
-        sample_type & (1 << 7) != 0,
-        "perf records the CPU of tracepoint samples"
-    );
-    let (mut at, end) = (
-        u64_at(&d, 40) as usize,
-        (u64_at(&d, 40) + u64_at(&d, 48)) as usize,
-    );
-    let mut damaged = false;
-    while at < end {
-        let kind = u32::from_le_bytes(d[at..at + 4].try_into().unwrap());
-        let size = u16::from_le_bytes(d[at + 6..at + 8].try_into().unwrap()) as usize;
-        if kind == 9 {
-            // IDENTIFIER, IP, TID, TIME, ADDR, ID, STREAM_ID come before CPU, 8 bytes each.
-            let before = [16, 0, 1, 2, 3, 6, 9]
-                .iter()
-                .filter(|&&b| sample_type & (1 << b) != 0)
-                .count();
-            let cpu_at = at + 8 + 8 * before;
-            d[cpu_at..cpu_at + 4].copy_from_slice(&989_855_745u32.to_le_bytes());
-            damaged = true;
-            break;
-        }
-        at += size;
-    }
-    assert!(damaged, "no sample in the recording");
+    // IDENTIFIER, IP, TID, TIME, ADDR, ID, STREAM_ID come before CPU.
+    let cpu = sample_field(&d, 7, &[16, 0, 1, 2, 3, 6, 9]);
+    let at = *perf_samples(&d).first().expect("a sample in the recording");
+    let cpu_at = at + cpu;
+    d[cpu_at..cpu_at + 4].copy_from_slice(&989_855_745u32.to_le_bytes());
     std::fs::write(&f, &d).unwrap();
     for cmd in [&["analyze", "syscall", "--stat"][..], &["info"][..]] {
         let o = kstate_bounded(cmd, &f);
@@ -269,33 +274,14 @@ fn perf_data_sample_at_the_end_of_time() {
         &["sh", "-c", "for i in 1 2 3; do ls / >/dev/null; done"],
     );
     let mut d = std::fs::read(&f).unwrap();
-    let u64_at = |d: &[u8], at: usize| u64::from_le_bytes(d[at..at + 8].try_into().unwrap());
-    let sample_type = u64_at(&d, u64_at(&d, 24) as usize + 24);
-    assert!(
-        sample_type & (1 << 2) != 0,
-        "perf records the time of samples"
-    );
-    // IDENTIFIER, IP and TID come before TIME, 8 bytes each.
-    let before = [16, 0, 1]
-        .iter()
-        .filter(|&&b| sample_type & (1 << b) != 0)
-        .count();
-    let (mut at, end) = (
-        u64_at(&d, 40) as usize,
-        (u64_at(&d, 40) + u64_at(&d, 48)) as usize,
-    );
-    let mut damaged = 0;
-    while at < end && damaged < 2 {
-        let kind = u32::from_le_bytes(d[at..at + 4].try_into().unwrap());
-        let size = u16::from_le_bytes(d[at + 6..at + 8].try_into().unwrap()) as usize;
-        if kind == 9 {
-            let ts_at = at + 8 + 8 * before;
-            d[ts_at..ts_at + 8].copy_from_slice(&(u64::MAX - 1000).to_le_bytes());
-            damaged += 1;
-        }
-        at += size;
+    // IDENTIFIER, IP and TID come before TIME.
+    let time = sample_field(&d, 2, &[16, 0, 1]);
+    let samples = perf_samples(&d);
+    assert!(samples.len() >= 2, "samples in the recording");
+    for at in &samples[..2] {
+        let ts_at = at + time;
+        d[ts_at..ts_at + 8].copy_from_slice(&(u64::MAX - 1000).to_le_bytes());
     }
-    assert_eq!(damaged, 2, "samples in the recording");
     std::fs::write(&f, &d).unwrap();
     let o = kstate_bounded(&["classify", "--json"], &f);
     assert!(
