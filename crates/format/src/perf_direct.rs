@@ -177,9 +177,8 @@ impl PerfEvents {
     /// to check and report, a stretch to sort, the end).
     fn one(&mut self) -> Result<Option<Item>> {
         loop {
-            if let Some((ts, start, len, at)) = self.sorter.pop() {
-                self.sorted = true;
-                return Ok(Some(Item::Event { ts, start, len, at }));
+            if let Some(e) = self.sorted_event() {
+                return Ok(Some(e));
             }
             let item = self.in_file()?;
             match item {
@@ -193,14 +192,17 @@ impl PerfEvents {
                 Some(Item::Lost(_)) => return Ok(item),
                 None => {
                     self.sorter.finish();
-                    let Some((ts, start, len, at)) = self.sorter.pop() else {
-                        return Ok(None);
-                    };
-                    self.sorted = true;
-                    return Ok(Some(Item::Event { ts, start, len, at }));
+                    return Ok(self.sorted_event());
                 }
             }
         }
+    }
+
+    /// The next record of a sorted stretch, if one is being handed out.
+    fn sorted_event(&mut self) -> Option<Item> {
+        let (ts, start, len, at) = self.sorter.pop()?;
+        self.sorted = true;
+        Some(Item::Event { ts, start, len, at })
     }
 
     /// The next item in file order.

@@ -95,12 +95,11 @@ struct Prefetched {
 
 impl CpuEvents for Prefetched {
     fn fill(&mut self, out: &mut Vec<Item>) -> Result<()> {
+        out.clear();
         // The stream ended (the decoder hung up) or failed.
         let Ok(b) = self.rx.recv() else {
-            out.clear();
             return Ok(());
         };
-        out.clear();
         let mut old = std::mem::replace(&mut self.batch, b?);
         // The items go to the reader as they are; its old buffer goes back to the
         // decoder with the bytes read, for reuse.
