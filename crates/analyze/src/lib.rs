@@ -56,7 +56,7 @@ pub mod escalate;
 pub mod filter;
 pub mod findings;
 pub mod fleet;
-pub mod fxmap;
+pub use kstate_format::fxmap;
 pub mod hist;
 pub mod ksyms;
 pub mod lanes;

@@ -13,6 +13,7 @@ pub mod error;
 pub mod event_format;
 pub mod events;
 pub mod extras;
+pub mod fxmap;
 pub mod layout;
 mod mapped;
 mod open;

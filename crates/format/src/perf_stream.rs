@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use crate::bytes::Endian;
 use crate::error::Result;
 use crate::events::CpuEvents;
+use crate::fxmap::FxMap;
 use crate::layout::PageLayout;
 use crate::page_builder::PageBuilder;
 use crate::pages::PageSource;
@@ -192,11 +193,73 @@ impl SampleLayout {
 }
 
 /// How records find their attribute: one layout for all, or by the IDENTIFIER perf puts
-/// first in samples and last in other records.
+/// first in samples and last in other records (looked up for every record: `perf record
+/// -a` adds a tracking event of its own layout, so most system-wide files need the ids).
 #[derive(Debug, Clone)]
 pub(crate) enum Layouts {
     One(SampleLayout),
-    ById(HashMap<u64, SampleLayout>),
+    ById(ById),
+}
+
+/// Sample ids to their layouts. The kernel numbers events from one counter, so a file's
+/// ids nearly always lie in a short range: a table indexed by the id's distance from the
+/// least, with a map where they are spread wide.
+#[derive(Debug, Clone)]
+pub(crate) struct ById {
+    /// The distinct layouts.
+    layouts: Vec<SampleLayout>,
+    base: u64,
+    /// For id `base + k`, 1 + its layout's index in `layouts` (0: no such id).
+    table: Vec<u8>,
+    /// The layout's index by id, where the table would be too wide.
+    spread: FxMap<u64, usize>,
+}
+
+/// The widest range of ids the table covers (one byte per id).
+const ID_TABLE_SPAN: u64 = 1 << 16;
+
+impl ById {
+    pub(crate) fn new(ids: impl IntoIterator<Item = (u64, SampleLayout)>) -> ById {
+        let mut layouts: Vec<SampleLayout> = Vec::new();
+        let mut index: Vec<(u64, usize)> = Vec::new();
+        for (id, l) in ids {
+            let k = match layouts.iter().position(|x| *x == l) {
+                Some(k) => k,
+                None => {
+                    layouts.push(l);
+                    layouts.len() - 1
+                }
+            };
+            index.push((id, k));
+        }
+        let base = index.iter().map(|s| s.0).min().unwrap_or(0);
+        let max = index.iter().map(|s| s.0).max().unwrap_or(0);
+        let mut by = ById {
+            base,
+            table: Vec::new(),
+            spread: FxMap::default(),
+            layouts,
+        };
+        if max - base < ID_TABLE_SPAN && by.layouts.len() < u8::MAX as usize {
+            by.table = vec![0u8; (max - base + 1) as usize];
+            for (id, k) in index {
+                by.table[(id - base) as usize] = k as u8 + 1;
+            }
+        } else {
+            by.spread = index.into_iter().collect();
+        }
+        by
+    }
+
+    #[inline]
+    fn get(&self, id: u64) -> Option<&SampleLayout> {
+        let k = match self.table.get(id.wrapping_sub(self.base) as usize) {
+            Some(&k) => (k as usize).checked_sub(1)?,
+            None if self.spread.is_empty() => return None,
+            None => *self.spread.get(&id)?,
+        };
+        self.layouts.get(k)
+    }
 }
 
 impl Layouts {
@@ -204,7 +267,7 @@ impl Layouts {
     pub(crate) fn for_sample(&self, b: &[u8]) -> Option<&SampleLayout> {
         match self {
             Layouts::One(l) => Some(l),
-            Layouts::ById(m) => m.get(&u64::from_le_bytes(b.get(..8)?.try_into().unwrap())),
+            Layouts::ById(m) => m.get(u64::from_le_bytes(b.get(..8)?.try_into().unwrap())),
         }
     }
     pub(crate) fn for_other(&self, b: &[u8]) -> Option<&SampleLayout> {
@@ -212,7 +275,7 @@ impl Layouts {
             Layouts::One(l) => Some(l),
             Layouts::ById(m) => {
                 let at = b.len().checked_sub(8)?;
-                m.get(&u64::from_le_bytes(b[at..].try_into().unwrap()))
+                m.get(u64::from_le_bytes(b[at..].try_into().unwrap()))
             }
         }
     }
@@ -404,5 +467,45 @@ impl PageSource for CpuPages {
     }
     fn path(&self) -> &Path {
         &self.records.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sample body that starts with `id` (perf's IDENTIFIER).
+    fn body(id: u64) -> Vec<u8> {
+        let mut b = id.to_le_bytes().to_vec();
+        b.extend([0u8; 24]);
+        b
+    }
+
+    /// The table (ids close together) and the map (ids spread wide) find the same
+    /// layouts, and no layout for an id the file does not hold.
+    #[test]
+    fn ids_find_their_layout_near_and_far() {
+        let a = SampleLayout::new(S_TIME | S_CPU | S_RAW | S_IDENTIFIER, 0, true);
+        let b = SampleLayout::new(S_TIME | S_CPU | S_IDENTIFIER, 0, true);
+        for far in [false, true] {
+            let step = if far { ID_TABLE_SPAN } else { 3 };
+            let ids: Vec<(u64, SampleLayout)> = (0..6u64)
+                .map(|k| (1000 + k * step, if k % 3 == 2 { b } else { a }))
+                .collect();
+            let by = Layouts::ById(ById::new(ids.clone()));
+            if let Layouts::ById(m) = &by {
+                assert_eq!(m.layouts.len(), 2, "distinct layouts kept once");
+                assert_eq!(m.table.is_empty(), far);
+            }
+            for (id, l) in &ids {
+                assert_eq!(by.for_sample(&body(*id)), Some(l), "id {id}");
+                let mut other = vec![0u8; 16];
+                other.extend(id.to_le_bytes());
+                assert_eq!(by.for_other(&other), Some(l), "id {id} at the end");
+            }
+            for missing in [0, 999, 1001, 1000 + 6 * step, u64::MAX] {
+                assert_eq!(by.for_sample(&body(missing)), None, "id {missing}");
+            }
+        }
     }
 }

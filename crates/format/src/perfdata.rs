@@ -31,7 +31,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::layout::PageLayout;
 use crate::perf_file::{feature, PerfFile};
 use crate::perf_scan;
-use crate::perf_stream::{Layouts, PerfPages, SampleLayout};
+use crate::perf_stream::{ById, Layouts, PerfPages, SampleLayout};
 use crate::trace::{Container, CpuData, DataLoc, Trace};
 use crate::tracedat::meta::Meta;
 
@@ -430,9 +430,9 @@ fn layouts_of(pf: &PerfFile) -> Option<Layouts> {
     {
         return None;
     }
-    Some(Layouts::ById(
-        pf.ids().map(|(id, ev)| (id, of(&pf.events[ev]))).collect(),
-    ))
+    Some(Layouts::ById(ById::new(
+        pf.ids().map(|(id, ev)| (id, of(&pf.events[ev]))),
+    )))
 }
 
 /// Parses perf's TRACING_DATA: `\x17\x08\x44tracing`, a version string ("0.5", "0.6"),

@@ -1,5 +1,6 @@
-//! A small fast hasher for integer keys (the Fx hash of rustc): the per-event maps of open
-//! pairs are on the hot path, where SipHash would cost more than the rest of the work.
+//! A small fast hasher for integer keys (the Fx hash of rustc): the per-event maps (open
+//! pairs, perf sample ids) are on the hot path, where SipHash would cost more than the rest
+//! of the work.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
