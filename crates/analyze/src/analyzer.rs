@@ -197,8 +197,8 @@ pub struct Config {
     /// The file's pages, indexed once by a front end that asks many questions of it: a
     /// pass then skips the pages it would read for nothing ([`crate::page_index`]).
     pub pages: Option<std::sync::Arc<crate::page_index::PageIndex>>,
-    /// Threads a pass may use ([`crate::slices`]); 1 reads the file in one pass, as
-    /// analyzers that cannot cut it into time slices always do.
+    /// Threads a pass may use ([`crate::slices`], [`crate::piped`]); 1 reads the file
+    /// in one pass on this thread.
     pub threads: usize,
     /// Stop at the first event of the analyzer's (a probe of whether it applies, see
     /// [`crate::Source::applies`]): the outcome covers that event only.

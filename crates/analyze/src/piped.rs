@@ -51,6 +51,7 @@ pub fn drive_piped<A: Analyzer>(
     if cfg.threads <= 1
         || cfg.mode == Mode::Log
         || cfg.pages.is_some()
+        || cfg.probe
         || trace.damage().next().is_some()
     {
         return drive::<A>(trace, cfg, log);

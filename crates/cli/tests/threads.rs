@@ -237,6 +237,64 @@ fn sched_analyses_of_a_live_recording_are_the_same_on_any_number_of_threads() {
     same_json(&file, "runq", &["--dist", "--by", "cpu"]);
 }
 
+/// Every analyzer runs on the threads: those whose state is not cut into time slices
+/// still have the events decoded and merged there, feeding their one pass
+/// ([`kstate_analyze::piped`]). On a recording of the demo with every preset it reads,
+/// each analyzer that applies gives the one-thread JSON on 2 and 7 threads, and ran on
+/// them.
+#[test]
+fn every_analyzer_of_a_demo_recording_is_the_same_on_any_number_of_threads() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let file = dir.path().join("demo.dat");
+    let d = dir.path().to_str().unwrap();
+    // In 4 KiB pages: a short recording still cuts into several slices.
+    kstate(&[
+        "record",
+        "--sysinfo-interval",
+        "0",
+        "--subbuf",
+        "4",
+        "-e",
+        "perf,mem,bio,net,softirq,syscall",
+        "-o",
+        file.to_str().unwrap(),
+        "--",
+        support::KSTATE,
+        "workload",
+        "demo",
+        "--dir",
+        d,
+    ]);
+    let src = Source::open(&file).unwrap();
+    let mut ran = Vec::new();
+    for info in kstate_analyze::analyzers::ALL {
+        if info.name == "sysinfo" || src.applies(info).is_err() {
+            continue;
+        }
+        same_json(&file, info.name, &["--stat"]);
+        let (events, _) = ran_on_threads(&file, info.name, None, 2);
+        assert!(events > 0, "{}: no events", info.name);
+        ran.push(info.name);
+    }
+    // What the demo does reaches these (net, futex, lockhold and vmscan need traffic,
+    // uprobes or reclaim it does not make).
+    for name in [
+        "syscall",
+        "runq",
+        "offcpu",
+        "softirq",
+        "lockwait",
+        "biotime",
+        "blkqueue",
+        "proc",
+        "microstate",
+        "palloc",
+        "kmalloc",
+    ] {
+        assert!(ran.contains(&name), "{name} did not apply: ran {ran:?}");
+    }
+}
+
 /// A perf.data read straight from the file is analysed in time slices too (each starts at
 /// a record the scan at open marked), with the one-thread results: system calls that
 /// leave a CPU in the middle, and sleeps and waits across the cuts. A larger file's

@@ -66,7 +66,7 @@ impl Analyzer for BioTime {
         value: "request time",
         unit: Unit::Ns,
         traits: Traits::DEFAULT,
-        run: crate::analyzer::drive::<BioTime>,
+        run: crate::piped::drive_piped::<BioTime>,
         live: Some(crate::analyzer::live::<BioTime>),
     };
 

@@ -154,7 +154,7 @@ impl Analyzer for BlkQueue {
         value: "queue length (--stat/--dist: on each request's arrival, itself included)",
         unit: Unit::Count("len"),
         traits: Traits::DEFAULT,
-        run: crate::analyzer::drive::<BlkQueue>,
+        run: crate::piped::drive_piped::<BlkQueue>,
         live: Some(crate::analyzer::live::<BlkQueue>),
     };
 

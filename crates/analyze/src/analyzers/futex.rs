@@ -148,7 +148,7 @@ impl Analyzer for Futex {
         value: "time in futex()",
         unit: Unit::Ns,
         traits: Traits::DEFAULT,
-        run: crate::analyzer::drive::<Futex>,
+        run: crate::piped::drive_piped::<Futex>,
         live: Some(crate::analyzer::live::<Futex>),
     };
 

@@ -64,7 +64,7 @@ impl Analyzer for Irq {
         value: "duration",
         unit: Unit::Ns,
         traits: Traits::DEFAULT,
-        run: crate::analyzer::drive::<Irq>,
+        run: crate::piped::drive_piped::<Irq>,
         live: Some(crate::analyzer::live::<Irq>),
     };
 

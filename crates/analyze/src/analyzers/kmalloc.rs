@@ -80,7 +80,7 @@ impl Analyzer for Kmalloc {
         value: "bytes requested",
         unit: Unit::Bytes,
         traits: Traits::DEFAULT,
-        run: crate::analyzer::drive::<Kmalloc>,
+        run: crate::piped::drive_piped::<Kmalloc>,
         live: Some(crate::analyzer::live::<Kmalloc>),
     };
 

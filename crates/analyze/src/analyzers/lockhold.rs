@@ -73,7 +73,7 @@ impl Analyzer for LockHold {
         value: "hold",
         unit: Unit::Ns,
         traits: Traits::DEFAULT,
-        run: crate::analyzer::drive::<LockHold>,
+        run: crate::piped::drive_piped::<LockHold>,
         live: Some(crate::analyzer::live::<LockHold>),
     };
 

@@ -145,7 +145,7 @@ impl Analyzer for LockWait {
         value: "wait",
         unit: Unit::Ns,
         traits: Traits::DEFAULT,
-        run: crate::analyzer::drive::<LockWait>,
+        run: crate::piped::drive_piped::<LockWait>,
         live: Some(crate::analyzer::live::<LockWait>),
     };
 

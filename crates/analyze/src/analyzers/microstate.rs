@@ -477,7 +477,7 @@ impl Analyzer for Microstate {
             per_interval: true,
             ..Traits::DEFAULT
         },
-        run: crate::analyzer::drive::<Microstate>,
+        run: crate::piped::drive_piped::<Microstate>,
         live: Some(crate::analyzer::live::<Microstate>),
     };
 

@@ -99,7 +99,7 @@ impl Analyzer for Net {
         value: "transmit time",
         unit: Unit::Ns,
         traits: Traits::DEFAULT,
-        run: crate::analyzer::drive::<Net>,
+        run: crate::piped::drive_piped::<Net>,
         live: Some(crate::analyzer::live::<Net>),
     };
 
@@ -185,7 +185,7 @@ impl Analyzer for NetSize {
         value: "packet size",
         unit: Unit::Bytes,
         traits: Traits::DEFAULT,
-        run: crate::analyzer::drive::<NetSize>,
+        run: crate::piped::drive_piped::<NetSize>,
         live: Some(crate::analyzer::live::<NetSize>),
     };
 

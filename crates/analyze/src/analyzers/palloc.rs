@@ -58,7 +58,7 @@ impl Analyzer for Palloc {
         value: "pages",
         unit: Unit::Count("pages"),
         traits: Traits::DEFAULT,
-        run: crate::analyzer::drive::<Palloc>,
+        run: crate::piped::drive_piped::<Palloc>,
         live: Some(crate::analyzer::live::<Palloc>),
     };
 

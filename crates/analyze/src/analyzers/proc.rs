@@ -126,7 +126,7 @@ impl Analyzer for Proc {
             time_spent: false,
             ..Traits::DEFAULT
         },
-        run: crate::analyzer::drive::<Proc>,
+        run: crate::piped::drive_piped::<Proc>,
         live: Some(crate::analyzer::live::<Proc>),
     };
 

@@ -117,7 +117,7 @@ impl Analyzer for Softirq {
         value: "duration",
         unit: Unit::Ns,
         traits: Traits::DEFAULT,
-        run: crate::analyzer::drive::<Softirq>,
+        run: crate::piped::drive_piped::<Softirq>,
         live: Some(crate::analyzer::live::<Softirq>),
     };
 

@@ -123,7 +123,7 @@ impl Analyzer for Vmscan {
         value: "reclaim time",
         unit: Unit::Ns,
         traits: Traits::DEFAULT,
-        run: crate::analyzer::drive::<Vmscan>,
+        run: crate::piped::drive_piped::<Vmscan>,
         live: Some(crate::analyzer::live::<Vmscan>),
     };
 

@@ -94,9 +94,9 @@ pub struct Args {
     #[arg(long, value_parser = parse_dur_or_secs, value_name = "S")]
     interval: Option<u64>,
     /// Threads to analyse with (default: every core), a perf.data's scan at open
-    /// included; the results are those of one thread. Analyzers, modes and traces that
-    /// cannot be cut into time slices exactly (--log, --interval, --comm, lost events)
-    /// use one
+    /// included; the results are those of one thread. Where the analysis cannot be cut
+    /// into time slices exactly (most analyzers, --interval, --comm) the threads decode
+    /// for one pass; --log and traces with lost events or damage use one thread
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
 }
