@@ -4,9 +4,10 @@
 //! number anywhere (a CPU, a count, a length, an id) is caught where it would size memory.
 //! Also classify's figures (system-wide and scoped to a task), and the short time slices
 //! `kstate dump` formats on several threads, each walked to its end (where they all meet,
-//! they must hold the one pass's events in its order); and the merge with
+//! they must hold the one pass's events in its order); the merge with
 //! each CPU decoded on its own thread (perf.data), which must give the one-thread merge's
-//! events in its order.
+//! events in its order; and every analyzer on several threads, which must give its
+//! one-thread outcome.
 //! Run with `-rss_limit_mb=2048`: growing past that is a finding.
 #![no_main]
 use kstate_analyze::fxmap::FxMap;
@@ -80,5 +81,32 @@ fuzz_target!(|data: &[u8]| {
             Some(out)
         };
         assert_eq!(merged(1), merged(2), "threaded merge differs");
+        // Every analyzer on several threads (time slices joined, or decoded for one pass)
+        // gives the one-thread outcome.
+        for info in kstate_analyze::analyzers::ALL {
+            if info.name == "sysinfo" {
+                continue;
+            }
+            let run = |threads| {
+                let mut cfg = kstate_analyze::Config::new(kstate_analyze::Mode::Stat);
+                cfg.threads = threads;
+                (info.run)(&trace, &cfg, &mut kstate_analyze::analyzer::NoLog).map(|o| {
+                    let mut rows: Vec<_> = o
+                        .rows
+                        .iter()
+                        .map(|r| {
+                            let a = &r.agg;
+                            (r.key.clone(), a.count, a.total, a.min(), a.max, a.flagged)
+                        })
+                        .collect();
+                    rows.sort();
+                    let errors: Vec<String> = o.errors.iter().map(|e| e.to_string()).collect();
+                    (rows, format!("{:?}", o.counts), o.span, o.lost, errors)
+                })
+            };
+            let one = run(1).map_err(|e| e.to_string());
+            let many = run(3).map_err(|e| e.to_string());
+            assert_eq!(one, many, "{} on 3 threads differs from one", info.name);
+        }
     }
 });

@@ -272,6 +272,7 @@ fn every_analyzer_of_a_demo_recording_is_the_same_on_any_number_of_threads() {
             continue;
         }
         same_json(&file, info.name, &["--stat"]);
+        same_json(&file, info.name, &["--dist", "--window", "0.1:0.4"]);
         let (events, _) = ran_on_threads(&file, info.name, None, 2);
         assert!(events > 0, "{}: no events", info.name);
         ran.push(info.name);
@@ -293,6 +294,8 @@ fn every_analyzer_of_a_demo_recording_is_the_same_on_any_number_of_threads() {
     ] {
         assert!(ran.contains(&name), "{name} did not apply: ran {ran:?}");
     }
+    // A time series: rows taken every interval as the one pass goes.
+    same_json(&file, "microstate", &["--stat", "--interval", "50ms"]);
 }
 
 /// A perf.data read straight from the file is analysed in time slices too (each starts at
