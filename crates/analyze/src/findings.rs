@@ -167,18 +167,24 @@ pub fn rank(r: &Survey) -> Vec<Finding> {
         for k in a.track.keys.iter().filter(|k| k.level && k.peak >= 2) {
             // The level it usually held while not empty (time-weighted median): a short
             // burst to a high peak does not hide a queue that stayed full.
-            let busy: u64 = k.level_time.range(1..).map(|(_, t)| *t).sum();
+            // Times saturate: one damaged time near the end of time makes them huge.
+            let time_from = |l: u64| {
+                k.level_time
+                    .range(l..)
+                    .fold(0u64, |s, (_, t)| s.saturating_add(*t))
+            };
+            let busy = time_from(1);
             let mut acc = 0u64;
             let median = k
                 .level_time
                 .range(1..)
                 .find(|(_, t)| {
-                    acc += **t;
-                    acc * 2 >= busy
+                    acc = acc.saturating_add(**t);
+                    acc >= busy - busy / 2
                 })
                 .map_or(0, |(l, _)| *l);
             let thr = 2.max(median);
-            let t: u64 = k.level_time.range(thr..).map(|(_, t)| *t).sum();
+            let t = time_from(thr);
             if t == 0 {
                 continue;
             }

@@ -149,7 +149,9 @@ impl KeyTrack {
     fn level_until(&mut self, ax: &TimeAxis, ts: u64) {
         if let Some((lt, l)) = self.last_level {
             if ts > lt {
-                *self.level_time.entry(l).or_insert(0) += ts - lt;
+                // Saturating: a damaged time near the end of time would overflow a sum.
+                let t = self.level_time.entry(l).or_insert(0);
+                *t = t.saturating_add(ts - lt);
                 let (a, b) = (ax.bin(lt.max(ax.t0)), ax.bin(ts.min(ax.t1)));
                 for m in &mut self.max[a..=b] {
                     *m = (*m).max(l);

@@ -293,6 +293,46 @@ fn perf_data_sample_at_the_end_of_time() {
     assert!(v.is_object(), "classify --json gives its verdict: {v}");
 }
 
+/// A trace.dat page whose time is damaged to near the end of time: the report's findings
+/// sum the time each run queue spent at each length, and took the median of those
+/// sums, which then overflowed (a panic, found by the `analyze` fuzz target from a real
+/// capture); the sums stop at their largest instead.
+#[test]
+fn trace_dat_page_at_the_end_of_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("demo.dat");
+    // The demo runs more threads than there are CPUs: the run queues grow.
+    support::record_workload(
+        "sched",
+        &["demo", "--dir", dir.path().to_str().unwrap()],
+        false,
+        &f,
+    );
+    let info = support::kstate_json(&["info".as_ref(), "--json".as_ref(), f.as_os_str()]);
+    let page = info["page_size"].as_u64().unwrap() as usize;
+    let cpus = info["per_cpu"].as_array().unwrap();
+    let ts = |k: &str| -> Vec<u64> { cpus.iter().filter_map(|c| c[k].as_u64()).collect() };
+    let from = ts("first_ts").into_iter().min().unwrap() - 1_000_000_000;
+    let to = ts("last_ts").into_iter().max().unwrap();
+    // Pages start at multiples of the page size, with their time first; the last such is
+    // the last page of the last CPU.
+    let mut d = std::fs::read(&f).unwrap();
+    let last = (0..d.len() / page)
+        .rev()
+        .map(|k| k * page)
+        .find(|&at| (from..=to).contains(&u64::from_le_bytes(d[at..at + 8].try_into().unwrap())))
+        .expect("a page header in the file");
+    d[last..last + 8].copy_from_slice(&(u64::MAX - (1 << 40)).to_le_bytes());
+    std::fs::write(&f, &d).unwrap();
+    let html = dir.path().join("report.html");
+    let o = kstate_bounded(&["report", "-o", html.to_str().unwrap()], &f);
+    assert!(
+        o.status.success(),
+        "report of a page at the end of time: {}",
+        stderr(&o)
+    );
+}
+
 /// A capture directory holding `records` (event id, payload after the common fields) on
 /// CPU 0, with sched_switch (id 1) and sched_wakeup (id 2) formats as the kernel writes them.
 fn sched_capture(records: &[(u16, Vec<u8>)]) -> tempfile::TempDir {
