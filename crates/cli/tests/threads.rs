@@ -50,6 +50,24 @@ fn ran_on_threads(file: &Path, name: &str, by: Option<&str>, threads: usize) -> 
     (o.counts.events, o.counts.selected)
 }
 
+/// Records `events` (with `options`) into `file` while `cmd` runs, in 4 KiB pages: a short
+/// recording still cuts into several time slices.
+fn record_in_small_pages(events: &str, options: &[&str], file: &Path, cmd: &[&str]) {
+    let mut args = vec![
+        "record",
+        "--sysinfo-interval",
+        "0",
+        "--subbuf",
+        "4",
+        "-e",
+        events,
+    ];
+    args.extend_from_slice(options);
+    args.extend(["-o", file.to_str().unwrap(), "--"]);
+    args.extend_from_slice(cmd);
+    kstate(&args);
+}
+
 #[test]
 fn sched_analyses_of_the_fixtures_are_the_same_on_any_number_of_threads() {
     for file in fixture_paths() {
@@ -187,7 +205,7 @@ fn pages_out_of_time_order_give_the_one_thread_results() {
 fn sched_analyses_of_a_live_recording_are_the_same_on_any_number_of_threads() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let file = dir.path().join("waits.dat");
-    let (f, d) = (file.to_str().unwrap(), dir.path().to_str().unwrap());
+    let d = dir.path().to_str().unwrap();
     // System-wide, in 4 KiB pages (many slices of a short recording): sleeps on each CPU,
     // and the demo's fsync waits (D), lock waits and preemptions (R+). Sleeps span the cuts
     // between slices, the system's own idle tasks' waits span many; where this kernel does
@@ -196,22 +214,7 @@ fn sched_analyses_of_a_live_recording_are_the_same_on_any_number_of_threads() {
     let script = format!(
         "'{k}' workload sleep 60 7 --cpu 1 & '{k}' workload sleep 40 11 --cpu 0 & '{k}' workload demo --dir '{d}'; wait"
     );
-    kstate(&[
-        "record",
-        "--sysinfo-interval",
-        "0",
-        "--subbuf",
-        "4",
-        "-e",
-        "sched",
-        "-a",
-        "-o",
-        f,
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
+    record_in_small_pages("sched", &["-a"], &file, &["sh", "-c", &script]);
     for by in ["state", "pid", "waker"] {
         same_json(&file, "offcpu", &["--stat", "--by", by]);
         let (_, pairs) = ran_on_threads(&file, "offcpu", Some(by), 2);
@@ -247,24 +250,12 @@ fn every_analyzer_of_a_demo_recording_is_the_same_on_any_number_of_threads() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let file = dir.path().join("demo.dat");
     let d = dir.path().to_str().unwrap();
-    // In 4 KiB pages: a short recording still cuts into several slices.
-    kstate(&[
-        "record",
-        "--sysinfo-interval",
-        "0",
-        "--subbuf",
-        "4",
-        "-e",
+    record_in_small_pages(
         "perf,mem,bio,net,softirq,syscall",
-        "-o",
-        file.to_str().unwrap(),
-        "--",
-        support::KSTATE,
-        "workload",
-        "demo",
-        "--dir",
-        d,
-    ]);
+        &[],
+        &file,
+        &[support::KSTATE, "workload", "demo", "--dir", d],
+    );
     let src = Source::open(&file).unwrap();
     let mut ran = Vec::new();
     for info in kstate_analyze::analyzers::ALL {
