@@ -208,11 +208,16 @@ pub(crate) enum Layouts {
 pub(crate) struct ById {
     /// The distinct layouts.
     layouts: Vec<SampleLayout>,
-    base: u64,
-    /// For id `base + k`, 1 + its layout's index in `layouts` (0: no such id).
-    table: Vec<u8>,
-    /// The layout's index by id, where the table would be too wide.
-    spread: FxMap<u64, usize>,
+    index: IdIndex,
+}
+
+/// Where an id's layout lies in [`ById::layouts`].
+#[derive(Debug, Clone)]
+enum IdIndex {
+    /// For id `base + k`, `slots[k]` is 1 + the layout's index (0: no such id).
+    Table { base: u64, slots: Vec<u8> },
+    /// Ids too far apart for a table.
+    Map(FxMap<u64, usize>),
 }
 
 /// The widest range of ids the table covers (one byte per id).
@@ -221,7 +226,7 @@ const ID_TABLE_SPAN: u64 = 1 << 16;
 impl ById {
     pub(crate) fn new(ids: impl IntoIterator<Item = (u64, SampleLayout)>) -> ById {
         let mut layouts: Vec<SampleLayout> = Vec::new();
-        let mut index: Vec<(u64, usize)> = Vec::new();
+        let mut of_id: Vec<(u64, usize)> = Vec::new();
         for (id, l) in ids {
             let k = match layouts.iter().position(|x| *x == l) {
                 Some(k) => k,
@@ -230,33 +235,30 @@ impl ById {
                     layouts.len() - 1
                 }
             };
-            index.push((id, k));
+            of_id.push((id, k));
         }
-        let base = index.iter().map(|s| s.0).min().unwrap_or(0);
-        let max = index.iter().map(|s| s.0).max().unwrap_or(0);
-        let mut by = ById {
-            base,
-            table: Vec::new(),
-            spread: FxMap::default(),
-            layouts,
-        };
-        if max - base < ID_TABLE_SPAN && by.layouts.len() < u8::MAX as usize {
-            by.table = vec![0u8; (max - base + 1) as usize];
-            for (id, k) in index {
-                by.table[(id - base) as usize] = k as u8 + 1;
+        let base = of_id.iter().map(|s| s.0).min().unwrap_or(0);
+        let max = of_id.iter().map(|s| s.0).max().unwrap_or(0);
+        let index = if max - base < ID_TABLE_SPAN && layouts.len() < u8::MAX as usize {
+            let mut slots = vec![0u8; (max - base + 1) as usize];
+            for (id, k) in of_id {
+                slots[(id - base) as usize] = k as u8 + 1;
             }
+            IdIndex::Table { base, slots }
         } else {
-            by.spread = index.into_iter().collect();
-        }
-        by
+            IdIndex::Map(of_id.into_iter().collect())
+        };
+        ById { layouts, index }
     }
 
     #[inline]
     fn get(&self, id: u64) -> Option<&SampleLayout> {
-        let k = match self.table.get(id.wrapping_sub(self.base) as usize) {
-            Some(&k) => (k as usize).checked_sub(1)?,
-            None if self.spread.is_empty() => return None,
-            None => *self.spread.get(&id)?,
+        let k = match &self.index {
+            IdIndex::Table { base, slots } => {
+                let slot = *slots.get(id.wrapping_sub(*base) as usize)?;
+                (slot as usize).checked_sub(1)?
+            }
+            IdIndex::Map(m) => *m.get(&id)?,
         };
         self.layouts.get(k)
     }
@@ -495,7 +497,7 @@ mod tests {
             let by = Layouts::ById(ById::new(ids.clone()));
             if let Layouts::ById(m) = &by {
                 assert_eq!(m.layouts.len(), 2, "distinct layouts kept once");
-                assert_eq!(m.table.is_empty(), far);
+                assert_eq!(matches!(m.index, IdIndex::Map(_)), far);
             }
             for (id, l) in &ids {
                 assert_eq!(by.for_sample(&body(*id)), Some(l), "id {id}");
