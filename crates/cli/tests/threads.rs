@@ -314,10 +314,13 @@ fn a_perf_recording_is_analysed_the_same_on_any_number_of_threads() {
         assert!(calls > 20_000, "{calls} calls");
     }
     same_json(&file, "syscall", &["--dist", "--min", "2us"]);
+    // (A floor for load, not a result: how often a woken thread waits for a busy CPU
+    // depends on what else runs. runq saw 416-451 pairs with the machine otherwise idle,
+    // and 191 with four fuzzers on its 2 cores.)
     for (name, by) in [("runq", "pid"), ("offcpu", "waker"), ("offcpu", "state")] {
         same_json(&file, name, &["--stat", "--by", by]);
         let (_, pairs) = ran_on_threads(&file, name, Some(by), 2);
-        assert!(pairs > 200, "{name} {by}: {pairs} pairs");
+        assert!(pairs > 100, "{name} {by}: {pairs} pairs");
     }
     // 400,000 events of about 100 bytes: parts of at least 16 MiB each on 2 threads.
     let big = dir.path().join("calls.data");
