@@ -453,6 +453,39 @@ pub struct Out {
 const DAMAGED_REPORTED: u64 = 10;
 
 impl Out {
+    /// An `Out` with no filters at time `now`, for unit tests of pairing.
+    #[cfg(test)]
+    pub(crate) fn at(now: u64) -> Out {
+        Out {
+            tasks: Tasks::default(),
+            mark: LossMark { gen: 0, open: 0 },
+            now,
+            sel: TimeSel::ALL,
+            pids: Vec::new(),
+            tids: Vec::new(),
+            comms: Vec::new(),
+            cpus: Vec::new(),
+            min: 0,
+            max: u64::MAX,
+            task_or_cpu_filter: false,
+            log: false,
+            decades: false,
+            index: FxMap::default(),
+            small: vec![u32::MAX; SMALL_KEYS as usize],
+            aggs: Vec::new(),
+            last: None,
+            pending: Vec::new(),
+            interval: None,
+            counts: Counts::default(),
+            cpu_limit: 1,
+            damaged: None,
+        }
+    }
+    /// Moves a test's `Out` to time `now`.
+    #[cfg(test)]
+    pub(crate) fn set_now(&mut self, now: u64) {
+        self.now = now;
+    }
     /// A CPU number read from an event's fields, if the trace has that CPU. Per-CPU tables
     /// grow by these numbers, so a damaged one is refused: the event is reported as damaged
     /// (with its place in the file) and the analyzer skips it.
