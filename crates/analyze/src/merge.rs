@@ -108,6 +108,10 @@ struct CpuStream {
     batch_next: usize,
     /// For `direct`: the file offset of `head`'s record.
     head_at: u64,
+    /// The current page, copied out of `src` when the stream moves to it. The walk reads
+    /// the page at every record; a copy that stays in the cache, read in place, costs less
+    /// than asking `src` (a call through `dyn`, into a mapped window) each time.
+    page: Vec<u8>,
     cursor: PageCursor,
     /// The record waiting to be delivered: raw timestamp (after the guest-to-host time
     /// shift, if any), payload range.
@@ -332,6 +336,7 @@ impl Merger {
                 batch: Vec::new(),
                 batch_next: 0,
                 head_at: 0,
+                page: Vec::new(),
                 cursor: PageCursor::default(),
                 head: None,
                 pending_lost: Lost::None,
@@ -456,7 +461,7 @@ impl Merger {
         self.delivered = Some(i);
         let bytes = match &s.direct {
             Some(d) => d.bytes(),
-            None => s.src.page(),
+            None => &s.page,
         };
         let payload = &bytes[start..start + len];
         let endian = self.layout.endian;
@@ -572,7 +577,7 @@ impl Merger {
                 s.head_lost = Lost::None;
             }
             s.head = None;
-            let page = s.src.page();
+            let page = &s.page;
             loop {
                 let r = match s.cursor.next(page, endian) {
                     Ok(Some(r)) => r,
@@ -700,7 +705,9 @@ impl Merger {
         }
         let k = s.page_no;
         s.page_no += 1;
-        let header = match read_header(s.src.page(), &layout) {
+        s.page.clear();
+        s.page.extend_from_slice(s.src.page());
+        let header = match read_header(&s.page, &layout) {
             Ok(h) => h,
             Err(e) => return Err(s.fail(e)),
         };
@@ -731,6 +738,7 @@ impl CpuStream {
     fn fail(&mut self, e: Error) -> Error {
         self.head = None;
         self.cursor = PageCursor::default();
+        self.page.clear();
         let e = if e.path.is_none() {
             e.shifted(self.src.page_offset()).in_file(self.src.path())
         } else {
