@@ -79,8 +79,20 @@ impl LogHist {
     }
 
     /// Position of bucket `b` in `counts`, growing the range to hold it.
-    #[inline]
+    #[inline(always)]
     fn slot(&mut self, b: u32) -> usize {
+        // Once per sample: a bucket in the range so far is the common case, and the rest
+        // (the first sample, a range to grow) is out of line.
+        match b.checked_sub(self.base) {
+            Some(at) if (at as usize) < self.counts.len() => at as usize,
+            _ => self.grow_to(b),
+        }
+    }
+
+    /// Grows the range of buckets to hold `b`; its position in `counts`.
+    #[cold]
+    #[inline(never)]
+    fn grow_to(&mut self, b: u32) -> usize {
         if self.counts.is_empty() {
             self.base = b;
         }

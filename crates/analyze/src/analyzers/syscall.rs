@@ -165,7 +165,7 @@ impl Analyzer for Syscall {
         Ok((s, ids))
     }
 
-    #[inline]
+    #[inline(always)]
     fn event(&mut self, ev: &Event<'_>, out: &mut Out) {
         let id = ev.id as usize;
         let Some(&role) = self.roles.get(id) else {
