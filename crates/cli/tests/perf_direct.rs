@@ -316,6 +316,54 @@ fn bench_read_of_a_perf_data() {
     assert!(v["trace_cmd"].is_null(), "{v}");
 }
 
+/// `kstate bench analyze --perf-script PERF.data` on a trace.dat: kstate's rate on the
+/// trace next to `perf script`'s on a perf recording of the same workload, in the same
+/// run. The perf.data's events are perf's own count (`perf report --stats`), which must
+/// be kstate's; a file that is not a perf.data is refused by name.
+#[test]
+fn bench_analyze_against_perf_script_on_the_same_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = getppid_recording(dir.path(), 20000, false);
+    let dat = dir.path().join("calls.dat");
+    support::record_workload("syscall", &["getppid", "20000"], false, &dat);
+    let (data, dat) = (data.to_str().unwrap(), dat.to_str().unwrap());
+    let args = [
+        "bench",
+        "analyze",
+        "--runs",
+        "1",
+        "--no-peer",
+        "--threads",
+        "1",
+    ];
+    let v: Value = serde_json::from_str(&kstate(
+        &[&args[..], &["--perf-script", data, "--json", dat]].concat(),
+        false,
+    ))
+    .unwrap();
+    let info: Value = serde_json::from_str(&kstate(&["info", "--json", data], false)).unwrap();
+    let p = &v["perf_script"];
+    assert_eq!(p["events"], info["events"], "{v}");
+    assert_eq!(p["file"], data, "{v}");
+    assert!(p["seconds"].as_f64().is_some_and(|s| s > 0.0), "{v}");
+    assert!(v["events"].as_u64().unwrap() >= 40000, "{v}");
+    let text = kstate(&[&args[..], &["--perf-script", data, dat]].concat(), false);
+    assert!(
+        text.contains("as many events per second as perf script"),
+        "{text}"
+    );
+    // The trace.dat is no perf.data.
+    let o = Command::new(KSTATE)
+        .args([&args[..], &["--perf-script", dat, dat]].concat())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains(dat) && err.contains("not a perf.data"),
+        "{err}"
+    );
+}
+
 fn agree_syscall_only(f: &Path) -> Value {
     let f = f.to_str().unwrap();
     same(&["dump", "--json", f]);

@@ -87,6 +87,11 @@ pub enum Bench {
         /// Skip the trace-cmd comparison
         #[arg(long)]
         no_peer: bool,
+        /// Also time `perf script` on this perf.data, a perf recording of the same
+        /// workload, and compare the rates (events per second): what a perf user would
+        /// run to read every event of the same work
+        #[arg(long, value_name = "PERF_DATA")]
+        perf_script: Option<PathBuf>,
         /// Print the result as JSON
         #[arg(long)]
         json: bool,
@@ -155,8 +160,17 @@ pub fn run(b: Bench) -> Result<ExitCode, Error> {
             threads,
             runs,
             no_peer,
+            perf_script,
             json,
-        } => bench_analyze(&file, &analyzer, threads, runs.max(1), no_peer, json),
+        } => bench_analyze(
+            &file,
+            &analyzer,
+            threads,
+            runs.max(1),
+            no_peer,
+            perf_script.as_deref(),
+            json,
+        ),
     }
 }
 
@@ -513,6 +527,7 @@ fn bench_analyze(
     mut threads: Vec<usize>,
     runs: u32,
     no_peer: bool,
+    perf_script: Option<&Path>,
     json: bool,
 ) -> Result<ExitCode, Error> {
     // A perf.data's peers are perf's own tools (one thread: the peers have one).
@@ -589,6 +604,7 @@ fn bench_analyze(
         true => "trace-cmd report -t -R | awk",
         false => "trace-cmd report -t -R (no analysis)",
     };
+    let script = perf_script.map(perfdata::script_rate).transpose()?;
     let one = rows.first().map_or(1.0, |(_, m)| m.secs);
     if json {
         let out = serde_json::json!({
@@ -602,6 +618,10 @@ fn bench_analyze(
                 "command": peer_name, "seconds": p.secs, "cpu_seconds": p.cpu_secs,
                 "events_per_sec": events as f64 / p.secs,
                 "max_rss_kib": p.max_rss_kib, "pairs": n})),
+            "perf_script": script.as_ref().map(|(events, m)| serde_json::json!({
+                "file": perf_script.map(|p| p.display().to_string()), "events": events,
+                "seconds": m.secs, "cpu_seconds": m.cpu_secs,
+                "events_per_sec": *events as f64 / m.secs, "max_rss_kib": m.max_rss_kib})),
         });
         println!(
             "{}",
@@ -654,6 +674,23 @@ fn bench_analyze(
                 Some(n) => println!("; pairs: kstate {pairs}, awk {n}"),
                 None => println!(),
             }
+        }
+        if let (Some((n, m)), Some(f)) = (&script, perf_script) {
+            let rate = *n as f64 / m.secs;
+            let best = rows
+                .iter()
+                .map(|(_, m)| events as f64 / m.secs)
+                .fold(0.0, f64::max);
+            println!(
+                "\nperf script on {}: {n} events in {:.3} s ({rate:.0} events/s, {} MiB peak)",
+                f.display(),
+                m.secs,
+                m.max_rss_kib / 1024
+            );
+            println!(
+                "kstate (fastest row) reads {:.1}x as many events per second as perf script",
+                best / rate
+            );
         }
         // Seconds of CPU per second of wall time in the one-thread run: below 1 the
         // machine did not give this run a whole core (other work), and thread speed-ups

@@ -37,6 +37,43 @@ fn fastest(runs: u32, keep: bool, cmd: &mut dyn FnMut() -> Command) -> Result<Me
     Ok(best.expect("runs >= 1"))
 }
 
+/// `perf script` on `file` (once: it is slow), and the samples it holds, as `perf report
+/// --stats` counts them: the peer `bench analyze --perf-script` compares rates with.
+pub(super) fn script_rate(file: &Path) -> Result<(u64, Measured), Error> {
+    if !is_perf_data(file) {
+        return Err(Error::failed(format!(
+            "{}: not a perf.data file (no PERFILE2 magic)",
+            file.display()
+        )));
+    }
+    let stats = super::run_cmd(
+        Command::new("perf")
+            .args(["report", "--stats", "-i"])
+            .arg(file),
+    )?;
+    // The first SAMPLE line is the file's total ("Aggregated stats"), before any per-event
+    // breakdown.
+    let events = stats
+        .lines()
+        .find_map(|l| {
+            let rest = l.trim().strip_prefix("SAMPLE events:")?;
+            rest.split_whitespace().next()?.parse::<u64>().ok()
+        })
+        .ok_or_else(|| {
+            Error::failed(format!(
+                "perf report --stats -i {} counted no SAMPLE events",
+                file.display()
+            ))
+        })?;
+    let m = measure(
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("perf script -i {} >/dev/null 2>&1", quoted(file))),
+        false,
+    )?;
+    Ok((events, m))
+}
+
 pub fn analyze(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitCode, Error> {
     let exe = std::env::current_exe().map_err(|e| Error::failed(e.to_string()))?;
     // Every core (each CPU decoded on its own thread) unless `one`.
