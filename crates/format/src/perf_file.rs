@@ -15,7 +15,7 @@
 //! Only little-endian files are read (perf writes the recording machine's order; big-endian
 //! ones are refused by name).
 
-use std::collections::HashMap;
+use crate::fxmap::FxMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -134,7 +134,8 @@ pub struct PerfFile {
     pub events: Vec<Header>,
     /// The size of the attributes as the file stores them.
     pub attr_size: u64,
-    ids: HashMap<u64, usize>,
+    /// Sample id to event: looked up once per record on this path (no SipHash).
+    ids: FxMap<u64, usize>,
     id_at: IdAt,
     /// Feature sections (bit, bytes) in the file's order.
     pub features: Vec<(u32, Vec<u8>)>,
@@ -282,7 +283,7 @@ impl PerfFile {
             pipe: false,
             events,
             attr_size,
-            ids: HashMap::new(),
+            ids: FxMap::default(),
             id_at: IdAt::First,
             features: Vec::new(),
             data: (data_at, data_at + data_len),
@@ -442,7 +443,7 @@ impl PerfFile {
             pipe: true,
             events,
             attr_size: 0,
-            ids: HashMap::new(),
+            ids: FxMap::default(),
             id_at: IdAt::First,
             features,
             data: (PIPE_HEADER, end),
