@@ -819,14 +819,15 @@ pub fn drive<A: Analyzer>(
     let mut stopped = None;
     let mut since_check = 0u32;
     loop {
-        let ev = match merger.next() {
-            Ok(Some(ev)) => ev,
-            Ok(None) => break,
+        match merger.step() {
+            Ok(true) => {}
+            Ok(false) => break,
             Err(e) => {
                 pass.damaged(e);
                 continue;
             }
-        };
+        }
+        let ev = merger.current();
         if let Some((from, to)) = window {
             if ev.ts > to {
                 since_check += 1;

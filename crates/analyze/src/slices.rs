@@ -194,12 +194,12 @@ fn run_slice<A: Sliced>(
     }
     let mut walk = SliceWalk::new(trace, IdFilter::only(ids.iter().copied()), plan, k)?;
     loop {
-        let ev = match walk.next() {
-            Ok(Some(ev)) => ev,
-            Ok(None) => break,
+        match walk.step() {
+            Ok(true) => {}
+            Ok(false) => break,
             Err(Cannot) => return Ok(None),
-        };
-        if pass.event(&ev, &mut NoLog)?.is_some() {
+        }
+        if pass.event(&walk.current(), &mut NoLog)?.is_some() {
             return Ok(None);
         }
     }
@@ -273,16 +273,33 @@ impl SliceWalk {
     #[inline(always)]
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<Event<'_>>, Cannot> {
+        Ok(match self.step()? {
+            true => Some(self.current()),
+            false => None,
+        })
+    }
+
+    /// Moves to the slice's next event: false at its end, else [`SliceWalk::current`] is
+    /// that event until the next step.
+    #[inline(always)]
+    pub fn step(&mut self) -> Result<bool, Cannot> {
         if self.begin.is_none() {
             self.start()?;
         }
-        let ev = match self.merger.next() {
-            Ok(Some(ev)) => ev,
-            Ok(None) => return Ok(None),
+        match self.merger.step() {
+            Ok(true) => {}
+            Ok(false) => return Ok(false),
             Err(_) => return Err(Cannot),
-        };
+        }
+        let ev = self.merger.current();
         in_order(&mut self.last, &ev)?;
-        Ok((ev.ts < self.to).then_some(ev))
+        Ok(ev.ts < self.to)
+    }
+
+    /// The event the last [`SliceWalk::step`] moved to (only after it returned true).
+    #[inline(always)]
+    pub fn current(&self) -> Event<'_> {
+        self.merger.current()
     }
 
     /// Passes over the events before the cut (on the pages it falls in), their order
