@@ -116,6 +116,9 @@ struct CpuStream {
     /// The record waiting to be delivered: raw timestamp (after the guest-to-host time
     /// shift, if any), payload range.
     head: Option<(u64, usize, usize)>,
+    /// The event id of `head`, read from a page's record to filter it (a record straight
+    /// from the container has its id read when delivered).
+    head_id: u32,
     /// Loss flagged by the page `head` came from, not yet reported.
     pending_lost: Lost,
     head_lost: Lost,
@@ -337,6 +340,7 @@ impl Merger {
                 batch_next: 0,
                 head_at: 0,
                 page: Vec::new(),
+                head_id: 0,
                 cursor: PageCursor::default(),
                 head: None,
                 pending_lost: Lost::None,
@@ -478,16 +482,21 @@ impl Merger {
     pub fn current(&self) -> Event<'_> {
         let s = &self.streams[self.current];
         let (ts, start, len) = s.head.expect("step moved to an event");
-        let bytes = match &s.direct {
-            Some(d) => d.bytes(),
-            None => &s.page,
-        };
-        let payload = &bytes[start..start + len];
         let endian = self.layout.endian;
+        let (payload, id) = match &s.direct {
+            Some(d) => {
+                let payload = &d.bytes()[start..start + len];
+                (
+                    payload,
+                    endian.uint(payload, 0, 2).unwrap_or(u64::MAX) as u32,
+                )
+            }
+            None => (&s.page[start..start + len], s.head_id),
+        };
         Event {
             ts: self.clock.to_ns(ts),
             cpu: s.cpu,
-            id: endian.uint(payload, 0, 2).unwrap_or(u64::MAX) as u32,
+            id,
             payload,
             endian,
             lost_before: s.head_lost,
@@ -613,6 +622,7 @@ impl Merger {
                     Some(t) => t.apply(s.cpu, r.ts),
                 };
                 s.head = Some((ts, r.start, r.len));
+                s.head_id = id;
                 if s.pending_lost.is_some() {
                     s.head_lost = std::mem::take(&mut s.pending_lost);
                     *loss_gen += 1;
