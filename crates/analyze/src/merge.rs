@@ -15,8 +15,8 @@ use kstate_format::page::{read_header, PageCursor};
 
 use kstate_format::prefetch::prefetched;
 use kstate_format::{
-    ClockMap, CpuEvents, Endian, Error, Item, Lost, PageLayout, PageSource, Result, TimeShift,
-    Trace,
+    ClockMap, CpuEvents, Endian, Error, Item, Lost, PageLayout, PageSource, Result, SharedPage,
+    TimeShift, Trace,
 };
 
 use crate::page_index::{id_bits, PageIndex};
@@ -84,6 +84,10 @@ impl IdFilter {
     }
 }
 
+/// A page that delivered at least one event per this many bytes is copied out of its
+/// window, not read in place ([`CpuStream::shared`]).
+const DENSE_BYTES: usize = 128;
+
 /// Per-CPU totals gathered while streaming.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CpuTotals {
@@ -108,10 +112,14 @@ struct CpuStream {
     batch_next: usize,
     /// For `direct`: the file offset of `head`'s record.
     head_at: u64,
-    /// The current page, copied out of `src` when the stream moves to it. The walk reads
-    /// the page at every record; a copy that stays in the cache, read in place, costs less
-    /// than asking `src` (a call through `dyn`, into a mapped window) each time.
-    page: Vec<u8>,
+    /// The current page: a share of the window `src` mapped it in, or else a copy. The
+    /// walk reads the page at every record; reading it here costs less than asking `src`
+    /// (a call through `dyn`) each time. (A copy of every mapped page cost more than those
+    /// calls where most records are filtered out.)
+    shared: Option<SharedPage>,
+    copy: Vec<u8>,
+    /// Events delivered from the current page so far.
+    delivered_on_page: u32,
     cursor: PageCursor,
     /// The record waiting to be delivered: raw timestamp (after the guest-to-host time
     /// shift, if any), payload range.
@@ -339,7 +347,9 @@ impl Merger {
                 batch: Vec::new(),
                 batch_next: 0,
                 head_at: 0,
-                page: Vec::new(),
+                shared: None,
+                copy: Vec::new(),
+                delivered_on_page: 0,
                 head_id: 0,
                 cursor: PageCursor::default(),
                 head: None,
@@ -491,7 +501,7 @@ impl Merger {
                     endian.uint(payload, 0, 2).unwrap_or(u64::MAX) as u32,
                 )
             }
-            None => (&s.page[start..start + len], s.head_id),
+            None => (&s.page()[start..start + len], s.head_id),
         };
         Event {
             ts: self.clock.to_ns(ts),
@@ -606,7 +616,10 @@ impl Merger {
                 s.head_lost = Lost::None;
             }
             s.head = None;
-            let page = &s.page;
+            let page = match &s.shared {
+                Some(p) => p.bytes(),
+                None => &s.copy,
+            };
             loop {
                 let r = match s.cursor.next(page, endian) {
                     Ok(Some(r)) => r,
@@ -623,6 +636,7 @@ impl Merger {
                 };
                 s.head = Some((ts, r.start, r.len));
                 s.head_id = id;
+                s.delivered_on_page += 1;
                 if s.pending_lost.is_some() {
                     s.head_lost = std::mem::take(&mut s.pending_lost);
                     *loss_gen += 1;
@@ -704,6 +718,9 @@ impl Merger {
         let filter_bits = self.filter_bits;
         let (loss_gen, gaps_open) = (&mut self.loss_gen, &mut self.gaps_open);
         let s = &mut self.streams[i];
+        // Let go of the page first: the window it lies in is unmapped when the source
+        // moves past it, not kept beside the next one.
+        s.shared = None;
         let n = match &s.index {
             Some((ix, si)) => ix.skippable(*si, s.page_no, s.seek_pages, filter_bits),
             None => s.seek_pages.saturating_sub(s.page_no),
@@ -735,9 +752,17 @@ impl Merger {
         }
         let k = s.page_no;
         s.page_no += 1;
-        s.page.clear();
-        s.page.extend_from_slice(s.src.page());
-        let header = match read_header(&s.page, &layout) {
+        // A page whose events are mostly delivered is read at every one of them: a copy
+        // is the cheapest to read. One whose records are mostly passed over is read where
+        // it is mapped (its copy would cost more than those few reads).
+        let dense = s.delivered_on_page as usize * DENSE_BYTES >= layout.page_size;
+        s.delivered_on_page = 0;
+        s.shared = if dense { None } else { s.src.shared_page() };
+        if s.shared.is_none() {
+            s.copy.clear();
+            s.copy.extend_from_slice(s.src.page());
+        }
+        let header = match read_header(s.page(), &layout) {
             Ok(h) => h,
             Err(e) => return Err(s.fail(e)),
         };
@@ -764,11 +789,21 @@ impl Merger {
 }
 
 impl CpuStream {
+    /// The current page (empty before the first).
+    #[inline(always)]
+    fn page(&self) -> &[u8] {
+        match &self.shared {
+            Some(p) => p.bytes(),
+            None => &self.copy,
+        }
+    }
+
     /// Ends this stream and turns a page-relative error into one naming the file offset.
     fn fail(&mut self, e: Error) -> Error {
         self.head = None;
         self.cursor = PageCursor::default();
-        self.page.clear();
+        self.shared = None;
+        self.copy.clear();
         let e = if e.path.is_none() {
             e.shifted(self.src.page_offset()).in_file(self.src.path())
         } else {

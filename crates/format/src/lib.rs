@@ -49,7 +49,7 @@ pub use events::{CpuEvents, Item};
 pub use layout::PageLayout;
 pub use open::set_open_threads;
 pub use page::{Lost, PageCursor, PageHeader, Record};
-pub use pages::PageSource;
+pub use pages::{PageSource, SharedPage};
 pub use perf_scan::{scans_in_parts, PART_BYTES_ENV};
 pub use spool::Spool;
 pub use timeshift::TimeShift;

@@ -22,6 +22,8 @@ pub struct Window {
 
 // SAFETY: the mapping is private to this value and only read.
 unsafe impl Send for Window {}
+// SAFETY: shared references only read the mapping (`bytes`), which nothing writes.
+unsafe impl Sync for Window {}
 
 impl Window {
     /// Maps `len` bytes of `file` from `offset`; None where the file cannot be mapped.

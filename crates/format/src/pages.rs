@@ -4,6 +4,7 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::whole_pages;
@@ -32,6 +33,11 @@ pub trait PageSource: Send {
     fn page_offset(&self) -> u64;
     /// The file the pages come from.
     fn path(&self) -> &Path;
+    /// The current page as a share of the mapped window it lies in, where it lies in one:
+    /// a reader that holds it reads the page in place, without asking the source again.
+    fn shared_page(&self) -> Option<SharedPage> {
+        None
+    }
     /// Passes over the next `n` pages without reading them (where the source can), so
     /// that the following `advance` moves to the page after them. Returns how many there
     /// were (fewer at the end of the data).
@@ -42,6 +48,22 @@ pub trait PageSource: Send {
             }
         }
         Ok(n)
+    }
+}
+
+/// A page in a mapped window, shared with the source that mapped it: the window stays
+/// mapped while a share is held.
+#[derive(Clone)]
+pub struct SharedPage {
+    window: Arc<Window>,
+    start: usize,
+    end: usize,
+}
+
+impl SharedPage {
+    #[inline(always)]
+    pub fn bytes(&self) -> &[u8] {
+        &self.window.bytes()[self.start..self.end]
     }
 }
 
@@ -57,7 +79,7 @@ pub struct PlainPages {
     end: u64,
     page_size: usize,
     /// The current window when mapped; `buf` holds it otherwise.
-    window: Option<Window>,
+    window: Option<Arc<Window>>,
     mapping_works: bool,
     buf: Vec<u8>,
     buf_len: usize,
@@ -125,7 +147,7 @@ impl PlainPages {
         if self.mapping_works {
             want = (left.min(whole_pages(self.page_size, MAP_WINDOW) as u64)) as usize;
             got = (self.file_len.saturating_sub(self.next_read)).min(want as u64) as usize;
-            self.window = Window::map(&self.file, self.next_read, got);
+            self.window = Window::map(&self.file, self.next_read, got).map(Arc::new);
             self.mapping_works = self.window.is_some() || got == 0;
         }
         if !self.mapping_works {
@@ -211,6 +233,14 @@ impl PageSource for PlainPages {
     }
     fn page(&self) -> &[u8] {
         &self.data()[self.buf_pos..self.cur_end]
+    }
+    fn shared_page(&self) -> Option<SharedPage> {
+        let window = self.window.clone()?;
+        (self.cur_end > self.buf_pos).then_some(SharedPage {
+            window,
+            start: self.buf_pos,
+            end: self.cur_end,
+        })
     }
     fn page_offset(&self) -> u64 {
         self.last_offset
