@@ -256,6 +256,29 @@ fn perf_data_sample_with_impossible_cpu() {
     }
 }
 
+/// A perf.data header whose data size reaches past the end of u64 (found by the tracedat
+/// fuzz target from a seed recording: the offset plus the size overflowed): the file is
+/// named as cut there, and what lies in it is read.
+#[test]
+fn perf_data_with_a_data_size_past_the_end_of_u64() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("sys.data");
+    let o = Command::new("perf")
+        .args(["record", "-q", "-o"])
+        .arg(&f)
+        .args(["-e", "raw_syscalls:*", "--", "true"])
+        .output()
+        .expect("perf must be installed (apt-get install linux-perf)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut d = std::fs::read(&f).unwrap();
+    // The header's data section: offset at byte 40, size at byte 48.
+    d[48..56].copy_from_slice(&(u64::MAX - 300).to_le_bytes());
+    std::fs::write(&f, &d).unwrap();
+    for cmd in [&["info"][..], &["dump"][..]] {
+        assert_bad(&run_on(cmd, &f), &f, "runs past the end of the");
+    }
+}
+
 /// A perf.data sample whose time is damaged to near the end of time: `classify` sums each
 /// CPU's busy time up to the last event, which then overflowed (a panic, found by the
 /// `analyze` fuzz target from a real recording); the totals stop at their largest instead.

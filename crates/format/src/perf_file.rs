@@ -278,6 +278,8 @@ impl PerfFile {
                 ),
             ));
         }
+        // (A damaged size may reach past the end of u64: checked, not added.)
+        let data_end = data_at.checked_add(data_len).filter(|&e| e <= len);
         let mut pf = PerfFile {
             path: path.to_path_buf(),
             pipe: false,
@@ -286,11 +288,10 @@ impl PerfFile {
             ids: FxMap::default(),
             id_at: IdAt::First,
             features: Vec::new(),
-            data: (data_at, data_at + data_len),
+            data: (data_at, data_end.unwrap_or(len)),
             truncated: None,
         };
         pf.index_ids(id_lists);
-        let data_end = data_at.checked_add(data_len).filter(|&e| e <= len);
         if data_len == 0 || data_end.is_none() {
             // A `perf record` that did not finish leaves the data size 0 and no features;
             // a file that was cut has its data run past the end.
