@@ -316,6 +316,35 @@ fn perf_data_sample_at_the_end_of_time() {
     assert!(v.is_object(), "classify --json gives its verdict: {v}");
 }
 
+/// perf.data samples whose periods are damaged to near 2^64: `kstate profile` sums the
+/// periods (of all samples, of each function), which then overflowed (a panic, found by
+/// the `samples` fuzz target from a real recording); the sums stop at their largest.
+#[test]
+fn perf_data_samples_with_periods_near_the_end_of_u64() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("clock.data");
+    support::perf_record(
+        &f,
+        &["-e", "cpu-clock", "-F", "2000"],
+        false,
+        &["dd", "if=/dev/zero", "of=/dev/null", "bs=1M", "count=300"],
+    );
+    let mut d = std::fs::read(&f).unwrap();
+    // IDENTIFIER, IP, TID, TIME, ADDR, ID, STREAM_ID and CPU come before PERIOD.
+    let period = sample_field(&d, 8, &[16, 0, 1, 2, 3, 6, 9, 7]);
+    let samples = perf_samples(&d);
+    assert!(samples.len() >= 2, "only {} samples", samples.len());
+    for at in &samples[..2] {
+        let p_at = at + period;
+        d[p_at..p_at + 8].copy_from_slice(&(u64::MAX - 1000).to_le_bytes());
+    }
+    std::fs::write(&f, &d).unwrap();
+    let o = kstate_bounded(&["profile", "--json"], &f);
+    assert!(o.status.success(), "profile: {}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v.is_object(), "profile --json gives its table: {v}");
+}
+
 /// A trace.dat page whose time is damaged to near the end of time: the report's findings
 /// sum the time each run queue spent at each length, and took the median of those
 /// sums, which then overflowed (a panic, found by the `analyze` fuzz target from a real

@@ -993,7 +993,8 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
             }
         }
         p.samples += 1;
-        p.total_period += s.period;
+        // (Saturating: a damaged period may be near 2^64.)
+        p.total_period = p.total_period.saturating_add(s.period);
         p.first_ts = Some(p.first_ts.map_or(s.time, |t| t.min(s.time)));
         p.last_ts = Some(p.last_ts.map_or(s.time, |t| t.max(s.time)));
         frames(s, &mut sy, &mut chain);
@@ -1005,7 +1006,7 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
         }
         let e = per_sym.entry(leaf).or_default();
         e.0 += 1;
-        e.1 += s.period;
+        e.1 = e.1.saturating_add(s.period);
         if let Some(name) = &opts.details {
             if sy.syms[leaf as usize].name == *name {
                 let (addr, user) = self::leaf(s);
@@ -1022,7 +1023,7 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
                     unplaced: 0,
                 });
                 h.samples += 1;
-                h.period += s.period;
+                h.period = h.period.saturating_add(s.period);
                 match at {
                     Some(a) => *h.addrs.entry(a).or_default() += 1,
                     None => h.unplaced += 1,
