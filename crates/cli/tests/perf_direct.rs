@@ -352,16 +352,26 @@ fn bench_analyze_against_perf_script_on_the_same_workload() {
         text.contains("as many events per second as perf script"),
         "{text}"
     );
-    // The trace.dat is no perf.data.
-    let o = Command::new(KSTATE)
-        .args([&args[..], &["--perf-script", dat, dat]].concat())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        !o.status.success() && err.contains(dat) && err.contains("not a perf.data"),
-        "{err}"
-    );
+    // The trace.dat is no perf.data; a perf.data has its own perf script row.
+    for (args, named, why) in [
+        (
+            [&args[..], &["--perf-script", dat, dat]].concat(),
+            dat,
+            "not a perf.data",
+        ),
+        (
+            [&args[..], &["--perf-script", data, data]].concat(),
+            data,
+            "is a perf.data already",
+        ),
+    ] {
+        let o = Command::new(KSTATE).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains(named) && err.contains(why),
+            "{err}"
+        );
+    }
 }
 
 fn agree_syscall_only(f: &Path) -> Value {

@@ -530,6 +530,16 @@ fn bench_analyze(
     perf_script: Option<&Path>,
     json: bool,
 ) -> Result<ExitCode, Error> {
+    // Checked before any run: a wrong file is named at once, not after the timings.
+    if let Some(p) = perf_script {
+        if perfdata::is_perf_data(file) {
+            return Err(Error::failed(format!(
+                "--perf-script compares a trace.dat with a perf recording; {} is a perf.data already (its bench times perf script on it)",
+                file.display()
+            )));
+        }
+        perfdata::check_perf_data(p)?;
+    }
     // A perf.data's peers are perf's own tools (one thread: the peers have one).
     if analyzer == "syscall" && perfdata::is_perf_data(file) {
         return perfdata::analyze(file, runs, no_peer, json);

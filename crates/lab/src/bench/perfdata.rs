@@ -37,15 +37,21 @@ fn fastest(runs: u32, keep: bool, cmd: &mut dyn FnMut() -> Command) -> Result<Me
     Ok(best.expect("runs >= 1"))
 }
 
+/// Refuses a file that is not a perf.data, by name.
+pub(super) fn check_perf_data(file: &Path) -> Result<(), Error> {
+    match is_perf_data(file) {
+        true => Ok(()),
+        false => Err(Error::failed(format!(
+            "{}: not a perf.data file (no PERFILE2 magic)",
+            file.display()
+        ))),
+    }
+}
+
 /// `perf script` on `file` (once: it is slow), and the samples it holds, as `perf report
 /// --stats` counts them: the peer `bench analyze --perf-script` compares rates with.
 pub(super) fn script_rate(file: &Path) -> Result<(u64, Measured), Error> {
-    if !is_perf_data(file) {
-        return Err(Error::failed(format!(
-            "{}: not a perf.data file (no PERFILE2 magic)",
-            file.display()
-        )));
-    }
+    check_perf_data(file)?;
     let stats = super::run_cmd(
         Command::new("perf")
             .args(["report", "--stats", "-i"])
