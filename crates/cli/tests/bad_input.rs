@@ -225,30 +225,31 @@ fn perf_samples(d: &[u8]) -> Vec<usize> {
     samples
 }
 
+/// Writes `value` at `field` (from [`sample_field`]) of the first `n` SAMPLE records.
+fn damage_samples(d: &mut [u8], n: usize, field: usize, value: &[u8]) {
+    let samples = perf_samples(d);
+    assert!(samples.len() >= n, "only {} samples", samples.len());
+    for at in &samples[..n] {
+        d[at + field..at + field + value.len()].copy_from_slice(value);
+    }
+}
+
 /// A perf.data sample whose CPU number is damaged must not size per-CPU tables (a table
 /// of a billion CPUs took the machine's memory): the record is named as the problem.
 #[test]
 fn perf_data_sample_with_impossible_cpu() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("sys.data");
-    let o = Command::new("perf")
-        .args(["record", "-q", "-o"])
-        .arg(&f)
-        .args([
-            "-e",
-            "raw_syscalls:sys_enter,raw_syscalls:sys_exit",
-            "--",
-            "true",
-        ])
-        .output()
-        .expect("perf must be installed (apt-get install linux-perf)");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    support::perf_record(
+        &f,
+        &["-e", "raw_syscalls:sys_enter,raw_syscalls:sys_exit"],
+        false,
+        &["true"],
+    );
     let mut d = std::fs::read(&f).unwrap();
     // IDENTIFIER, IP, TID, TIME, ADDR, ID, STREAM_ID come before CPU.
     let cpu = sample_field(&d, 7, &[16, 0, 1, 2, 3, 6, 9]);
-    let at = *perf_samples(&d).first().expect("a sample in the recording");
-    let cpu_at = at + cpu;
-    d[cpu_at..cpu_at + 4].copy_from_slice(&989_855_745u32.to_le_bytes());
+    damage_samples(&mut d, 1, cpu, &989_855_745u32.to_le_bytes());
     std::fs::write(&f, &d).unwrap();
     for cmd in [&["analyze", "syscall", "--stat"][..], &["info"][..]] {
         let o = kstate_bounded(cmd, &f);
@@ -263,13 +264,7 @@ fn perf_data_sample_with_impossible_cpu() {
 fn perf_data_with_a_data_size_past_the_end_of_u64() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("sys.data");
-    let o = Command::new("perf")
-        .args(["record", "-q", "-o"])
-        .arg(&f)
-        .args(["-e", "raw_syscalls:*", "--", "true"])
-        .output()
-        .expect("perf must be installed (apt-get install linux-perf)");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    support::perf_record(&f, &["-e", "raw_syscalls:*"], false, &["true"]);
     let mut d = std::fs::read(&f).unwrap();
     // The header's data section: offset at byte 40, size at byte 48.
     d[48..56].copy_from_slice(&(u64::MAX - 300).to_le_bytes());
@@ -299,12 +294,7 @@ fn perf_data_sample_at_the_end_of_time() {
     let mut d = std::fs::read(&f).unwrap();
     // IDENTIFIER, IP and TID come before TIME.
     let time = sample_field(&d, 2, &[16, 0, 1]);
-    let samples = perf_samples(&d);
-    assert!(samples.len() >= 2, "samples in the recording");
-    for at in &samples[..2] {
-        let ts_at = at + time;
-        d[ts_at..ts_at + 8].copy_from_slice(&(u64::MAX - 1000).to_le_bytes());
-    }
+    damage_samples(&mut d, 2, time, &(u64::MAX - 1000).to_le_bytes());
     std::fs::write(&f, &d).unwrap();
     let o = kstate_bounded(&["classify", "--json"], &f);
     assert!(
@@ -332,12 +322,7 @@ fn perf_data_samples_with_periods_near_the_end_of_u64() {
     let mut d = std::fs::read(&f).unwrap();
     // IDENTIFIER, IP, TID, TIME, ADDR, ID, STREAM_ID and CPU come before PERIOD.
     let period = sample_field(&d, 8, &[16, 0, 1, 2, 3, 6, 9, 7]);
-    let samples = perf_samples(&d);
-    assert!(samples.len() >= 2, "only {} samples", samples.len());
-    for at in &samples[..2] {
-        let p_at = at + period;
-        d[p_at..p_at + 8].copy_from_slice(&(u64::MAX - 1000).to_le_bytes());
-    }
+    damage_samples(&mut d, 2, period, &(u64::MAX - 1000).to_le_bytes());
     std::fs::write(&f, &d).unwrap();
     let o = kstate_bounded(&["profile", "--json"], &f);
     assert!(o.status.success(), "profile: {}", stderr(&o));
