@@ -364,3 +364,51 @@ fn bench_read_has_the_text_row() {
         "{v}"
     );
 }
+
+/// A peer that cannot run is an error, not a timing: without trace-cmd on the PATH the
+/// benchmark says so before timing anything, and a trace-cmd that fails inside the `| awk`
+/// pipeline fails the benchmark (under `sh` the pipeline took awk's status, and an empty
+/// run was reported as thousands of times faster than kstate).
+#[test]
+fn bench_analyze_fails_plainly_when_its_peer_cannot_run() {
+    // A recording with system calls, so that kstate's own runs succeed.
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("getppid.dat");
+    support::record_workload("syscall", &["getppid", "2000"], false, &f);
+    let bench = |path: &str| {
+        std::process::Command::new(support::KSTATE)
+            .args(["bench", "analyze", "--runs", "1"])
+            .arg(&f)
+            .env("PATH", path)
+            .output()
+            .unwrap()
+    };
+    // No trace-cmd at all (bash and awk are still there).
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let out = bench(&format!("{}:/nonexistent", empty.display()));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("trace-cmd is not installed") && err.contains("--no-peer"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "printed a table: {out:?}");
+    // A trace-cmd that fails after printing nothing, ahead of the PATH's real tools.
+    let broken = dir.path().join("broken");
+    std::fs::create_dir(&broken).unwrap();
+    let tc = broken.join("trace-cmd");
+    std::fs::write(
+        &tc,
+        "#!/bin/sh\necho 'trace-cmd: cannot read' >&2\nexit 3\n",
+    )
+    .unwrap();
+    let mut p = std::fs::metadata(&tc).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut p, 0o755);
+    std::fs::set_permissions(&tc, p).unwrap();
+    let out = bench(&format!("{}:/usr/bin:/bin", broken.display()));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("failed"), "{err}");
+    assert!(out.stdout.is_empty(), "printed a table: {out:?}");
+}

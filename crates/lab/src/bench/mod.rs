@@ -320,6 +320,12 @@ fn measure(cmd: &mut Command, keep_stdout: bool) -> Result<Measured, Error> {
 }
 
 fn bench_read(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitCode, Error> {
+    if !no_peer {
+        match perfdata::is_perf_data(file) {
+            true => require("perf", "linux-perf")?,
+            false => require("trace-cmd", "trace-cmd")?,
+        }
+    }
     let exe = std::env::current_exe().map_err(|e| Error::failed(e.to_string()))?;
     let cores = kstate_analyze::slices::all_cores();
     // The read pass on one thread and on every core: (seconds, CPU seconds, events, RSS).
@@ -539,10 +545,14 @@ fn bench_analyze(
             )));
         }
         perfdata::check_perf_data(p)?;
+        require("perf", "linux-perf")?;
     }
     // A perf.data's peers are perf's own tools (one thread: the peers have one).
     if analyzer == "syscall" && perfdata::is_perf_data(file) {
         return perfdata::analyze(file, runs, no_peer, json);
+    }
+    if !no_peer {
+        require("trace-cmd", "trace-cmd")?;
     }
     let exe = std::env::current_exe().map_err(|e| Error::failed(e.to_string()))?;
     if threads.is_empty() {
@@ -601,7 +611,7 @@ fn bench_analyze(
             true => format!("trace-cmd report -t -R -i '{quoted}' | awk '{AWK_SYSCALL}'"),
             false => format!("trace-cmd report -t -R -i '{quoted}' > /dev/null"),
         };
-        let m = measure(Command::new("sh").arg("-c").arg(script), true)?;
+        let m = measure(&mut pipeline(&script), true)?;
         let peer_pairs: Option<u64> = syscall.then(|| {
             m.stdout
                 .lines()
@@ -715,6 +725,26 @@ fn bench_analyze(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A peer's shell pipeline, run by bash with `pipefail`. Under `sh` a pipeline's status is
+/// its last command's, so a `trace-cmd` that failed before `| awk` was timed as a fast,
+/// successful run of an empty trace.
+pub(super) fn pipeline(script: &str) -> Command {
+    let mut c = Command::new("bash");
+    c.arg("-c").arg(format!("set -o pipefail; {script}"));
+    c
+}
+
+/// Fails plainly, before any timing, when a peer tool is not on the PATH.
+pub(super) fn require(tool: &str, package: &str) -> Result<(), Error> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    match std::env::split_paths(&path).any(|d| d.join(tool).is_file()) {
+        true => Ok(()),
+        false => Err(Error::failed(format!(
+            "{tool} is not installed (the peer this benchmark compares with): apt-get install {package}, or pass --no-peer"
+        ))),
+    }
 }
 
 /// Runs `cmd` to completion and returns its stdout; a failure names the program, its

@@ -81,6 +81,9 @@ pub(super) fn script_rate(file: &Path) -> Result<(u64, Measured), Error> {
 }
 
 pub fn analyze(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitCode, Error> {
+    if !no_peer {
+        super::require("perf", "linux-perf")?;
+    }
     let exe = std::env::current_exe().map_err(|e| Error::failed(e.to_string()))?;
     // Every core (each CPU decoded on its own thread) unless `one`.
     let kstate = |paged: bool, one: bool| {

@@ -397,10 +397,9 @@ fn time_peer(file: &Path) -> Result<f64, Error> {
         file.display().to_string().replace('\'', "'\\''"),
         super::AWK_SYSCALL
     );
+    super::require("trace-cmd", "trace-cmd")?;
     let t = Instant::now();
-    let o = Command::new("sh")
-        .arg("-c")
-        .arg(script)
+    let o = super::pipeline(&script)
         .status()
         .map_err(|e| err(e.to_string()))?;
     if !o.success() {
