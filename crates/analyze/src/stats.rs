@@ -31,7 +31,7 @@ impl Default for Agg {
 }
 
 impl Agg {
-    #[inline]
+    #[inline(always)]
     pub fn add(&mut self, v: u64, flag: bool, decades: bool) {
         self.count += 1;
         self.total = self.total.saturating_add(v);
