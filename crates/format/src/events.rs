@@ -32,7 +32,9 @@ pub trait CpuEvents: Send {
     /// comes after the items read before it: the call that meets it returns those, and
     /// the next call the error.
     fn fill(&mut self, out: &mut Vec<Item>) -> Result<()>;
-    /// The bytes the [`Item::Event`]s of the last `fill` point into.
+    /// The bytes the [`Item::Event`]s of the last `fill` point into. They must stay
+    /// where they are, unchanged, until the next `fill` (or the source is dropped): the
+    /// merger keeps a pointer to them for the batch's events.
     fn bytes(&self) -> &[u8];
     /// The file the events come from.
     fn path(&self) -> &Path;
