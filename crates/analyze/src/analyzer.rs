@@ -538,7 +538,9 @@ impl Out {
     }
 
     /// Emits a sample that needs no pairing (or whose pairing the caller checked).
-    #[inline]
+    // Once per pair: inlined into the analyzer with what is rare (a log row, a key not
+    // seen before or too large for the small table) out of line.
+    #[inline(always)]
     pub fn emit(&mut self, s: Sample) {
         if !self.sel.contains(s.start)
             || (s.kind == Kind::Dur && (s.value < self.min || s.value > self.max))
@@ -550,11 +552,7 @@ impl Out {
             return;
         }
         if self.log {
-            if s.kind == Kind::Dur {
-                self.counts.selected += 1;
-            }
-            self.pending.push(s);
-            return;
+            return self.log_sample(s);
         }
         if s.kind != Kind::Dur {
             return;
@@ -562,30 +560,41 @@ impl Out {
         self.counts.selected += 1;
         let slot = match self.last {
             Some((k, i)) if k == s.key => i,
-            _ if s.key < SMALL_KEYS => {
-                let i = self.small[s.key as usize];
-                if i != u32::MAX {
-                    i
-                } else {
-                    let n = self.aggs.len() as u32;
-                    self.small[s.key as usize] = n;
-                    self.aggs.push((s.key, Agg::default()));
-                    n
-                }
+            _ if s.key < SMALL_KEYS && self.small[s.key as usize] != u32::MAX => {
+                self.small[s.key as usize]
             }
-            _ => {
-                let n = self.aggs.len() as u32;
-                let i = *self.index.entry(s.key).or_insert(n);
-                if i == n {
-                    self.aggs.push((s.key, Agg::default()));
-                }
-                self.last = Some((s.key, i));
-                i
-            }
+            _ => self.other_slot(s.key),
         };
         self.aggs[slot as usize]
             .1
             .add(s.value, s.flag, self.decades);
+    }
+
+    /// A sample kept for the log (`--log`), written after the event.
+    #[inline(never)]
+    fn log_sample(&mut self, s: Sample) {
+        if s.kind == Kind::Dur {
+            self.counts.selected += 1;
+        }
+        self.pending.push(s);
+    }
+
+    /// The aggregate of a key other than the last one that is not in the small table:
+    /// found in the index, or made.
+    #[inline(never)]
+    fn other_slot(&mut self, key: u64) -> u32 {
+        let n = self.aggs.len() as u32;
+        if key < SMALL_KEYS {
+            self.small[key as usize] = n;
+            self.aggs.push((key, Agg::default()));
+            return n;
+        }
+        let i = *self.index.entry(key).or_insert(n);
+        if i == n {
+            self.aggs.push((key, Agg::default()));
+        }
+        self.last = Some((key, i));
+        i
     }
 
     /// Whether a sample of `tid` on `cpu` now would pass the time and task filters (for
