@@ -523,6 +523,15 @@ impl Merger {
         Ok(true)
     }
 
+    /// The time of [`Merger::current`]'s event, without building the event.
+    #[inline(always)]
+    pub fn current_ts(&self) -> u64 {
+        let (ts, _, _) = self.streams[self.current]
+            .head
+            .expect("step moved to an event");
+        self.clock.to_ns(ts)
+    }
+
     /// The event the last [`Merger::step`] moved to (only after it returned true).
     #[inline(always)]
     pub fn current(&self) -> Event<'_> {
