@@ -126,10 +126,14 @@ fn a_live_recording_with_migrations_is_analysed_the_same_on_any_number_of_thread
         migrated > 10,
         "only {migrated} calls returned on another CPU"
     );
+    // (A floor that proves the workload ran, not a result: how often the four threads
+    // meet on the lock, and so call futex, depends on the build and on what else runs.
+    // Recordings of the release binary's workload held 7,000-21,000 calls here; one run
+    // of this test beside other tests fell below the 20,000 it once wanted.)
     for by in ["name", "tid"] {
         same_json(&file, "syscall", &["--stat", "--by", by]);
         let (_, calls) = ran_on_threads(&file, "syscall", Some(by), 2);
-        assert!(calls > 20_000, "{calls} calls");
+        assert!(calls > 2_000, "{calls} calls");
     }
     same_json(
         &file,
@@ -308,10 +312,14 @@ fn a_perf_recording_is_analysed_the_same_on_any_number_of_threads() {
         false,
         &[&[support::KSTATE, "workload"], &workload[..]].concat(),
     );
+    // (A floor that proves the workload ran, not a result: how often the four threads
+    // meet on the lock, and so call futex, depends on the build and on what else runs.
+    // Recordings of the release binary's workload held 7,000-21,000 calls here; one run
+    // of this test beside other tests fell below the 20,000 it once wanted.)
     for by in ["name", "tid"] {
         same_json(&file, "syscall", &["--stat", "--by", by]);
         let (_, calls) = ran_on_threads(&file, "syscall", Some(by), 2);
-        assert!(calls > 20_000, "{calls} calls");
+        assert!(calls > 2_000, "{calls} calls");
     }
     same_json(&file, "syscall", &["--dist", "--min", "2us"]);
     // (A floor for load, not a result: how often a woken thread waits for a busy CPU
