@@ -110,6 +110,8 @@ pub struct Records {
     /// records, which are never compressed, saves the work).
     decompress: bool,
     inflate: Option<Box<Inflate>>,
+    /// Bytes mapped at a time ([`WINDOW`] unless a reader asks for more).
+    window: usize,
 }
 
 /// The zstd stream of a file's compressed records.
@@ -146,7 +148,14 @@ impl Records {
             win_len: 0,
             decompress: true,
             inflate: None,
+            window: WINDOW,
         })
+    }
+
+    /// Maps `bytes` at a time instead of [`WINDOW`].
+    pub(crate) fn window_bytes(mut self, bytes: usize) -> Records {
+        self.window = bytes.max(WINDOW);
+        self
     }
 
     /// Hands out compressed records as they are instead of what they hold.
@@ -195,7 +204,7 @@ impl Records {
 
     #[cold]
     fn slide(&mut self, at: u64, n: usize) -> Result<bool> {
-        let len = (self.end - at).min(WINDOW as u64) as usize;
+        let len = (self.end - at).min(self.window as u64) as usize;
         if len < n {
             return Ok(false);
         }

@@ -53,6 +53,13 @@ const RUN_GAP: u64 = 64 << 10;
 /// page holds, so that a time slice's plan counts marks as it counts a trace.dat's pages.
 const MARK_BYTES: u64 = 4096;
 
+/// Bytes the scan maps at a time: twice a reader's window. The scan's threads walk the
+/// whole file once, and every window mapped and unmapped costs them both (the unmap
+/// flushes the other core's TLB). On a 2-core VM, `analyze syscall --stat` of a 4 M-event
+/// perf.data took 5-6 % less time than with 4 MiB, for 4 MiB more peak RSS (16 MiB: 8 %,
+/// for 20 MiB more).
+const SCAN_WINDOW: usize = 8 << 20;
+
 /// Bytes of the data section each thread scans at least: below this a second thread costs
 /// more than it saves.
 const MIN_PART_BYTES: u64 = 16 << 20;
@@ -331,7 +338,7 @@ fn scan_part(
     layouts: &Layouts,
     cpu_limit: u32,
 ) -> Result<Part> {
-    let mut r = Records::open(path, range.0, data_end)?;
+    let mut r = Records::open(path, range.0, data_end)?.window_bytes(SCAN_WINDOW);
     let mut part = Part {
         slots: Slots::default(),
         comms: HashMap::new(),
