@@ -860,18 +860,29 @@ pub fn drive<A: Analyzer>(
         pass.read_only(w, stopped);
     }
     if pass.out.counts.events == 0 && pass.errors.is_empty() {
-        let info = A::INFO;
-        return Err(Error::new(
-            ErrorKind::Unsupported,
-            None,
-            format!(
-                "analyzer {} needs {} but this trace holds none of those events; record them with `kstate record -e {} ...`",
-                info.name, info.needs, info.preset
-            ),
-        )
-        .in_file(&trace.path));
+        return Err(missing_events(trace, A::INFO, "holds none of those events"));
     }
     pass.finish(trace, log)
+}
+
+/// An analyzer's events are missing from `trace` (`what`: how). Where the file is
+/// damaged the damage is named too: it may be what hides them (a perf.data whose data
+/// size runs past the end keeps its event descriptions out of reach).
+fn missing_events(trace: &Trace, info: Info, what: &str) -> Error {
+    let damage = trace
+        .damage()
+        .next()
+        .map(|e| format!("; the file is damaged, which may hide them: {e}"))
+        .unwrap_or_default();
+    Error::new(
+        ErrorKind::Unsupported,
+        None,
+        format!(
+            "analyzer {} needs {} but this trace {what}{damage}; record them with `kstate record -e {} ...`",
+            info.name, info.needs, info.preset
+        ),
+    )
+    .in_file(&trace.path)
 }
 
 /// One analyzer's pass over a time-ordered stream of events: what [`drive`] runs over a
@@ -926,18 +937,7 @@ impl<A: Analyzer> Pass<A> {
             },
         };
         let (a, ids) = A::bind(trace, by).map_err(|Missing(ev)| {
-            Error::new(
-                ErrorKind::Unsupported,
-                None,
-                format!(
-                    "analyzer {} needs {} but this trace has no {}; record them with `kstate record -e {} ...`",
-                    info.name,
-                    info.needs,
-                    ev.join(", "),
-                    info.preset
-                ),
-            )
-            .in_file(&trace.path)
+            missing_events(trace, info, &format!("has no {}", ev.join(", ")))
         })?;
         let start = start()?;
         let f = &cfg.filters;

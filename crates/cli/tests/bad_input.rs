@@ -272,6 +272,13 @@ fn perf_data_with_a_data_size_past_the_end_of_u64() {
     for cmd in [&["info"][..], &["dump"][..]] {
         assert_bad(&run_on(cmd, &f), &f, "runs past the end of the");
     }
+    // The event descriptions lie after the data section, out of reach: an analysis that
+    // finds none of its events names the damage as what may hide them, not only the
+    // events as never recorded.
+    let o = run_on(&["analyze", "syscall", "--stat"], &f);
+    assert_bad(&o, &f, "has no raw_syscalls:sys_enter");
+    assert_bad(&o, &f, "the file is damaged, which may hide them");
+    assert_bad(&o, &f, "runs past the end of the");
 }
 
 /// A perf.data sample whose time is damaged to near the end of time: `classify` sums each
