@@ -573,4 +573,24 @@ fn empty_old_and_cut_files_say_so() {
         part > 0 && part < whole,
         "{part} of {whole} samples before the cut"
     );
+    // `profile` (and `diff`) print the profile of what came before the cut, then the
+    // damage as an error, once, and exit 2 as `dump` does (they exited 0 with a warning).
+    for args in [&["profile", "--json"][..], &["diff", "--json"][..]] {
+        let mut args = args.to_vec();
+        if args[0] == "diff" {
+            args.push(f.to_str().unwrap());
+        }
+        args.push(cut.to_str().unwrap());
+        let o = run(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        let lines = err.lines().filter(|l| l.contains("runs past the end"));
+        assert_eq!(lines.count(), 1, "{err}");
+        assert!(err.contains(cut.to_str().unwrap()), "{err}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON output");
+        if args[0] == "profile" {
+            let n = v["samples"].as_u64().unwrap_or(0);
+            assert!(n > 0 && n < whole, "{n} of {whole} samples before the cut");
+        }
+    }
 }

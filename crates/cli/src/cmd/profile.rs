@@ -10,6 +10,7 @@ use kstate_analyze::filter::{parse_window, Filters, WindowSpec};
 use kstate_analyze::profile::annotate::{self, Annotation};
 use kstate_analyze::profile::compare::{self, Thresholds};
 use kstate_analyze::profile::{self, Profile};
+use kstate_format::Trace;
 
 use kstate_render::profile as render;
 
@@ -141,7 +142,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             p.samples,
             out.display()
         );
-        return Ok(ExitCode::SUCCESS);
+        return Ok(damage_status(&[&trace]));
     }
     for v in [&p.callers, &p.callees].into_iter().flatten() {
         if v.samples == 0 && p.samples > 0 {
@@ -158,9 +159,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             similar(&p, name)
         );
     }
-    for w in &p.warnings {
-        eprintln!("kstate profile: warning: {w}");
-    }
+    print_warnings(&[&trace], &p.warnings);
     if args.details.is_some() {
         let ann: Vec<Annotation> = p
             .details
@@ -177,14 +176,43 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
                 print!("{}", render::details_text(&p, a));
             }
         }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(damage_status(&[&trace]));
     }
     if args.json {
         println!("{}", render::json(&p, &opts.filters));
     } else {
         print!("{}", render::text(&p, &opts.filters, args.top));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(damage_status(&[&trace]))
+}
+
+/// The warnings the profiles gave, each once, but for a file's damage: that is reported
+/// after the output, as the error it is ([`damage_status`]).
+fn print_warnings<'a>(traces: &[&Trace], warnings: impl IntoIterator<Item = &'a String>) {
+    let damage: Vec<&String> = traces
+        .iter()
+        .flat_map(|t| t.damage())
+        .map(|e| &e.msg)
+        .collect();
+    let mut said: Vec<&String> = Vec::new();
+    for w in warnings {
+        if !damage.contains(&w) && !said.contains(&w) {
+            eprintln!("kstate profile: warning: {w}");
+            said.push(w);
+        }
+    }
+}
+
+/// After the output, which covers what the files held before any damage: the damage as
+/// an error naming the file and offset, and exit status 2, as `analyze` does. (A profile
+/// of a cut perf.data exited 0 with a warning.)
+fn damage_status(traces: &[&Trace]) -> ExitCode {
+    let mut status = ExitCode::SUCCESS;
+    for e in traces.iter().flat_map(|t| t.damage()) {
+        eprintln!("kstate: {e}");
+        status = ExitCode::from(crate::EXIT_BAD_INPUT);
+    }
+    status
 }
 
 fn compare_events(
@@ -209,14 +237,12 @@ fn compare_events(
         )
     };
     let (pa, pb) = (of(a)?, of(b)?);
-    for w in pa.warnings.iter().chain(&pb.warnings) {
-        eprintln!("kstate profile: warning: {w}");
-    }
+    print_warnings(&[trace], pa.warnings.iter().chain(&pb.warnings));
     let c = compare::compare(&pb.counts(), &[pa.counts()], t);
     let file = args.file.display().to_string();
     let (header, extra) = render::comparison_header(&file, &pa, &pb, &opts.filters);
     print::comparison(&c, &header, "Image", extra, args.json, args.top);
-    Ok(ExitCode::SUCCESS)
+    Ok(damage_status(&[trace]))
 }
 
 /// ` (similar: a, b)` for names of the profile containing `name`, or nothing.
@@ -279,8 +305,11 @@ pub fn diff(args: DiffArgs) -> Result<ExitCode, Error> {
         },
         ..profile::Options::default()
     };
-    let a = profile::profile(&super::open(&args.before)?, &opts)?;
-    let b = profile::profile(&super::open(&args.after)?, &opts)?;
+    let (before_trace, after_trace) = (super::open(&args.before)?, super::open(&args.after)?);
+    let a = profile::profile(&before_trace, &opts)?;
+    let b = profile::profile(&after_trace, &opts)?;
+    let traces = [&before_trace, &after_trace];
+    print_warnings(&traces, a.warnings.iter().chain(&b.warnings));
     let rows = profile::diff(&a, &b);
     let (before, after) = (
         args.before.display().to_string(),
@@ -294,5 +323,5 @@ pub fn diff(args: DiffArgs) -> Result<ExitCode, Error> {
             render::diff_text(&before, &a, &after, &b, &rows, args.top)
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(damage_status(&traces))
 }
