@@ -27,6 +27,7 @@
 //! an error of kind `Corrupt` with the payload offset.
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::fxmap::{FxMap, FxSet};
 use crate::Endian;
 
 /// Reads from the start of a slice that the caller has checked is long enough.
@@ -1098,11 +1099,12 @@ pub fn count_source(s: &dyn RecordSource) -> Result<Counts> {
         per_event: events.iter().map(|h| (h.event.clone(), 0)).collect(),
         ..Counts::default()
     };
-    let (mut pids, mut tids, mut start_pids) = (
-        std::collections::HashSet::new(),
-        std::collections::HashSet::new(),
-        std::collections::HashSet::new(),
-    );
+    // Once per sample: Fx-hashed, and the spans ordered only at the end (SipHash and a
+    // B-tree per sample made `kstate info` on a 4 M-sample perf.data 4x slower than an
+    // analysis of it).
+    let (mut pids, mut tids, mut start_pids) =
+        (FxSet::default(), FxSet::default(), FxSet::default());
+    let mut spans: FxMap<(usize, Option<u32>), Span> = FxMap::default();
     s.visit(&mut |r| {
         let at_start = r.source == Source::Maps;
         if !at_start {
@@ -1115,7 +1117,7 @@ pub fn count_source(s: &dyn RecordSource) -> Result<Counts> {
                 c.kernel_samples += x.is_kernel() as u64;
                 let st = events[r.event].attr.sample_type;
                 let cpu = (st & sample::CPU != 0).then_some(x.cpu);
-                let span = c.spans.entry((r.event, cpu)).or_default();
+                let span = spans.entry((r.event, cpu)).or_default();
                 span.samples += 1;
                 if st & sample::TIME != 0 {
                     c.first_time = Some(c.first_time.map_or(x.time, |t| t.min(x.time)));
@@ -1139,6 +1141,7 @@ pub fn count_source(s: &dyn RecordSource) -> Result<Counts> {
         }
         Ok(())
     })?;
+    c.spans = spans.into_iter().collect();
     (c.processes, c.threads, c.start_processes) = (
         pids.len() as u64,
         tids.len() as u64,
