@@ -151,9 +151,10 @@ struct CpuStream {
     head_at: u64,
     /// The current page, read here at every record rather than asked of `src` (a call
     /// through `dyn`) each time: a share of the window `src` mapped it in, or (when `src`
-    /// maps nothing) a copy in `copy`. Copying pages whose records are mostly delivered
-    /// once looked cheaper to read; measured on a fresh and on a just-written page cache,
-    /// reading every page in place was 8-11 % faster for `syscall --stat`.
+    /// maps nothing) a copy in `copy`. Copying the pages whose records are mostly
+    /// delivered once measured faster; now, on a fresh and on a just-written page cache,
+    /// reading every page in place is 8-11 % faster for `syscall --stat` and 2-3 % slower
+    /// for `microstate` (one pass over sched, irq and system-call events).
     shared: Option<SharedPage>,
     copy: Vec<u8>,
     cursor: PageCursor,

@@ -293,10 +293,7 @@ impl SliceWalk {
         }
         // Only the time and the loss count are checked here: the pass builds the event.
         let ts = self.merger.current_ts();
-        if ts < self.last || self.merger.loss_mark().gen != 0 {
-            return Err(Cannot);
-        }
-        self.last = ts;
+        in_order(&mut self.last, ts, self.merger.loss_mark().gen)?;
         Ok(ts < self.to)
     }
 
@@ -318,7 +315,7 @@ impl SliceWalk {
                 Err(_) => return Err(Cannot),
             }
             let ev = self.merger.next().map_err(|_| Cannot)?.ok_or(Cannot)?;
-            in_order(&mut self.last, &ev)?;
+            in_order(&mut self.last, ev.ts, ev.loss.gen)?;
         }
         self.begin = Some(self.merger.heads());
         Ok(())
@@ -337,14 +334,15 @@ impl SliceWalk {
     }
 }
 
-/// Checks that `ev` comes no earlier than the event before it, with no loss before it:
-/// a gap opened anywhere so far counts (`gen`; a record after a loss opens one).
+/// Checks that an event at `ts` comes no earlier than the event before it, with no loss
+/// before it: a gap opened anywhere so far counts (`loss_gen`; a record after a loss
+/// opens one).
 #[inline(always)]
-fn in_order(last: &mut u64, ev: &Event<'_>) -> Result<(), Cannot> {
-    if ev.ts < *last || ev.loss.gen != 0 {
+fn in_order(last: &mut u64, ts: u64, loss_gen: u64) -> Result<(), Cannot> {
+    if ts < *last || loss_gen != 0 {
         return Err(Cannot);
     }
-    *last = ev.ts;
+    *last = ts;
     Ok(())
 }
 

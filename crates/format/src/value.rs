@@ -97,7 +97,11 @@ impl FieldRef {
     #[inline(always)]
     fn word(self, rest: &[u8], e: Endian) -> Option<u64> {
         match (e, rest.first_chunk::<8>()) {
-            (Endian::Little, Some(w)) if self.size != 0 => Some(u64::from_le_bytes(*w)),
+            // (The size is checked, not assumed: callers may build a FieldRef themselves,
+            // e.g. from a trace header's long size.)
+            (Endian::Little, Some(w)) if matches!(self.size, 1 | 2 | 4 | 8) => {
+                Some(u64::from_le_bytes(*w))
+            }
             _ => None,
         }
     }
@@ -770,6 +774,16 @@ mod tests {
                     assert_eq!(r.get_i64(&p, e), i, "size {size} at {offset}, {e:?}");
                 }
             }
+        }
+        // A FieldRef built by hand with a size no field has reads as None, as before.
+        for size in [3, 16, 255] {
+            let r = FieldRef {
+                offset: 0,
+                size,
+                signed: true,
+            };
+            assert_eq!(r.get_u64(&p, Endian::Little), None);
+            assert_eq!(r.get_i64(&p, Endian::Little), None);
         }
         // The near-end path is taken: a 4-byte field in a payload's last 4 bytes.
         let f = int("f", "s32", 20, 4, true);
