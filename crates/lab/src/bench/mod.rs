@@ -320,8 +320,11 @@ fn measure(cmd: &mut Command, keep_stdout: bool) -> Result<Measured, Error> {
 }
 
 fn bench_read(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitCode, Error> {
+    // The peers a user of the file has: trace-cmd for a trace.dat (its raw decode, and its
+    // text), perf script for a perf.data (one tool for both).
+    let perf = perfdata::is_perf_data(file);
     if !no_peer {
-        match perfdata::is_perf_data(file) {
+        match perf {
             true => require("perf", "linux-perf")?,
             false => require("trace-cmd", "trace-cmd")?,
         }
@@ -363,9 +366,6 @@ fn bench_read(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<ExitC
         }
         Ok(best.expect("runs >= 1"))
     };
-    // The peers a user of the file has: trace-cmd for a trace.dat (its raw decode, and its
-    // text), perf script for a perf.data (one tool for both).
-    let perf = perfdata::is_perf_data(file);
     let (peer_name, text_name, key) = match perf {
         true => ("perf script", "perf script", "perf_script"),
         false => ("trace-cmd report -t -R", "trace-cmd report", "trace_cmd"),
