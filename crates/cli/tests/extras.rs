@@ -357,7 +357,7 @@ fn info_text_shows_the_recording() {
         "  filters:     sched:sched_switch:prev_pid != 0\n",
         "  pids:        all (system-wide)\n",
         "  sysinfo:     3 snapshots, every 50 ms\n",
-        "  processes:   3 at start\n",
+        "  processes:   3 (at start, and traced tasks found later)\n",
         "  ring buffer at stop:\n",
     ] {
         assert!(text.contains(want), "no {want:?} in:\n{text}");
@@ -440,7 +440,7 @@ fn damaged_sections_are_errors_not_panics() {
         "{text}"
     );
     assert!(text.contains("  sysinfo:     (damaged, see the error)\n"));
-    assert!(text.contains("  processes:   3 at start\n"));
+    assert!(text.contains("  processes:   3 (at start, and traced tasks found later)\n"));
     assert!(text.contains("  ring buffer: (damaged, see the error)\n"));
 
     // An unknown future version is refused the same way.

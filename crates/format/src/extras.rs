@@ -28,7 +28,8 @@ use crate::error::{Error, ErrorKind, Result};
 pub mod ids {
     /// How the recording was made: [`super::Recording`].
     pub const RECORDING: u16 = 0x6b00;
-    /// The process table at the start of the recording: [`super::Process`].
+    /// The process table at the start of the recording, and the traced tasks that started
+    /// later as the recorder found them: [`super::Process`].
     pub const PROCESSES: u16 = 0x6b01;
     /// /proc/meminfo and /proc/vmstat snapshots over time: [`super::SysinfoWriter`].
     pub const SYSINFO: u16 = 0x6b02;
@@ -68,6 +69,17 @@ const PROCESSES_MAGIC: &str = "kstate-processes";
 const SYSINFO_MAGIC: &str = "kstate-sysinfo";
 const RING_STATS_MAGIC: &str = "kstate-ring-stats";
 const VERSION: u32 = 1;
+
+/// In a capture directory (a recorder's scratch, see `crate::rawdir`): the files holding
+/// kstate's sections, named for them, which a recorder keeps current while it records so
+/// that a capture it leaves when killed has them.
+pub const CAPTURE_RECORDING: &str = RECORDING_MAGIC;
+pub const CAPTURE_PROCESSES: &str = PROCESSES_MAGIC;
+/// The sections a capture directory may hold, and their files.
+pub const CAPTURE_SECTIONS: [(u16, &str); 2] = [
+    (ids::RECORDING, CAPTURE_RECORDING),
+    (ids::PROCESSES, CAPTURE_PROCESSES),
+];
 
 // ---------------------------------------------------------------------------------------
 // Text helpers shared by the line formats.

@@ -7,7 +7,9 @@
 //! | event formats  | `events/SYSTEM/EVENT/format`      | `formats/SYSTEM/EVENT/format` |
 //! | CPU N's pages  | `per_cpu/cpuN/trace_pipe_raw`     | `traces/cpuN`          |
 //!
-//! Optional files: `saved_cmdlines` (pid comm), `trace_clock`, `kallsyms`, `printk_formats`.
+//! Optional files: `saved_cmdlines` (pid comm), `trace_clock`, `kallsyms`, `printk_formats`,
+//! and kstate's own sections a recorder keeps there (`kstate-recording`,
+//! `kstate-processes`: [`crate::extras::CAPTURE_SECTIONS`]).
 //! A capture has no byte-order mark: it is read in this machine's order, where it was made.
 
 use std::collections::HashMap;
@@ -118,7 +120,10 @@ pub fn open(dir: &Path) -> Result<Trace> {
         printk_formats: optional("printk_formats"),
         cpu_count,
         cpu_data,
-        extra_options: Vec::new(),
+        extra_options: crate::extras::CAPTURE_SECTIONS
+            .iter()
+            .filter_map(|&(id, name)| Some((id, optional(name)?)))
+            .collect(),
         truncated: None,
         lost_sections: Vec::new(),
         spool: None,

@@ -55,6 +55,17 @@ impl Scratch {
         std::io::Write::write_all(&mut f, bytes).map_err(|e| Error::io("writing", &path, e))
     }
 
+    /// Writes `name` (at the top of the directory) whole or not at all: a new file
+    /// renamed over the old, so a reader (`kstate recover` of a recorder killed meanwhile)
+    /// finds the previous version or this one.
+    pub(crate) fn replace(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        let tmp = format!(".{name}.new");
+        let _ = std::fs::remove_file(self.path(&tmp));
+        self.write(&tmp, bytes)?;
+        std::fs::rename(self.path(&tmp), self.path(name))
+            .map_err(|e| Error::io("renaming into place", &self.path(name), e))
+    }
+
     /// Everything beside the pages that makes the directory a capture (see
     /// `kstate_format::rawdir`), and what `kstate recover` needs to finish the recording.
     pub(crate) fn write_capture(&self, c: &Capture) -> Result<()> {

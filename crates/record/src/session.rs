@@ -16,6 +16,7 @@ use crate::end::{wait_briefly, EndWaiter};
 use crate::error::{Error, Result};
 use crate::events::{self, Selection};
 use crate::instance::{self, Instance};
+use crate::names::{self, TaskNames};
 use crate::reader::{Control, CpuReader};
 use crate::sampler::{self, SampleSpec};
 use crate::scratch_dir::{Capture, EventText, Scratch};
@@ -81,8 +82,10 @@ pub struct Options {
     /// off: a watcher turns them on and off while recording ([`Ongoing::set_enabled`]).
     pub standby: Vec<String>,
     /// User stack bytes copied with each sample and chain (`--stack-bytes`; 0: none, the
-    /// chains are then the kernel's frame-pointer walk alone).
-    pub stack_bytes: u32,
+    /// chains are then the kernel's frame-pointer walk alone). None: each its default,
+    /// [`sampler::DEFAULT_STACK_BYTES`] for samples and
+    /// [`sampler::DEFAULT_CHAIN_STACK_BYTES`] for `--stacks` chains.
+    pub stack_bytes: Option<u32>,
     /// User-lock hold times (`--holds`): uprobes on the C library's mutex lock and
     /// unlock ([`crate::uprobes`]).
     pub holds: bool,
@@ -112,7 +115,7 @@ impl Options {
             sample_fallback: false,
             stacks: false,
             standby: Vec::new(),
-            stack_bytes: sampler::DEFAULT_STACK_BYTES,
+            stack_bytes: None,
             holds: false,
         }
     }
@@ -548,8 +551,8 @@ struct Live {
     ctl: Arc<Control>,
     /// The pid filter (the `-p` processes' threads, or the command).
     pids: Vec<i32>,
-    /// The process table at the start.
-    processes: Vec<extras::Process>,
+    /// The process table at the start, and the traced tasks found since.
+    names: TaskNames,
     user_clock: Option<libc::clockid_t>,
     wall_offset: Option<i64>,
 }
@@ -590,9 +593,7 @@ fn start(opts: &Options, plan: &Plan, out: &Output) -> Result<Live> {
         }
     }
 
-    let processes = system::processes();
-    let saved_at_start = tracefs::read(&tfs.path("saved_cmdlines")).unwrap_or_default();
-    scratch.write("saved_cmdlines", &cmdlines(&processes, &saved_at_start))?;
+    let mut names = TaskNames::new(system::processes());
     let user_clock = system::user_clock(clock);
     let wall_offset = user_clock.map(system::wall_offset);
     let sysinfo = (opts.sysinfo_interval_ms > 0)
@@ -631,6 +632,12 @@ fn start(opts: &Options, plan: &Plan, out: &Output) -> Result<Live> {
         let list: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
         inst.write("set_event_pid", &list.join(" "))?;
     }
+    // The names are in the capture before the command runs.
+    if let Some(g) = &gated {
+        names.command(g.pid, &opts.command[0]);
+    }
+    refresh_names(&mut names, tfs, inst, true);
+    names.save(scratch)?;
     let mut live = Live {
         stackers: None,
         samplers: None,
@@ -640,7 +647,7 @@ fn start(opts: &Options, plan: &Plan, out: &Output) -> Result<Live> {
         side_readers,
         ctl,
         pids,
-        processes,
+        names,
         user_clock,
         wall_offset,
     };
@@ -652,15 +659,15 @@ fn start(opts: &Options, plan: &Plan, out: &Output) -> Result<Live> {
     if !plan.sample_specs.is_empty() {
         let opened = sampler::Sampler::open(
             &plan.sample_specs,
-            opts.stack_bytes,
+            opts.stack_bytes.unwrap_or(sampler::DEFAULT_STACK_BYTES),
             &target,
             &out.cpus,
             user_clock,
             clock,
             &scratch.path("samples"),
         );
-        let (running, tid, what) = start_sampler(opened, &live.ctl)?;
-        own.push(tid.to_string());
+        let (running, tids, what) = start_sampler(opened, &live.ctl)?;
+        own.extend(tids.iter().map(|t| t.to_string()));
         let _ = inst.write("set_event_notrace_pid", &own.join(" "));
         live.samplers = Some((running, what));
     }
@@ -677,15 +684,16 @@ fn start(opts: &Options, plan: &Plan, out: &Output) -> Result<Live> {
             })?;
         let opened = sampler::Sampler::open_tracepoint(
             (STACKS_TRACEPOINT, id),
-            opts.stack_bytes,
+            opts.stack_bytes
+                .unwrap_or(sampler::DEFAULT_CHAIN_STACK_BYTES),
             &target,
             &out.cpus,
             user_clock,
             clock,
             &scratch.path("stacks"),
         );
-        let (running, tid, what) = start_sampler(opened, &live.ctl)?;
-        own.push(tid.to_string());
+        let (running, tids, what) = start_sampler(opened, &live.ctl)?;
+        own.extend(tids.iter().map(|t| t.to_string()));
         let _ = inst.write("set_event_notrace_pid", &own.join(" "));
         live.stackers = Some((running, what));
     }
@@ -778,6 +786,9 @@ fn run(
         stopped_by: None,
         capture,
     };
+    save_capture(opts, plan, out, live, &end);
+    let mut next_refresh = end.started + names::REFRESH_EVERY;
+    let mut next_look = end.started + names::LOOK_EVERY;
     let tick_every = watcher.interval();
     if tick_every.is_some() && live.user_clock.is_none() {
         return Err(Error::new(format!(
@@ -847,6 +858,18 @@ fn run(
                     Some(at + every * ((at.elapsed().as_nanos() / every.as_nanos()) as u32 + 1));
             }
         }
+        let now = Instant::now();
+        if now >= next_refresh {
+            refresh_names(&mut live.names, &plan.tfs, inst, true);
+            save_capture(opts, plan, out, live, &end);
+            (next_refresh, next_look) = (now + names::REFRESH_EVERY, now + names::LOOK_EVERY);
+        } else if now >= next_look {
+            if refresh_names(&mut live.names, &plan.tfs, inst, false) {
+                // Best effort, as in save_capture.
+                let _ = live.names.save(&out.scratch);
+            }
+            next_look = now + names::LOOK_EVERY;
+        }
         // One reading of the clock: two could fall either side of the end.
         let elapsed = end.started.elapsed();
         let left = match opts.duration {
@@ -861,6 +884,51 @@ fn run(
         waiter.wait(&live.ctl, left);
     }
     Ok(end)
+}
+
+/// Looks the traced tasks up again (see [`crate::names`]), the new ones or `all`: the
+/// instance's pid filter and the kernel's saved_cmdlines. Whether anything changed.
+fn refresh_names(names: &mut TaskNames, tfs: &Tracefs, inst: &Instance, all: bool) -> bool {
+    let traced = inst.read("set_event_pid").unwrap_or_default();
+    let saved = tracefs::read(&tfs.path("saved_cmdlines")).unwrap_or_default();
+    names.refresh(&traced, saved, all)
+}
+
+/// Brings the scratch capture's names and RECORDING section (its stop time being now, the
+/// last moment the recorder is known to have recorded) up to date, for `kstate recover`.
+/// Best effort: a disk too full for them is the readers' to report.
+fn save_capture(opts: &Options, plan: &Plan, out: &Output, live: &Live, end: &End) {
+    let _ = live.names.save(&out.scratch);
+    let rec = recording(opts, plan, live, end, now_ns(live.user_clock));
+    let _ = out
+        .scratch
+        .replace(extras::CAPTURE_RECORDING, &rec.encode());
+}
+
+/// How the recording was made: its RECORDING section, stopped at `stop_ts`.
+fn recording(opts: &Options, plan: &Plan, live: &Live, end: &End, stop_ts: u64) -> Recording {
+    Recording {
+        tool: opts.tool.clone(),
+        command: opts.argv.clone(),
+        workload: opts.command.clone(),
+        hostname: system::hostname(),
+        clock: plan.clock.clone(),
+        wall_offset_ns: live.wall_offset,
+        start_ts: end.start_ts,
+        stop_ts,
+        buffer_kib_per_cpu: opts.buffer_kib,
+        events: plan
+            .sel
+            .events
+            .iter()
+            .map(|(s, e)| format!("{s}:{e}"))
+            .collect(),
+        missing_events: plan.sel.missing.clone(),
+        filters: opts.filters.clone(),
+        pids: live.pids.clone(),
+        sysinfo_interval_ms: opts.sysinfo_interval_ms,
+        workload_pid: end.workload_pid,
+    }
 }
 
 /// What stopping left to assemble.
@@ -935,6 +1003,8 @@ fn stop(
                 .and_then(|t| extras::parse_ring_stats(c, &t).ok())
         })
         .collect();
+    // The last look at the traced tasks, while the pid filter still lists them.
+    refresh_names(&mut live.names, &plan.tfs, &out.inst, true);
     let saved_cmdlines = tracefs::read(&plan.tfs.path("saved_cmdlines")).unwrap_or_default();
     // Every page is read: the kernel may now free the buffer (closing it also stops
     // tracing, which is off already).
@@ -1008,7 +1078,7 @@ fn assemble(
     }
     writer.kallsyms(&plan.kallsyms);
     writer.printk_formats(&printk);
-    writer.cmdlines(&cmdlines(&live.processes, &data.saved_cmdlines));
+    writer.cmdlines(&live.names.cmdlines(&data.saved_cmdlines));
 
     let mut cpu_summaries = Vec::new();
     for (o, st) in data.outcomes.iter().zip(data.stats) {
@@ -1027,32 +1097,11 @@ fn assemble(
         cpu_summaries.push(CpuSummary { count, stats: st });
     }
 
-    let rec = Recording {
-        tool: opts.tool.clone(),
-        command: opts.argv.clone(),
-        workload: opts.command.clone(),
-        hostname: system::hostname(),
-        clock: plan.clock.clone(),
-        wall_offset_ns: live.wall_offset,
-        start_ts: end.start_ts,
-        stop_ts: data.stop_ts,
-        buffer_kib_per_cpu: opts.buffer_kib,
-        events: plan
-            .sel
-            .events
-            .iter()
-            .map(|(s, e)| format!("{s}:{e}"))
-            .collect(),
-        missing_events: plan.sel.missing.clone(),
-        filters: opts.filters.clone(),
-        pids: live.pids.clone(),
-        sysinfo_interval_ms: opts.sysinfo_interval_ms,
-        workload_pid: end.workload_pid,
-    };
+    let rec = recording(opts, &plan, &live, &end, data.stop_ts);
     writer.extra_option(extras::ids::RECORDING, &rec.encode())?;
     writer.extra_option(
         extras::ids::PROCESSES,
-        &extras::encode_processes(&live.processes),
+        &extras::encode_processes(&live.names.processes()),
     )?;
     let mut sysinfo_snapshots = 0;
     if let Some((n, path)) = &data.sysinfo {
@@ -1342,21 +1391,6 @@ fn kernel_error(inst: &Instance, file: &str) -> Option<String> {
     })
 }
 
-/// cmdlines for trace-cmd: the process table at start plus the kernel's saved_cmdlines
-/// (which knows tasks that started during the recording).
-fn cmdlines(procs: &[extras::Process], saved: &[u8]) -> Vec<u8> {
-    let mut map: std::collections::BTreeMap<i32, String> =
-        procs.iter().map(|p| (p.pid, p.comm.clone())).collect();
-    for (pid, comm) in kstate_format::rawdir::parse_cmdlines(saved) {
-        map.insert(pid, comm);
-    }
-    map.iter()
-        .filter(|(pid, _)| **pid > 0)
-        .map(|(pid, c)| format!("{pid} {c}\n"))
-        .collect::<String>()
-        .into_bytes()
-}
-
 /// The running per-CPU readers. Dropped without [`ReaderSet::join`] (an early error), it
 /// stops and joins them.
 struct ReaderSet {
@@ -1445,18 +1479,18 @@ impl Sampler {
     }
 }
 
-/// Starts an opened sampler's copier thread: the running sampler, the thread's id (to
-/// keep out of the trace) and what it samples, for the summary.
+/// Starts an opened sampler's threads: the running sampler, the threads' ids (to keep
+/// out of the trace) and what it samples, for the summary.
 fn start_sampler(
     opened: std::result::Result<sampler::Sampler, sampler::OpenError>,
     ctl: &Arc<Control>,
-) -> Result<(sampler::Running, i32, String)> {
+) -> Result<(sampler::Running, Vec<i32>, String)> {
     let s = opened.map_err(|e| match e {
         sampler::OpenError::NoPmu(m) => Error::new(m),
         sampler::OpenError::Other(e) => e,
     })?;
     let what = s.what().to_string();
-    s.start(Arc::clone(ctl)).map(|(r, tid)| (r, tid, what))
+    s.start(Arc::clone(ctl)).map(|(r, tids)| (r, tids, what))
 }
 
 #[cfg(test)]

@@ -34,6 +34,25 @@ pub fn processes() -> Vec<Process> {
     out
 }
 
+/// One task (a thread id, whose /proc entry exists though `ls /proc` does not list it),
+/// None once it has gone.
+pub fn task(tid: i32) -> Option<Process> {
+    let (comm, ppid) = stat_comm_ppid(std::path::Path::new(&format!("/proc/{tid}/stat")))?;
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let tgid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(Process {
+        pid: tid,
+        tgid,
+        ppid,
+        comm,
+    })
+}
+
 /// comm and parent pid from a /proc stat file: "pid (comm) state ppid ...".
 fn stat_comm_ppid(path: &std::path::Path) -> Option<(String, i32)> {
     let s = std::fs::read(path).ok()?;
@@ -178,6 +197,27 @@ mod tests {
         assert!(!p.comm.is_empty());
         // Threads are listed with their process as tgid.
         assert!(ps.iter().all(|p| p.tgid > 0 && p.pid > 0));
+    }
+
+    #[test]
+    fn a_thread_is_found_with_its_group() {
+        let me = std::process::id() as i32;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let h = std::thread::Builder::new()
+            .name("names-probe".into())
+            .spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                tx.send(unsafe { libc::gettid() }).unwrap();
+                let _ = done_rx.recv();
+            })
+            .unwrap();
+        let tid = rx.recv().unwrap();
+        let t = task(tid).expect("the thread is found");
+        done_tx.send(()).unwrap();
+        h.join().unwrap();
+        assert_eq!((t.pid, t.tgid, t.comm.as_str()), (tid, me, "names-probe"));
+        assert!(task(i32::MAX).is_none());
     }
 
     #[test]

@@ -401,7 +401,10 @@ fn recording_text(d: &Description, s: &mut String) {
     }
     match &sec.processes {
         Some(Some(n)) => {
-            let _ = writeln!(s, "  processes:   {n} at start");
+            let _ = writeln!(
+                s,
+                "  processes:   {n} (at start, and traced tasks found later)"
+            );
         }
         Some(None) => {
             let _ = writeln!(s, "  processes:   {DAMAGED}");

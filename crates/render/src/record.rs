@@ -97,9 +97,13 @@ pub fn text(s: &Summary) -> String {
         );
     }
     if let Some(x) = &s.stacks {
+        let share = match x.lost {
+            0 => String::new(),
+            n => format!(" ({:.1} %)", n as f64 * 100.0 / (n + x.samples) as f64),
+        };
         let _ = writeln!(
             out,
-            "  stacks: {} {}, {} lost ({} of perf records)",
+            "  stacks: {} {}, {} lost{share}, {} of perf records",
             x.samples,
             x.what,
             x.lost,

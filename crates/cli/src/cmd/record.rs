@@ -92,10 +92,12 @@ pub struct Args {
     /// User stack bytes copied with each --sample sample and --stacks chain, with the
     /// user registers: chains are then unwound through the mapped files' DWARF CFI
     /// (.eh_frame), so code without frame pointers (glibc) keeps its callers. 0: none (the
-    /// kernel's frame-pointer walk alone; smaller files)
-    #[arg(long, value_name = "BYTES", default_value_t = kstate_record::sampler::DEFAULT_STACK_BYTES,
+    /// kernel's frame-pointer walk alone; smaller files) [default: 8192 for samples, 1024
+    /// for --stacks chains, which need only the frames up to the lock's caller and come in
+    /// bursts of many thousand a second]
+    #[arg(long, value_name = "BYTES",
           value_parser = clap::value_parser!(u32).range(0..=kstate_record::sampler::MAX_STACK_BYTES as i64))]
-    stack_bytes: u32,
+    stack_bytes: Option<u32>,
     /// Also measure how long user locks are held: uprobes on the C library's
     /// pthread_mutex_lock (entry and return) and pthread_mutex_unlock, in kstate's own
     /// tracefs instance, removed on every exit; `kstate analyze lockhold` reads them

@@ -1,7 +1,9 @@
 //! `kstate recover`: a trace.dat from what a killed recorder left. A recorder's scratch
-//! directory is a capture from its first second (formats, kallsyms, command names, and
-//! the pages it moved, at most a moment behind the kernel), so SIGKILL, the OOM killer or
-//! a lost machine cost only the events still in the kernel's buffer.
+//! directory is a capture from its first second (formats, kallsyms, the pages it moved, at
+//! most a moment behind the kernel, and, kept current each second, the names and thread
+//! groups of the tasks it follows and how it was recording: its RECORDING and PROCESSES
+//! sections), so SIGKILL, the OOM killer or a lost machine cost only the events still in
+//! the kernel's buffer.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -53,13 +55,19 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let note = format!(
         "by `kstate recover` from what recorder {} left in {} when it was killed; missing: \
          the events the kernel still held at that moment (at most the last second){}, \
-         kstate's summary sections (memory snapshots, CPU samples, ring-buffer statistics)",
+         kstate's summary sections (memory snapshots, CPU samples, ring-buffer statistics){}",
         l.pid,
         l.dir.display(),
         if torn > 0 {
             format!(", and {torn} bytes of a page it was writing")
         } else {
             String::new()
+        },
+        match trace.extra(ids::RECORDING) {
+            Some(_) =>
+                "; the recording's stop time is when the recorder last noted it, at \
+                        most a second before it was killed",
+            None => "",
         }
     );
     trace
