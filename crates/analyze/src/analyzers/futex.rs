@@ -25,6 +25,8 @@
 //! call, from the call chain taken at that futex() entry: `main_arena@1234 wait from
 //! worker`; the rule for the caller is in [`crate::profile::stacks`]. `[no chain]`: the
 //! call had no chain (lost); `[unknown caller]`: its chain showed only lock machinery.
+//! Tasks that started during the recording are named from the events that tell their
+//! names, where recorded ([`super::task_names`]).
 
 use kstate_format::{FieldRef, Trace};
 
@@ -33,6 +35,13 @@ use crate::fxmap::FxMap;
 use crate::merge::Event;
 use crate::pair::Pairs;
 use crate::profile::stacks::{caller_label, Stacks};
+
+use super::task_names::TaskNames;
+
+/// `--by caller`'s caller of a call that has no chain (lost while recording).
+pub const NO_CHAIN: &str = "[no chain]";
+/// `--by caller`'s caller of a call whose chain shows only lock machinery.
+pub const UNKNOWN_CALLER: &str = "[unknown caller]";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Family {
@@ -118,6 +127,7 @@ pub struct Futex {
     op: FieldRef,
     ret: FieldRef,
     newtask: Option<NewTask>,
+    task_names: TaskNames,
     pairs: Pairs<i32, (u64, Family)>,
     index: FxMap<Lock, u32>,
     locks: Vec<Lock>,
@@ -168,9 +178,13 @@ impl Analyzer for Futex {
         };
         let newtask = NewTask::bind(trace);
         let pending = PendingLocks::bind(trace).filter(|_| by == "caller");
+        let task_names = TaskNames::bind(trace);
         let mut ids = vec![en.id, ex.id];
         ids.extend(newtask.as_ref().map(|n| n.id));
         ids.extend(pending.iter().flat_map(|p| [p.lock, p.locked]));
+        ids.extend(task_names.ids());
+        ids.sort_unstable();
+        ids.dedup();
         // A section that cannot be read leaves the locks as addresses (`kstate profile`
         // says what is wrong with it).
         let stacks = match by {
@@ -191,6 +205,7 @@ impl Analyzer for Futex {
                 op: op.into(),
                 ret: ret.into(),
                 newtask,
+                task_names,
                 pairs: Pairs::default(),
                 index: FxMap::default(),
                 locks: Vec::new(),
@@ -273,15 +288,19 @@ impl Analyzer for Futex {
                     kind: Kind::Dur,
                 },
             );
-        } else if let Some(nt) = self.newtask.as_ref().filter(|n| n.id == ev.id) {
-            nt.event(ev, out);
-        } else if let Some(pl) = self.pending.as_mut() {
-            if ev.id == pl.lock {
-                let c = pl.caller.get_u64(p, e).unwrap_or(0);
-                pl.open.insert(tid, c);
-            } else if ev.id == pl.locked {
-                pl.open.remove(&tid);
+        } else {
+            if let Some(nt) = self.newtask.as_ref().filter(|n| n.id == ev.id) {
+                nt.event(ev, out);
             }
+            if let Some(pl) = self.pending.as_mut() {
+                if ev.id == pl.lock {
+                    let c = pl.caller.get_u64(p, e).unwrap_or(0);
+                    pl.open.insert(tid, c);
+                } else if ev.id == pl.locked {
+                    pl.open.remove(&tid);
+                }
+            }
+            self.task_names.event(ev, out);
         }
     }
 
@@ -335,8 +354,8 @@ impl Futex {
         let label = named.unwrap_or_else(|| {
             match self.stacks.as_ref().map(|s| s.caller_at(tid as u32, ts)) {
                 Some(Some(Some(sym))) => caller_label(sym),
-                Some(Some(None)) => "[unknown caller]".to_string(),
-                _ => "[no chain]".to_string(),
+                Some(Some(None)) => UNKNOWN_CALLER.to_string(),
+                _ => NO_CHAIN.to_string(),
             }
         });
         if let Some(&i) = self.caller_index.get(&label) {

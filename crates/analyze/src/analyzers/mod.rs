@@ -25,6 +25,7 @@ pub mod softirq;
 pub mod syscall;
 pub mod syscall_x86_64;
 pub mod sysinfo;
+mod task_names;
 pub mod vmscan;
 
 /// Every analyzer, in `--list` order.

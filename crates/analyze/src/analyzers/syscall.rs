@@ -5,6 +5,8 @@
 //! of the same system call number. Key: the call's name (`--by name`, default) or the
 //! thread (`--by tid`). Flag column: `errors`, exits with a negative return value.
 //! Calls that never return (exit, exit_group) stay open and are counted as such.
+//! Tasks that started during the recording are named from the events that tell their
+//! names, where recorded ([`super::task_names`]).
 
 use kstate_format::{FieldRef, Trace};
 
@@ -13,6 +15,8 @@ use crate::fxmap::FxMap;
 use crate::merge::Event;
 use crate::pair::{Open, Pairs};
 use crate::slices::Sliced;
+
+use super::task_names::TaskNames;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
@@ -23,6 +27,8 @@ enum Role {
     /// syscalls:sys_enter_NAME / sys_exit_NAME: the number is `__syscall_nr`.
     Enter,
     Exit,
+    /// An event that names a task ([`TaskNames`]).
+    Names,
 }
 
 pub struct Syscall {
@@ -38,6 +44,7 @@ pub struct Syscall {
     id_names: FxMap<u32, String>,
     learned: FxMap<u64, String>,
     pairs: Pairs<i32, i64>,
+    task_names: TaskNames,
     /// In a time slice after the first: each thread's first event there.
     heads: Option<Box<Heads>>,
 }
@@ -119,6 +126,7 @@ impl Analyzer for Syscall {
             id_names: FxMap::default(),
             learned: FxMap::default(),
             pairs: Pairs::default(),
+            task_names: TaskNames::bind(trace),
             heads: None,
         };
         let mut ids = Vec::new();
@@ -137,6 +145,7 @@ impl Analyzer for Syscall {
                 s.nr[ex.id as usize] = id_ex.into();
                 s.ret[ex.id as usize] = ret.into();
                 ids.extend([en.id, ex.id]);
+                s.bind_names(&mut ids);
                 return Ok((s, ids));
             }
         }
@@ -162,6 +171,7 @@ impl Analyzer for Syscall {
         if ids.is_empty() {
             return Err(Missing(missing));
         }
+        s.bind_names(&mut ids);
         Ok((s, ids))
     }
 
@@ -204,6 +214,7 @@ impl Analyzer for Syscall {
                     _ => out.unmatched(),
                 }
             }
+            Role::Names => self.task_names.event(ev, out),
             Role::None => {}
         }
     }
@@ -231,6 +242,16 @@ impl Analyzer for Syscall {
 }
 
 impl Syscall {
+    /// Delivers the events that name tasks too.
+    fn bind_names(&mut self, ids: &mut Vec<u32>) {
+        for id in self.task_names.ids() {
+            if let Some(r) = self.roles.get_mut(id as usize) {
+                *r = Role::Names;
+                ids.push(id);
+            }
+        }
+    }
+
     /// The sample of a call that entered at `o` and exited with `ret` at `ts`.
     fn sample(&self, tid: i32, nr: i64, o: &Open<i64>, ret: i64, ts: u64) -> Sample {
         Sample {

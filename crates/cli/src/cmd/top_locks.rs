@@ -30,7 +30,7 @@ use serde_json::json;
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "Examples:\n  kstate top-locks -- ./server --threads 32\n  kstate record -e futex,task:task_newtask --stacks -o t.dat -- ./server\n  kstate top-locks t.dat\n\nCallers come from user call chains unwound through the files' DWARF CFI from a copy of\nthe user stack (--stack-bytes of `kstate record`), so glibc's malloc and Rust's std keep\ntheir callers; a chain that shows only lock machinery gives [unknown caller]."
+    after_help = "Examples:\n  kstate top-locks -- ./server --threads 32\n  kstate record -e futex,task:task_newtask --stacks -o t.dat -- ./server\n  kstate top-locks t.dat\n\nCallers come from user call chains unwound through the files' DWARF CFI from a copy of\nthe user stack (--stack-bytes of `kstate record`), so glibc's malloc and Rust's std keep\ntheir callers. The caller named is the one whose waits took longest among those the\nchains name; waits without a chain (lost while recording) and chains that show only lock\nmachinery are never shown as a caller: their share of the waits is said below the lock."
 )]
 pub struct Args {
     /// trace.dat recorded with futex events (`kstate record -e futex ...`, with --stacks
@@ -147,6 +147,11 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
                 "callers": l.callers.iter().map(|(c, n, ns)| json!({
                     "caller": c, "waits": n, "wait_ns": ns,
                 })).collect::<Vec<_>>(),
+                // Not callers: waits without a chain, and chains of lock machinery only.
+                "no_chain_waits": l.no_chain.0, "no_chain_wait_ns": l.no_chain.1,
+                "no_chain_pct_of_waits": l.no_chain_pct().map(|p| (p * 100.0).round() / 100.0),
+                "unknown_caller_waits": l.unknown_caller.0,
+                "unknown_caller_wait_ns": l.unknown_caller.1,
             })).collect::<Vec<_>>(),
             "lost_events": o.lost_total().0,
             "broken_by_loss": o.counts.broken_by_loss,
@@ -191,6 +196,9 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
                 ),
                 None if t.holds_recorded => println!("    hold: {}", locks::HOLD_NOT_SEEN),
                 _ => {}
+            }
+            if let Some(line) = locks::uncalled_line(l) {
+                println!("    {line}");
             }
             if l.callers.len() > 1 {
                 for (c, n, ns) in l.callers.iter().take(a.callers) {

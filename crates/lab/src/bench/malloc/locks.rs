@@ -157,6 +157,8 @@ impl View {
                 "callers": l.callers.iter().take(CALLERS).map(|(c, n, ns)| json!({
                     "caller": c, "waits": n, "wait_ns": ns,
                 })).collect::<Vec<_>>(),
+                "no_chain_waits": l.no_chain.0,
+                "unknown_caller_waits": l.unknown_caller.0,
             })),
             // Under the recorder: the probes cost (uprobes on every pthread mutex call).
             "loops_per_sec_recorded": self.result["loops_per_sec"],
@@ -183,8 +185,10 @@ impl View {
             l.name,
             l.wait_pct(self.span_ns)
         )];
-        if l.callers.is_empty() {
-            v.push("    callers: none unwound".into());
+        match locks::uncalled_line(l) {
+            Some(line) => v.push(format!("    {line}")),
+            None if l.callers.is_empty() => v.push("    callers: none unwound".into()),
+            None => {}
         }
         for (c, n, ns) in l.callers.iter().take(CALLERS) {
             v.push(format!(
