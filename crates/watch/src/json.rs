@@ -16,7 +16,7 @@
 //!          escalations, shedding, losses; see kstate_format::watch_log)}
 //! ```
 
-use kstate_analyze::alarm::Firing;
+use crate::alarm::Firing;
 use kstate_analyze::analyzer::{Cell, Outcome};
 use kstate_analyze::live::Interval;
 use kstate_analyze::stats::Agg;

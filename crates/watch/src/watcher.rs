@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::Child;
 use std::time::Duration;
 
-use kstate_analyze::alarm::{Alarms, Firing, Rule};
+use crate::alarm::{Alarms, Firing, Rule};
 use kstate_analyze::analyzer::{Config, Mode};
 use kstate_analyze::live::{GrowingPages, Interval, Live};
 use kstate_analyze::{analyzers, Info};

@@ -5,7 +5,7 @@
 //! last-level cache costs only the sets a stream uses.
 
 use crate::cache::Level;
-use crate::fxmap::FxMap;
+use kstate_format::fxmap::FxMap;
 
 /// One simulated cache.
 #[derive(Debug, Clone)]

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 
 use kstate_format::{Error, ErrorKind};
 
-use crate::profile::compare::Counts;
+use kstate_analyze::profile::compare::Counts;
 
 /// Counts of one function in one source file.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! Alarm rules on live statistics ([`crate::live`]): a condition on one analyzer's
+//! Alarm rules on live statistics ([`kstate_analyze::live`]): a condition on one analyzer's
 //! statistic (or the events lost), over a sliding window of intervals, e.g.
 //! `syscall.p99{name=write} > 100ms over 3s`.
 //!
@@ -23,10 +23,10 @@
 
 use std::collections::VecDeque;
 
-use crate::analyzer::{Info, Unit};
-use crate::analyzers;
-use crate::live::Interval;
-use crate::stats::Agg;
+use kstate_analyze::analyzer::{Info, Unit};
+use kstate_analyze::analyzers;
+use kstate_analyze::live::Interval;
+use kstate_analyze::stats::Agg;
 
 /// A statistic of a set of samples.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -321,7 +321,7 @@ pub fn parse_duration(s: &str) -> Result<u64, String> {
     if !s.contains(|c: char| c.is_alphabetic()) {
         return Err(format!("{s:?} needs a time unit (ns, us, ms, s)"));
     }
-    crate::filter::parse_dur(s)
+    kstate_analyze::filter::parse_dur(s)
         .map_err(|_| format!("{s:?}: not a time with a known unit (ns, us, ms, s)"))
 }
 
@@ -580,7 +580,7 @@ mod tests {
             start: (end_ms - 300) * 1_000_000,
             end: end_ms * 1_000_000,
             outcomes: Vec::new(),
-            cpus: vec![crate::live::CpuActivity {
+            cpus: vec![kstate_analyze::live::CpuActivity {
                 cpu: 0,
                 events: 10,
                 bytes: 100,
