@@ -19,7 +19,7 @@ use kstate_format::value::FieldRef;
 use kstate_format::{Error, ErrorKind, Trace};
 
 use crate::analyzers::sched::IdleExits;
-use crate::merge::{IdFilter, Merger};
+use kstate_format::stream::merge::{IdFilter, Merger};
 
 #[cfg(target_arch = "aarch64")]
 const NR_FUTEX: u64 = 98;

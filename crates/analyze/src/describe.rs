@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use kstate_format::extras::{self, ids, Recording, RingStats};
 use kstate_format::{watch_log, Container, Error, ErrorKind, Trace};
 
-use crate::merge::{IdFilter, Merger};
+use kstate_format::stream::merge::{IdFilter, Merger};
 
 #[derive(Debug, Default, Clone)]
 pub struct CpuInfo {

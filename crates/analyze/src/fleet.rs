@@ -22,10 +22,10 @@ use kstate_format::ErrorKind;
 
 use crate::analyzer::{AnyPass, Config, Mode};
 use crate::error::Error;
-use crate::merge::{IdFilter, Merger};
 use crate::stats::Agg;
 use crate::survey::{recording, stat_pass};
 use crate::{Info, Source};
+use kstate_format::stream::merge::{IdFilter, Merger};
 
 /// Version of the summary layout (the columns and what the rows mean); a summary of
 /// another version is refused, as is one of another bucket scheme ([`crate::hist::SCHEME`]).

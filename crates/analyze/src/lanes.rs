@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 
 use crate::analyzer::{Kind, LogRow, LogSink, Outcome};
 use crate::filter::{Filters, TimeSpec, WindowSpec};
-use crate::merge::{IdFilter, Merger};
 use crate::{Error, Query, Source};
+use kstate_format::stream::merge::{IdFilter, Merger};
 
 /// Most bins one request may ask for.
 pub const MAX_BINS: usize = 8192;

@@ -40,7 +40,7 @@
 //! has reached, their results taken per interval; `kstate watch` checks alarm rules such as
 //! `syscall.p99{name=write} > 100ms over 3s` on those intervals.
 //!
-//! Underneath: the time-ordered merge of per-CPU streams ([`merge`]), the framework every
+//! Underneath: the time-ordered merge of per-CPU streams (`kstate_format::stream`), the framework every
 //! analyzer shares ([`analyzer`]: trait, driver, filters, pairing with loss handling,
 //! aggregation) and the analyzers themselves ([`analyzers`], one file each).
 pub mod analyzer;
@@ -59,12 +59,9 @@ pub mod lanes;
 pub mod live;
 pub mod locks;
 pub mod machines;
-pub mod merge;
-pub mod page_index;
 pub mod pair;
 pub mod piped;
 pub mod profile;
-pub mod slice_plan;
 pub mod slices;
 mod source;
 pub mod stats;

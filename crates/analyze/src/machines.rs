@@ -12,10 +12,10 @@ use kstate_format::Trace;
 use crate::filter::Filters;
 use crate::findings::Finding;
 use crate::lanes::{overview, Overview, Span};
-use crate::merge::{IdFilter, Merger};
 use crate::survey::{self, Survey};
 use crate::timeline::{TimeAxis, BINS};
 use crate::{Error, Source};
+use kstate_format::stream::merge::{IdFilter, Merger};
 
 /// Which machine a recording is of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,9 +13,9 @@ use crate::analyzer::{sort_rows, Config, LogSink, Mode, NoLog, Outcome};
 use crate::error::Error;
 use crate::filter::Filters;
 use crate::fxmap::FxMap;
-use crate::page_index::PageIndex;
 use crate::survey::Survey;
 use crate::{analyzers, Info};
+use kstate_format::stream::page_index::PageIndex;
 
 /// A recording opened for analysis: the trace, and what analyses need beside it (the
 /// thread-group ids a raw capture saved next to its pages).

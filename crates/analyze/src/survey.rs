@@ -13,9 +13,9 @@ use kstate_format::{ErrorKind, Trace};
 use crate::analyzer::{sort_rows, Buckets, Config, Mode, NoLog, Outcome};
 use crate::findings::Finding;
 use crate::fxmap::FxMap;
-use crate::merge::{IdFilter, Merger};
 use crate::timeline::{Collector, TimeAxis};
 use crate::{analyzers, Info};
+use kstate_format::stream::merge::{IdFilter, Merger};
 
 /// One analyzer's results over a file.
 pub struct Analysis {

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use kstate_format::extras::{self, Recording};
 use kstate_format::{FieldRef, Trace};
 
-use crate::merge::{IdFilter, Merger};
+use kstate_format::stream::merge::{IdFilter, Merger};
 
 /// `pid` and every task forked from it or from one of its descendants. Without fork events
 /// (or with an unreadable one) the set holds what was found so far, at least `pid`.

@@ -9,8 +9,8 @@ use crate::error::Error;
 use kstate_analyze::analyzer::{Config, Info, LogSink, Mode, Outcome};
 use kstate_analyze::analyzers;
 use kstate_analyze::fxmap::FxMap;
-use kstate_analyze::merge::{Event, IdFilter, Merger};
 use kstate_format::extras::{self, ids};
+use kstate_format::stream::merge::{Event, IdFilter, Merger};
 use kstate_format::{ErrorKind, Field, FieldRef, Trace};
 
 /// A `char[16]` task name, NUL-padded.

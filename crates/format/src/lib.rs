@@ -34,6 +34,7 @@ pub mod rawdir;
 pub mod samples;
 pub mod sniff;
 mod spool;
+pub mod stream;
 pub mod timeshift;
 pub mod trace;
 pub mod tracedat;

@@ -30,9 +30,9 @@ use kstate_format::{FieldRef, Trace};
 
 use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
 use crate::fxmap::FxMap;
-use crate::merge::Event;
 use crate::pair::Pairs;
 use crate::profile::stacks::{caller_label, Stacks};
+use kstate_format::stream::merge::Event;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Family {

@@ -17,7 +17,7 @@ use crate::analyzer::{
 };
 use crate::fxmap::FxMap;
 use crate::ksyms::Ksyms;
-use crate::merge::Event;
+use kstate_format::stream::merge::Event;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum By {

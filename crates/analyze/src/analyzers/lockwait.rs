@@ -43,8 +43,8 @@ use super::softirq::NO_FIELD;
 use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
 use crate::fxmap::FxMap;
 use crate::ksyms::LazyKsyms;
-use crate::merge::Event;
 use crate::pair::Pairs;
+use kstate_format::stream::merge::Event;
 
 const SPIN: u64 = 1;
 const READ: u64 = 2;

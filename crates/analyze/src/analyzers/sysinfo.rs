@@ -20,8 +20,8 @@ use crate::analyzer::{
     Buckets, Config, Counts, Info, Kind, LogRow, LogSink, Mode, Outcome, Row, Traits, Unit,
 };
 use crate::filter::TimeSel;
-use crate::merge::{IdFilter, Merger};
 use crate::stats::Agg;
+use kstate_format::stream::merge::{IdFilter, Merger};
 
 pub const INFO: Info = Info {
     name: "sysinfo",

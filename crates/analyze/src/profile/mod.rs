@@ -29,7 +29,7 @@ use kstate_format::{extras, Error, ErrorKind, Trace};
 
 use crate::filter::{Filters, TimeSel};
 use crate::ksyms::Ksyms;
-use crate::merge::{IdFilter, Merger};
+use kstate_format::stream::merge::{IdFilter, Merger};
 
 use elf::ElfImage;
 

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::error::Error;
-use kstate_analyze::merge::{FileMerge, IdFilter, Merger};
 use kstate_analyze::slices::Seams;
 use kstate_format::print_fmt::{report_header, TextFormatter};
+use kstate_format::stream::merge::{FileMerge, IdFilter, Merger};
 use kstate_format::value::{write_json_str, PrintSpec};
 use kstate_format::{ErrorKind, EventFormat, Trace};
 
@@ -111,7 +111,7 @@ enum Step {
 /// Prints `ev` of `input`'s file into `line` as the arguments ask.
 fn step(
     input: &mut Input,
-    ev: &kstate_analyze::merge::Event,
+    ev: &kstate_format::stream::merge::Event,
     args: &Args,
     several: bool,
     line: &mut Vec<u8>,
@@ -678,7 +678,7 @@ fn comm(trace: &Trace, pid: i32) -> &str {
 
 fn text_line(
     out: &mut Vec<u8>,
-    ev: &kstate_analyze::merge::Event,
+    ev: &kstate_format::stream::merge::Event,
     pid: i32,
     fmt: &EventFormat,
     specs: &[Option<PrintSpec>],
@@ -715,7 +715,7 @@ fn text_line(
 
 fn json_line(
     out: &mut Vec<u8>,
-    ev: &kstate_analyze::merge::Event,
+    ev: &kstate_format::stream::merge::Event,
     pid: i32,
     fmt: &EventFormat,
     text: &mut TextFormatter,

@@ -9,9 +9,9 @@
 //! Memory: 16 bytes a page (2 MB for an 11 M-event trace). Containers that build pages on
 //! demand (Parquet) build only the wanted events already and get no index.
 
-use kstate_format::page::{read_header, PageCursor};
-use kstate_format::trace::DataLoc;
-use kstate_format::{Result, Trace};
+use crate::page::{read_header, PageCursor};
+use crate::trace::DataLoc;
+use crate::{Result, Trace};
 
 /// One page of one CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,7 +174,7 @@ impl PageIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::merge::{IdFilter, Merger};
+    use crate::stream::merge::{IdFilter, Merger};
 
     #[test]
     fn pages_hold_what_the_merge_reads() {

@@ -1,4 +1,4 @@
-//! Where to cut a recording into time slices ([`crate::slices`]), found by reading a few
+//! Where to cut a recording into time slices (the engine's `slices`), found by reading a few
 //! pages rather than all of them: the slices cannot start before the plan is made, so
 //! every page read here is time no other thread works (walking all page headers of an
 //! 11 M-event trace took a tenth of a two-thread analysis).
@@ -12,16 +12,16 @@
 //!
 //! Nothing here needs to be right for the slices to be exact: a CPU whose pages are out
 //! of time order may give a seek too early or too late, and the slices' seams
-//! ([`crate::slices::Seam`]) then show that two slices do not meet, and the one pass runs.
+//! (`Seam`s) then show that two slices do not meet, and the one pass runs.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use kstate_format::page::first_time;
-use kstate_format::trace::{ClockMap, DataLoc};
-use kstate_format::{PageLayout, TimeShift, Trace};
+use crate::page::first_time;
+use crate::trace::{ClockMap, DataLoc};
+use crate::{PageLayout, TimeShift, Trace};
 
 /// Fewer pages than this per slice are not worth a thread (each slice may read one page
 /// per CPU that the slice before also reads).

@@ -11,15 +11,15 @@
 
 use std::sync::Arc;
 
-use kstate_format::page::{read_header, PageCursor};
+use crate::page::{read_header, PageCursor};
 
-use kstate_format::prefetch::prefetched;
-use kstate_format::{
+use crate::prefetch::prefetched;
+use crate::{
     ClockMap, CpuEvents, Endian, Error, Item, Lost, PageLayout, PageSource, Result, SharedPage,
     TimeShift, Trace,
 };
 
-use crate::page_index::{id_bits, PageIndex};
+use super::page_index::{id_bits, PageIndex};
 
 /// One event, borrowed from the page it lives in; valid until the next call to `next`.
 #[derive(Debug, Clone, Copy)]
@@ -307,7 +307,7 @@ impl Merger {
 
     /// [`Merger::new`] over every CPU, passing over the first `seeks[i]` pages of CPU
     /// stream `i` (as in `trace.cpu_data`) unread: a time slice's merge
-    /// ([`crate::slice_plan`]). A loss flagged on a page passed over is not reported.
+    /// ([`super::slice_plan`]). A loss flagged on a page passed over is not reported.
     /// For a container that holds events (perf.data), `seeks[i]` is the mark to start
     /// from ([`Trace::marks`]).
     pub fn from_seeks(trace: &Trace, filter: IdFilter, seeks: &[usize]) -> Result<Merger> {
