@@ -240,8 +240,8 @@ impl Tasks {
         }
         // kstate recordings: the process table taken when recording started. Threads
         // that start later are learned from events (task:task_newtask) where recorded.
-        if let Some(b) = trace.extra(kstate_format::extras::ids::PROCESSES) {
-            if let Ok(ps) = kstate_format::extras::decode_processes(b) {
+        if let Some(b) = trace.extra(kstate_format::sections::ids::PROCESSES) {
+            if let Ok(ps) = kstate_format::sections::decode_processes(b) {
                 for p in ps {
                     if p.pid > 0 && p.tgid > 0 {
                         t.tgids.entry(p.pid).or_insert(p.tgid);

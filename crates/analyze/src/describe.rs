@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use kstate_format::extras::{self, ids, Recording, RingStats};
-use kstate_format::{watch_log, Container, Error, ErrorKind, Trace};
+use kstate_format::sections::{self, ids, Recording, RingStats};
+use kstate_format::{sections::watch_log, Container, Error, ErrorKind, Trace};
 
 use kstate_format::stream::merge::{IdFilter, Merger};
 
@@ -66,8 +66,8 @@ pub struct PerfInfo {
 }
 
 impl PerfInfo {
-    fn of(pf: &kstate_format::perf_file::PerfFile) -> PerfInfo {
-        use kstate_format::perf_file::feature;
+    fn of(pf: &kstate_format::perf::file::PerfFile) -> PerfInfo {
+        use kstate_format::perf::file::feature;
         PerfInfo {
             pipe: pf.pipe,
             attr_size: pf.events[0].attr_bytes.len() as u64,
@@ -105,22 +105,22 @@ pub struct SamplesInfo {
     pub freq_hz: Option<u64>,
     pub period: Option<u64>,
     pub call_chains: bool,
-    pub counts: kstate_format::samples::Counts,
+    pub counts: kstate_format::perf::decode::Counts,
 }
 
 impl SamplesInfo {
     fn decode(b: &[u8]) -> Result<SamplesInfo, Error> {
-        Self::of(&kstate_format::samples::decode(b)?)
+        Self::of(&kstate_format::sections::samples::decode(b)?)
     }
 
-    fn of(s: &dyn kstate_format::samples::RecordSource) -> Result<SamplesInfo, Error> {
-        use kstate_format::samples;
+    fn of(s: &dyn kstate_format::perf::decode::RecordSource) -> Result<SamplesInfo, Error> {
+        use kstate_format::perf::decode;
         let h = s.events()[0].clone();
         let freq_hz = h.attr.freq();
         Ok(SamplesInfo {
             period: freq_hz.is_none().then_some(h.attr.period_or_freq),
             freq_hz,
-            call_chains: h.attr.sample_type & samples::sample::CALLCHAIN != 0,
+            call_chains: h.attr.sample_type & decode::sample::CALLCHAIN != 0,
             // Every sampled event (the rate shown is the first one's).
             event: s
                 .events()
@@ -129,7 +129,7 @@ impl SamplesInfo {
                 .collect::<Vec<_>>()
                 .join(", "),
             clock: h.clock,
-            counts: samples::count_source(s)?,
+            counts: decode::count_source(s)?,
         })
     }
 }
@@ -151,7 +151,7 @@ fn read_sections(trace: &Trace, errors: &mut Vec<Error>) -> Sections {
                     .offset
                     .map(|o| format!(", byte {o} of its {} bytes", payload.len()))
                     .unwrap_or_default();
-                let name = extras::section_name(id).unwrap_or("unknown");
+                let name = sections::section_name(id).unwrap_or("unknown");
                 let msg = e
                     .msg
                     .strip_prefix(&format!("{name} section: "))
@@ -171,12 +171,12 @@ fn read_sections(trace: &Trace, errors: &mut Vec<Error>) -> Sections {
     Sections {
         recording: decode(trace, ids::RECORDING, errors, Recording::decode),
         processes: decode(trace, ids::PROCESSES, errors, |b| {
-            extras::decode_processes(b).map(|p| p.len())
+            sections::decode_processes(b).map(|p| p.len())
         }),
         sysinfo_snapshots: decode(trace, ids::SYSINFO, errors, |b| {
-            extras::sysinfo_snapshots(b).try_fold(0u64, |n, s| s.map(|_| n + 1))
+            sections::sysinfo_snapshots(b).try_fold(0u64, |n, s| s.map(|_| n + 1))
         }),
-        ring_stats: decode(trace, ids::RING_STATS, errors, extras::decode_ring_stats),
+        ring_stats: decode(trace, ids::RING_STATS, errors, sections::decode_ring_stats),
         samples: match &trace.perf {
             // A perf.data's records are its samples.
             Some(pf) if trace.extra(ids::SAMPLES).is_none() => match SamplesInfo::of(pf.as_ref()) {
@@ -278,7 +278,7 @@ fn add_perf_samples(
     cpus: &mut BTreeMap<u32, CpuInfo>,
     by_event: &mut BTreeMap<String, u64>,
 ) -> Option<CpuInfo> {
-    use kstate_format::samples::{event_type, RecordSource};
+    use kstate_format::perf::decode::{event_type, RecordSource};
     let pf = trace.perf.as_deref()?;
     let Some(Some(info)) = &sections.samples else {
         return None;

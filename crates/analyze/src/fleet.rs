@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use kstate_format::extras::Recording;
+use kstate_format::sections::Recording;
 use kstate_format::ErrorKind;
 
 use crate::analyzer::{AnyPass, Config, Mode};

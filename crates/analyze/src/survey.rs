@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use kstate_format::extras::{self, Recording, Snapshot};
+use kstate_format::sections::{self, Recording, Snapshot};
 use kstate_format::{ErrorKind, Trace};
 
 use crate::analyzer::{sort_rows, Buckets, Config, Mode, NoLog, Outcome};
@@ -53,7 +53,7 @@ pub struct Survey {
     pub last_ts: Option<u64>,
     /// What `kstate watch` did and saw while recording (alarms, escalations, shedding,
     /// losses), from the file's WATCH_LOG section.
-    pub watch_log: Vec<kstate_format::watch_log::Entry>,
+    pub watch_log: Vec<kstate_format::sections::watch_log::Entry>,
 }
 
 /// The statistics pass of one analyzer, rows sorted by total (as `kstate analyze`).
@@ -128,24 +128,24 @@ pub fn complete(
 /// The file's RECORDING section, if it has one.
 pub fn recording(trace: &Trace) -> Option<Recording> {
     trace
-        .extra(extras::ids::RECORDING)
+        .extra(sections::ids::RECORDING)
         .and_then(|b| Recording::decode(b).ok())
 }
 
 /// The file's watch log (empty where it has none or it does not decode).
-pub fn watch_log(trace: &Trace) -> Vec<kstate_format::watch_log::Entry> {
+pub fn watch_log(trace: &Trace) -> Vec<kstate_format::sections::watch_log::Entry> {
     trace
-        .extra(extras::ids::WATCH_LOG)
-        .and_then(|b| kstate_format::watch_log::decode(b).ok())
+        .extra(sections::ids::WATCH_LOG)
+        .and_then(|b| kstate_format::sections::watch_log::decode(b).ok())
         .unwrap_or_default()
 }
 
 /// The file's memory snapshots.
 pub fn snapshots(trace: &Trace) -> Vec<Snapshot> {
     trace
-        .extra(extras::ids::SYSINFO)
+        .extra(sections::ids::SYSINFO)
         .map(|b| {
-            extras::sysinfo_snapshots(b)
+            sections::sysinfo_snapshots(b)
                 .filter_map(Result::ok)
                 .collect()
         })

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use kstate_format::extras::{self, Recording};
+use kstate_format::sections::{self, Recording};
 use kstate_format::{FieldRef, Trace};
 
 use kstate_format::stream::merge::{IdFilter, Merger};
@@ -37,7 +37,7 @@ pub fn workload_tids(trace: &Trace, pid: i32) -> HashSet<i32> {
 /// section); `None` for a system-wide recording or a file without that section.
 pub fn workload_scope(trace: &Trace) -> Option<HashSet<i32>> {
     let rec = trace
-        .extra(extras::ids::RECORDING)
+        .extra(sections::ids::RECORDING)
         .and_then(|b| Recording::decode(b).ok())?;
     rec.workload_pid.map(|p| workload_tids(trace, p))
 }

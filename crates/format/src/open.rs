@@ -120,7 +120,7 @@ impl Trace {
 /// The reader for a file of `kind`, at `path`.
 fn read_as(path: &Path, kind: Kind) -> Result<Trace> {
     match kind {
-        Kind::PerfData => crate::perfdata::open(path),
+        Kind::PerfData => crate::perf::open(path),
         _ => needs_no_lost_formats(crate::tracedat::open(path)?),
     }
 }

@@ -7,7 +7,7 @@ use kstate_analyze::hist::DECADES;
 use kstate_analyze::survey::{Analysis, Survey};
 use kstate_analyze::timeline::{KeyTrack, TimeAxis, BINS};
 use kstate_analyze::Info;
-use kstate_format::extras::Snapshot;
+use kstate_format::sections::Snapshot;
 
 use crate::svg::{Axis, DistChart, Scale, Series, StatChart, Style, TimeChart, ValueKind};
 

@@ -280,7 +280,7 @@ pub(crate) fn lost_html(lost: &std::collections::BTreeMap<u32, Option<u64>>) -> 
 /// then `more`.
 pub(crate) fn recording_rows(
     kv: &mut impl FnMut(&str, String),
-    rec: &kstate_format::extras::Recording,
+    rec: &kstate_format::sections::Recording,
     more: &str,
 ) {
     if !rec.workload.is_empty() {

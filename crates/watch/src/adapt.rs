@@ -6,7 +6,7 @@
 use crate::alarm::Firing;
 use crate::escalate::Escalation;
 use kstate_analyze::live::Interval;
-use kstate_format::watch_log::{Entry, Kind};
+use kstate_format::sections::watch_log::{Entry, Kind};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -13,7 +13,7 @@
 //!            the rule became true again since its last firing, held back by
 //!            --alarm-every}),
 //!  "log": [{"ts", "kind", "text"}, ...] (the watch log's entries since the last line:
-//!          escalations, shedding, losses; see kstate_format::watch_log)}
+//!          escalations, shedding, losses; see kstate_format::sections::watch_log)}
 //! ```
 
 use crate::alarm::Firing;

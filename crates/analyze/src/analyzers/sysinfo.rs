@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use kstate_format::extras::{ids, sysinfo_snapshots};
+use kstate_format::sections::{ids, sysinfo_snapshots};
 use kstate_format::{Error, ErrorKind, Trace};
 
 use crate::analyzer::{

@@ -64,7 +64,7 @@ impl ElfImage {
         if !has_symtab(&file) {
             // Stripped: the distribution's debug file, by build id, has the full table.
             if let Some(id) = img.build_id.as_deref().filter(|id| id.len() > 1) {
-                let hex = kstate_format::samples::hex(id);
+                let hex = kstate_format::perf::decode::hex(id);
                 let dbg = format!("/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..]);
                 if let Ok(d) = std::fs::read(&dbg) {
                     if let Ok(f) = object::File::parse(&*d) {

@@ -22,10 +22,10 @@ pub mod unwind;
 
 use std::collections::{BTreeMap, HashMap};
 
-use kstate_format::samples::{
+use kstate_format::perf::decode::{
     self, PerfRecord, RecordSource, SampleRec, Source, CONTEXT_MAX, CONTEXT_USER,
 };
-use kstate_format::{extras, Error, ErrorKind, Trace};
+use kstate_format::{sections, Error, ErrorKind, Trace};
 
 use crate::filter::{Filters, TimeSel};
 use crate::ksyms::Ksyms;
@@ -443,7 +443,7 @@ impl Symbolizer {
                     None => {
                         self.mismatched
                             .entry(m.path.clone())
-                            .or_insert_with(|| (samples::hex(want), samples::hex(have)));
+                            .or_insert_with(|| (decode::hex(want), decode::hex(have)));
                         return Sym {
                             name: "[build-id mismatch]".into(),
                             image: base,
@@ -491,7 +491,7 @@ impl Symbolizer {
 /// keeps the binary mapped from `path` with this build id.
 fn build_id_cache(path: &str, id: &[u8]) -> Option<String> {
     let home = std::env::var_os("HOME")?;
-    let hex = samples::hex(id);
+    let hex = decode::hex(id);
     if hex.len() < 3 {
         return None;
     }
@@ -510,14 +510,14 @@ fn build_id_cache(path: &str, id: &[u8]) -> Option<String> {
 /// or without one its release and host, are this machine's): perf.data carries none.
 fn machine_kallsyms(trace: &Trace) -> Option<Vec<u8>> {
     let pf = trace.perf.as_ref()?;
-    use kstate_format::perf_file::feature;
+    use kstate_format::perf::file::feature;
     let recorded = pf
         .build_ids()
         .into_iter()
         .find(|b| b.kernel && b.path == "[kernel.kallsyms]");
     let running = std::fs::read("/sys/kernel/notes")
         .ok()
-        .and_then(|n| samples::find_build_id(&n, kstate_format::Endian::Little));
+        .and_then(|n| decode::find_build_id(&n, kstate_format::Endian::Little));
     let read = |p: &str| {
         std::fs::read_to_string(p)
             .ok()
@@ -604,7 +604,7 @@ impl Comms {
     /// section or a perf.data), from one pass over their side-band records; None where it
     /// has no samples.
     pub fn of_samples(trace: &Trace) -> Result<Option<Comms>, Error> {
-        let id = extras::ids::SAMPLES;
+        let id = sections::ids::SAMPLES;
         let Some(src) = source(trace, id)? else {
             return Ok(None);
         };
@@ -642,8 +642,8 @@ fn start_comms(trace: &Trace) -> HashMap<u32, String> {
         .map(|(&p, c)| (p as u32, c.clone()))
         .collect();
     if let Some(Ok(ps)) = trace
-        .extra(extras::ids::PROCESSES)
-        .map(extras::decode_processes)
+        .extra(sections::ids::PROCESSES)
+        .map(sections::decode_processes)
     {
         for p in ps {
             start.insert(p.pid as u32, p.comm);
@@ -705,7 +705,7 @@ pub(crate) fn frames(s: &SampleRec, sy: &mut Symbolizer, out: &mut Vec<u32>) {
 }
 
 fn corrupt(trace: &Trace, id: u16, e: Error) -> Error {
-    let name = extras::section_name(id).unwrap_or("samples");
+    let name = sections::section_name(id).unwrap_or("samples");
     Error::new(e.kind, e.offset, format!("{name} section: {}", e.msg)).in_file(&trace.path)
 }
 
@@ -722,11 +722,12 @@ pub(crate) fn source<'t>(
     id: u16,
 ) -> Result<Option<Box<dyn RecordSource + 't>>, Error> {
     if let Some(payload) = trace.extra(id) {
-        let sec = samples::decode(payload).map_err(|e| corrupt(trace, id, e))?;
+        let sec =
+            kstate_format::sections::samples::decode(payload).map_err(|e| corrupt(trace, id, e))?;
         return Ok(Some(Box::new(sec)));
     }
     match &trace.perf {
-        Some(pf) if id == extras::ids::SAMPLES => Ok(Some(Box::new(pf.as_ref()))),
+        Some(pf) if id == sections::ids::SAMPLES => Ok(Some(Box::new(pf.as_ref()))),
         _ => Ok(None),
     }
 }
@@ -744,7 +745,7 @@ fn walk_err(trace: &Trace, id: u16, e: Error) -> Error {
 pub(crate) struct Side {
     /// Index of the event whose samples are read, and its header.
     pub event: usize,
-    pub header: samples::Header,
+    pub header: decode::Header,
     /// Every sampled event's name, in the file's order.
     pub events: Vec<String>,
     /// That event's samples and the earliest of their times.
@@ -785,7 +786,7 @@ pub(crate) fn read_side(
     let mut side: Vec<(u64, PerfRecord)> = Vec::new();
     let (mut n, mut first_time, mut lost) = (0u64, None::<u64>, 0u64);
     src.visit(&mut |r| {
-        if r.kind == samples::record::SAMPLE {
+        if r.kind == decode::record::SAMPLE {
             if r.event == ev {
                 n += 1;
                 if let Some(t) = r.sample_time(headers) {
@@ -841,7 +842,7 @@ pub(crate) fn read_side(
 /// A section in the SAMPLES layout, its records sorted out.
 pub(crate) struct Section {
     /// The header of the event whose samples these are.
-    pub header: samples::Header,
+    pub header: decode::Header,
     pub samples: Vec<SampleRec>,
     /// Records the kernel lost.
     pub lost: u64,
@@ -866,7 +867,7 @@ pub(crate) fn read_section(trace: &Trace, id: u16) -> Result<Option<Section>, Er
     let mut all = Vec::new();
     let headers = src.events();
     src.visit(&mut |r| {
-        if r.kind == samples::record::SAMPLE && r.event == side.event {
+        if r.kind == decode::record::SAMPLE && r.event == side.event {
             if let PerfRecord::Sample(mut s) = r.parse(headers)? {
                 unwinder.unwind(&mut s, regs);
                 all.push(s);
@@ -885,7 +886,7 @@ pub(crate) fn read_section(trace: &Trace, id: u16) -> Result<Option<Section>, Er
 }
 
 pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
-    let id = extras::ids::SAMPLES;
+    let id = sections::ids::SAMPLES;
     let Some(src) = source(trace, id)? else {
         return Err(Error::new(
             ErrorKind::Unsupported,
@@ -971,7 +972,7 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
     let mut chain = Vec::new();
     let headers = src.events();
     src.visit(&mut |r| {
-        if r.kind != samples::record::SAMPLE || r.event != ev {
+        if r.kind != decode::record::SAMPLE || r.event != ev {
             return Ok(());
         }
         let PerfRecord::Sample(mut s) = r.parse(headers)? else {

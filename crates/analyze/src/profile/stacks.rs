@@ -20,8 +20,8 @@
 
 use std::collections::HashMap;
 
-use kstate_format::samples::PerfRecord;
-use kstate_format::{extras, Error, Trace};
+use kstate_format::perf::decode::PerfRecord;
+use kstate_format::{sections, Error, Trace};
 
 use super::data::DataName;
 use super::unwind::ChainCounts;
@@ -77,8 +77,8 @@ impl Stacks {
     /// The STACKS section's chains, with the mappings of it and of the SAMPLES section;
     /// None where the recording has neither.
     pub fn load(trace: &Trace) -> Result<Option<Stacks>, Error> {
-        let stacks = read_section(trace, extras::ids::STACKS)?;
-        let samples = read_section(trace, extras::ids::SAMPLES)?;
+        let stacks = read_section(trace, sections::ids::STACKS)?;
+        let samples = read_section(trace, sections::ids::SAMPLES)?;
         if stacks.is_none() && samples.is_none() {
             return Ok(None);
         }

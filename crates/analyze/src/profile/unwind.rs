@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
-use kstate_format::samples::{regs, SampleRec, CONTEXT_USER};
+use kstate_format::perf::decode::{regs, SampleRec, CONTEXT_USER};
 use object::{Object, ObjectSection};
 
 use super::cover::{Cfi, Cover, Svmas};
@@ -145,7 +145,7 @@ fn debug_frame_by_build_id(id: &[u8]) -> Option<Bytes> {
     if id.len() < 2 {
         return None;
     }
-    let hex = kstate_format::samples::hex(id);
+    let hex = kstate_format::perf::decode::hex(id);
     let dbg = format!("/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..]);
     let cache = object::ReadCache::new(std::fs::File::open(dbg).ok()?);
     let f = object::File::parse(&cache).ok()?;

@@ -517,7 +517,7 @@ fn id_filters(traces: &[Trace], names: &[String]) -> Result<Vec<IdFilter>, Error
 /// one a line, and an empty line. `--json`: one object per sample.
 fn samples(trace: &Trace, args: &Args) -> Result<ExitCode, Error> {
     use kstate_analyze::profile::Comms;
-    use kstate_format::samples::{record, PerfRecord, RecordSource, CONTEXT_MAX};
+    use kstate_format::perf::decode::{record, PerfRecord, RecordSource, CONTEXT_MAX};
     let pf = trace.perf.as_deref().expect("a perf.data");
     let headers = pf.events();
     for e in &args.events {

@@ -40,8 +40,8 @@ use super::meta::{write_meta, Conversion, Loss};
 use super::{column_kind, field_columns, field_type, ColType, ColumnKind, COMMON_COLUMNS};
 use kstate_analyze::analyzer::{Info, Kind, LogRow, LogSink, Unit};
 use kstate_analyze::fxmap::FxMap;
-use kstate_format::extras::{ids, Recording};
 use kstate_format::output::NewFile;
+use kstate_format::sections::{ids, Recording};
 use kstate_format::stream::merge::{IdFilter, Merger};
 use kstate_format::{ErrorKind, EventFormat, FieldRef, Lost, Trace};
 

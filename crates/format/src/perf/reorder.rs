@@ -119,8 +119,8 @@ impl Disorder {
 
 /// Where one reader stands in a CPU's stretches: it offers each of the CPU's records it
 /// wants, in file order, and hands on those it is told to pass, or the sorted records of a
-/// stretch once that is whole. Both readers of perf.data use it (`perf_direct` straight,
-/// `perf_stream` into pages), so they give one order.
+/// stretch once that is whole. Both readers of perf.data use it (`direct` straight,
+/// `stream` into pages), so they give one order.
 pub(crate) struct Sorter {
     stretches: Stretches,
     next: usize,

@@ -19,6 +19,9 @@
 //! Decoders never panic: malformed input is an error of kind `Corrupt` whose offset is the
 //! byte in the payload where the problem is.
 
+pub mod samples;
+pub mod watch_log;
+
 use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 
@@ -34,17 +37,17 @@ pub mod ids {
     pub const SYSINFO: u16 = 0x6b02;
     /// Per-CPU ring-buffer statistics at stop: [`super::RingStats`].
     pub const RING_STATS: u16 = 0x6b03;
-    /// CPU samples with call chains (perf records and their attr): [`crate::samples`].
+    /// CPU samples with call chains (perf records and their attr): [`samples`].
     pub const SAMPLES: u16 = 0x6b04;
     /// Call chains taken at each hit of a tracepoint (`kstate record --stacks`: every
-    /// futex() entry), in the SAMPLES layout ([`crate::samples`]), its header naming the
+    /// futex() entry), in the SAMPLES layout ([`samples`]), its header naming the
     /// tracepoint. Joined to the trace's own events by thread and time.
     pub const STACKS: u16 = 0x6b05;
     /// Set by `kstate recover`: UTF-8 text saying where the recording came from and what
     /// it may lack.
     pub const RECOVERED: u16 = 0x6b06;
     /// What `kstate watch` did and saw while recording (alarms, escalations, shedding,
-    /// losses, dropped pages): [`crate::watch_log`].
+    /// losses, dropped pages): [`crate::sections::watch_log`].
     pub const WATCH_LOG: u16 = 0x6b07;
 }
 

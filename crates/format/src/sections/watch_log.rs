@@ -1,4 +1,4 @@
-//! kstate's WATCH_LOG section (`extras::ids::WATCH_LOG`): what `kstate watch` did and saw
+//! kstate's WATCH_LOG section (`sections::ids::WATCH_LOG`): what `kstate watch` did and saw
 //! while the recording was made, each on the trace clock, so that readers can put it on
 //! the time axis beside the events.
 //!
@@ -7,7 +7,7 @@
 //! know as they are), TEXT the rest of the line, escaped like every kstate text section.
 
 use crate::error::{Error, Result};
-use crate::extras::{check_version_line, escape_into, int_at, lines, unescape, utf8};
+use crate::sections::{check_version_line, escape_into, int_at, lines, unescape, utf8};
 
 const MAGIC: &str = "kstate-watch-log";
 const VERSION: u32 = 1;

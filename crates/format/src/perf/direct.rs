@@ -1,12 +1,12 @@
 //! One CPU's events read straight from a perf.data's data section: the scan at open
-//! (`perf_scan::scan`) found where the CPU's records lie; this walks those stretches
+//! (`scan::scan`) found where the CPU's records lie; this walks those stretches
 //! through a mapped window and hands out each tracepoint sample's raw record in place, so
 //! an analysis reads perf.data at the speed it reads trace.dat (no page is built, nothing
 //! is copied). Memory is one window per CPU.
 //!
-//! What it hands out is what the pages `perf_stream` builds would hold: the same samples
+//! What it hands out is what the pages `stream` builds would hold: the same samples
 //! (those too large for a page are dropped by both), in time order where perf wrote a few
-//! out of it (the stretches `perf_reorder` sorts, copied), and perf's lost-event records
+//! out of it (the stretches `reorder` sorts, copied), and perf's lost-event records
 //! as losses before the CPU's next event.
 
 use std::path::Path;
@@ -17,9 +17,9 @@ use crate::error::Result;
 use crate::events::{CpuEvents, Item};
 use crate::layout::PageLayout;
 use crate::page_builder::fits;
-use crate::perf_records::Records;
-use crate::perf_reorder::{Offer, Sorter};
-use crate::perf_stream::{Layouts, PerfPages, RECORD_LOST, RECORD_SAMPLE};
+use crate::perf::records::Records;
+use crate::perf::reorder::{Offer, Sorter};
+use crate::perf::stream::{Layouts, PerfPages, RECORD_LOST, RECORD_SAMPLE};
 
 /// Items handed out per [`CpuEvents::fill`]: enough that the call costs little per
 /// event, few enough to stay in the cache beside the window.

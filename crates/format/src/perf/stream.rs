@@ -5,9 +5,9 @@
 //!
 //! This relies on one property of perf.data written from per-CPU ring buffers: one CPU's
 //! records appear in the file in time order (perf drains each CPU's buffer in order), but
-//! for a few records written twice, whose stretches of the file are sorted (`perf_reorder`).
-//! `perf_scan` measures it for every CPU; a file where it does not hold is read by the sorting
-//! path in `perfdata`.
+//! for a few records written twice, whose stretches of the file are sorted (`reorder`).
+//! `scan` measures it for every CPU; a file where it does not hold is read by the sorting
+//! path in `perf`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -19,10 +19,10 @@ use crate::fxmap::FxMap;
 use crate::layout::PageLayout;
 use crate::page_builder::PageBuilder;
 use crate::pages::PageSource;
-use crate::perf_direct::PerfEvents;
-use crate::perf_records::Records;
-use crate::perf_reorder::{Offer, Sorter, Stretches};
-use crate::perf_scan::Places;
+use crate::perf::direct::PerfEvents;
+use crate::perf::records::Records;
+use crate::perf::reorder::{Offer, Sorter, Stretches};
+use crate::perf::scan::Places;
 use crate::trace::BuildPages;
 
 pub(crate) const RECORD_LOST: u32 = 2;
@@ -290,10 +290,10 @@ pub(crate) struct PerfPages {
     pub data: (u64, u64),
     pub layouts: Layouts,
     pub layout: PageLayout,
-    /// Where each CPU's records lie ([`crate::perf_scan::Scan::places`]): what lets a CPU's events be read
+    /// Where each CPU's records lie ([`crate::perf::scan::Scan::places`]): what lets a CPU's events be read
     /// straight from the file.
     pub places: Option<HashMap<u32, Places>>,
-    /// Where CPUs' records are out of time order ([`crate::perf_scan::Scan::stretches`]).
+    /// Where CPUs' records are out of time order ([`crate::perf::scan::Scan::stretches`]).
     pub stretches: HashMap<u32, Stretches>,
 }
 

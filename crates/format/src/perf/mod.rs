@@ -5,9 +5,9 @@
 //! header_page / formats / kallsyms / printk / cmdlines blocks as the start of a trace.dat
 //! v6, and is read by the same code. Each sample's raw tracepoint payload is the record the
 //! kernel's ring buffer would have held. The time-ordered merge of the analyses takes each
-//! CPU's payloads in place from the file (`perf_direct`, over the stretches the scan at
+//! CPU's payloads in place from the file (`direct`, over the stretches the scan at
 //! open found); a reader that needs pages (`convert`, page indexes) gets them packed from
-//! the samples as it asks (`page_builder`, `perf_stream`). Either way nothing is copied to
+//! the samples as it asks (`page_builder`, `stream`). Either way nothing is copied to
 //! disk, and memory is bounded by a window (and a page) per CPU. perf's lost-event records
 //! become losses on the CPU they name. Compressed records (`perf record -z`) are read
 //! through pages only.
@@ -15,6 +15,14 @@
 //! Where one CPU's records are not in time order in the file, the crate's sorting reader
 //! is used instead and the pages go to unnamed temporary files (`built_pages`) for the life of
 //! the `Trace`.
+
+pub mod decode;
+pub(crate) mod direct;
+pub mod file;
+pub(crate) mod records;
+pub(crate) mod reorder;
+pub mod scan;
+pub(crate) mod stream;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -29,16 +37,15 @@ use crate::built_pages::{CpuStream, SpooledPages};
 use crate::bytes::{Endian, Reader};
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::PageLayout;
-use crate::perf_file::{feature, PerfFile};
-use crate::perf_scan;
-use crate::perf_stream::{ById, Layouts, PerfPages, SampleLayout};
+use crate::perf::file::{feature, PerfFile};
+use crate::perf::stream::{ById, Layouts, PerfPages, SampleLayout};
 use crate::trace::{Container, CpuData, DataLoc, Trace};
 use crate::tracedat::meta::Meta;
 
-pub use crate::perf_file::MAGIC;
+pub use crate::perf::file::MAGIC;
 
 /// Set (to anything) in the environment, a perf.data's events are read through the pages
-/// built from them, as before the direct decoder (`perf_direct`), instead of straight; set
+/// built from them, as before the direct decoder (`direct`), instead of straight; set
 /// to `sorted`, through the sorting reader's spooled pages, as for a file whose records are
 /// far out of time order. Both older paths stay selectable for comparing them with the
 /// direct one (tests, `bench analyze`).
@@ -98,7 +105,7 @@ fn with_tracepoints(mut pf: PerfFile) -> Result<Trace> {
     let cpu_limit = nr_cpus.unwrap_or(crate::trace::MAX_CPUS);
     let mut in_order = None;
     if let Some(layouts) = layouts_of(&pf) {
-        let scan = perf_scan::scan(&path, pf.data, &layouts, cpu_limit)?;
+        let scan = scan::scan(&path, pf.data, &layouts, cpu_limit)?;
         let sort = std::env::var_os(PAGES_ENV).is_some_and(|v| v == "sorted");
         if scan.in_order && !sort {
             in_order = Some((layouts, scan));
@@ -407,8 +414,8 @@ fn sorted(
 /// How this file's records find their attribute's sample layout; None where the direct
 /// reader cannot tell (attributes that differ without an IDENTIFIER to tell them apart).
 fn layouts_of(pf: &PerfFile) -> Option<Layouts> {
-    use crate::samples::{flag, sample};
-    let of = |h: &crate::samples::Header| {
+    use self::decode::{flag, sample};
+    let of = |h: &self::decode::Header| {
         let read_format = h
             .attr_bytes
             .get(32..40)

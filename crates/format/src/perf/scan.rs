@@ -1,16 +1,16 @@
 //! The one pass over a perf.data's records at open, before any analysis: which CPUs hold
 //! samples, the command names, whether each CPU's records are in time order (or near
-//! enough for `perf_reorder` to sort), and where each CPU's records lie in the file, so
-//! that readers go straight to them (`perf_direct`) and time slices start at a mark.
+//! enough for `reorder` to sort), and where each CPU's records lie in the file, so
+//! that readers go straight to them (`direct`) and time slices start at a mark.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::perf_records::Records;
-use crate::perf_reorder::{Disorder, Stretches, LOOK_BACK};
-use crate::perf_stream::{Layouts, RECORD_COMM, RECORD_LOST, RECORD_SAMPLE};
+use crate::perf::records::Records;
+use crate::perf::reorder::{Disorder, Stretches, LOOK_BACK};
+use crate::perf::stream::{Layouts, RECORD_COMM, RECORD_LOST, RECORD_SAMPLE};
 
 /// What one pass over the records found before any analysis: which CPUs hold samples, the
 /// command names, whether every CPU's records are in time order, and where each CPU's
@@ -37,7 +37,7 @@ pub(crate) struct Places {
     pub runs: Arc<[(u64, u64)]>,
     /// Records a reader may start from, about one per [`MARK_BYTES`] of the CPU's
     /// samples: (time, offset), the first record first. None after the first lies inside
-    /// a stretch that `perf_reorder` sorts, so every record before a mark is no later
+    /// a stretch that `reorder` sorts, so every record before a mark is no later
     /// than it.
     pub marks: Arc<[(u64, u64)]>,
 }
@@ -487,7 +487,7 @@ fn outside(marks: &mut Vec<(u64, u64)>, stretches: &[(u64, u64)]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perf_stream::{SampleLayout, S_CPU, S_RAW, S_TIME};
+    use crate::perf::stream::{SampleLayout, S_CPU, S_RAW, S_TIME};
 
     /// One SAMPLE record (TIME, CPU, RAW) on `cpu`.
     fn sample(cpu: u32, ts: u64) -> Vec<u8> {

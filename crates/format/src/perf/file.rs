@@ -1,5 +1,5 @@
 //! perf.data's header in either layout perf writes, and its records as a
-//! [`RecordSource`](crate::samples::RecordSource):
+//! [`RecordSource`](super::decode::RecordSource):
 //!
 //! - a file (`perf record -o FILE`): a 104-byte header, the attributes, the data section,
 //!   then the feature sections (host, perf version, command line, build ids, tracing data..);
@@ -20,9 +20,9 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use super::decode::{self as samples, flag, sample, Attr, Header, RawRec, RecordSource, Source};
 use crate::error::{Error, ErrorKind, Result};
-use crate::perf_records::Records;
-use crate::samples::{self, flag, sample, Attr, Header, RawRec, RecordSource, Source};
+use crate::perf::records::Records;
 use crate::Endian;
 
 pub const MAGIC: &[u8; 8] = b"PERFILE2";
