@@ -27,9 +27,9 @@ pub struct Source {
 }
 
 impl Source {
-    /// Opens a trace.dat (v6/v7), a perf.data or a raw tracefs capture directory. Errors
-    /// name the file, the offset and the problem. (Parquet directories are read by
-    /// `kstate_export::open`; hand its trace to [`Source::new`].)
+    /// Opens a trace.dat (v6/v7), a perf.data, a raw tracefs capture directory or a kstate
+    /// Parquet directory (with the `parquet` feature). Errors name the file, the offset
+    /// and the problem.
     pub fn open(path: &Path) -> Result<Source, Error> {
         let trace = Trace::open(path)?;
         Ok(Source::new(trace, path.display().to_string()))

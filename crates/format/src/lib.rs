@@ -20,6 +20,7 @@ pub mod output;
 pub mod page;
 pub mod page_builder;
 pub mod pages;
+pub mod parquet;
 pub mod perf;
 pub mod prefetch;
 pub mod print_fmt;

@@ -21,11 +21,11 @@ use parquet::data_type::ByteArray;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 
 use super::write::Table;
-use super::ColType;
 use crate::error::{Error, Result};
 use kstate_analyze::fleet::{KeyStat, Meta, Summary, SUMMARY_VERSION};
 use kstate_analyze::hist::{bucket_range, SCHEME};
 use kstate_analyze::stats::Agg;
+use kstate_format::parquet::ColType;
 use kstate_format::ErrorKind;
 
 const I64: ColType = ColType::Int {

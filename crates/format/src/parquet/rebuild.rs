@@ -18,8 +18,8 @@ use parquet::column::reader::ColumnReader;
 use parquet::data_type::ByteArray;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 
-use kstate_format::built_pages::{CpuStream, SpooledPages};
-use kstate_format::{
+use crate::built_pages::{CpuStream, SpooledPages};
+use crate::{
     BuildPages, Endian, Error, ErrorKind, EventFormat, Field, FieldKind, PageLayout, PageSource,
     Result,
 };
