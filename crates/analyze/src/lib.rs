@@ -54,7 +54,6 @@ pub mod findings;
 pub mod fleet;
 pub use kstate_format::fxmap;
 pub mod hist;
-pub mod ksyms;
 pub mod lanes;
 pub mod live;
 pub mod locks;

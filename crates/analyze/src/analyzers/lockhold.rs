@@ -24,8 +24,8 @@ use super::futex::NewTask;
 use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
 use crate::fxmap::FxMap;
 use crate::pair::Pairs;
-use crate::profile::stacks::Stacks;
 use kstate_format::stream::merge::Event;
+use kstate_symbols::stacks::Stacks;
 
 pub const LOCK: &str = "kstate_mutex_lock";
 pub const LOCKED: &str = "kstate_mutex_locked";

@@ -42,9 +42,9 @@ use kstate_format::{FieldRef, Trace};
 use super::softirq::NO_FIELD;
 use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
 use crate::fxmap::FxMap;
-use crate::ksyms::LazyKsyms;
 use crate::pair::Pairs;
 use kstate_format::stream::merge::Event;
+use kstate_symbols::ksyms::LazyKsyms;
 
 const SPIN: u64 = 1;
 const READ: u64 = 2;

@@ -18,9 +18,10 @@ use std::io::{Read, Seek, SeekFrom};
 
 use kstate_format::Trace;
 
-use super::elf::ElfImage;
-use super::{Kind, Sym, SymbolHits};
-use crate::ksyms::Ksyms;
+use super::SymbolHits;
+use kstate_symbols::ksyms::Ksyms;
+use kstate_symbols::ElfImage;
+use kstate_symbols::{Kind, Sym};
 
 /// More than any real function: bounds past this are a missing neighbour, not code.
 const MAX_FUNCTION: u64 = 1 << 20;

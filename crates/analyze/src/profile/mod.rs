@@ -5,7 +5,7 @@
 //! Symbols: kernel addresses through the kallsyms the recording carries (modules named
 //! by their `[module]` tag); user addresses through the MMAP2 records (the kernel's, and
 //! those the recorder made from /proc at the start) to a file and offset, then that
-//! file's ELF symbols ([`elf`]). A file whose build id differs from the one recorded
+//! file's ELF symbols (`kstate_symbols`). A file whose build id differs from the one recorded
 //! gives no names (its samples count as `[build-id mismatch]`), not wrong ones.
 //!
 //! Shares are by period (a sample's weight, as perf weighs them); with cpu-clock every
@@ -13,67 +13,18 @@
 
 pub mod annotate;
 pub mod compare;
-mod cover;
-pub mod data;
-pub mod elf;
 pub mod flame;
-pub mod stacks;
-pub mod unwind;
 
 use std::collections::{BTreeMap, HashMap};
 
-use kstate_format::perf::decode::{
-    self, PerfRecord, RecordSource, SampleRec, Source, CONTEXT_MAX, CONTEXT_USER,
-};
+use kstate_format::perf::decode::{self, PerfRecord};
+use kstate_format::stream::merge::{IdFilter, Merger};
 use kstate_format::{sections, Error, ErrorKind, Trace};
+use kstate_symbols::samples::{read_side, source, walk_err, Side};
+use kstate_symbols::symbolizer::build_maps;
+use kstate_symbols::{frames, leaf, unwind, Comms, Kind, Sym, Symbolizer};
 
 use crate::filter::{Filters, TimeSel};
-use crate::ksyms::Ksyms;
-use kstate_format::stream::merge::{IdFilter, Merger};
-
-use elf::ElfImage;
-
-/// What an image is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
-    Kernel,
-    Module,
-    Binary,
-    Library,
-    Vdso,
-    /// Anonymous executable memory (JIT code) or a mapping without a file.
-    Anon,
-    /// No mapping known for the address.
-    Unknown,
-}
-
-impl Kind {
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Kernel => "kernel",
-            Kind::Module => "module",
-            Kind::Binary => "binary",
-            Kind::Library => "library",
-            Kind::Vdso => "vdso",
-            Kind::Anon => "anon",
-            Kind::Unknown => "unknown",
-        }
-    }
-    pub fn is_kernel(self) -> bool {
-        matches!(self, Kind::Kernel | Kind::Module)
-    }
-}
-
-/// A symbol in an image: what rows are keyed by.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Sym {
-    pub name: String,
-    /// The image as shown: `[kernel.kallsyms]`, `[ext4]`, a file's base name, `[vdso]`.
-    pub image: String,
-    /// The file's path for user images.
-    pub path: Option<String>,
-    pub kind: Kind,
-}
 
 /// One row of the per-symbol report.
 #[derive(Debug, Clone)]
@@ -167,722 +118,10 @@ impl Profile {
     }
 }
 
-/// One executable mapping of a process, valid from `time` until `until`.
-#[derive(Debug, Clone)]
-pub(crate) struct Map {
-    start: u64,
-    end: u64,
-    pgoff: u64,
-    path: String,
-    build_id: Option<Vec<u8>>,
-    time: u64,
-    until: u64,
-}
-
-/// The kernel half: kallsyms plus which symbol addresses belong to modules.
-struct Kernel {
-    syms: Ksyms,
-    modules: HashMap<u64, String>,
-}
-
-impl Kernel {
-    fn new(text: &[u8]) -> Kernel {
-        let mut modules = HashMap::new();
-        for line in text.split(|&b| b == b'\n') {
-            let Some(open) = line.iter().position(|&b| b == b'[') else {
-                continue;
-            };
-            let Some(close) = line.iter().rposition(|&b| b == b']') else {
-                continue;
-            };
-            let addr = line
-                .split(|&b| b == b' ')
-                .next()
-                .and_then(|a| std::str::from_utf8(a).ok())
-                .and_then(|a| u64::from_str_radix(a, 16).ok());
-            if let (Some(a), true) = (addr, close > open) {
-                modules.insert(
-                    a,
-                    String::from_utf8_lossy(&line[open + 1..close]).into_owned(),
-                );
-            }
-        }
-        Kernel {
-            syms: Ksyms::parse(text),
-            modules,
-        }
-    }
-
-    fn sym(&self, addr: u64) -> Sym {
-        match self.syms.lookup(addr) {
-            Some((name, off)) => {
-                let base = addr - off;
-                match self.modules.get(&base) {
-                    Some(m) => Sym {
-                        name: name.to_string(),
-                        image: format!("[{m}]"),
-                        path: None,
-                        kind: Kind::Module,
-                    },
-                    None => Sym {
-                        name: name.to_string(),
-                        image: "[kernel.kallsyms]".into(),
-                        path: None,
-                        kind: Kind::Kernel,
-                    },
-                }
-            }
-            None => Sym {
-                name: format!("{addr:#x}"),
-                image: "[kernel.kallsyms]".into(),
-                path: None,
-                kind: Kind::Kernel,
-            },
-        }
-    }
-}
-
-/// Resolves addresses to interned symbols.
-pub(crate) struct Symbolizer {
-    kernel: Kernel,
-    /// Whether there are kernel symbols (the recording's, or this machine's for a perf.data).
-    kernel_named: bool,
-    maps: HashMap<u32, Vec<Map>>,
-    /// (pid, ip) -> indices into the pid's maps that hold ip, whatever their time.
-    candidates: HashMap<(u32, u64), Vec<usize>>,
-    images: HashMap<String, ElfImage>,
-    /// Paths whose recorded build id differs from the file's.
-    mismatched: HashMap<String, (String, String)>,
-    syms: Vec<Sym>,
-    index: HashMap<Sym, u32>,
-    /// (pid, map index, ip) and kernel ip -> symbol.
-    user_cache: HashMap<(u32, usize, u64), u32>,
-    kernel_cache: HashMap<u64, u32>,
-    unreadable: Vec<String>,
-}
-
-impl Symbolizer {
-    /// For a recording's kernel symbols and the side-band records of one of its sample
-    /// sections (sorted here).
-    pub(crate) fn new(trace: &Trace, side: &mut [(u64, PerfRecord)]) -> Symbolizer {
-        let mut maps = build_maps(side);
-        let machine = machine_kallsyms(trace);
-        let kallsyms = match trace.kallsyms.as_deref() {
-            Some(k) if !k.is_empty() => k,
-            _ => machine.as_deref().unwrap_or_default(),
-        };
-        if let Some(pf) = &trace.perf {
-            // perf.data keeps the build ids of the binaries hit in a feature section, not
-            // in its maps: give them to the maps, so a binary changed since is not misread.
-            let ids: HashMap<String, Vec<u8>> = pf
-                .build_ids()
-                .into_iter()
-                .filter(|b| !b.kernel)
-                .map(|b| (b.path, b.build_id))
-                .collect();
-            for m in maps.values_mut().flatten() {
-                if m.build_id.is_none() {
-                    m.build_id = ids.get(&m.path).cloned();
-                }
-            }
-        }
-        Symbolizer {
-            kernel: Kernel::new(kallsyms),
-            kernel_named: !kallsyms.is_empty(),
-            maps,
-            candidates: HashMap::new(),
-            images: HashMap::new(),
-            mismatched: HashMap::new(),
-            syms: Vec::new(),
-            index: HashMap::new(),
-            user_cache: HashMap::new(),
-            kernel_cache: HashMap::new(),
-            unreadable: Vec::new(),
-        }
-    }
-
-    pub(crate) fn sym(&self, id: u32) -> &Sym {
-        &self.syms[id as usize]
-    }
-
-    /// The ELF image of a path, loaded once.
-    pub(crate) fn image(&mut self, path: &str) -> &ElfImage {
-        if !self.images.contains_key(path) {
-            let img = ElfImage::load(path);
-            if let Some(p) = &img.problem {
-                self.unreadable.push(p.clone());
-            }
-            self.images.insert(path.to_string(), img);
-        }
-        &self.images[path]
-    }
-
-    fn intern(&mut self, s: Sym) -> u32 {
-        if let Some(&i) = self.index.get(&s) {
-            return i;
-        }
-        let i = self.syms.len() as u32;
-        self.index.insert(s.clone(), i);
-        self.syms.push(s);
-        i
-    }
-
-    fn kernel(&mut self, addr: u64) -> u32 {
-        if let Some(&i) = self.kernel_cache.get(&addr) {
-            return i;
-        }
-        let s = self.kernel.sym(addr);
-        let i = self.intern(s);
-        self.kernel_cache.insert(addr, i);
-        i
-    }
-
-    /// The index (into the pid's maps) of the mapping holding `addr` at `time`.
-    fn map_for(&mut self, pid: u32, addr: u64, time: u64) -> Option<usize> {
-        let maps = self.maps.get(&pid).map(Vec::as_slice).unwrap_or_default();
-        let cands = self.candidates.entry((pid, addr)).or_insert_with(|| {
-            maps.iter()
-                .enumerate()
-                .filter(|(_, m)| addr >= m.start && addr < m.end)
-                .map(|(i, _)| i)
-                .collect()
-        });
-        // Of the mappings live at `time`, the latest.
-        cands
-            .iter()
-            .copied()
-            .filter(|&i| maps[i].time <= time && time < maps[i].until)
-            .max_by_key(|&i| maps[i].time)
-            .or_else(|| cands.iter().copied().max_by_key(|&i| maps[i].time))
-    }
-
-    /// A user address as the ELF file's symbol address (what `--details` counts by).
-    fn user_image_addr(&mut self, pid: u32, addr: u64, time: u64) -> Option<u64> {
-        let mi = self.map_for(pid, addr, time)?;
-        let m = &self.maps[&pid][mi];
-        let off = addr - m.start + m.pgoff;
-        self.images.get(&m.path)?.offset_to_addr(off)
-    }
-
-    fn user(&mut self, pid: u32, addr: u64, time: u64) -> u32 {
-        let Some(mi) = self.map_for(pid, addr, time) else {
-            return self.intern(Sym {
-                name: "[unknown]".into(),
-                image: "[unknown]".into(),
-                path: None,
-                kind: Kind::Unknown,
-            });
-        };
-        if let Some(&i) = self.user_cache.get(&(pid, mi, addr)) {
-            return i;
-        }
-        let m = self.maps[&pid][mi].clone();
-        let s = self.user_sym(&m, addr);
-        let i = self.intern(s);
-        self.user_cache.insert((pid, mi, addr), i);
-        i
-    }
-
-    /// The binary mapped from `path` with this build id in perf's build-id cache, loaded:
-    /// its key in `images`.
-    fn cached(&mut self, path: &str, want: &[u8]) -> Option<String> {
-        let c = build_id_cache(path, want)?;
-        if !self.images.contains_key(&c) {
-            self.images.insert(c.clone(), ElfImage::load(&c));
-        }
-        (self.images[&c].build_id.as_deref() == Some(want)).then_some(c)
-    }
-
-    fn user_sym(&mut self, m: &Map, addr: u64) -> Sym {
-        let base = m.path.rsplit('/').next().unwrap_or(&m.path).to_string();
-        let unknown = |image: String, kind: Kind, path: Option<String>| Sym {
-            name: "[unknown]".into(),
-            image,
-            path,
-            kind,
-        };
-        if m.path == "[vdso]" || m.path == "[vsyscall]" {
-            return unknown(m.path.clone(), Kind::Vdso, None);
-        }
-        if !m.path.starts_with('/') || m.path.starts_with("/memfd:") {
-            let image = if m.path.is_empty() {
-                "[anon]".into()
-            } else {
-                m.path.clone()
-            };
-            return unknown(image, Kind::Anon, None);
-        }
-        let kind = if base.contains(".so") {
-            Kind::Library
-        } else {
-            Kind::Binary
-        };
-        let path = Some(m.path.clone());
-        // A file gone since the recording: perf's build-id cache may hold it (perf record
-        // puts every binary hit there).
-        let gone = match self.images.get(&m.path) {
-            Some(img) => img.problem.is_some(),
-            None => !std::path::Path::new(&m.path).is_file(),
-        };
-        let from_cache = m
-            .build_id
-            .as_deref()
-            .filter(|_| gone)
-            .and_then(|want| self.cached(&m.path, want));
-        if let Some(c) = from_cache {
-            return self.sym_in(&c, m, addr, base, path, kind);
-        }
-        self.image(&m.path);
-        let mut key = m.path.clone();
-        let have = self.images[&m.path].build_id.clone();
-        if let (Some(want), Some(have)) = (&m.build_id, &have) {
-            if want != have {
-                // perf's build-id cache may hold the binary as it was.
-                match self.cached(&m.path, want) {
-                    Some(c) => key = c,
-                    None => {
-                        self.mismatched
-                            .entry(m.path.clone())
-                            .or_insert_with(|| (decode::hex(want), decode::hex(have)));
-                        return Sym {
-                            name: "[build-id mismatch]".into(),
-                            image: base,
-                            path,
-                            kind,
-                        };
-                    }
-                }
-            }
-        }
-        self.sym_in(&key, m, addr, base, path, kind)
-    }
-
-    /// The symbol at `addr` of mapping `m`, read from the loaded image `key` (the mapped
-    /// file, or its copy in perf's build-id cache).
-    fn sym_in(
-        &self,
-        key: &str,
-        m: &Map,
-        addr: u64,
-        image: String,
-        path: Option<String>,
-        kind: Kind,
-    ) -> Sym {
-        let img = &self.images[key];
-        let off = addr - m.start + m.pgoff;
-        let at = img.offset_to_addr(off);
-        // Code of a file without a symbol for it (stripped, or the file unreadable) is
-        // named by where it is, as perf does (`[.] 0x12ba` in app2): the address objdump
-        // and addr2line take, or the file offset when the file cannot be read.
-        let name = match at.and_then(|a| img.lookup(a)) {
-            Some(n) => n.to_string(),
-            None => format!("{image}+{:#x}", at.unwrap_or(off)),
-        };
-        Sym {
-            name,
-            image,
-            path,
-            kind,
-        }
-    }
-}
-
-/// Where perf's build-id cache (`~/.debug`, filled by `perf record` and `perf buildid-cache`)
-/// keeps the binary mapped from `path` with this build id.
-fn build_id_cache(path: &str, id: &[u8]) -> Option<String> {
-    let home = std::env::var_os("HOME")?;
-    let hex = decode::hex(id);
-    if hex.len() < 3 {
-        return None;
-    }
-    let debug = std::path::Path::new(&home).join(".debug");
-    let link = debug.join(".build-id").join(&hex[..2]).join(&hex[2..]);
-    // Newer perf links a directory holding `elf`; older ones link the file; the link
-    // points into ~/.debug/<path>/<build id>/, which may be there without it.
-    let by_path = debug.join(path.trim_start_matches('/')).join(&hex);
-    [link.join("elf"), link, by_path.join("elf")]
-        .into_iter()
-        .find(|p| p.is_file())
-        .map(|p| p.display().to_string())
-}
-
-/// This machine's kernel symbols for a perf.data recorded on this kernel (its build id,
-/// or without one its release and host, are this machine's): perf.data carries none.
-fn machine_kallsyms(trace: &Trace) -> Option<Vec<u8>> {
-    let pf = trace.perf.as_ref()?;
-    use kstate_format::perf::file::feature;
-    let recorded = pf
-        .build_ids()
-        .into_iter()
-        .find(|b| b.kernel && b.path == "[kernel.kallsyms]");
-    let running = std::fs::read("/sys/kernel/notes")
-        .ok()
-        .and_then(|n| decode::find_build_id(&n, kstate_format::Endian::Little));
-    let read = |p: &str| {
-        std::fs::read_to_string(p)
-            .ok()
-            .map(|s| s.trim().to_string())
-    };
-    let same = match (recorded, running) {
-        (Some(r), Some(k)) => r.build_id == k,
-        _ => {
-            pf.string(feature::OSRELEASE).is_some()
-                && pf.string(feature::OSRELEASE) == read("/proc/sys/kernel/osrelease")
-                && pf.string(feature::HOSTNAME) == read("/proc/sys/kernel/hostname")
-        }
-    };
-    if !same {
-        return None;
-    }
-    std::fs::read("/proc/kallsyms").ok()
-}
-
-/// Builds the per-process mappings from the side-band records, in time order.
-fn build_maps(events: &mut [(u64, PerfRecord)]) -> HashMap<u32, Vec<Map>> {
-    events.sort_by_key(|e| e.0);
-    let mut maps: HashMap<u32, Vec<Map>> = HashMap::new();
-    for (t, r) in events.iter() {
-        let t = *t;
-        match r {
-            PerfRecord::Mmap2(m) if m.prot & 4 != 0 || m.path == "[vdso]" => {
-                let v = maps.entry(m.pid).or_default();
-                let (start, end) = (m.start, m.start.saturating_add(m.len));
-                for old in v.iter_mut() {
-                    if old.until > t && old.start < end && start < old.end {
-                        old.until = t;
-                    }
-                }
-                v.push(Map {
-                    start,
-                    end,
-                    pgoff: m.pgoff,
-                    path: m.path.clone(),
-                    build_id: m.build_id.clone(),
-                    time: t,
-                    until: u64::MAX,
-                });
-            }
-            PerfRecord::Comm {
-                pid, exec: true, ..
-            } => {
-                for old in maps.entry(*pid).or_default().iter_mut() {
-                    if old.until > t {
-                        old.until = t;
-                    }
-                }
-            }
-            PerfRecord::Fork { pid, ppid, .. } if pid != ppid => {
-                let inherited: Vec<Map> = maps
-                    .get(ppid)
-                    .map(|v| {
-                        v.iter()
-                            .filter(|m| m.time <= t && t < m.until)
-                            .map(|m| Map {
-                                time: t,
-                                ..m.clone()
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                maps.entry(*pid).or_default().extend(inherited);
-            }
-            _ => {}
-        }
-    }
-    maps
-}
-
-/// Comm of a thread at a time: the COMM records, then the process table at start and
-/// the trace's saved cmdlines.
-pub struct Comms {
-    changes: HashMap<u32, Vec<(u64, String)>>,
-    start: HashMap<u32, String>,
-}
-
-impl Comms {
-    /// The thread names over time of a recording's sampled records (kstate's SAMPLES
-    /// section or a perf.data), from one pass over their side-band records; None where it
-    /// has no samples.
-    pub fn of_samples(trace: &Trace) -> Result<Option<Comms>, Error> {
-        let id = sections::ids::SAMPLES;
-        let Some(src) = source(trace, id)? else {
-            return Ok(None);
-        };
-        let side = read_side(trace, &*src, id, None)?;
-        Ok(Some(Comms {
-            changes: side.changes,
-            start: start_comms(trace),
-        }))
-    }
-
-    pub fn get(&self, tid: u32, t: u64) -> Option<&str> {
-        if tid == 0 {
-            return Some("swapper");
-        }
-        if let Some(v) = self.changes.get(&tid) {
-            let n = v.partition_point(|c| c.0 <= t);
-            if n > 0 {
-                return Some(&v[n - 1].1);
-            }
-            // Before its first COMM record: the first one is the best guess.
-            if !self.start.contains_key(&tid) {
-                return v.first().map(|c| c.1.as_str());
-            }
-        }
-        self.start.get(&tid).map(String::as_str)
-    }
-}
-
-/// Names of the processes when the recording started: its saved cmdlines, then its
-/// process table.
-fn start_comms(trace: &Trace) -> HashMap<u32, String> {
-    let mut start: HashMap<u32, String> = trace
-        .comms
-        .iter()
-        .map(|(&p, c)| (p as u32, c.clone()))
-        .collect();
-    if let Some(Ok(ps)) = trace
-        .extra(sections::ids::PROCESSES)
-        .map(sections::decode_processes)
-    {
-        for p in ps {
-            start.insert(p.pid as u32, p.comm);
-        }
-    }
-    start
-}
-
-/// The sampled instruction's address and whether it is user code: the first entry of
-/// the call chain (the kernel repeats the ip there, after a context marker), else the ip.
-fn leaf(s: &SampleRec) -> (u64, bool) {
-    let mut user = !s.is_kernel();
-    for &a in &s.callchain {
-        if a >= CONTEXT_MAX {
-            user = a == CONTEXT_USER;
-            continue;
-        }
-        return (a, user);
-    }
-    (s.ip, !s.is_kernel())
-}
-
-/// Symbols of a sample's call chain, leaf first. `ip - 1` for return addresses, so a
-/// call at the very end of a function names the caller.
-pub(crate) fn frames(s: &SampleRec, sy: &mut Symbolizer, out: &mut Vec<u32>) {
-    out.clear();
-    if s.callchain.is_empty() {
-        out.push(if s.is_kernel() {
-            sy.kernel(s.ip)
-        } else {
-            sy.user(s.pid, s.ip, s.time)
-        });
-        return;
-    }
-    let mut user = !s.is_kernel();
-    let mut first_in_ctx = true;
-    for &a in &s.callchain {
-        if a >= CONTEXT_MAX {
-            user = a == CONTEXT_USER;
-            first_in_ctx = true;
-            continue;
-        }
-        let look = if first_in_ctx { a } else { a.wrapping_sub(1) };
-        first_in_ctx = false;
-        let id = if user {
-            sy.user(s.pid, look, s.time)
-        } else {
-            sy.kernel(look)
-        };
-        out.push(id);
-    }
-    if out.is_empty() {
-        out.push(if s.is_kernel() {
-            sy.kernel(s.ip)
-        } else {
-            sy.user(s.pid, s.ip, s.time)
-        });
-    }
-}
-
-fn corrupt(trace: &Trace, id: u16, e: Error) -> Error {
-    let name = sections::section_name(id).unwrap_or("samples");
-    Error::new(e.kind, e.offset, format!("{name} section: {}", e.msg)).in_file(&trace.path)
-}
-
 /// The first event's time of the whole trace, as the analyzers take it.
 fn first_event(trace: &Trace) -> Option<u64> {
     let mut m = Merger::new(trace, None, IdFilter::all()).ok()?;
     m.next().ok().flatten().map(|e| e.ts)
-}
-
-/// The perf records of a recording: kstate's section `id` (SAMPLES or STACKS), or for
-/// SAMPLES a perf.data's own records; None where the recording has neither.
-pub(crate) fn source<'t>(
-    trace: &'t Trace,
-    id: u16,
-) -> Result<Option<Box<dyn RecordSource + 't>>, Error> {
-    if let Some(payload) = trace.extra(id) {
-        let sec =
-            kstate_format::sections::samples::decode(payload).map_err(|e| corrupt(trace, id, e))?;
-        return Ok(Some(Box::new(sec)));
-    }
-    match &trace.perf {
-        Some(pf) if id == sections::ids::SAMPLES => Ok(Some(Box::new(pf.as_ref()))),
-        _ => Ok(None),
-    }
-}
-
-/// An error of a walk over a source: a kstate section's offsets are in its payload.
-fn walk_err(trace: &Trace, id: u16, e: Error) -> Error {
-    if e.path.is_some() {
-        e
-    } else {
-        corrupt(trace, id, e)
-    }
-}
-
-/// A source's records other than samples, sorted out (one pass; samples are only counted).
-pub(crate) struct Side {
-    /// Index of the event whose samples are read, and its header.
-    pub event: usize,
-    pub header: decode::Header,
-    /// Every sampled event's name, in the file's order.
-    pub events: Vec<String>,
-    /// That event's samples and the earliest of their times.
-    pub samples: u64,
-    pub first_time: Option<u64>,
-    /// Records the kernel lost.
-    pub lost: u64,
-    /// Side-band records (maps, comms, forks) with their times.
-    pub side: Vec<(u64, PerfRecord)>,
-    /// Comm changes per thread, in time order (a forked thread starts with its parent's).
-    pub changes: HashMap<u32, Vec<(u64, String)>>,
-}
-
-/// Reads the side-band records of a source, for the samples of `event` (default: the
-/// first sampled).
-pub(crate) fn read_side(
-    trace: &Trace,
-    src: &dyn RecordSource,
-    id: u16,
-    event: Option<&str>,
-) -> Result<Side, Error> {
-    let headers = src.events();
-    let events: Vec<String> = headers.iter().map(|h| h.event.clone()).collect();
-    let ev = match event {
-        None => 0,
-        Some(name) => events.iter().position(|e| e == name).ok_or_else(|| {
-            Error::new(
-                ErrorKind::Unsupported,
-                None,
-                format!(
-                    "no samples of {name} in this recording; it has {}",
-                    events.join(", ")
-                ),
-            )
-            .in_file(&trace.path)
-        })?,
-    };
-    let mut side: Vec<(u64, PerfRecord)> = Vec::new();
-    let (mut n, mut first_time, mut lost) = (0u64, None::<u64>, 0u64);
-    src.visit(&mut |r| {
-        if r.kind == decode::record::SAMPLE {
-            if r.event == ev {
-                n += 1;
-                if let Some(t) = r.sample_time(headers) {
-                    first_time = Some(first_time.map_or(t, |f| f.min(t)));
-                }
-            }
-            return Ok(());
-        }
-        let rec = r.parse(headers)?;
-        match rec {
-            PerfRecord::Lost { lost: k } if r.event == ev => lost = lost.saturating_add(k),
-            PerfRecord::Comm { time, .. } | PerfRecord::Fork { time, .. } => side.push((time, rec)),
-            PerfRecord::Mmap2(ref m) => {
-                let t = if r.source == Source::Maps { 0 } else { m.time };
-                side.push((t, rec));
-            }
-            _ => {}
-        }
-        Ok(())
-    })
-    .map_err(|e| walk_err(trace, id, e))?;
-    side.sort_by_key(|e| e.0);
-    let mut changes: HashMap<u32, Vec<(u64, String)>> = HashMap::new();
-    for (t, r) in &side {
-        match r {
-            PerfRecord::Comm { tid, comm, .. } => {
-                changes.entry(*tid).or_default().push((*t, comm.clone()));
-            }
-            PerfRecord::Fork { tid, ptid, .. } if tid != ptid => {
-                let parent = changes
-                    .get(ptid)
-                    .and_then(|v| v.last())
-                    .map(|c| c.1.clone());
-                if let Some(c) = parent {
-                    changes.entry(*tid).or_default().push((*t, c));
-                }
-            }
-            _ => {}
-        }
-    }
-    Ok(Side {
-        event: ev,
-        header: headers[ev].clone(),
-        events,
-        samples: n,
-        first_time,
-        lost,
-        side,
-        changes,
-    })
-}
-
-/// A section in the SAMPLES layout, its records sorted out.
-pub(crate) struct Section {
-    /// The header of the event whose samples these are.
-    pub header: decode::Header,
-    pub samples: Vec<SampleRec>,
-    /// Records the kernel lost.
-    pub lost: u64,
-    /// Side-band records (maps, comms, forks) with their times.
-    pub side: Vec<(u64, PerfRecord)>,
-    /// How the samples' user chains were found.
-    pub chains: unwind::ChainCounts,
-}
-
-/// Reads section `id` (SAMPLES or STACKS) of a recording with the samples of its first
-/// event (for the lock views, which keep them by thread); None where the recording has
-/// no such section.
-pub(crate) fn read_section(trace: &Trace, id: u16) -> Result<Option<Section>, Error> {
-    let Some(src) = source(trace, id)? else {
-        return Ok(None);
-    };
-    let side = read_side(trace, &*src, id, None)?;
-    // The mappings the user stacks are unwound with.
-    let maps = build_maps(&mut side.side.clone());
-    let mut unwinder = unwind::ChainUnwinder::new(&maps);
-    let regs = side.header.attr.sample_regs_user;
-    let mut all = Vec::new();
-    let headers = src.events();
-    src.visit(&mut |r| {
-        if r.kind == decode::record::SAMPLE && r.event == side.event {
-            if let PerfRecord::Sample(mut s) = r.parse(headers)? {
-                unwinder.unwind(&mut s, regs);
-                all.push(s);
-            }
-        }
-        Ok(())
-    })
-    .map_err(|e| walk_err(trace, id, e))?;
-    Ok(Some(Section {
-        header: side.header,
-        samples: all,
-        lost: side.lost,
-        side: side.side,
-        chains: unwinder.counts,
-    }))
 }
 
 pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
@@ -906,10 +145,7 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
         changes,
     } = read_side(trace, &*src, id, opts.event.as_deref())?;
     let h = &h;
-    let comms = Comms {
-        changes,
-        start: start_comms(trace),
-    };
+    let comms = Comms::new(trace, changes);
 
     let trace_start = first_event(trace).or(first_time).unwrap_or(0);
     let f = &opts.filters;
@@ -1000,7 +236,7 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
         p.last_ts = Some(p.last_ts.map_or(s.time, |t| t.max(s.time)));
         frames(s, &mut sy, &mut chain);
         let leaf = chain[0];
-        if sy.syms[leaf as usize].kind.is_kernel() {
+        if sy.sym(leaf).kind.is_kernel() {
             p.kernel_samples += 1;
         } else {
             p.user_samples += 1;
@@ -1009,7 +245,7 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
         e.0 += 1;
         e.1 = e.1.saturating_add(s.period);
         if let Some(name) = &opts.details {
-            if sy.syms[leaf as usize].name == *name {
+            if sy.sym(leaf).name == *name {
                 let (addr, user) = self::leaf(s);
                 let at = if user {
                     sy.user_image_addr(s.pid, addr, s.time)
@@ -1017,7 +253,7 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
                     Some(addr)
                 };
                 let h = details.entry(leaf).or_insert_with(|| SymbolHits {
-                    sym: sy.syms[leaf as usize].clone(),
+                    sym: sy.sym(leaf).clone(),
                     samples: 0,
                     period: 0,
                     addrs: BTreeMap::new(),
@@ -1032,10 +268,7 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
             }
         }
         if let Some(name) = &callers_of {
-            if let Some(i) = chain
-                .iter()
-                .position(|&c| sy.syms[c as usize].name == *name)
-            {
+            if let Some(i) = chain.iter().position(|&c| sy.sym(c).name == *name) {
                 in_callers += 1;
                 if i == 0 {
                     self_callers += 1;
@@ -1046,10 +279,7 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
             }
         }
         if let Some(name) = &callees_of {
-            if let Some(i) = chain
-                .iter()
-                .position(|&c| sy.syms[c as usize].name == *name)
-            {
+            if let Some(i) = chain.iter().position(|&c| sy.sym(c).name == *name) {
                 in_callees += 1;
                 let c = if i == 0 {
                     self_callees += 1;
@@ -1064,7 +294,7 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
             let mut stack = chain.clone();
             stack.reverse();
             // Runs of unnamed frames (code without frame pointers walks into garbage) as one.
-            stack.dedup_by(|x, y| x == y && sy.syms[*x as usize].name == "[unknown]");
+            stack.dedup_by(|x, y| x == y && sy.sym(*x).name == "[unknown]");
             *folded.entry(stack).or_default() += 1;
         }
         Ok(())
@@ -1074,7 +304,7 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
     let mut rows: Vec<Row> = per_sym
         .into_iter()
         .map(|(i, (n, per))| Row {
-            sym: sy.syms[i as usize].clone(),
+            sym: sy.sym(i).clone(),
             samples: n,
             period: per,
         })
@@ -1091,10 +321,8 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
     p.rows = rows;
     let view = |name: Option<String>, m: HashMap<u32, u64>, n: u64, own: u64| {
         name.map(|symbol| {
-            let mut rows: Vec<(Sym, u64)> = m
-                .into_iter()
-                .map(|(i, c)| (sy.syms[i as usize].clone(), c))
-                .collect();
+            let mut rows: Vec<(Sym, u64)> =
+                m.into_iter().map(|(i, c)| (sy.sym(i).clone(), c)).collect();
             rows.sort_by(|a, b| {
                 b.1.cmp(&a.1)
                     .then(a.0.name.cmp(&b.0.name))
@@ -1126,7 +354,7 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
                 let names: Vec<String> = st
                     .iter()
                     .map(|&i| {
-                        let s = &sy.syms[i as usize];
+                        let s = &sy.sym(i);
                         // Kernel frames marked as stackcollapse marks them.
                         match s.kind.is_kernel() {
                             true => format!("{}_[k]", s.name),
@@ -1140,20 +368,22 @@ pub fn profile(trace: &Trace, opts: &Options) -> Result<Profile, Error> {
         v.sort();
         p.folded = v;
     }
-    let mut mism: Vec<_> = sy.mismatched.into_iter().collect();
+    let kernel_named = sy.kernel_named();
+    let (mismatched, mut unreadable) = sy.into_problems();
+    let mut mism: Vec<_> = mismatched.into_iter().collect();
     mism.sort();
     for (path, (want, have)) in mism {
         p.warnings.push(format!(
             "{path}: build id {have} differs from the recorded {want} (the file changed since the recording); its samples are left unnamed"
         ));
     }
-    sy.unreadable.sort();
-    sy.unreadable.dedup();
-    p.warnings.extend(sy.unreadable);
+    unreadable.sort();
+    unreadable.dedup();
+    p.warnings.extend(unreadable);
     if let Some(e) = &trace.truncated {
         p.warnings.push(e.msg.clone());
     }
-    if !sy.kernel_named && p.kernel_samples > 0 {
+    if !kernel_named && p.kernel_samples > 0 {
         p.warnings
             .push("the recording has no kallsyms: kernel samples are shown as addresses".into());
     }

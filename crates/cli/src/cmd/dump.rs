@@ -516,8 +516,8 @@ fn id_filters(traces: &[Trace], names: &[String]) -> Result<Vec<IdFilter>, Error
 /// `COMM PID/TID [CPU] TIME: PERIOD EVENT: IP`, and with a call chain its addresses below,
 /// one a line, and an empty line. `--json`: one object per sample.
 fn samples(trace: &Trace, args: &Args) -> Result<ExitCode, Error> {
-    use kstate_analyze::profile::Comms;
     use kstate_format::perf::decode::{record, PerfRecord, RecordSource, CONTEXT_MAX};
+    use kstate_symbols::Comms;
     let pf = trace.perf.as_deref().expect("a perf.data");
     let headers = pf.events();
     for e in &args.events {

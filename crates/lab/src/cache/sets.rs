@@ -17,8 +17,8 @@ use std::io::BufRead;
 use kstate_format::{Error, ErrorKind};
 
 use crate::cache::{model, Level};
-use kstate_analyze::profile::elf::ElfImage;
 use kstate_format::fxmap::FxMap;
+use kstate_symbols::elf::ElfImage;
 
 pub const SITE_LINES: usize = 1 << 18;
 pub const TOTAL_LINES: usize = 1 << 23;

@@ -7,7 +7,7 @@
 //! file's PT_LOAD segments, `.bss` included, then say which addresses it covers, so data
 //! in the anonymous pages after `.data` is found too.
 
-use super::Symbolizer;
+use crate::Symbolizer;
 
 /// What an address was found to be.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -23,9 +23,10 @@ use std::collections::HashMap;
 use kstate_format::perf::decode::PerfRecord;
 use kstate_format::{sections, Error, Trace};
 
-use super::data::DataName;
-use super::unwind::ChainCounts;
-use super::{frames, read_section, Kind, Sym, Symbolizer};
+use crate::data::DataName;
+use crate::samples::read_section;
+use crate::unwind::ChainCounts;
+use crate::{frames, Kind, Sym, Symbolizer};
 
 /// How far apart in time a trace event and its call chain may be.
 pub const JOIN_WINDOW_NS: u64 = 50_000;

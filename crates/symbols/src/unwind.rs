@@ -25,8 +25,8 @@ use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 use kstate_format::perf::decode::{regs, SampleRec, CONTEXT_USER};
 use object::{Object, ObjectSection};
 
-use super::cover::{Cfi, Cover, Svmas};
-use super::Map;
+use crate::cover::{Cfi, Cover, Svmas};
+use crate::symbolizer::Map;
 
 /// Return addresses walked at most per chain.
 const MAX_FRAMES: usize = 256;
@@ -91,7 +91,7 @@ impl FileCfi {
         let cache = object::ReadCache::new(std::fs::File::open(path).ok()?);
         let f = object::File::parse(&cache).ok()?;
         let build_id = f.build_id().ok().flatten().map(<[u8]>::to_vec);
-        let segments = super::elf::segments(&f);
+        let segments = crate::elf::segments(&f);
         let mut info = ExplicitModuleSectionInfo::<Bytes> {
             base_svma: 0,
             ..Default::default()
@@ -135,7 +135,7 @@ impl FileCfi {
 
     /// The load bias of a mapping of the file at `pgoff` starting at `start`.
     fn base_avma(&self, start: u64, pgoff: u64) -> Option<u64> {
-        let svma = super::elf::mapping_addr(&self.segments, pgoff)?;
+        let svma = crate::elf::mapping_addr(&self.segments, pgoff)?;
         Some(start.wrapping_sub(svma))
     }
 }
@@ -205,7 +205,7 @@ enum Step {
 }
 
 /// Unwinds the user chains of one section's samples.
-pub(crate) struct ChainUnwinder<'m> {
+pub struct ChainUnwinder<'m> {
     maps: &'m HashMap<u32, Vec<Map>>,
     files: HashMap<String, Option<FileCfi>>,
     /// Per process and set of live mappings (indices into its maps).
@@ -217,7 +217,7 @@ pub(crate) struct ChainUnwinder<'m> {
 }
 
 impl<'m> ChainUnwinder<'m> {
-    pub(crate) fn new(maps: &'m HashMap<u32, Vec<Map>>) -> ChainUnwinder<'m> {
+    pub fn new(maps: &'m HashMap<u32, Vec<Map>>) -> ChainUnwinder<'m> {
         ChainUnwinder {
             maps,
             files: HashMap::new(),
@@ -231,7 +231,7 @@ impl<'m> ChainUnwinder<'m> {
     /// Replaces the user part of `s`'s call chain with the one unwound from its registers
     /// and stack copy, and drops the copy. Samples without them keep the kernel's chain
     /// (counted as frame pointers when it has a user part).
-    pub(crate) fn unwind(&mut self, s: &mut SampleRec, regs_mask: u64) {
+    pub fn unwind(&mut self, s: &mut SampleRec, regs_mask: u64) {
         let (Some(ip), Some(sp), Some(bp)) = (
             s.user_reg(regs_mask, regs::IP),
             s.user_reg(regs_mask, regs::SP),
@@ -424,7 +424,7 @@ fn file_for<'f>(files: &'f mut HashMap<String, Option<FileCfi>>, m: &Map) -> Opt
     if at_path.as_ref().is_some_and(same) {
         return files[&m.path].as_ref();
     }
-    let cached = super::build_id_cache(&m.path, m.build_id.as_deref()?)?;
+    let cached = crate::symbolizer::build_id_cache(&m.path, m.build_id.as_deref()?)?;
     let f = files
         .entry(cached.clone())
         .or_insert_with(|| FileCfi::load(&cached));

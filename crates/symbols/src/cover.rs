@@ -17,7 +17,7 @@ use gimli::{
     RegisterRule, UnwindContext, UnwindSection, UnwindTableRow, X86_64,
 };
 
-use super::unwind::Bytes;
+use crate::unwind::Bytes;
 
 type R<'a> = EndianSlice<'a, LittleEndian>;
 
