@@ -11,7 +11,7 @@
 //! Run with `-rss_limit_mb=2048`: growing past that is a finding.
 #![no_main]
 use kstate_analyze::fxmap::FxMap;
-use kstate_analyze::survey::survey;
+use kstate_views::survey::survey;
 use kstate_format::Trace;
 use kstate_render::html;
 use libfuzzer_sys::fuzz_target;
@@ -26,8 +26,8 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(trace) = Trace::open(&path) {
         let r = survey(&trace, "fuzz", &FxMap::default());
         let _ = html::render(&r, None);
-        let _ = kstate_analyze::classify::figures(&trace, None);
-        let _ = kstate_analyze::classify::figures(&trace, Some(&[1].into_iter().collect()));
+        let _ = kstate_views::classify::figures(&trace, None);
+        let _ = kstate_views::classify::figures(&trace, Some(&[1].into_iter().collect()));
         if let Some(s) = kstate_analyze::slices::ShortSlices::plan(&trace, 8192) {
             // Slices that all meet ([`Seams::meet`]) hold the one pass's events, in order.
             let all = kstate_format::stream::merge::IdFilter::all;

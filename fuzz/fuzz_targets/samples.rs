@@ -45,7 +45,7 @@ fn perf(data: &[u8], name: &str) {
         let _ = pf.build_ids();
     }
     if let Ok(trace) = kstate_format::Trace::open(&path) {
-        let _ = kstate_analyze::profile::profile(&trace, &Default::default());
+        let _ = kstate_views::profile::profile(&trace, &Default::default());
     }
     let _ = std::fs::remove_file(&path);
 }

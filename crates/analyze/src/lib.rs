@@ -45,28 +45,16 @@
 //! aggregation) and the analyzers themselves ([`analyzers`], one file each).
 pub mod analyzer;
 pub mod analyzers;
-pub mod classify;
-pub mod compare;
-pub mod describe;
 mod error;
 pub mod filter;
-pub mod findings;
-pub mod fleet;
 pub use kstate_format::fxmap;
 pub mod hist;
-pub mod lanes;
 pub mod live;
-pub mod locks;
-pub mod machines;
 pub mod pair;
 pub mod piped;
-pub mod profile;
 pub mod slices;
 mod source;
 pub mod stats;
-pub mod survey;
-pub mod timeline;
-pub mod workload;
 
 pub use analyzer::{Analyzer, Config, Info, LogRow, LogSink, Mode, Outcome, Traits};
 pub use error::Error;

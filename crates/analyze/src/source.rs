@@ -13,7 +13,6 @@ use crate::analyzer::{sort_rows, Config, LogSink, Mode, NoLog, Outcome};
 use crate::error::Error;
 use crate::filter::Filters;
 use crate::fxmap::FxMap;
-use crate::survey::Survey;
 use crate::{analyzers, Info};
 use kstate_format::stream::page_index::PageIndex;
 
@@ -130,11 +129,6 @@ impl Source {
     /// [`Source::run`] for a statistics or distribution query, which streams no rows.
     pub fn aggregate(&self, query: &Query) -> Result<Outcome, Error> {
         self.run(query, &mut NoLog)
-    }
-
-    /// Every analyzer whose events the file has, with the findings ranked.
-    pub fn survey(&self) -> Survey {
-        crate::survey::survey(&self.trace, &self.label, &self.tgids)
     }
 }
 

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 
 use kstate_format::{Error, ErrorKind};
 
-use kstate_analyze::profile::compare::Counts;
+use kstate_views::profile::compare::Counts;
 
 /// Counts of one function in one source file.
 #[derive(Debug, Clone, PartialEq, Eq)]

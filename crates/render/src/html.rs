@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 use kstate_analyze::analyzer::Cell;
 use kstate_analyze::filter::fmt_secs;
 
-use kstate_analyze::findings::Finding;
-use kstate_analyze::survey::{Analysis, Survey};
+use kstate_views::findings::Finding;
+use kstate_views::survey::{Analysis, Survey};
 
 use crate::charts;
 use crate::svg::{self, esc, Size};

@@ -13,7 +13,6 @@
 
 pub mod annotate;
 pub mod compare;
-pub mod flame;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -24,7 +23,7 @@ use kstate_symbols::samples::{read_side, source, walk_err, Side};
 use kstate_symbols::symbolizer::build_maps;
 use kstate_symbols::{frames, leaf, unwind, Comms, Kind, Sym, Symbolizer};
 
-use crate::filter::{Filters, TimeSel};
+use kstate_analyze::filter::{Filters, TimeSel};
 
 /// One row of the per-symbol report.
 #[derive(Debug, Clone)]

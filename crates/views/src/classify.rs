@@ -18,7 +18,7 @@ use std::collections::{HashMap, HashSet};
 use kstate_format::value::FieldRef;
 use kstate_format::{Error, ErrorKind, Trace};
 
-use crate::analyzers::sched::IdleExits;
+use kstate_analyze::analyzers::sched::IdleExits;
 use kstate_format::stream::merge::{IdFilter, Merger};
 
 #[cfg(target_arch = "aarch64")]

@@ -2,9 +2,9 @@
 //! explains, ranked largest first. The rules are [`ranking_help!`]'s text, which `kstate
 //! run --help` and `kstate report --help` print.
 
-use crate::analyzer::Unit;
 use crate::survey::Survey;
 use crate::timeline::{covered, KeyTrack, TimeAxis, BINS};
+use kstate_analyze::analyzer::Unit;
 
 /// How findings are ranked; `kstate run --help` and `kstate report --help` end with it.
 #[macro_export]

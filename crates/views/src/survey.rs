@@ -10,11 +10,12 @@ use std::collections::{BTreeMap, HashSet};
 use kstate_format::sections::{self, Recording, Snapshot};
 use kstate_format::{ErrorKind, Trace};
 
-use crate::analyzer::{sort_rows, Buckets, Config, Mode, NoLog, Outcome};
 use crate::findings::Finding;
-use crate::fxmap::FxMap;
 use crate::timeline::{Collector, TimeAxis};
-use crate::{analyzers, Info};
+use kstate_analyze::analyzer::{sort_rows, Buckets, Config, Mode, NoLog, Outcome};
+use kstate_analyze::fxmap::FxMap;
+use kstate_analyze::Source;
+use kstate_analyze::{analyzers, Info};
 use kstate_format::stream::merge::{IdFilter, Merger};
 
 /// One analyzer's results over a file.
@@ -156,6 +157,12 @@ pub fn snapshots(trace: &Trace) -> Vec<Snapshot> {
 pub fn workload_of(trace: &Trace, rec: Option<&Recording>) -> Option<HashSet<i32>> {
     rec.and_then(|r| r.workload_pid)
         .map(|p| crate::workload::workload_tids(trace, p))
+}
+
+/// Every analyzer whose events the source's file has, with the findings ranked (what
+/// `kstate report` and `kstate run` show).
+pub fn of(source: &Source) -> Survey {
+    survey(source.trace(), source.label(), source.tgids())
 }
 
 /// Runs every analyzer of [`analyzers::ALL`] whose events the file has.

@@ -3,7 +3,7 @@
 //! [`summarize`] runs every analyzer that applies to one recording in one streaming pass
 //! (one time-ordered merge of the file, each event handed to the analyzers that take it;
 //! memory bounded by the keys, not the events) and keeps, per analyzer and key, the statistics and the log-linear
-//! histogram ([`crate::hist`]), with the recording's facts ([`Meta`]). `kstate summarize`
+//! histogram ([`kstate_analyze::hist`]), with the recording's facts ([`Meta`]). `kstate summarize`
 //! writes that as one Parquet file per recording (kstate-export), so a fleet's summaries
 //! are appended, never rewritten.
 //!
@@ -20,15 +20,15 @@ use std::sync::{Arc, Mutex};
 use kstate_format::sections::Recording;
 use kstate_format::ErrorKind;
 
-use crate::analyzer::{AnyPass, Config, Mode};
-use crate::error::Error;
-use crate::stats::Agg;
 use crate::survey::{recording, stat_pass};
-use crate::{Info, Source};
+use kstate_analyze::analyzer::{AnyPass, Config, Mode};
+use kstate_analyze::stats::Agg;
+use kstate_analyze::Error;
+use kstate_analyze::{Info, Source};
 use kstate_format::stream::merge::{IdFilter, Merger};
 
 /// Version of the summary layout (the columns and what the rows mean); a summary of
-/// another version is refused, as is one of another bucket scheme ([`crate::hist::SCHEME`]).
+/// another version is refused, as is one of another bucket scheme ([`kstate_analyze::hist::SCHEME`]).
 pub const SUMMARY_VERSION: u32 = 1;
 
 /// What a summary says about the recording it was made from.
@@ -119,7 +119,7 @@ pub fn summarize(
     let all: Vec<&'static Info> = if explicit {
         analyzers.to_vec()
     } else {
-        crate::analyzers::ALL.iter().collect()
+        kstate_analyze::analyzers::ALL.iter().collect()
     };
     let mut out = Summary::default();
     let mut outcomes = Vec::new();
@@ -321,7 +321,7 @@ pub struct Merged {
     /// Count, total, min, max and flagged; its `hist` stays empty (see `buckets`).
     pub agg: Agg,
     /// The merged histogram's non-empty buckets as (index, count, sum), by index: only
-    /// what is there is kept (a dense [`crate::hist::LogHist`] spans every bucket
+    /// what is there is kept (a dense [`kstate_analyze::hist::LogHist`] spans every bucket
     /// between the extremes).
     buckets: Vec<(u32, u64, u64)>,
 }
@@ -379,7 +379,7 @@ impl Merged {
 
     /// The nearest-rank quantile `permille`/1000, to the bucket: the first bucket whose
     /// running count c satisfies c * 1000 >= permille * n (as
-    /// [`crate::hist::LogHist::quantile_bucket`]).
+    /// [`kstate_analyze::hist::LogHist::quantile_bucket`]).
     pub fn quantile(&self, permille: u64) -> Quantile {
         let n: u128 = self.buckets.iter().map(|b| b.1 as u128).sum();
         let need = permille as u128 * n;
@@ -390,7 +390,7 @@ impl Merged {
         }) else {
             return Quantile::default();
         };
-        let (lo, hi) = crate::hist::bucket_range(bucket);
+        let (lo, hi) = kstate_analyze::hist::bucket_range(bucket);
         Quantile {
             bucket,
             lo,

@@ -17,9 +17,9 @@
 //! - "what changed most": each compared key once, by its metric (count, total, avg, p99)
 //!   whose ratio is farthest from 1 (|log2 ratio|), largest first.
 
-use crate::analyzer::{Outcome, Row, Unit};
-use crate::filter::Filters;
-use crate::{analyzers, Error, Info, Query, Source};
+use kstate_analyze::analyzer::{Outcome, Row, Unit};
+use kstate_analyze::filter::Filters;
+use kstate_analyze::{analyzers, Error, Info, Query, Source};
 
 /// The rules as `kstate compare --help` prints them.
 pub const RULES: &str = "\
@@ -398,12 +398,12 @@ fn first_line(e: &Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analyzer::Outcome;
-    use crate::stats::Agg;
+    use kstate_analyze::analyzer::Outcome;
+    use kstate_analyze::stats::Agg;
 
     fn outcome(rows: &[(&str, &[u64])]) -> Outcome {
         let mut o = Outcome {
-            info: crate::analyzers::ALL[0],
+            info: kstate_analyze::analyzers::ALL[0],
             by: "name",
             rows: Vec::new(),
             trace_start: None,

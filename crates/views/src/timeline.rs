@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use crate::analyzer::{Kind, LogRow, LogSink, Outcome};
+use kstate_analyze::analyzer::{Kind, LogRow, LogSink, Outcome};
 
 /// Time bins of the shared axis.
 pub const BINS: usize = 1000;

@@ -16,9 +16,10 @@ use std::collections::BTreeMap;
 
 use kstate_format::{Error, ErrorKind, Trace};
 
-use crate::analyzer::{Config, LogRow, LogSink, Mode, Outcome};
-use crate::analyzers;
-use crate::filter::Filters;
+use kstate_analyze::analyzer::{Config, LogRow, LogSink, Mode, Outcome};
+use kstate_analyze::analyzers;
+use kstate_analyze::analyzers::lockwait::kernel_holds_note;
+use kstate_analyze::filter::Filters;
 
 /// The note for a lock waited on whose holds the probes did not see.
 pub const HOLD_NOT_SEEN: &str =
@@ -193,47 +194,4 @@ pub fn top_locks(trace: &Trace, filters: &Filters) -> Result<TopLocks, Error> {
         notes,
         futex,
     })
-}
-
-/// Kernel lock hold times need lock:lock_acquired/lock_release, which the kernel has
-/// only with CONFIG_LOCK_STAT (lock:contention_begin/end, which `lockwait` pairs, are
-/// always there since 5.19): says which case `trace` is, instead of printing zeros.
-pub fn kernel_holds_note(trace: &Trace) -> String {
-    let has = |n: &str| trace.events.find(n).is_some();
-    if has("lock:lock_acquired") || has("lock:lock_release") {
-        return "kernel lock hold times: lock:lock_acquired/lock_release are in this file (kstate does not pair them into hold times yet)".into();
-    }
-    if recorded_here(trace) && !live_event("lock/lock_acquired") {
-        "kernel lock hold times: not recorded (this kernel has no lock:lock_acquired; needs CONFIG_LOCK_STAT)".into()
-    } else {
-        "kernel lock hold times: not recorded (no lock:lock_acquired in this file; a kernel has it only with CONFIG_LOCK_STAT)".into()
-    }
-}
-
-/// Whether `trace` was recorded on the running kernel: its uname names this release.
-fn recorded_here(trace: &Trace) -> bool {
-    let Ok(rel) = std::fs::read_to_string("/proc/sys/kernel/osrelease") else {
-        return false;
-    };
-    let rel = rel.trim();
-    trace
-        .uname
-        .as_deref()
-        .is_some_and(|u| !rel.is_empty() && u.split_whitespace().any(|w| w == rel))
-}
-
-/// Whether the running kernel's tracefs has the event (`system/name`); a tracefs that
-/// cannot be read counts as having it, so that nothing is claimed about the kernel.
-fn live_event(event: &str) -> bool {
-    let roots = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
-    let Some(root) = roots
-        .iter()
-        .find(|r| std::path::Path::new(r).join("events").is_dir())
-    else {
-        return true;
-    };
-    std::path::Path::new(root)
-        .join("events")
-        .join(event)
-        .is_dir()
 }

@@ -9,12 +9,12 @@ use std::fmt;
 
 use kstate_format::Trace;
 
-use crate::filter::Filters;
 use crate::findings::Finding;
 use crate::lanes::{overview, Overview, Span};
 use crate::survey::{self, Survey};
 use crate::timeline::{TimeAxis, BINS};
-use crate::{Error, Source};
+use kstate_analyze::filter::Filters;
+use kstate_analyze::{Error, Source};
 use kstate_format::stream::merge::{IdFilter, Merger};
 
 /// Which machine a recording is of.

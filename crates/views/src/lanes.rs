@@ -13,9 +13,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::analyzer::{Kind, LogRow, LogSink, Outcome};
-use crate::filter::{Filters, TimeSpec, WindowSpec};
-use crate::{Error, Query, Source};
+use kstate_analyze::analyzer::{Kind, LogRow, LogSink, Outcome};
+use kstate_analyze::filter::{Filters, TimeSpec, WindowSpec};
+use kstate_analyze::{Error, Query, Source};
 use kstate_format::stream::merge::{IdFilter, Merger};
 
 /// Most bins one request may ask for.
@@ -170,7 +170,7 @@ pub fn overview(source: &Source, span: Span, filters: &Filters) -> Result<Overvi
     for (name, dest) in [("runq", 0), ("blkqueue", 1)] {
         let mut levels = Levels::new(span);
         let mut q = Query::new(name)?;
-        q.mode = crate::Mode::Log;
+        q.mode = kstate_analyze::Mode::Log;
         match source.run(&q, &mut levels) {
             Ok(out) => {
                 o.trace_start = out.trace_start.unwrap_or(o.trace_start);
@@ -185,7 +185,7 @@ pub fn overview(source: &Source, span: Span, filters: &Filters) -> Result<Overvi
         }
     }
     let mut q = Query::new("syscall")?;
-    q.mode = crate::Mode::Log;
+    q.mode = kstate_analyze::Mode::Log;
     q.filters = filters.clone();
     q.filters.window = Some(window_of(&span));
     q.filters.not_window = None;
@@ -209,7 +209,7 @@ fn busy_and_lost(source: &Source, o: &mut Overview) -> Result<(), Error> {
     let trace = source.trace();
     let span = o.span;
     let mut missing = Vec::new();
-    let sw = crate::analyzers::sched::switch(trace, &mut missing);
+    let sw = kstate_analyze::analyzers::sched::switch(trace, &mut missing);
     // Losses are counted on the way through sched_switch; without it, reading every
     // event just for them would cost a whole pass (the panels' headers still count them).
     let Some(filter) = sw.as_ref().map(|s| IdFilter::only([s.id])) else {
@@ -419,7 +419,7 @@ impl LogSink for ScatterSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analyzer::Cell;
+    use kstate_analyze::analyzer::Cell;
 
     #[test]
     fn cover_and_hold() {
