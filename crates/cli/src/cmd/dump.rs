@@ -288,7 +288,17 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             raw_events.join(", ")
         );
     }
+    // A format refused as damaged is bad input: said after the output, which printed its
+    // events as raw fields.
+    let mut damaged = false;
+    for i in &inputs {
+        for e in i.text.format_errors() {
+            eprintln!("kstate: {e}");
+            damaged = true;
+        }
+    }
     match failure {
+        None if damaged => Ok(ExitCode::from(2)),
         None => Ok(ExitCode::SUCCESS),
         Some(e) => Err(e.into()),
     }
@@ -319,7 +329,7 @@ enum SliceOut {
         text: Vec<u8>,
         /// Events the slice's walk delivered (printed or filtered).
         events: u64,
-        state: kstate_format::print_fmt::SliceState,
+        state: Box<kstate_format::print_fmt::SliceState>,
         end: Option<Step>,
         /// Where the slice began and ended in each CPU's stream.
         seams: Box<Seams>,
@@ -402,7 +412,7 @@ fn parallel(
                 Some((events, end, seams)) => SliceOut::Done {
                     text,
                     events,
-                    state: w.text.end_slice(),
+                    state: Box::new(w.text.end_slice()),
                     end,
                     seams,
                 },
@@ -429,7 +439,7 @@ fn parallel(
             }
             before = Some(*seams);
             if input.text.slice_agrees(&state) {
-                input.text.absorb_slice(state);
+                input.text.absorb_slice(*state);
                 // Straight to the output, after what waits in `line`.
                 let written = out.write_all(line).and_then(|_| out.write_all(&text));
                 line.clear();

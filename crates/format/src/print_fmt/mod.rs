@@ -12,6 +12,8 @@
 
 pub mod cfmt;
 mod eval;
+mod ops;
+pub use ops::MAX_DEPTH;
 pub mod parse;
 mod plugins;
 mod program;
@@ -27,7 +29,7 @@ use crate::trace::Trace;
 use crate::value::PrintSpec;
 
 use eval::{Arg, Eval};
-use parse::{Ctx, Expr, Piece};
+use parse::{Ctx, Expr, FmtError, Piece};
 use program::Program;
 use symbols::{FuncMap, PrintkMap};
 
@@ -71,6 +73,9 @@ enum Slot {
     Bprint,
     /// Printed as raw fields; the reason is kept for messages.
     Unsupported(String),
+    /// Refused as damaged (nested too deep to evaluate safely): printed as raw fields, and
+    /// an error for the caller ([`TextFormatter::format_errors`]).
+    Refused(String),
 }
 
 /// A `bprint` format: its text (read again to decode each record's arguments) and pieces.
@@ -114,6 +119,8 @@ pub struct TextFormatter<'t> {
     /// Where [`TextFormatter::write_line`] writes the lines of its fast path.
     line_room: Box<[u8; cfmt::LINE_ROOM]>,
     unsupported: BTreeMap<String, (u64, String)>,
+    /// Formats refused as damaged, per `system:name`.
+    format_errors: BTreeMap<String, crate::Error>,
 }
 
 /// What formatting a slice of a trace from scratch learnt and relied on
@@ -123,6 +130,7 @@ pub struct SliceState {
     learnt: Vec<(i32, Box<str>)>,
     looked_up: Vec<i32>,
     unsupported: BTreeMap<String, (u64, String)>,
+    format_errors: BTreeMap<String, crate::Error>,
 }
 
 /// The ids of the trace's marker events: ftrace's `print` (trace_marker writes), `bprint`
@@ -168,6 +176,7 @@ impl<'t> TextFormatter<'t> {
                 TimeFormat::Micros
             },
             unsupported: BTreeMap::new(),
+            format_errors: BTreeMap::new(),
             pid_columns: Vec::new(),
             secs_column: None,
             name_columns: Vec::new(),
@@ -179,6 +188,13 @@ impl<'t> TextFormatter<'t> {
     /// `system:event`: how many, and why.
     pub fn unsupported(&self) -> &BTreeMap<String, (u64, String)> {
         &self.unsupported
+    }
+
+    /// Event formats refused as damaged (a print fmt nested too deep to evaluate): each
+    /// an error naming the file, the format's offset and the event. Their events were
+    /// printed as raw fields.
+    pub fn format_errors(&self) -> impl Iterator<Item = &crate::Error> {
+        self.format_errors.values()
     }
 
     /// Forgets what earlier events taught (comms learnt from sched events), to format a
@@ -200,6 +216,7 @@ impl<'t> TextFormatter<'t> {
             learnt: std::mem::take(&mut self.learnt_comms).into_iter().collect(),
             looked_up: std::mem::take(&mut self.looked_up),
             unsupported: std::mem::take(&mut self.unsupported),
+            format_errors: std::mem::take(&mut self.format_errors),
         }
     }
 
@@ -223,6 +240,9 @@ impl<'t> TextFormatter<'t> {
         }
         for (name, (n, why)) in s.unsupported {
             self.unsupported.entry(name).or_insert((0, why)).0 += n;
+        }
+        for (name, e) in s.format_errors {
+            self.format_errors.entry(name).or_insert(e);
         }
     }
 
@@ -480,6 +500,29 @@ impl<'t> TextFormatter<'t> {
         }
         if matches!(self.slots[idx], Slot::Unseen) {
             self.slots[idx] = self.compile(fmt);
+            if let Slot::Refused(why) = &self.slots[idx] {
+                let at = match fmt.at {
+                    Some(crate::event_format::FormatAt::File(at)) => at,
+                    Some(crate::event_format::FormatAt::Section { section, .. }) => section,
+                    None => 0,
+                };
+                let place = match fmt.at {
+                    Some(a @ crate::event_format::FormatAt::Section { .. }) => {
+                        format!(" (its format is at {a})")
+                    }
+                    _ => String::new(),
+                };
+                let e = crate::Error::corrupt(
+                    at,
+                    format!(
+                        "event {}:{}: {why}{place}; its events are printed as raw fields",
+                        fmt.system, fmt.name
+                    ),
+                )
+                .in_file(&trace.path);
+                self.format_errors
+                    .insert(format!("{}:{}", fmt.system, fmt.name), e);
+            }
         }
         let start = out.len();
         let plugin = match &self.slots[idx] {
@@ -502,12 +545,12 @@ impl<'t> TextFormatter<'t> {
             }
             Slot::Plugin(_, None) => true,
             Slot::Bprint => self.write_bprint(fmt, payload, endian, out),
-            Slot::Unsupported(_) | Slot::Unseen => false,
+            Slot::Unsupported(_) | Slot::Refused(_) | Slot::Unseen => false,
         };
         if !ok {
             out.truncate(start);
             let why = match &self.slots[idx] {
-                Slot::Unsupported(why) => why.as_str(),
+                Slot::Unsupported(why) | Slot::Refused(why) => why.as_str(),
                 _ => "a value its format does not print faithfully",
             };
             self.unsupported
@@ -578,11 +621,12 @@ impl<'t> TextFormatter<'t> {
                     None => Slot::Program(program),
                 }
             }
-            Err(e) => Slot::Unsupported(e),
+            Err(e @ FmtError::TooDeep { .. }) => Slot::Refused(e.to_string()),
+            Err(e) => Slot::Unsupported(e.to_string()),
         }
     }
 
-    fn parse(&self, fmt: &EventFormat) -> Result<(Vec<Piece>, Vec<Expr>), String> {
+    fn parse(&self, fmt: &EventFormat) -> Result<(Vec<Piece>, Vec<Expr>), FmtError> {
         let funcs = &self.syms;
         let mut symbol = |name: &[u8]| funcs.funcs().address_of(name);
         let mut ctx = Ctx {
@@ -590,7 +634,8 @@ impl<'t> TextFormatter<'t> {
             symbol: &mut symbol,
         };
         let pf = parse::parse_print_fmt(fmt, &mut ctx)?;
-        let pieces = parse::parse_pieces(&pf.format, pf.args.len())?;
+        let pieces =
+            parse::parse_pieces(&pf.format, pf.args.len()).map_err(FmtError::Unsupported)?;
         Ok((pieces, pf.args))
     }
 
@@ -673,7 +718,7 @@ pub fn format_once(
         long_size,
         symbol: &mut symbol,
     };
-    let pf = parse::parse_print_fmt(ev, &mut ctx)?;
+    let pf = parse::parse_print_fmt(ev, &mut ctx).map_err(|e| e.to_string())?;
     let pieces = parse::parse_pieces(&pf.format, pf.args.len())?;
     let program = Program::new(pieces, pf.args);
     let ev = Eval {
