@@ -254,6 +254,35 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             printed -= 1;
             continue;
         }
+        // trace-cmd prints a function graph entry whose return comes next as one line.
+        let mut entry = Vec::new();
+        let ev = if !args.json && !args.raw && inputs[f].text.needs_next(ev.id) {
+            entry.extend_from_slice(ev.payload);
+            let ev = kstate_analyze::merge::Event {
+                payload: &entry,
+                ..ev
+            };
+            let leaf = match merge.peek_file(f) {
+                Ok(Some(next)) => inputs[f]
+                    .text
+                    .is_leaf_return(&entry, next.id, next.payload, next.endian)
+                    .then(|| next.payload.to_vec()),
+                Ok(None) => None,
+                Err(e) => {
+                    failure = Some(e);
+                    None
+                }
+            };
+            inputs[f].text.set_leaf_return(leaf.as_deref());
+            if leaf.is_some() {
+                if let Err(e) = merge.skip_file(f) {
+                    failure = Some(e);
+                }
+            }
+            ev
+        } else {
+            ev
+        };
         match step(&mut inputs[f], &ev, &args, several, &mut line) {
             Step::Next => {}
             Step::End => break,
@@ -358,6 +387,9 @@ fn parallel(
     // The function plugin indents by call stacks learnt event by event: a slice holding
     // such events is left to the one pass (which has seen none before it).
     let function = trace.events.find("ftrace:function").map(|f| f.id);
+    // A function graph entry prints with the record after it, which may be in the next
+    // slice: the one pass prints from there.
+    let graph = trace.events.find("ftrace:funcgraph_entry").map(|f| f.id);
     // Prints slice `k` with `input`'s formatter as it stands.
     let print_slice = |input: &mut Input, k: usize, text: &mut Vec<u8>| {
         let Ok(mut walk) = slices.walk(trace, filter.clone(), k) else {
@@ -367,7 +399,7 @@ fn parallel(
         loop {
             match walk.next() {
                 Ok(Some(ev)) => {
-                    if Some(ev.id) == function {
+                    if Some(ev.id) == function || Some(ev.id) == graph {
                         return None;
                     }
                     events += 1;
@@ -754,7 +786,7 @@ fn json_line(
     }
     out.extend_from_slice(b"},\"text\":");
     let mut msg = Vec::new();
-    if text.write_message(&mut msg, ev.cpu, ev.id, ev.payload, ev.endian) {
+    if text.write_message(&mut msg, ev.ts, ev.cpu, ev.id, ev.payload, ev.endian) {
         if msg.last() == Some(&b'\n') {
             msg.pop();
         }

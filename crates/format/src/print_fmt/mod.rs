@@ -12,10 +12,13 @@
 
 pub mod cfmt;
 mod eval;
+mod fgraph;
+mod kvm;
 mod ops;
 pub use ops::MAX_DEPTH;
 pub mod parse;
 mod plugins;
+mod print_funcs;
 mod program;
 pub mod symbols;
 
@@ -108,6 +111,8 @@ pub struct TextFormatter<'t> {
     bprint_formats: HashMap<u64, Result<BprintFormat, String>>,
     /// Per CPU, the function plugin's call stack of names (for its indentation).
     fstack: Vec<Vec<Option<Box<[u8]>>>>,
+    /// The function graph events, and the return an entry's line folds in.
+    graph: fgraph::Graph,
     time: TimeFormat,
     /// Per CPU, the last pid's `COMM-PID [CPU]` columns, ready to copy (a CPU's events
     /// mostly repeat its last pid).
@@ -168,6 +173,7 @@ impl<'t> TextFormatter<'t> {
             slicing: false,
             bprint_formats: HashMap::new(),
             fstack: Vec::new(),
+            graph: fgraph::Graph::of(trace),
             time: if raw_clock {
                 TimeFormat::Raw
             } else if nanoseconds {
@@ -335,7 +341,7 @@ impl<'t> TextFormatter<'t> {
         });
         name_col.push(out);
         let info_start = out.len();
-        if !self.write_message(out, cpu, id, payload, endian) {
+        if !self.write_message(out, ts, cpu, id, payload, endian) {
             out.truncate(info_start);
             self.write_raw(out, id, payload, endian);
         }
@@ -440,6 +446,25 @@ impl<'t> TextFormatter<'t> {
         }
     }
 
+    /// A time as libtraceevent's `print_event_time` writes it with the line's format (no
+    /// leading space: `%5llu.%06llu`, `%5llu.%09llu`, or `%12llu` for raw counts).
+    pub(super) fn write_time_value(&self, ts: u64, out: &mut Vec<u8>) {
+        match self.time {
+            TimeFormat::Micros => {
+                let t = ts.saturating_add(500) / 1000;
+                cfmt::write_dec_padded(t / 1_000_000, 5, false, out);
+                out.push(b'.');
+                cfmt::write_frac6((t % 1_000_000) as u32, out);
+            }
+            TimeFormat::Nanos => {
+                cfmt::write_dec_padded(ts / 1_000_000_000, 5, false, out);
+                out.push(b'.');
+                cfmt::write_dec_padded(ts % 1_000_000_000, 9, true, out);
+            }
+            TimeFormat::Raw => cfmt::write_dec_padded(ts, 12, false, out),
+        }
+    }
+
     fn write_time(&mut self, ts: u64, out: &mut Vec<u8>) {
         match self.time {
             TimeFormat::Micros => {
@@ -485,6 +510,7 @@ impl<'t> TextFormatter<'t> {
     pub fn write_message(
         &mut self,
         out: &mut Vec<u8>,
+        ts: u64,
         cpu: u32,
         id: u32,
         payload: &[u8],
@@ -532,7 +558,7 @@ impl<'t> TextFormatter<'t> {
         let mut ok = true;
         let mut then_print_fmt = true;
         if let Some(p) = plugin {
-            match self.run_plugin(p, fmt, cpu, payload, endian, out) {
+            match self.run_plugin(p, fmt, ts, cpu, payload, endian, out) {
                 plugins::Printed::All => then_print_fmt = false,
                 plugins::Printed::ThenPrintFmt => {}
                 plugins::Printed::Failed => ok = false,
@@ -557,6 +583,10 @@ impl<'t> TextFormatter<'t> {
                 .entry(format!("{}:{}", fmt.system, fmt.name))
                 .or_insert_with(|| (0, why.to_string()))
                 .0 += 1;
+        } else if let Some(nul) = out[start..].iter().position(|&c| c == 0) {
+            // trace-cmd prints its line as a C string: it ends at a NUL character (`%c` of
+            // 0, a plugin's text).
+            out.truncate(start + nul);
         }
         ok
     }
@@ -574,7 +604,7 @@ impl<'t> TextFormatter<'t> {
         endian: Endian,
     ) -> bool {
         let start = out.len();
-        if !self.write_message(out, cpu, id, payload, endian) {
+        if !self.write_message(out, 0, cpu, id, payload, endian) {
             return false;
         }
         if out.last() == Some(&b'\n') {
@@ -609,9 +639,13 @@ impl<'t> TextFormatter<'t> {
         }
         let plugin = plugins::Plugin::for_event(&fmt.system, &fmt.name);
         if let Some(p) = plugin {
-            if !p.then_print_fmt() {
-                return Slot::Plugin(p, None);
-            }
+            // The print fmt follows what a handler printed when it returns non-zero.
+            return Slot::Plugin(
+                p,
+                self.parse(fmt)
+                    .ok()
+                    .map(|(pieces, args)| Program::new(pieces, args)),
+            );
         }
         match self.parse(fmt) {
             Ok((pieces, args)) => {

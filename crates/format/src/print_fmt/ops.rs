@@ -492,6 +492,7 @@ fn expr_depth(e: &Expr) -> usize {
             count,
             el_size,
         } => vec![data, count, el_size],
+        Expr::Call(_, args) => args.iter().collect(),
         _ => Vec::new(),
     };
     1 + kids.into_iter().map(expr_depth).max().unwrap_or(0)

@@ -10,6 +10,7 @@
 use crate::event_format::{EventFormat, Field, FieldKind};
 use crate::print_fmt::cfmt::Conv;
 use crate::print_fmt::ops::{self, c_strtoull, PErr, PResult};
+use crate::print_fmt::print_funcs::PrintFunc;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
@@ -61,6 +62,8 @@ pub enum Expr {
     Cpumask(Box<Field>),
     DynArray(Box<Field>),
     DynArrayLen(Box<Field>),
+    /// A helper function a trace-cmd plugin defines (`jiffies_to_msecs(REC->wait)`).
+    Call(PrintFunc, Vec<Expr>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -485,7 +488,19 @@ impl Parser<'_, '_, '_> {
                 return Ok(e);
             }
             "sizeof" => return self.sizeof(),
-            _ => return Err(format!("function {name}() is not evaluated").into()),
+            _ => {
+                let Some((func, n)) = PrintFunc::named(name) else {
+                    return Err(format!("function {name}() is not evaluated").into());
+                };
+                // libtraceevent's process_func_handler: each argument one `process_arg`,
+                // then ',' or, after the last, ')'.
+                let mut args = Vec::with_capacity(n);
+                for i in 0..n {
+                    args.push(self.one_arg()?);
+                    self.expect_delim(if i + 1 < n { b',' } else { b')' })?;
+                }
+                return Ok(Expr::Call(func, args));
+            }
         };
         self.expect_delim(b')')?;
         Ok(e)
