@@ -38,7 +38,7 @@ pub mod writer;
 
 pub use bytes::Endian;
 pub use error::{Error, ErrorKind, Result};
-pub use event_format::{EventFormat, Field, FieldKind};
+pub use event_format::{EventFormat, Field, FieldKind, FormatAt};
 pub use events::{CpuEvents, Item};
 pub use layout::PageLayout;
 pub use open::set_open_threads;

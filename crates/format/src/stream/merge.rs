@@ -573,6 +573,12 @@ impl Merger {
         })
     }
 
+    /// The event the next call to `next` returns (None at the end), without delivering it;
+    /// the event delivered before is no longer valid.
+    pub fn peek(&mut self) -> Result<Option<Event<'_>>> {
+        Ok(self.peek_ts()?.map(|_| self.current()))
+    }
+
     /// Reports an error met while priming, and moves past the event delivered last.
     // Once per event, from `next`: inlined there with the walk through the page.
     #[inline(always)]
@@ -921,6 +927,16 @@ impl FileMerge {
             }
         };
         Ok(self.files[best].next()?.map(|ev| (best, ev)))
+    }
+
+    /// File `i`'s next event, without delivering it (see [`Merger::peek`]).
+    pub fn peek_file(&mut self, i: usize) -> Result<Option<Event<'_>>> {
+        self.files[i].peek()
+    }
+
+    /// Delivers file `i`'s next event (the one [`FileMerge::peek_file`] showed) unseen.
+    pub fn skip_file(&mut self, i: usize) -> Result<()> {
+        self.files[i].step().map(|_| ())
     }
 
     /// The merge of file `i`, e.g. to name the record behind an error.
