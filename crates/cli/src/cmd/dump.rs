@@ -258,7 +258,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         let mut entry = Vec::new();
         let ev = if !args.json && !args.raw && inputs[f].text.needs_next(ev.id) {
             entry.extend_from_slice(ev.payload);
-            let ev = kstate_analyze::merge::Event {
+            let ev = kstate_format::stream::merge::Event {
                 payload: &entry,
                 ..ev
             };
