@@ -295,7 +295,7 @@ impl Subject {
 /// Whether the analyzer reports a level of its own (runq: the run-queue length per CPU,
 /// in its table), which `level` then means instead of the highest value.
 fn has_level(info: &Info) -> bool {
-    !info.traits.level.is_empty()
+    info.traits.level != crate::analyzer::Traits::DEFAULT.level
 }
 
 /// `why`, with the rule and a caret under its character `at` (a byte offset).

@@ -173,7 +173,10 @@ impl Saves {
                 .unwrap_or(u64::MAX)
                 .min(position.saturating_sub(keep))
                 .max(horizon.saturating_sub(2 * keep + self.policy.after_ns)),
-            None => pending_from.unwrap_or(u64::MAX),
+            // A size: nothing the analysis has yet to read (its alarms are to come),
+            // nor a pending save's pages, goes before the pages kept reach twice the
+            // size.
+            None => pending_from.unwrap_or(u64::MAX).min(position),
         };
         self.flight.update(ongoing, horizon, Some(hold));
         let (due, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending)

@@ -133,6 +133,11 @@ impl Dashboard {
         if !v.paused {
             v.last = Some(iv);
         }
+        // Whole every interval: what the watched command wrote to the terminal is
+        // painted over (a redraw of what changed alone would leave it).
+        if let Some(t) = v.term.as_mut() {
+            let _ = t.clear();
+        }
         draw(&mut v);
     }
 
@@ -462,10 +467,17 @@ fn panel(f: &mut Frame, area: Rect, n: usize, o: &Outcome, sort: &str, own: &BTr
             ])
         })
         .collect();
-    // The key column takes what the figures leave: on a narrow terminal it shrinks
-    // (and its keys are cut) before any figure goes.
+    // The key column is as wide as its longest key, and takes what the figures leave: on
+    // a narrow terminal it shrinks (its keys are cut) before any figure goes.
+    let longest = sorted
+        .iter()
+        .take(shown)
+        .map(|r| r.key.chars().count() + 3)
+        .max()
+        .unwrap_or(0)
+        .clamp(8, 64);
     let widths = [
-        Constraint::Fill(1),
+        Constraint::Max(longest as u16),
         Constraint::Length(9),
         Constraint::Length(12),
         Constraint::Length(11),

@@ -42,6 +42,9 @@ const SHOWN: &[(&str, &str)] = &[
 /// keep up skips the oldest past it (and says so) rather than hold ever more memory.
 const BACKLOG_PER_CPU: u64 = 128 << 20;
 
+/// Pages skipped by an analysis that cannot keep up are logged at most this often (ns).
+const SKIP_NOTE_EVERY: u64 = 10_000_000_000;
+
 /// How the flight recorder is to be set up once the recording has started.
 pub struct FlightPlan {
     pub policy: saves::Policy,
@@ -74,6 +77,8 @@ pub struct Watch {
     /// Per CPU, the bytes of pages the analysis skipped (it could not keep up), and how
     /// many were logged.
     skipped: Vec<(u32, Arc<std::sync::atomic::AtomicU64>, u64)>,
+    /// When skipped pages were last logged.
+    skip_noted: Option<u64>,
     /// What the saves say about the recording.
     ongoing_events: Vec<String>,
     clock: String,
@@ -119,6 +124,7 @@ impl Watch {
             give_back: None,
             read: Vec::new(),
             skipped: Vec::new(),
+            skip_noted: None,
             ongoing_events: Vec::new(),
             clock: String::new(),
             command: args.command.clone(),
@@ -282,14 +288,23 @@ impl Watch {
         }
     }
 
-    /// Logs the pages the analysis skipped since the last tick.
+    /// Logs the pages the analysis skipped, at most every [`SKIP_NOTE_EVERY`] (a storm
+    /// it cannot keep up with skips at every tick).
     fn note_skipped(&mut self, now: u64) {
+        if self
+            .skip_noted
+            .is_some_and(|t| now.saturating_sub(t) < SKIP_NOTE_EVERY)
+        {
+            return;
+        }
         for (cpu, n, told) in &mut self.skipped {
             let n = n.load(std::sync::atomic::Ordering::Relaxed);
             if n > *told {
+                self.skip_noted = Some(now);
                 let text = format!(
                     "the live analysis cannot keep up: {} MiB of cpu {cpu}'s pages skipped \
-                     unanalysed ({} MiB so far); its figures miss those events",
+                     unanalysed since the last note ({} MiB in all); its figures miss \
+                     those events",
                     (n - *told) >> 20,
                     n >> 20
                 );
