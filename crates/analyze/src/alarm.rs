@@ -832,6 +832,33 @@ mod tests {
         }
     }
 
+    #[test]
+    fn errors_point_at_the_character_and_filters_take_comm_and_levels() {
+        let e = Rule::parse("syscall.max >> 1ms").unwrap_err();
+        assert!(e.contains("\">\" after the comparison"), "{e}");
+        assert!(
+            e.ends_with("(at character 14)\n    syscall.max >> 1ms\n                 ^"),
+            "{e}"
+        );
+        let e = Rule::parse("syscall.max{name=read,tid=1} > 1ms").unwrap_err();
+        assert!(e.contains("one key filter per rule"), "{e}");
+        assert!(e.contains("(at character 22)"), "{e}");
+        let e = Rule::parse("syscall.p98 > 1ms").unwrap_err();
+        assert!(e.contains("(at character 9)"), "{e}");
+        // comm selects the task keying where the default keying has none.
+        let r = Rule::parse("syscall.max{comm=bash} > 1ms").unwrap();
+        assert_eq!(r.query().unwrap().1, "tid");
+        let r = Rule::parse("offcpu.max{comm=bash} > 1ms").unwrap();
+        assert_eq!(r.query().unwrap().1, "pid");
+        // runq.level is a queue length (no time unit); syscall has no level.
+        let r = Rule::parse("runq.level >= 4").unwrap();
+        assert_eq!(r.threshold, 4.0);
+        assert_eq!(r.fmt_value(5.0), "5");
+        let e = Rule::parse("syscall.level > 3").unwrap_err();
+        assert!(e.contains("syscall has no level"), "{e}");
+        assert!(Rule::parse("blkqueue.level >= 32").is_ok());
+    }
+
     /// A 300 ms interval ending at `end_ms` with `lost` events lost on one CPU.
     fn losing(end_ms: u64, lost: u64) -> Interval {
         Interval {

@@ -1101,7 +1101,8 @@ fn a_flight_recorder_bounded_by_size_never_keeps_more_and_saves_the_call() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    // Every interval's line says what the flight recorder held after its last tick.
+    // Every interval's line says what the flight recorder held after its last tick: the
+    // size, or up to twice it while a save to come (or the analysis) holds its pages.
     let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -1109,7 +1110,7 @@ fn a_flight_recorder_bounded_by_size_never_keeps_more_and_saves_the_call() {
     let mut dropped = 0;
     for l in &lines {
         let kept = l["flight"]["kept_bytes"].as_u64().expect("flight in {l}");
-        assert!(kept <= 4 << 20, "{kept} bytes kept: {l}");
+        assert!(kept <= 8 << 20, "{kept} bytes kept: {l}");
         dropped = dropped.max(l["flight"]["dropped_bytes"].as_u64().unwrap());
     }
     assert!(dropped > 0, "the bound was never reached: {stderr}");

@@ -35,7 +35,6 @@ pub struct Flight {
 
 struct CpuPages {
     cpu: u32,
-    path: PathBuf,
     file: File,
     /// Bytes indexed so far.
     indexed: u64,
@@ -94,7 +93,6 @@ impl Flight {
                     .map_err(|e| Error::io("opening", &c.path, e))?;
                 Ok(CpuPages {
                     cpu: c.cpu,
-                    path: c.path.clone(),
                     file,
                     indexed: 0,
                     pages: VecDeque::new(),
@@ -235,7 +233,9 @@ impl Flight {
                 cpu: c.cpu,
                 file_bytes: size,
                 loc: DataLoc::Plain {
-                    path: c.path.clone(),
+                    // Through our own descriptor: the reader's (a memory file's only
+                    // name) is closed once the recording has stopped.
+                    path: PathBuf::from(format!("/proc/self/fd/{}", c.file.as_raw_fd())),
                     offset,
                     size,
                 },

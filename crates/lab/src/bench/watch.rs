@@ -172,22 +172,24 @@ struct Seen {
     alarms: u64,
 }
 
-/// Starts `kstate watch --json ARGS -- storm` with TMPDIR in `dir`; a thread reads its
-/// lines into the returned `Seen`.
+/// A running watch: the process, what its lines said, the thread reading them, and its
+/// standard error as read so far (drained as it comes: a full pipe would stop the watch).
+struct Running {
+    child: std::process::Child,
+    seen: Arc<Mutex<Seen>>,
+    reader: std::thread::JoinHandle<()>,
+    errors: std::thread::JoinHandle<String>,
+}
+
+/// Starts `kstate watch --json ARGS -- storm` with TMPDIR in `dir`; threads read its
+/// lines into `Seen` and its standard error.
 fn start_watch(
     exe: &Path,
     dir: &Path,
     args: &[String],
     rate: u64,
     seconds: u64,
-) -> Result<
-    (
-        std::process::Child,
-        Arc<Mutex<Seen>>,
-        std::thread::JoinHandle<()>,
-    ),
-    Error,
-> {
+) -> Result<Running, Error> {
     let mut child = Command::new(exe)
         .arg("watch")
         .arg("--json")
@@ -208,6 +210,12 @@ fn start_watch(
         .map_err(|e| err(format!("starting kstate watch: {e}")))?;
     let seen = Arc::new(Mutex::new(Seen::default()));
     let out = child.stdout.take().ok_or_else(|| err("no stdout"))?;
+    let mut stderr = child.stderr.take().ok_or_else(|| err("no stderr"))?;
+    let errors = std::thread::spawn(move || {
+        let mut e = String::new();
+        let _ = stderr.read_to_string(&mut e);
+        e
+    });
     let s = Arc::clone(&seen);
     let reader = std::thread::spawn(move || {
         for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
@@ -229,16 +237,12 @@ fn start_watch(
             }
         }
     });
-    Ok((child, seen, reader))
-}
-
-/// The watch's standard error, once it has ended.
-fn stderr_of(child: &mut std::process::Child) -> String {
-    let mut e = String::new();
-    if let Some(mut s) = child.stderr.take() {
-        let _ = s.read_to_string(&mut e);
-    }
-    e
+    Ok(Running {
+        child,
+        seen,
+        reader,
+        errors,
+    })
 }
 
 /// One mode for `seconds`: bytes written to storage per second while it ran, and what
@@ -261,7 +265,12 @@ fn mode(exe: &Path, dir: &Path, name: &str, rate: u64, seconds: u64) -> Result<V
         "file" => vec!["-o".into(), out_file.display().to_string()],
         _ => return Err(err(format!("no mode {name}"))),
     };
-    let (mut child, seen, reader) = start_watch(exe, &work, &args, rate, seconds)?;
+    let Running {
+        mut child,
+        seen,
+        reader,
+        errors,
+    } = start_watch(exe, &work, &args, rate, seconds)?;
     let pid = child.id();
     let t = Instant::now();
     // Counted from the second second: the start writes the capture's metadata once (a
@@ -282,7 +291,7 @@ fn mode(exe: &Path, dir: &Path, name: &str, rate: u64, seconds: u64) -> Result<V
         std::thread::sleep(Duration::from_millis(500));
     }
     let st = child.wait().map_err(|e| err(e.to_string()))?;
-    let errors = stderr_of(&mut child);
+    let errors = errors.join().unwrap_or_default();
     let _ = reader.join();
     if !st.success() {
         return Err(err(format!("watch ({name}) failed: {st}\n{errors}")));
@@ -336,7 +345,9 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
     if a.mode_seconds > 0 {
         for name in ["plain", "keep-memory", "keep-disk", "file"] {
             eprintln!("kstate bench watch: {name} for {} s", a.mode_seconds);
-            modes.push(mode(&exe, &dir, name, a.rate, a.mode_seconds)?);
+            let row = mode(&exe, &dir, name, a.rate, a.mode_seconds)?;
+            eprintln!("kstate bench watch: {row}");
+            modes.push(row);
         }
     }
     let mut minutes = Vec::new();
@@ -366,8 +377,12 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
             args.join(" ")
         );
         // The storm outlasts the soak by a little; the watch is stopped at the end.
-        let (mut child, seen, reader) =
-            start_watch(&exe, &dir, &args, a.rate, a.minutes * 60 + 30)?;
+        let Running {
+            mut child,
+            seen,
+            reader,
+            errors,
+        } = start_watch(&exe, &dir, &args, a.rate, a.minutes * 60 + 30)?;
         let pid = child.id();
         let start = Instant::now();
         let mut last = (
@@ -380,7 +395,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
             let due = start + Duration::from_secs(60 * m);
             while Instant::now() < due {
                 if child.try_wait().ok().flatten().is_some() {
-                    let e = stderr_of(&mut child);
+                    let e = errors.join().unwrap_or_default();
                     return Err(err(format!("the soak's watch ended at minute {m}:\n{e}")));
                 }
                 std::thread::sleep(Duration::from_millis(500));
@@ -413,7 +428,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
         // SAFETY: a signal to our own child.
         unsafe { libc::kill(pid as i32, libc::SIGTERM) };
         let _ = child.wait();
-        let _ = stderr_of(&mut child);
+        let _ = errors.join();
         let _ = reader.join();
     }
     let _ = std::fs::remove_dir_all(&dir);
