@@ -124,13 +124,23 @@ impl Flight {
         self.cpus.iter().map(|c| c.indexed - c.punched).sum()
     }
 
-    /// Indexes the pages written since the last call, and gives back the disk space of
-    /// pages older than the window before `horizon` and before `hold` (a save to come).
-    pub fn update(&mut self, ongoing: &Ongoing, horizon: u64, hold: Option<u64>) {
+    /// Indexes the pages written since the last call, and gives back the space of pages
+    /// older than the window before `horizon` and before `hold` (a save to come). Pages
+    /// from `unread` on (the live analysis has yet to read them, in the same files) are
+    /// never given back: what waits for the analysis is bounded by the analysis.
+    pub fn update(
+        &mut self,
+        ongoing: &Ongoing,
+        horizon: u64,
+        hold: Option<u64>,
+        unread: Option<u64>,
+    ) {
         let ps = self.layout.page_size as u64;
+        let unread = unread.unwrap_or(u64::MAX);
         let keep_from = horizon
             .saturating_sub(self.keep_ns)
-            .min(hold.unwrap_or(u64::MAX));
+            .min(hold.unwrap_or(u64::MAX))
+            .min(unread);
         let mut head = vec![0u8; self.layout.data_offset];
         for (c, o) in self.cpus.iter_mut().zip(&ongoing.cpus) {
             let written = o.tap.written();
@@ -174,9 +184,10 @@ impl Flight {
             else {
                 break;
             };
-            // A save to come holds its pages (up to twice the bound).
-            let held = c.pages.get(1).is_none_or(|p| p.1 >= hold);
-            if held && !over_twice {
+            // A save to come holds its pages (up to twice the bound), the analysis those
+            // it has yet to read.
+            let next = c.pages.get(1).map_or(u64::MAX, |p| p.1);
+            if next >= unread || (next >= hold && !over_twice) {
                 break;
             }
             if !c.drop_first(ps, &mut self.dropped_pages, &mut self.dropped_bytes) {

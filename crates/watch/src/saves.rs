@@ -173,12 +173,13 @@ impl Saves {
                 .unwrap_or(u64::MAX)
                 .min(position.saturating_sub(keep))
                 .max(horizon.saturating_sub(2 * keep + self.policy.after_ns)),
-            // A size: nothing the analysis has yet to read (its alarms are to come),
-            // nor a pending save's pages, goes before the pages kept reach twice the
+            // A size: a pending save's pages stay until the pages kept reach twice the
             // size.
-            None => pending_from.unwrap_or(u64::MAX).min(position),
+            None => pending_from.unwrap_or(u64::MAX),
         };
-        self.flight.update(ongoing, horizon, Some(hold));
+        // Nothing the analysis has yet to read goes (its alarms are still to come).
+        self.flight
+            .update(ongoing, horizon, Some(hold), Some(position));
         let (due, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending)
             .into_iter()
             .partition(|s| s.to <= horizon);
@@ -191,7 +192,7 @@ impl Saves {
     /// The recording ended at `stop`: the saves still to come hold what there is, up to
     /// the end, and say so.
     pub fn finish(&mut self, ongoing: &Ongoing, stop: u64, cx: &Context) -> Vec<(u64, String)> {
-        self.flight.update(ongoing, 0, Some(0));
+        self.flight.update(ongoing, 0, Some(0), None);
         std::mem::take(&mut self.pending)
             .into_iter()
             .map(|mut p| {

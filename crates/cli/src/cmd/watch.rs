@@ -44,7 +44,7 @@ Disk: without -o the pages are read from memory as they come and given back once
   recording. With --keep the window is kept in memory (a size must fit in half the memory\n\
   available; a time window is capped there) and only saves are written: at most\n\
   --max-saves files of about the window each; --keep-on-disk keeps the window on disk\n\
-  instead (at most twice --keep and --after of it).\n\n\
+  instead. An analysis that cannot keep up skips pages past 128 MiB per CPU (logged).\n\n\
 Flight recorder saves: DIR/kstate-alarm-RULE-2026-11-28T14:03:07Z.dat (UTC; -2, -3 ... when\n\
   the name is taken: nothing is overwritten), with the wall-clock offset, the process\n\
   table and the watch log. SIGUSR1 or the dashboard's w key saves the window now\n\
