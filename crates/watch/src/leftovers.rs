@@ -57,10 +57,13 @@ pub fn remove(base: &Path) -> Vec<String> {
         };
         // SAFETY: geteuid has no preconditions.
         let me = unsafe { libc::geteuid() };
-        if !meta.is_dir() || std::os::unix::fs::MetadataExt::uid(&meta) != me || alive(pid) {
+        if !meta.is_dir()
+            || std::os::unix::fs::MetadataExt::uid(&meta) != me
+            || kstate_record::leftovers::recorder_alive(pid)
+        {
             continue;
         }
-        let bytes = disk_use(&ent.path());
+        let bytes = kstate_record::system::disk_use(&ent.path());
         match std::fs::remove_dir_all(ent.path()) {
             Ok(()) => told.push(format!(
                 "removed {} ({} KiB) left by watch {pid}, which no longer runs",
@@ -74,31 +77,4 @@ pub fn remove(base: &Path) -> Vec<String> {
         }
     }
     told
-}
-
-/// Whether `pid` is a running kstate (a recycled pid running something else is not, nor
-/// a killed one not yet reaped).
-fn alive(pid: i32) -> bool {
-    let kstate =
-        std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "kstate");
-    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
-        st.rfind(')')
-            .and_then(|i| st[i + 1..].split_whitespace().next())
-            .is_some_and(|state| state == "Z" || state == "X")
-    });
-    kstate && !zombie
-}
-
-/// Bytes the files under `dir` take on disk.
-fn disk_use(dir: &Path) -> u64 {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    rd.flatten()
-        .map(|e| match std::fs::symlink_metadata(e.path()) {
-            Ok(m) if m.is_dir() => disk_use(&e.path()),
-            Ok(m) => std::os::unix::fs::MetadataExt::blocks(&m) * 512,
-            Err(_) => 0,
-        })
-        .sum()
 }

@@ -37,17 +37,15 @@ use kstate_format::extras::RingStats;
 /// "(other)".
 const KEYS: usize = 50;
 
-/// Bucket bounds: ns for times (1 us .. 10 s), plain for counts.
-const TIME_BOUNDS: [u64; 8] = [
-    1_000,
-    10_000,
-    100_000,
-    1_000_000,
-    10_000_000,
-    100_000_000,
-    1_000_000_000,
-    10_000_000_000,
-];
+/// Bucket bounds: ns for times (1 us .. 10 s: LKST's decades from 1 us), plain for
+/// counts.
+const TIME_BOUNDS: &[u64; 8] = match kstate_analyze::hist::DECADE_UPPER_NS.split_first() {
+    Some((_, rest)) => match rest.first_chunk::<8>() {
+        Some(b) => b,
+        None => panic!("eight decades from 1 us"),
+    },
+    None => panic!("eight decades from 1 us"),
+};
 const COUNT_BOUNDS: [u64; 8] = [1, 2, 4, 16, 64, 256, 1024, 4096];
 
 /// One key's samples since the start: per bucket (not yet cumulative), the rest.
@@ -133,7 +131,7 @@ impl State {
                     &mut self.families[last]
                 }
             };
-            let bounds = if time { &TIME_BOUNDS } else { &COUNT_BOUNDS };
+            let bounds = if time { TIME_BOUNDS } else { &COUNT_BOUNDS };
             for r in &o.rows {
                 if !f.keys.contains_key(&r.key) && f.keys.len() >= KEYS {
                     fold_stalest(f);
@@ -208,7 +206,7 @@ impl State {
             if f.other.count > 0 {
                 keys.push((&other, &f.other));
             }
-            let bounds = if f.time { &TIME_BOUNDS } else { &COUNT_BOUNDS };
+            let bounds = if f.time { TIME_BOUNDS } else { &COUNT_BOUNDS };
             for (key, h) in keys {
                 let labels = format!("by=\"{}\",key=\"{}\"", escape(&f.by), escape(key));
                 let mut cum = 0;

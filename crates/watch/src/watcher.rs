@@ -314,6 +314,21 @@ impl Watch {
         }
     }
 
+    /// What every save says about the recording besides its pages.
+    fn save_context(&self) -> saves::Context<'_> {
+        saves::Context {
+            start: self.start,
+            log: self.adapt.log.entries(),
+            clock: &self.clock,
+            events: &self.ongoing_events,
+            command: &self.command,
+            pids: &self.pids,
+            buffer_kib: self.buffer_bytes / 1024,
+            wall_offset: self.wall_offset,
+            processes: &self.processes,
+        }
+    }
+
     /// Gives back the page-file space the analysis has read (without -o or --keep
     /// nothing else reads it): a few pages per CPU stay.
     fn give_back_read(&mut self) {
@@ -500,22 +515,12 @@ impl Watcher for Watch {
                     );
                 }
             }
-            let cx = saves::Context {
-                start: self.start,
-                log: self.adapt.log.entries(),
-                clock: &self.clock,
-                events: &self.ongoing_events,
-                command: &self.command,
-                pids: &self.pids,
-                buffer_kib: self.buffer_bytes / 1024,
-                wall_offset: self.wall_offset,
-                processes: &self.processes,
-            };
-            let said = self
-                .saves
+            let mut saves = self.saves.take();
+            let said = saves
                 .as_mut()
-                .map(|s| s.tick(ongoing, horizon, position, &cx))
+                .map(|s| s.tick(ongoing, horizon, position, &self.save_context()))
                 .unwrap_or_default();
+            self.saves = saves;
             for (at, text) in said {
                 self.adapt.log.add(at, watch_log::Kind::SAVE, text, true);
             }
@@ -566,22 +571,12 @@ impl Watcher for Watch {
             now => now,
         };
         if self.saves.is_some() {
-            let cx = saves::Context {
-                start: self.start,
-                log: self.adapt.log.entries(),
-                clock: &self.clock,
-                events: &self.ongoing_events,
-                command: &self.command,
-                pids: &self.pids,
-                buffer_kib: self.buffer_bytes / 1024,
-                wall_offset: self.wall_offset,
-                processes: &self.processes,
-            };
-            let said = self
-                .saves
+            let mut saves = self.saves.take();
+            let said = saves
                 .as_mut()
-                .map(|s| s.finish(ongoing, stop, &cx))
+                .map(|s| s.finish(ongoing, stop, &self.save_context()))
                 .unwrap_or_default();
+            self.saves = saves;
             for (at, text) in said {
                 self.adapt.log.add(at, watch_log::Kind::SAVE, text, true);
             }

@@ -147,20 +147,6 @@ fn memfd_bytes(pid: u32) -> u64 {
         .sum()
 }
 
-/// Bytes the files under `dir` take on disk.
-fn disk_use(dir: &Path) -> u64 {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    rd.flatten()
-        .map(|e| match std::fs::symlink_metadata(e.path()) {
-            Ok(m) if m.is_dir() => disk_use(&e.path()),
-            Ok(m) => std::os::unix::fs::MetadataExt::blocks(&m) * 512,
-            Err(_) => 0,
-        })
-        .sum()
-}
-
 /// What the watch's JSON lines said, as they came.
 #[derive(Default)]
 struct Seen {
@@ -286,7 +272,7 @@ fn mode(exe: &Path, dir: &Path, name: &str, rate: u64, seconds: u64) -> Result<V
                 Some((w0, t0)) => (wrote, at) = (w - w0, now - t0),
             }
         }
-        peak_disk = peak_disk.max(disk_use(&work));
+        peak_disk = peak_disk.max(kstate_record::system::disk_use(&work));
         peak_mem = peak_mem.max(memfd_bytes(pid));
         std::thread::sleep(Duration::from_millis(500));
     }
@@ -411,7 +397,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
                 "minute": m,
                 "rss_kib": status_kib(pid, "VmRSS:"),
                 "memory_file_kib": memfd_bytes(pid) >> 10,
-                "disk_kib": disk_use(&dir) >> 10,
+                "disk_kib": kstate_record::system::disk_use(&dir) >> 10,
                 "cpu_percent": (cpu - last.0) / 60.0 * 100.0,
                 "write_bytes_per_s": (wrote.saturating_sub(last.1)) as f64 / 60.0,
                 "events_per_s": (events - last.2) as f64 / 60.0,
