@@ -95,7 +95,7 @@ fn run_live(path: &Path, interval: u64) -> (Vec<Interval>, u64) {
             out.extend(live.advance(h).unwrap());
         }
     }
-    out.extend(live.finish().unwrap());
+    out.extend(live.finish(0).unwrap());
     (out, start)
 }
 
