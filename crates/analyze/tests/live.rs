@@ -6,9 +6,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use kstate_analyze::analyzer::{Config, LogRow, LogSink, Mode};
+use kstate_analyze::analyzer::{LogRow, LogSink, Mode};
 use kstate_analyze::live::{GrowingPages, Interval, Live};
-use kstate_analyze::{analyzers, Query, Source};
+use kstate_analyze::{Query, Source};
 use kstate_format::page::read_header;
 use kstate_format::{DataLoc, PageSource, Trace};
 
@@ -69,11 +69,7 @@ fn run_live(path: &Path, interval: u64) -> (Vec<Interval>, u64) {
         .unwrap();
     let queries: Vec<_> = ANALYZERS
         .iter()
-        .map(|(a, by)| {
-            let mut cfg = Config::new(Mode::Stat);
-            cfg.by = Some(by.to_string());
-            (analyzers::find(a).unwrap(), cfg)
-        })
+        .map(|(a, by)| Query::new(a).unwrap().keyed(Some(by)))
         .collect();
     let mut live = Live::new(trace.clone(), sources, &queries, start, interval).unwrap();
     let mut out = Vec::new();
@@ -95,7 +91,7 @@ fn run_live(path: &Path, interval: u64) -> (Vec<Interval>, u64) {
             out.extend(live.advance(h).unwrap());
         }
     }
-    out.extend(live.finish().unwrap());
+    out.extend(live.finish(0).unwrap());
     (out, start)
 }
 
@@ -201,10 +197,10 @@ fn live_intervals_add_up_to_the_file_pass_and_hold_what_ended_in_them() {
             .flat_map(|i| &i.cpus)
             .map(|c| c.events)
             .sum();
-        let mut m = kstate_analyze::merge::Merger::new(
+        let mut m = kstate_format::stream::merge::Merger::new(
             &trace,
             None,
-            kstate_analyze::merge::IdFilter::all(),
+            kstate_format::stream::merge::IdFilter::all(),
         )
         .unwrap();
         let mut n = 0u64;

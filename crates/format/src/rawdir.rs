@@ -9,7 +9,7 @@
 //!
 //! Optional files: `saved_cmdlines` (pid comm), `trace_clock`, `kallsyms`, `printk_formats`,
 //! and kstate's own sections a recorder keeps there (`kstate-recording`,
-//! `kstate-processes`: [`crate::extras::CAPTURE_SECTIONS`]).
+//! `kstate-processes`: [`crate::sections::CAPTURE_SECTIONS`]).
 //! A capture has no byte-order mark: it is read in this machine's order, where it was made.
 
 use std::collections::HashMap;
@@ -120,7 +120,7 @@ pub fn open(dir: &Path) -> Result<Trace> {
         printk_formats: optional("printk_formats"),
         cpu_count,
         cpu_data,
-        extra_options: crate::extras::CAPTURE_SECTIONS
+        extra_options: crate::sections::CAPTURE_SECTIONS
             .iter()
             .filter_map(|&(id, name)| Some((id, optional(name)?)))
             .collect(),

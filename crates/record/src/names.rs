@@ -15,13 +15,13 @@
 //!    (it keeps only the latest few hundred).
 //!
 //! The scratch directory's `saved_cmdlines` and `kstate-processes` (the PROCESSES section's
-//! text, see `kstate_format::extras`) are rewritten with each refresh, each by a rename,
+//! text, see `kstate_format::sections`) are rewritten with each refresh, each by a rename,
 //! so a reader never sees half of one.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use kstate_format::extras::{self, Process};
+use kstate_format::sections::{self, Process};
 
 use crate::error::Result;
 use crate::scratch_dir::Scratch;
@@ -142,8 +142,8 @@ impl TaskNames {
     pub(crate) fn save(&self, scratch: &Scratch) -> Result<()> {
         scratch.replace("saved_cmdlines", &self.cmdlines(&self.kernel))?;
         scratch.replace(
-            extras::CAPTURE_PROCESSES,
-            &extras::encode_processes(&self.processes()),
+            sections::CAPTURE_PROCESSES,
+            &sections::encode_processes(&self.processes()),
         )
     }
 }

@@ -12,7 +12,7 @@
 use kstate_format::{Field, FieldRef, Trace};
 
 use crate::analyzer::Out;
-use crate::merge::Event;
+use kstate_format::stream::merge::Event;
 
 /// The kernel's limit on a task name (`TASK_COMM_LEN` less its NUL).
 const COMM_MAX: usize = 15;

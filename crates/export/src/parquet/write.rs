@@ -19,7 +19,7 @@
 //!   (null where the kernel flagged a loss without a count), the CPU's first and last
 //!   event, the trace's first and last event, the source file and the tool.
 //! * `_kstate.parquet`: what makes the directory a trace kstate reads back
-//!   (`super::open`), written last and only when the whole trace was read.
+//!   (`kstate_format::parquet::open`), written last and only when the whole trace was read.
 //!
 //! Rows are buffered per table and written as row groups of up to 256 Ki rows (and at
 //! most 2 Mi rows buffered over all tables), so memory stays bounded whatever the trace
@@ -36,13 +36,17 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::{ColumnPath, Type};
 
-use super::meta::{write_meta, Conversion, Loss};
-use super::{column_kind, field_columns, field_type, ColType, ColumnKind, COMMON_COLUMNS};
+use super::meta::write_meta;
 use kstate_analyze::analyzer::{Info, Kind, LogRow, LogSink, Unit};
 use kstate_analyze::fxmap::FxMap;
-use kstate_analyze::merge::{IdFilter, Merger};
-use kstate_format::extras::{ids, Recording};
+use kstate_analyze::Source;
 use kstate_format::output::NewFile;
+use kstate_format::parquet::meta::{Conversion, Loss};
+use kstate_format::parquet::{
+    column_kind, field_columns, field_type, ColType, ColumnKind, COMMON_COLUMNS,
+};
+use kstate_format::sections::{ids, Recording};
+use kstate_format::stream::merge::{IdFilter, Merger};
 use kstate_format::{ErrorKind, EventFormat, FieldRef, Lost, Trace};
 
 use crate::common::{self, comm_str, SwitchFields};
@@ -333,7 +337,8 @@ fn host(trace: &Trace) -> String {
         .collect()
 }
 
-pub fn write(trace: &Trace, out: &Path, names: &[String]) -> Result<Summary, Error> {
+pub fn write(source: &Source, out: &Path, names: &[String]) -> Result<Summary, Error> {
+    let trace = source.trace();
     let (selected, explicit) = common::select(names)?;
     let dir = out.join(format!("host={}", host(trace)));
     if let Ok(rd) = std::fs::read_dir(&dir) {
@@ -359,7 +364,7 @@ pub fn write(trace: &Trace, out: &Path, names: &[String]) -> Result<Summary, Err
         }
     }
     let (ev, logs) = std::thread::scope(|s| {
-        let logs = s.spawn(|| analyzer_tables(trace, &dir, &selected, explicit));
+        let logs = s.spawn(|| analyzer_tables(source, &dir, &selected, explicit));
         let ev = event_tables(trace, &dir);
         (ev, logs.join().expect("the analyzer thread panicked"))
     });
@@ -801,7 +806,7 @@ impl LogSink for LogTable<'_> {
 type Tables = (Vec<(String, u64)>, Vec<&'static str>);
 
 fn analyzer_tables(
-    trace: &Trace,
+    source: &Source,
     dir: &Path,
     selected: &[&'static Info],
     explicit: bool,
@@ -816,7 +821,7 @@ fn analyzer_tables(
             err: None,
             names: Interned::default(),
         };
-        let r = common::run_analyzer(trace, info, explicit, &mut sink);
+        let r = common::run_analyzer(source, info, explicit, &mut sink);
         if let Some(e) = sink.err.take() {
             return Err(e);
         }
