@@ -108,4 +108,35 @@ fn a_killed_recording_of_a_command_names_its_tasks() {
     let getppid = calls.iter().find(|(k, _)| k == "getppid");
     assert_eq!(getppid.map(|r| r.1), Some(n), "{calls:?}");
     assert!(!syscall_rows(&out, &["--comm", "sh"]).is_empty());
+
+    // The oracle: the same workload recorded to its end names its tasks the same.
+    let whole = dir.path().join("whole.dat");
+    let script = format!("'{}' workload getppid {n} >/dev/null", link.display());
+    let r = run(&[
+        "record",
+        "-e",
+        "syscall",
+        "-o",
+        whole.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(
+        comms(&by_tid),
+        comms(&syscall_rows(&whole, &["--by", "tid"]))
+    );
+}
+
+/// The task names of `--by tid` rows (`comm-tid`).
+fn comms(rows: &[(String, u64)]) -> std::collections::BTreeSet<String> {
+    rows.iter()
+        .map(|(k, _)| {
+            k.rsplit_once('-')
+                .map_or(k.as_str(), |(c, _)| c)
+                .to_string()
+        })
+        .collect()
 }
