@@ -10,8 +10,8 @@
 //!
 //! ```
 //! use kstate_analyze::{Mode, Query, Source};
-//! # let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/fixtures/external/lisa-sched_load/trace.dat");
-//! let source = Source::open(path.as_ref())?;
+//! # let path = kstate_testdata::path("lisa-sched_load/trace.dat");
+//! let source = Source::open(&path)?;
 //!
 //! // Wake-up latency per task, the ten largest totals (kstate analyze runq --top 10).
 //! let mut query = Query::new("runq")?;

@@ -17,10 +17,7 @@ const TRACES: [&str; 2] = ["lisa-sched_load", "lisa-rtapp"];
 const ANALYZERS: [(&str, &str); 3] = [("offcpu", "pid"), ("offcpu", "state"), ("runq", "pid")];
 
 fn fixture(name: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/external")
-        .join(name)
-        .join("trace.dat")
+    kstate_testdata::path(&format!("{name}/trace.dat"))
 }
 
 /// One CPU's pages in the file, published to the live reader a few at a time.

@@ -5,13 +5,13 @@
 //! timestamp breaks these chains.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use kstate_analyze::merge::{IdFilter, Merger};
 use kstate_format::{Lost, Trace};
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/external/schedviz")
+    kstate_testdata::dir().join("schedviz")
 }
 
 /// Unpacks the schedviz capture (formats/ + traces/cpuN) into a temporary directory.

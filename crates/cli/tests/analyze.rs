@@ -17,13 +17,6 @@ use std::process::Command;
 
 use serde_json::Value;
 
-fn fixtures() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures/external"
-    ))
-}
-
 /// `trace-cmd report -t` with raw field values (`-R`) or with the kernel's print fmt and
 /// no plugins (`-N`).
 fn trace_cmd_report(file: &Path, raw: bool) -> String {
@@ -146,7 +139,7 @@ fn runq_matches_trace_cmd_on_lisa_traces() {
         "lisa-rtapp/trace.dat",
         "lisa-rtapp/trace.v7-zstd.dat",
     ] {
-        let p = fixtures().join(f);
+        let p = support::fixture(f);
         assert!(p.is_file(), "fixture {} is missing", p.display());
         check_runq(&p, &trace_cmd_report(&p, true));
     }
@@ -161,7 +154,7 @@ fn runq_matches_trace_cmd_on_schedviz_capture() {
     std::fs::create_dir_all(&cap).unwrap();
     let st = Command::new("tar")
         .arg("xzf")
-        .arg(fixtures().join("schedviz/test.tar.gz"))
+        .arg(support::fixture("schedviz/test.tar.gz"))
         .arg("-C")
         .arg(&cap)
         .status()
@@ -209,7 +202,7 @@ fn runq_matches_trace_cmd_on_schedviz_capture() {
 #[test]
 fn offcpu_states_match_trace_cmd() {
     for f in ["lisa-sched_load/trace.dat", "lisa-rtapp/trace.dat"] {
-        let p = fixtures().join(f);
+        let p = support::fixture(f);
         let report = trace_cmd_report(&p, false);
         let mut off: BTreeMap<i64, (u64, String)> = BTreeMap::new();
         let mut want: BTreeMap<String, Stat> = BTreeMap::new();
@@ -678,7 +671,7 @@ fn offcpu_sees_each_10ms_sleep() {
 
 #[test]
 fn missing_events_name_the_recorder_preset() {
-    let p = fixtures().join("lisa-rtapp/trace.dat");
+    let p = support::fixture("lisa-rtapp/trace.dat");
     let out = Command::new(env!("CARGO_BIN_EXE_kstate"))
         .args(["analyze", "syscall"])
         .arg(&p)
@@ -695,7 +688,7 @@ fn missing_events_name_the_recorder_preset() {
 
 #[test]
 fn text_csv_and_dist_views_agree() {
-    let p = fixtures().join("lisa-rtapp/trace.dat");
+    let p = support::fixture("lisa-rtapp/trace.dat");
     let j = kstate_json(&[
         "la".as_ref(),
         "offcpu".as_ref(),

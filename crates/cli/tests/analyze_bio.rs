@@ -279,10 +279,7 @@ fn direct_writers_measured_per_request() {
 
 #[test]
 fn without_block_events_the_preset_is_named() {
-    let p = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures/external/lisa-rtapp/trace.dat"
-    ));
+    let p = support::fixture("lisa-rtapp/trace.dat");
     assert!(p.is_file(), "fixture {} is missing", p.display());
     for a in ["biotime", "blkqueue"] {
         let out = Command::new(KSTATE)

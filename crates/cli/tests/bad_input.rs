@@ -3,7 +3,7 @@
 
 mod support;
 
-use support::{fixtures_dir, run_on, KSTATE};
+use support::{fixture, run_on, KSTATE};
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -43,7 +43,7 @@ fn wrong_magic() {
 
 #[test]
 fn truncated_trace_dat() {
-    let src = std::fs::read(fixtures_dir().join("lisa-sched_load/trace.dat")).unwrap();
+    let src = std::fs::read(fixture("lisa-sched_load/trace.dat")).unwrap();
     let dir = tempfile::tempdir().unwrap();
     // Inside the metadata (mostly kallsyms in this file), and inside the CPU data, which
     // `trace-cmd dump --flyrecord` places in the last 200,704 bytes.
@@ -438,7 +438,7 @@ fn exit_status_says_whose_fault_it_was() {
     let missing = dir.path().join("no-such.dat");
     assert_bad(&run_on(&["info"], &missing), &missing, "No such file");
 
-    let good = fixtures_dir().join("lisa-sched_load/trace.dat");
+    let good = fixture("lisa-sched_load/trace.dat");
     let unwritable = dir.path().join("no-such-dir").join("r.html");
     let o = Command::new(KSTATE)
         .arg("report")

@@ -122,7 +122,7 @@ fn one_cpu_over_2_gib_reads_the_same_in_trace_cmd() {
         tmp.path().display()
     );
     let big = tmp.path().join("big.dat");
-    let src = support::fixtures_dir().join("lisa-sched_load/trace.v7-none.dat");
+    let src = support::fixture("lisa-sched_load/trace.v7-none.dat");
     let passes = write_big(&src, &big, false);
     assert!(std::fs::metadata(&big).unwrap().len() > CPU0_BYTES);
 

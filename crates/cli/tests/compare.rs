@@ -183,11 +183,9 @@ fn six_writers_regress_write_p99_against_one() {
 
 #[test]
 fn recordings_with_nothing_in_common_are_bad_input() {
-    let fx = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures/external"
-    );
-    let a = format!("{fx}/lisa-sched_load/trace.dat");
+    let a = support::fixture("lisa-sched_load/trace.dat")
+        .display()
+        .to_string();
     let out = Command::new(KSTATE)
         .args(["compare", &a, &a, "--analyzer", "biotime"])
         .output()

@@ -19,8 +19,7 @@ use serde_json::{json, Value};
 fn schedviz_capture(dir: &Path) -> PathBuf {
     let out = dir.join("schedviz");
     std::fs::create_dir_all(&out).unwrap();
-    let tgz = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/external/schedviz/test.tar.gz");
+    let tgz = support::fixture("schedviz/test.tar.gz");
     assert!(tgz.is_file(), "fixture {} is missing", tgz.display());
     let st = Command::new("tar")
         .arg("xzf")

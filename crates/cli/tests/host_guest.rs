@@ -15,7 +15,7 @@ use kstate_format::writer::{write_from_trace, WriterConfig};
 use kstate_format::{TimeShift, Trace};
 
 fn fixture(name: &str) -> PathBuf {
-    let p = support::fixtures_dir().join(name);
+    let p = support::fixture(name);
     assert!(p.is_file(), "fixture {} is missing", p.display());
     p
 }

@@ -10,7 +10,7 @@ use std::fs::File;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use support::{fixtures_dir, kstate, kstate_json, record_workload, run, KSTATE};
+use support::{fixture, kstate, kstate_json, record_workload, run, KSTATE};
 
 const TOOLS: [(&str, &str); 3] = [("gzip", "gz"), ("zstd", "zst"), ("xz", "xz")];
 
@@ -100,7 +100,7 @@ fn compressed_fixtures_read_as_the_originals() {
     let tmp = tempfile::tempdir().unwrap();
     for f in ["lisa-rtapp/trace.dat", "lisa-sched_load/trace.v7-zstd.dat"] {
         assert_compressed_copies_read_alike(
-            &fixtures_dir().join(f),
+            &fixture(f),
             &["analyze", "runq", "--stat"],
             tmp.path(),
         );
@@ -118,7 +118,7 @@ fn compressed_live_recording_reads_as_the_original() {
 #[test]
 fn pipes_fifos_and_standard_input() {
     let tmp = tempfile::tempdir().unwrap();
-    let src = fixtures_dir().join("lisa-sched_load/trace.dat");
+    let src = fixture("lisa-sched_load/trace.dat");
     let zst = tmp.path().join("t.dat.zst");
     compress("zstd", &src, &zst);
     let dump = kstate(&["dump".as_ref(), src.as_os_str()]);
@@ -212,7 +212,7 @@ fn what_is_not_a_trace_is_named() {
             gz.display()
         ),
     );
-    let tgz = fixtures_dir().join("schedviz/test.tar.gz");
+    let tgz = fixture("schedviz/test.tar.gz");
     let o = run(&["info".as_ref(), tgz.as_os_str()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("gzip-compressed, but not a trace: a tar archive"));
@@ -235,7 +235,7 @@ fn what_is_not_a_trace_is_named() {
 fn an_xz_check_kstate_cannot_verify_is_named() {
     let tmp = tempfile::tempdir().unwrap();
     let f = tmp.path().join("t.xz");
-    let src = fixtures_dir().join("lisa-rtapp/trace.dat");
+    let src = fixture("lisa-rtapp/trace.dat");
     let o = sh(&format!(
         "xz -c --check=sha256 '{}' > '{}'",
         src.display(),
@@ -258,7 +258,7 @@ fn an_xz_check_kstate_cannot_verify_is_named() {
 #[test]
 fn offsets_in_an_unpacked_trace_say_so() {
     let tmp = tempfile::tempdir().unwrap();
-    let src = fixtures_dir().join("lisa-rtapp/trace.dat");
+    let src = fixture("lisa-rtapp/trace.dat");
     // Cut inside the CPU data: the trace opens, and its end is an offset in the unpacked data.
     let mut bytes = std::fs::read(&src).unwrap();
     bytes.truncate(bytes.len() - 1000);
@@ -284,7 +284,7 @@ fn offsets_in_an_unpacked_trace_say_so() {
 #[test]
 fn a_cut_compressed_file_says_so() {
     let tmp = tempfile::tempdir().unwrap();
-    let src = fixtures_dir().join("lisa-rtapp/trace.dat");
+    let src = fixture("lisa-rtapp/trace.dat");
     for (tool, ext) in TOOLS {
         let packed = tmp.path().join(format!("t.{ext}"));
         compress(tool, &src, &packed);
@@ -357,7 +357,7 @@ fn walk_v7(d: &[u8]) -> V7 {
 #[test]
 fn a_damaged_section_of_a_zstd_trace_dat_is_lost_alone() {
     let tmp = tempfile::tempdir().unwrap();
-    let src = fixtures_dir().join("lisa-rtapp/trace.v7-zstd.dat");
+    let src = fixture("lisa-rtapp/trace.v7-zstd.dat");
     let good = std::fs::read(&src).unwrap();
     let v7 = walk_v7(&good);
     let analyze = |f: &Path| {
@@ -446,7 +446,7 @@ fn a_damaged_section_of_a_zstd_trace_dat_is_lost_alone() {
 fn a_zstd_section_that_decodes_but_fails_its_checksum_is_named() {
     let tmp = tempfile::tempdir().unwrap();
     let z = tmp.path().join("z.dat");
-    let src = fixtures_dir().join("lisa-rtapp/trace.dat");
+    let src = fixture("lisa-rtapp/trace.dat");
     kstate(&[
         "convert".as_ref(),
         "--zstd".as_ref(),
@@ -502,7 +502,7 @@ fn a_zstd_section_that_decodes_but_fails_its_checksum_is_named() {
 #[test]
 fn standard_input_from_a_file_is_read_in_place() {
     let tmp = tempfile::tempdir().unwrap();
-    let src = fixtures_dir().join("lisa-sched_load/trace.v7-zstd.dat");
+    let src = fixture("lisa-sched_load/trace.v7-zstd.dat");
     let dump = kstate(&["dump".as_ref(), src.as_os_str()]);
     let events =
         kstate_json(&["info".as_ref(), "--json".as_ref(), src.as_os_str()])["events"].clone();
@@ -610,7 +610,7 @@ fn a_damaged_ftrace_formats_section_is_lost_unless_an_event_needs_it() {
         "{err}"
     );
 
-    let src = fixtures_dir().join("lisa-rtapp/trace.v7-zstd.dat");
+    let src = fixture("lisa-rtapp/trace.v7-zstd.dat");
     let (bad, content, _) = damage_section(&std::fs::read(&src).unwrap(), 17);
     std::fs::write(&f, &bad).unwrap();
     let o = run(&["info".as_ref(), f.as_os_str()]);

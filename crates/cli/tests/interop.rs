@@ -19,8 +19,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 fn lisa() -> PathBuf {
-    let f = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/external/lisa-sched_load/trace.dat");
+    let f = support::fixture("lisa-sched_load/trace.dat");
     assert!(f.is_file(), "fixture missing: {}", f.display());
     f
 }

@@ -172,8 +172,7 @@ fn analyzers_dump_and_info_on_the_parquet_directory_equal_the_recording() {
 #[cfg(feature = "parquet")]
 #[test]
 fn a_trace_cmd_fixture_round_trips_through_parquet() {
-    let f = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/external/lisa-sched_load/trace.dat");
+    let f = support::fixture("lisa-sched_load/trace.dat");
     assert!(f.is_file(), "fixture missing: {}", f.display());
     let out = convert(&f);
     let info = same_json(&f, out.path(), &["info", "--json"]);

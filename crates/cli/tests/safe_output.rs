@@ -241,7 +241,7 @@ fn bench_read_never_writes_through_a_link_planted_at_its_old_scratch_name() {
     let top = tmp();
     let victim = top.path().join("victim");
     std::fs::write(&victim, PRECIOUS).unwrap();
-    let trace = support::fixtures_dir().join("lisa-sched_load/trace.dat");
+    let trace = support::fixture("lisa-sched_load/trace.dat");
     run_with_planted_scratch(
         top.path(),
         &victim,
@@ -270,7 +270,7 @@ fn an_output_directory_that_is_a_symlink_is_refused() {
     let link = top.path().join("out");
     std::os::unix::fs::symlink(&target, &link).unwrap();
     let l = link.to_str().unwrap();
-    let trace = support::fixtures_dir().join("lisa-sched_load/trace.dat");
+    let trace = support::fixture("lisa-sched_load/trace.dat");
     let commands: [&[&str]; 2] = [
         &["run", "-o", l, "--", "true"],
         &["split", "--per-cpu", trace.to_str().unwrap(), "-o", l],
@@ -301,7 +301,7 @@ fn an_output_directory_that_is_a_symlink_is_refused() {
 /// whichever command prints.
 #[test]
 fn a_full_or_closed_stdout_is_reported_never_a_panic() {
-    let trace = support::fixtures_dir().join("lisa-sched_load/trace.dat");
+    let trace = support::fixture("lisa-sched_load/trace.dat");
     let t = trace.to_str().unwrap();
     let commands: [&[&str]; 4] = [
         &["info", t],

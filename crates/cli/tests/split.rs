@@ -59,8 +59,7 @@ fn check_split(file: &Path) {
 
 #[test]
 fn lisa_trace_splits_per_cpu_like_trace_cmd_reports_it() {
-    let f = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/external/lisa-sched_load/trace.dat");
+    let f = support::fixture("lisa-sched_load/trace.dat");
     assert!(f.is_file(), "fixture missing: {}", f.display());
     check_split(&f);
 }

@@ -2,11 +2,11 @@
 (Debian's, through Playwright) and checks the page's numbers against the kstate CLI's.
 
 Usage: ui_browser.py KSTATE SHOTS_DIR STALL_URL STALL_FILE AB_URL FILE_A FILE_B BAD_URL DISJOINT_URL
+       STALL_DISK SCHED_FILE (the trace beside FILE_A at DISJOINT_URL, whose times trace-cmd reports)
 
 Prints one JSON object of what it measured; exits non-zero with the reason on failure.
 """
 import json
-import os
 import re
 import subprocess
 import sys
@@ -15,7 +15,7 @@ import urllib.request
 
 from playwright.sync_api import sync_playwright
 
-KSTATE, SHOTS, STALL_URL, STALL, AB_URL, FILE_A, FILE_B, BAD_URL, DISJOINT_URL, STALL_DISK = sys.argv[1:11]
+KSTATE, SHOTS, STALL_URL, STALL, AB_URL, FILE_A, FILE_B, BAD_URL, DISJOINT_URL, STALL_DISK, SCHED = sys.argv[1:12]
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run",
         "--disable-default-apps", "--disable-extensions"]
@@ -341,9 +341,9 @@ except urllib.error.HTTPError as e:
 # api/meta runs no analysis pass: the time range is the file's first and last event,
 # trace-cmd's (whose report prints microseconds).
 sched = json.loads(urllib.request.urlopen(DISJOINT_URL + "api/meta").read())["files"][0]
-report_txt = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                          "../../../../shared/fixtures/external/lisa-sched_load/trace.report.txt")
-stamps = [float(m.group(1)) for m in (re.search(r"\]\s+(\d+\.\d+):", l) for l in open(report_txt)) if m]
+report_txt = subprocess.run(["trace-cmd", "report", "-i", SCHED], capture_output=True, text=True,
+                            check=True).stdout
+stamps = [float(m.group(1)) for m in (re.search(r"\]\s+(\d+\.\d+):", l) for l in report_txt.splitlines()) if m]
 check(abs(sched["start"] / 1e9 - stamps[0]) < 1e-6 and abs(sched["end"] / 1e9 - stamps[-1]) < 1e-6,
       f"the range {sched['start']}..{sched['end']}, trace-cmd's {stamps[0]}..{stamps[-1]}")
 # ... and the server still serves.

@@ -108,11 +108,8 @@ fn write_stall_drill_down_and_one_against_six_writers_in_chromium() {
     let s2 = Server::start(&[&one, &six]);
     let s3 = Server::start(&[&bad]);
     // Scheduling only against system calls only: no analyzer in common.
-    let sched = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures/external/lisa-sched_load/trace.dat"
-    ));
-    let s4 = Server::start(&[sched, &one]);
+    let sched = support::fixture("lisa-sched_load/trace.dat");
+    let s4 = Server::start(&[&sched, &one]);
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ui-shots");
     std::fs::create_dir_all(&shots).unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/ui_browser.py");
@@ -128,6 +125,7 @@ fn write_stall_drill_down_and_one_against_six_writers_in_chromium() {
         .arg(&s3.url)
         .arg(&s4.url)
         .arg(disk.key_prefix())
+        .arg(&sched)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

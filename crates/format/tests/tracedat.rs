@@ -9,22 +9,13 @@ use kstate_format::page::PageRecords;
 use kstate_format::trace::DataLoc;
 use kstate_format::{tracedat, Container, Endian, ErrorKind, Trace};
 
-const FIXTURES: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/fixtures/external"
-);
 const TRACES: [&str; 2] = ["lisa-rtapp", "lisa-sched_load"];
 const VARIANTS: [&str; 3] = ["trace.dat", "trace.v7-none.dat", "trace.v7-zstd.dat"];
 
-/// A fixture file; a missing one fails the test (a skipped comparison proves nothing).
+/// A fixture file (testdata/, or a v7 copy made from it); a missing one fails the test (a
+/// skipped comparison proves nothing).
 fn fixture(dir: &str, name: &str) -> PathBuf {
-    let p = Path::new(FIXTURES).join(dir).join(name);
-    assert!(
-        p.exists(),
-        "fixture {} is missing: tests need ../shared beside the checkout",
-        p.display()
-    );
-    p
+    kstate_testdata::path(&format!("{dir}/{name}"))
 }
 
 /// Per-CPU record count and first/last timestamp in ns.

@@ -362,7 +362,7 @@ fn schedviz_capture(dir: &Path) -> PathBuf {
     std::fs::create_dir_all(&out).unwrap();
     let st = Command::new("tar")
         .arg("xzf")
-        .arg("/work/shared/fixtures/external/schedviz/test.tar.gz")
+        .arg(kstate_testdata::path("schedviz/test.tar.gz"))
         .arg("-C")
         .arg(&out)
         .status()

@@ -263,28 +263,15 @@ pub const FIXTURES: [&str; 6] = [
     "lisa-sched_load/trace.v7-zstd.dat",
 ];
 
-pub fn fixtures_dir() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures/external"
-    ))
+/// The test file `name` (testdata/ at the repository's root, or a v7 copy made from a file
+/// there); panics if it is missing or cannot be made (never skips).
+pub fn fixture(name: &str) -> PathBuf {
+    kstate_testdata::path(name)
 }
 
 /// Paths of all [`FIXTURES`]; panics if one is missing (never skips).
 pub fn fixture_paths() -> Vec<PathBuf> {
-    FIXTURES
-        .iter()
-        .map(|f| {
-            let p = fixtures_dir().join(f);
-            assert!(
-                p.is_file(),
-                "fixture {} is missing (expected the shared fixtures at {})",
-                p.display(),
-                fixtures_dir().display()
-            );
-            p
-        })
-        .collect()
+    FIXTURES.iter().map(|f| fixture(f)).collect()
 }
 
 /// Runs `trace-cmd ARGS -i FILE` and returns its stdout. Fails (does not
