@@ -25,6 +25,8 @@ mod common;
 pub mod error;
 pub mod parquet;
 pub mod perfetto;
+#[cfg(test)]
+mod writer_tests;
 
 pub use error::Error;
 
