@@ -1,7 +1,8 @@
 //! A directory written by `kstate convert --to parquet` read back as a trace: every
 //! command gives on it exactly what it gives on the trace it was converted from (only the
-//! file name differs, and `info`'s container fields). Built with `--features parquet`;
-//! without the feature, the directory is recognised and refused with a clear message.
+//! file name differs, and `info`'s container fields). Parquet is in the default build;
+//! built without it (`--no-default-features`), the directory is recognised and refused
+//! with a clear message.
 
 use crate::support;
 
