@@ -4,9 +4,8 @@
 //! summarizer) asks the same question the same way: a [`Source`] (a trace.dat, perf.data,
 //! raw capture or Parquet directory) answers a [`Query`] (one analyzer with its keying,
 //! mode, filters, sort and top) with an [`Outcome`] (per-key statistics and histograms,
-//! losses, notes), or streams `--log` rows to a [`LogSink`]; [`Source::survey`] runs every
-//! analyzer that applies and ranks the findings ([`survey::Survey`], [`findings`]);
-//! [`classify`] sorts a recording into CPU-busy, I/O-bound or lock contention.
+//! losses, notes), or streams `--log` rows to a [`LogSink`]; kstate-views builds on it
+//! (every analyzer that applies with its findings ranked, the classification, ...).
 //!
 //! ```
 //! use kstate_analyze::{Mode, Query, Source};
@@ -26,55 +25,29 @@
 //! query.mode = Mode::Dist(kstate_analyze::analyzer::Buckets::Log10);
 //! let dist = source.aggregate(&query)?;
 //! assert_eq!(dist.rows.len(), outcome.rows.len());
-//!
-//! // Every analyzer that applies, with the findings ranked by the share of time explained.
-//! let survey = source.survey();
-//! for f in survey.findings.iter().take(3) {
-//!     println!("{:5.1}%  {}", f.share * 100.0, f.text);
-//! }
 //! # Ok::<(), kstate_analyze::Error>(())
 //! ```
 //!
 //! A recording in progress is analysed the same way ([`live::Live`]): the same analyzers
 //! over per-CPU page streams that grow, merged in time order behind a horizon every CPU
-//! has reached, their results taken per interval; [`alarm`] checks rules such as
+//! has reached, their results taken per interval; `kstate watch` checks alarm rules such as
 //! `syscall.p99{name=write} > 100ms over 3s` on those intervals.
 //!
-//! Underneath: the time-ordered merge of per-CPU streams ([`merge`]), the framework every
+//! Underneath: the time-ordered merge of per-CPU streams (`kstate_format::stream`), the framework every
 //! analyzer shares ([`analyzer`]: trait, driver, filters, pairing with loss handling,
 //! aggregation) and the analyzers themselves ([`analyzers`], one file each).
-pub mod alarm;
 pub mod analyzer;
 pub mod analyzers;
-pub mod cache;
-pub mod cachegrind;
-pub mod classify;
-pub mod compare;
-pub mod describe;
 mod error;
-pub mod escalate;
 pub mod filter;
-pub mod findings;
-pub mod fleet;
 pub use kstate_format::fxmap;
 pub mod hist;
-pub mod ksyms;
-pub mod lanes;
 pub mod live;
-pub mod locks;
-pub mod machines;
-pub mod merge;
-pub mod page_index;
 pub mod pair;
 pub mod piped;
-pub mod profile;
-pub mod slice_plan;
 pub mod slices;
 mod source;
 pub mod stats;
-pub mod survey;
-pub mod timeline;
-pub mod workload;
 
 pub use analyzer::{Analyzer, Config, Info, LogRow, LogSink, Mode, Outcome, Traits};
 pub use error::Error;

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use kstate_analyze::merge::{IdFilter, Merger};
+use kstate_format::stream::merge::{IdFilter, Merger};
 use kstate_format::{FieldRef, Trace};
 
 fn lisa() -> Trace {
@@ -417,7 +417,7 @@ mod parquet {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("tables");
         crate::parquet::write(&trace, &out, &["none".to_string()]).unwrap();
-        let back = crate::open(&out).unwrap();
+        let back = Trace::open(&out).unwrap();
         assert_eq!(back.cpu_count, trace.cpu_count);
         let mut a = Merger::new(&trace, None, IdFilter::all()).unwrap();
         let mut b = Merger::new(&back, None, IdFilter::all()).unwrap();

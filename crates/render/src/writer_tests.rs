@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use kstate_analyze::fxmap::FxMap;
-use kstate_analyze::merge::{IdFilter, Merger};
-use kstate_analyze::survey::{survey, Survey};
+use kstate_format::stream::merge::{IdFilter, Merger};
+use kstate_views::survey::{survey, Survey};
 use kstate_format::Trace;
 
 fn lisa() -> Trace {
@@ -36,7 +36,7 @@ fn svgs(page: &str) -> Vec<&str> {
 #[test]
 fn info_counts_what_the_reader_reads() {
     let trace = lisa();
-    let d = kstate_analyze::describe::describe(&trace).unwrap();
+    let d = kstate_views::describe::describe(&trace).unwrap();
     let j = crate::info::json(&d);
     // The reader's own pass: events per CPU with their first and last time, per name.
     let mut cpus: BTreeMap<u32, (u64, u64, u64)> = BTreeMap::new();

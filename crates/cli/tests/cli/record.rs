@@ -789,7 +789,7 @@ fn memory_snapshots_line_up_with_events() {
     // snapshots' own times bound the count: tick k is taken no earlier than k x 50 ms after
     // the first snapshot, so their span holds every tick but the last.
     let trace = kstate_format::Trace::open(&out).unwrap();
-    let snaps = kstate_analyze::survey::snapshots(&trace);
+    let snaps = kstate_views::survey::snapshots(&trace);
     assert_eq!(snaps.len() as u64, n);
     assert!(n >= 5, "{n} snapshots in 0.5 s at 50 ms");
     assert!(snaps.windows(2).all(|w| w[0].ts <= w[1].ts));
