@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use kstate_analyze::fxmap::FxMap;
 use kstate_format::stream::merge::{IdFilter, Merger};
-use kstate_views::survey::{survey, Survey};
 use kstate_format::Trace;
+use kstate_views::survey::{survey, Survey};
 
 fn lisa() -> Trace {
     Trace::open(&kstate_testdata::path("lisa-sched_load/trace.dat")).unwrap()
