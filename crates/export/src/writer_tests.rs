@@ -8,8 +8,9 @@ use std::collections::{BTreeMap, HashMap};
 use kstate_format::stream::merge::{IdFilter, Merger};
 use kstate_format::{FieldRef, Trace};
 
-fn lisa() -> Trace {
-    Trace::open(&kstate_testdata::path("lisa-sched_load/trace.dat")).unwrap()
+/// LISA's sched_load trace as the writers take it, with the engine that runs the analyzers.
+fn lisa_source() -> kstate_analyze::Source {
+    kstate_analyze::Source::open(&kstate_testdata::path("lisa-sched_load/trace.dat")).unwrap()
 }
 
 /// One sched_switch as the reader gives it.
@@ -101,11 +102,12 @@ mod chrome {
 
     #[test]
     fn cpu_tracks_hold_a_run_per_switch_and_analyzer_tracks_never_overlap() {
-        let trace = lisa();
+        let src = lisa_source();
+        let trace = src.trace();
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("trace.json");
         let analyzers = ["runq".to_string(), "offcpu".to_string()];
-        let sum = crate::chrome::write(&trace, &out, &analyzers).unwrap();
+        let sum = crate::chrome::write(&src, &out, &analyzers).unwrap();
         let text = std::fs::read_to_string(&out).unwrap();
         let doc: Value = serde_json::from_str(&text).expect("the file is JSON");
         assert_eq!(doc["displayTimeUnit"], "ns");
@@ -205,7 +207,7 @@ mod chrome {
     fn an_output_that_cannot_be_created_is_an_error_naming_it() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("missing").join("trace.json");
-        let e = crate::chrome::write(&lisa(), &out, &[])
+        let e = crate::chrome::write(&lisa_source(), &out, &[])
             .err()
             .expect("an error");
         assert!(e.to_string().contains(&*out.to_string_lossy()), "{e}");
@@ -293,11 +295,12 @@ mod perfetto {
 
     #[test]
     fn every_switch_lies_in_its_cpus_bundles_and_every_slice_ends_on_its_track() {
-        let trace = lisa();
+        let src = lisa_source();
+        let trace = src.trace();
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("trace.pftrace");
         let analyzers = ["runq".to_string(), "offcpu".to_string()];
-        let sum = crate::perfetto::write(&trace, &out, &analyzers).unwrap();
+        let sum = crate::perfetto::write(&src, &out, &analyzers).unwrap();
         let file = std::fs::read(&out).unwrap();
         let mut got: BTreeMap<u32, Vec<Switch>> = BTreeMap::new();
         let mut wakeups = 0;
@@ -413,10 +416,11 @@ mod parquet {
     /// same time, CPU, task and field values, in the same order.
     #[test]
     fn a_real_trace_reads_back_event_for_event() {
-        let trace = lisa();
+        let src = lisa_source();
+        let trace = src.trace();
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("tables");
-        crate::parquet::write(&trace, &out, &["none".to_string()]).unwrap();
+        crate::parquet::write(&src, &out, &["none".to_string()]).unwrap();
         let back = Trace::open(&out).unwrap();
         assert_eq!(back.cpu_count, trace.cpu_count);
         let mut a = Merger::new(&trace, None, IdFilter::all()).unwrap();

@@ -4,17 +4,17 @@
 
 use std::collections::BTreeMap;
 
-use kstate_analyze::fxmap::FxMap;
 use kstate_format::stream::merge::{IdFilter, Merger};
 use kstate_format::Trace;
-use kstate_views::survey::{survey, Survey};
+use kstate_views::survey::Survey;
 
 fn lisa() -> Trace {
     Trace::open(&kstate_testdata::path("lisa-sched_load/trace.dat")).unwrap()
 }
 
-fn lisa_survey(trace: &Trace) -> Survey {
-    let s = survey(trace, "lisa-sched_load/trace.dat", &FxMap::default());
+fn lisa_survey() -> Survey {
+    let source = kstate_analyze::Source::new(lisa(), "lisa-sched_load/trace.dat".into());
+    let s = kstate_views::survey::of(&source);
     assert!(s.analyses.len() >= 2, "{} analyses", s.analyses.len());
     s
 }
@@ -77,8 +77,7 @@ fn info_counts_what_the_reader_reads() {
 
 #[test]
 fn the_report_page_holds_well_formed_charts_and_escapes_what_it_is_given() {
-    let trace = lisa();
-    let mut s = lisa_survey(&trace);
+    let mut s = lisa_survey();
     // A file name is anyone's text: it must come out as text, never as markup.
     s.file = "<img src=x onerror=alert(1)>&\"".into();
     let page = crate::html::render(&s, None);
@@ -123,8 +122,7 @@ fn the_report_page_holds_well_formed_charts_and_escapes_what_it_is_given() {
 #[cfg(feature = "png")]
 #[test]
 fn a_png_chart_decodes_to_the_charts_size_with_its_bars_drawn() {
-    let trace = lisa();
-    let s = lisa_survey(&trace);
+    let s = lisa_survey();
     let a = s.analyses.iter().find(|a| !a.stat.rows.is_empty()).unwrap();
     let size = crate::svg::Size { w: 640, h: 420 };
     let svg = crate::svg::stat_chart(&crate::charts::stat_chart(a, 12), size);
