@@ -145,7 +145,7 @@ mod chrome {
             got.push((cpu, ts, ts + dur, e["args"]["tid"].as_i64().unwrap(), comm));
         }
         got.sort();
-        let want = runs(&switches(&trace));
+        let want = runs(&switches(trace));
         assert_eq!(got.len() as u64, sum.runs);
         assert_eq!(
             sum.cpus as usize,
@@ -381,7 +381,7 @@ mod perfetto {
         }
         // Each CPU's switches, in the reader's order, with their fields.
         let mut want: BTreeMap<u32, Vec<Switch>> = BTreeMap::new();
-        for s in switches(&trace) {
+        for s in switches(trace) {
             want.entry(s.cpu).or_default().push(s);
         }
         assert_eq!(got, want);
@@ -390,7 +390,7 @@ mod perfetto {
             want.values().map(|v| v.len() as u64).sum::<u64>()
         );
         assert_eq!(sum.cpus, want.len());
-        let wanted = count(&trace, &["sched:sched_wakeup", "sched:sched_waking"]);
+        let wanted = count(trace, &["sched:sched_wakeup", "sched:sched_waking"]);
         assert_eq!((wakeups, sum.wakeups), (wanted, wanted));
         // Every task switched to is named, with a name it ran under.
         for s in want.values().flatten().filter(|s| s.next_pid != 0) {
@@ -423,7 +423,7 @@ mod parquet {
         crate::parquet::write(&src, &out, &["none".to_string()]).unwrap();
         let back = Trace::open(&out).unwrap();
         assert_eq!(back.cpu_count, trace.cpu_count);
-        let mut a = Merger::new(&trace, None, IdFilter::all()).unwrap();
+        let mut a = Merger::new(trace, None, IdFilter::all()).unwrap();
         let mut b = Merger::new(&back, None, IdFilter::all()).unwrap();
         let mut n = 0u64;
         let mut kinds = std::collections::BTreeSet::new();
