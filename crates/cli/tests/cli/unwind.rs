@@ -10,17 +10,11 @@ use std::path::Path;
 
 use support::{kstate, kstate_json, KSTATE};
 
-/// A leaf gcc builds without a frame at -O1 (even with -mno-omit-leaf-frame-pointer),
-/// called by `twice` with twice the work `once` gives it.
-const LEAF_C: &str = r#"
-#include <stdlib.h>
-__attribute__((noinline)) unsigned long leaf(unsigned long n) {
-    unsigned long x = 0;
-    for (unsigned long i = 0; i < n; i++) x = x * 31 + i;
-    return x;
-}
-__attribute__((noinline)) unsigned long twice(unsigned long n) { return leaf(2 * n) + 1; }
-__attribute__((noinline)) unsigned long once(unsigned long n) { return leaf(n) + 2; }
+/// The `main` of the test programs: ARGV[1] rounds (200 by default) of `twice(n)` and
+/// `once(n)`, defined by each program.
+macro_rules! main_two_to_one {
+    () => {
+        r#"
 int main(int argc, char **argv) {
     unsigned long rounds = argc > 1 ? strtoul(argv[1], 0, 10) : 200, s = 0, h = 1;
     for (unsigned long r = 0; r < rounds; r++) {
@@ -32,7 +26,25 @@ int main(int argc, char **argv) {
     }
     return s == 42;
 }
-"#;
+"#
+    };
+}
+
+/// A leaf gcc builds without a frame at -O1 (even with -mno-omit-leaf-frame-pointer),
+/// called by `twice` with twice the work `once` gives it.
+const LEAF_C: &str = concat!(
+    r#"
+#include <stdlib.h>
+__attribute__((noinline)) unsigned long leaf(unsigned long n) {
+    unsigned long x = 0;
+    for (unsigned long i = 0; i < n; i++) x = x * 31 + i;
+    return x;
+}
+__attribute__((noinline)) unsigned long twice(unsigned long n) { return leaf(2 * n) + 1; }
+__attribute__((noinline)) unsigned long once(unsigned long n) { return leaf(n) + 2; }
+"#,
+    main_two_to_one!()
+);
 
 /// Whether `twice` and `once` samples are the 2:1 split the programs make, within what
 /// sampling allows: `twice`'s share within five standard deviations of 2/3, which a
@@ -293,7 +305,8 @@ fn glibc_malloc_lock_is_taken_from_the_harness_function() {
 /// `spin` is hand-written assembly without `.cfi_*` directives (it keeps a frame
 /// pointer), in a file whose C code has CFI and no frame pointers; `twice` calls it with
 /// twice the work `once` gives it.
-const NO_CFI_C: &str = r#"
+const NO_CFI_C: &str = concat!(
+    r#"
 #include <stdlib.h>
 __asm__(".text\n.globl spin\n.type spin,@function\nspin:\n"
         "push %rbp\nmov %rsp,%rbp\nmov %rdi,%rax\n"
@@ -302,18 +315,9 @@ __asm__(".text\n.globl spin\n.type spin,@function\nspin:\n"
 unsigned long spin(unsigned long n);
 __attribute__((noinline)) unsigned long twice(unsigned long n) { return spin(2 * n) + 1; }
 __attribute__((noinline)) unsigned long once(unsigned long n) { return spin(n) + 2; }
-int main(int argc, char **argv) {
-    unsigned long rounds = argc > 1 ? strtoul(argv[1], 0, 10) : 200, s = 0, h = 1;
-    for (unsigned long r = 0; r < rounds; r++) {
-        /* Rounds of pseudo-random length (0.5 to 1.5 M steps): rounds of one length
-           alias with the sampling period and favour one caller (see two_to_one). */
-        h = h * 6364136223846793005UL + 1442695040888963407UL;
-        unsigned long n = 500000 + (h >> 33) % 1000000;
-        s += twice(n) + once(n);
-    }
-    return s == 42;
-}
-"#;
+"#,
+    main_two_to_one!()
+);
 
 /// `kstate profile --callers SYMBOL --json FILE`: caller -> samples, and the chain counts.
 fn callers_of(symbol: &str, file: &Path) -> (HashMap<String, u64>, serde_json::Value) {
