@@ -3,14 +3,12 @@
 //! command it started and the tasks the pid filter follows in its scratch capture from the
 //! first second), so `--comm` finds their calls, all of them.
 
-mod support;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::{run, KSTATE};
 use serde_json::Value;
-use support::{run, KSTATE};
 
 /// Waits until `path` exists.
 fn wait_for(path: &Path, what: &str) {

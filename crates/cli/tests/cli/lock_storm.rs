@@ -5,14 +5,12 @@
 //! names the functions that waited, never a lost chain, with the share of waits that had
 //! none. perf's own DWARF unwinding of the same program is the oracle for the callers.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
+use crate::support::{self, KSTATE};
 use serde_json::Value;
-use support::KSTATE;
 
 const LOCKSTORM_C: &str = r#"
 #include <malloc.h>
