@@ -58,6 +58,7 @@ pub mod findings;
 pub mod fleet;
 pub use kstate_format::fxmap;
 pub mod hist;
+pub mod hist_fit;
 pub mod ksyms;
 pub mod lanes;
 pub mod live;
@@ -74,6 +75,7 @@ mod source;
 pub mod stats;
 pub mod survey;
 pub mod timeline;
+pub mod tracks;
 pub mod workload;
 
 pub use analyzer::{Analyzer, Config, Info, LogRow, LogSink, Mode, Outcome, Traits};

@@ -515,7 +515,7 @@ impl App {
                 }
             }
             match (ra, rb) {
-                (Ok(a), Ok(b)) => diffs.push(compare_outcomes(&a, &b, &rules)),
+                (Ok(a), Ok(b)) => diffs.push(compare_outcomes(&a, &b, &rules, None)),
                 (Err(e), _) | (_, Err(e)) => unmatched.push(Unmatched {
                     analyzer: name,
                     why: e.lines().next().unwrap_or("").to_string(),

@@ -18,6 +18,7 @@ pub mod data;
 pub mod elf;
 pub mod flame;
 pub mod stacks;
+pub mod tree;
 pub mod unwind;
 
 use std::collections::{BTreeMap, HashMap};
