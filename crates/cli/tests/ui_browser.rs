@@ -11,50 +11,12 @@ mod support;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use support::block;
 use support::tracecmd::{parse_header, parse_timestamp};
+use support::ui::{run_browser, UiServer};
 use support::{record_direct_writers, KSTATE};
-
-/// A `kstate ui` server, stopped when dropped.
-struct Server {
-    child: Child,
-    url: String,
-    _out: BufReader<std::process::ChildStdout>,
-}
-
-impl Server {
-    fn start(files: &[&Path]) -> Server {
-        let mut child = Command::new(KSTATE)
-            .arg("ui")
-            .args(files)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("cannot start kstate ui");
-        let mut line = String::new();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        out.read_line(&mut line).unwrap();
-        let url = line
-            .split_whitespace()
-            .find(|w| w.starts_with("http://127.0.0.1:"))
-            .unwrap_or_else(|| panic!("kstate ui printed no URL: {line:?}"))
-            .to_string();
-        Server {
-            child,
-            url,
-            _out: out,
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A Python with Playwright.
 fn python() -> PathBuf {
@@ -104,37 +66,33 @@ fn write_stall_drill_down_and_one_against_six_writers_in_chromium() {
     let bad = dir.path().join("not-a-trace.dat");
     std::fs::write(&bad, "this is not a trace\n").unwrap();
 
-    let s1 = Server::start(&[&stall]);
-    let s2 = Server::start(&[&one, &six]);
-    let s3 = Server::start(&[&bad]);
+    let s1 = UiServer::start(&[&stall], &[]);
+    let s2 = UiServer::start(&[&one, &six], &[]);
+    let s3 = UiServer::start(&[&bad], &[]);
     // Scheduling only against system calls only: no analyzer in common.
     let sched = Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../../shared/fixtures/external/lisa-sched_load/trace.dat"
     ));
-    let s4 = Server::start(&[sched, &one]);
+    let s4 = UiServer::start(&[sched, &one], &[]);
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ui-shots");
     std::fs::create_dir_all(&shots).unwrap();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/ui_browser.py");
-    let out = Command::new(python())
-        .arg(script)
-        .arg(KSTATE)
-        .arg(&shots)
-        .arg(&s1.url)
-        .arg(&stall)
-        .arg(&s2.url)
-        .arg(&one)
-        .arg(&six)
-        .arg(&s3.url)
-        .arg(&s4.url)
-        .arg(disk.key_prefix())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("{stdout}");
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let report = run_browser(
+        &python(),
+        "ui_browser.py",
+        &[
+            KSTATE.as_ref(),
+            shots.as_os_str(),
+            s1.url.as_ref(),
+            stall.as_os_str(),
+            s2.url.as_ref(),
+            one.as_os_str(),
+            six.as_os_str(),
+            s3.url.as_ref(),
+            s4.url.as_ref(),
+            disk.key_prefix().as_ref(),
+        ],
+    );
     // The seed's question: were the block requests issued while the longest writes
     // waited slower than the others, and was the queue at its fullest then? The page's
     // answer must be trace-cmd's for the same file, paired here: p99 within the

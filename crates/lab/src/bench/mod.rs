@@ -12,6 +12,7 @@ pub mod record;
 pub mod sample;
 pub mod stacks;
 pub mod ui;
+pub mod ui_browser;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
