@@ -1,8 +1,8 @@
 //! The page's questions and their answers. Every number comes from the engine: panels are
 //! `kstate_render::stat` / `dist` / the `--log` writer over [`Source::aggregate`] (byte for
 //! byte what `kstate analyze NAME --format json` prints for the same filters); comparisons
-//! are [`kstate_analyze::compare`] rendered by `kstate_render::compare` (what `kstate
-//! compare --format json` prints); lanes are [`kstate_analyze::lanes`]. Only the lanes'
+//! are [`kstate_views::compare`] rendered by `kstate_render::compare` (what `kstate
+//! compare --format json` prints); lanes are [`kstate_views::lanes`]. Only the lanes'
 //! JSON shape is this crate's own.
 //!
 //! Endpoints (GET, below the token):
@@ -19,13 +19,13 @@
 use std::io::Write;
 
 use kstate_analyze::analyzer::{Buckets, Mode, Outcome};
-use kstate_analyze::compare::{compare_outcomes, nothing_in_common, Comparison, Rules, Unmatched};
 use kstate_analyze::filter::{Filters, WindowSpec};
-use kstate_analyze::lanes::{overview, Lane, Overview, Span, ROWS_PER_DECADE};
-use kstate_analyze::machines::{self, Extent, Role};
 use kstate_analyze::{analyzers, Info, Query, Source};
 use kstate_format::value::write_json_str;
 use kstate_render::{Format, LogWriter, Meta};
+use kstate_views::compare::{compare_outcomes, nothing_in_common, Comparison, Rules, Unmatched};
+use kstate_views::lanes::{overview, Lane, Overview, Span, ROWS_PER_DECADE};
+use kstate_views::machines::{self, Extent, Role};
 
 use std::sync::Arc;
 
@@ -85,9 +85,9 @@ pub struct App {
     outcomes: Memo<Arc<Outcome>>,
     lanes: Memo<Arc<Vec<u8>>>,
     /// Each file's timeline summaries, by file number.
-    pub(crate) tracks: Memo<Arc<kstate_analyze::tracks::Tracks>>,
+    pub(crate) tracks: Memo<Arc<kstate_views::tracks::Tracks>>,
     /// CPU profiles of a file's samples, by file and filters.
-    pub(crate) profiles: Memo<Arc<kstate_analyze::profile::Profile>>,
+    pub(crate) profiles: Memo<Arc<kstate_views::profile::Profile>>,
     /// Threads an analysis pass may use.
     threads: usize,
 }
@@ -429,7 +429,7 @@ impl App {
                         .map(|(n, w)| format!("{{\"analyzer\":{},\"why\":{}}}", js(n), js(w)))
                         .collect();
                     // What kstate watch did and saw, for markers on the time axis.
-                    let log: Vec<String> = kstate_analyze::survey::watch_log(src.trace())
+                    let log: Vec<String> = kstate_views::survey::watch_log(src.trace())
                         .iter()
                         .map(|e| {
                             format!(
@@ -445,7 +445,7 @@ impl App {
                         file.range.0,
                         file.range.1,
                         src.trace().cpu_count,
-                        kstate_analyze::profile::tree::has_samples(src.trace()),
+                        kstate_views::profile::tree::has_samples(src.trace()),
                         an.join(","),
                         sk.join(","),
                         log.join(",")
@@ -554,13 +554,13 @@ impl App {
         let one = p.get("a") != Some("*");
         let mut rules = Rules::default();
         if inout {
-            rules.rank_by = &kstate_analyze::compare::RATES;
+            rules.rank_by = &kstate_views::compare::RATES;
             rules.per_second = true;
             rules.same_recording = true;
         }
         let lengths = self.lengths(&sides, inout);
         if let Some(m) = p.get("metric") {
-            rules.metric = kstate_analyze::compare::Metric::parse(m)?;
+            rules.metric = kstate_views::compare::Metric::parse(m)?;
         }
         let mut diffs = Vec::new();
         let mut unmatched = Vec::new();
@@ -592,11 +592,11 @@ impl App {
     }
 
     /// How long each side of a comparison lasted (ns), as `kstate compare` measures it
-    /// ([`kstate_analyze::compare::length`]); outside a window, the rest of the file.
+    /// ([`kstate_views::compare::length`]); outside a window, the rest of the file.
     fn lengths(&self, sides: &[(usize, Filters); 2], inout: bool) -> Option<(u64, u64)> {
         let length = |(f, filters): &(usize, Filters), window| {
             let source = self.files[*f].source()?;
-            kstate_analyze::compare::length(source, if window { filters.window } else { None })
+            kstate_views::compare::length(source, if window { filters.window } else { None })
         };
         if inout {
             let inside = length(&sides[1], true)?;

@@ -1,8 +1,8 @@
 //! The page's charts: a key's distribution on bars that fit its values (one side, or two
 //! on the same bars), and flame graphs of the CPU samples in the selection (one file's, or
 //! A's and B's in one differential tree). The numbers are the engine's: the statistics
-//! outcome a panel already holds ([`kstate_analyze::hist_fit`]), and the profile `kstate
-//! profile` makes ([`kstate_analyze::profile`], folded as for `--flame`).
+//! outcome a panel already holds ([`kstate_views::hist_fit`]), and the profile `kstate
+//! profile` makes ([`kstate_views::profile`], folded as for `--flame`).
 //!
 //! Endpoints (GET, below the token):
 //! - `api/hist?kind=one|ab|inout&f=FILE&a=NAME&key=KEY&FILTERS[&bars=N]`: `{unit, scale,
@@ -14,9 +14,9 @@ use std::fmt::Write;
 use std::sync::Arc;
 
 use kstate_analyze::filter::Filters;
-use kstate_analyze::hist_fit::{self, Scale};
-use kstate_analyze::profile::tree::{self, Frame};
-use kstate_analyze::profile::{self, Profile};
+use kstate_views::hist_fit::{self, Scale};
+use kstate_views::profile::tree::{self, Frame};
+use kstate_views::profile::{self, Profile};
 use kstate_analyze::stats::Agg;
 use kstate_analyze::Query;
 

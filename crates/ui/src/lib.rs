@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use api::{App, File};
-use kstate_analyze::machines::{self, Role};
+use kstate_views::machines::{self, Role};
 
 /// What `kstate ui` was asked.
 pub struct Options {

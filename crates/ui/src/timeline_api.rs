@@ -1,6 +1,6 @@
 //! The timeline's questions: which tracks a recording has, what to draw of some of their
 //! rows over a stretch of time, what a slice is (and the events behind it), and the event
-//! list. Every answer comes from [`kstate_analyze::tracks`]; only the JSON is this crate's.
+//! list. Every answer comes from [`kstate_views::tracks`]; only the JSON is this crate's.
 //!
 //! Endpoints (GET, below the token; times are seconds from the file's first event):
 //! - `api/tracks?f=FILE`: `{quantum_ns, from, to, missing, tracks: [{id, kind, name, comm,
@@ -20,8 +20,8 @@ use std::fmt::Write;
 use std::sync::Arc;
 
 use kstate_analyze::filter::parse_dur_or_secs;
-use kstate_analyze::tracks::list::{self, Anchor, Only};
-use kstate_analyze::tracks::{Kind, RowKey, Slice, TrackKey, Tracks, NONE, ROW_STATE};
+use kstate_views::tracks::list::{self, Anchor, Only};
+use kstate_views::tracks::{Kind, RowKey, Slice, TrackKey, Tracks, NONE, ROW_STATE};
 
 use crate::api::{js, App};
 use crate::params::Params;
