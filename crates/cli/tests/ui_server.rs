@@ -42,7 +42,11 @@ fn files_that_cannot_be_read_exit_2_before_serving() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{}: {err}", missing.display());
         assert!(err.contains(&missing.display().to_string()), "{err}");
-        assert!(o.stdout.is_empty(), "it served: {}", String::from_utf8_lossy(&o.stdout));
+        assert!(
+            o.stdout.is_empty(),
+            "it served: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
     }
 }
 
@@ -59,8 +63,18 @@ fn the_server_answers_as_a_daily_tool_needs() {
     assert!(head.contains(&format!("location: /{t}/")), "{head}");
     let (status, head, body) = s.get(&format!("/{t}/"));
     assert_eq!(status, 200, "{head}");
-    for script in ["util.js", "app.js", "timeline.js", "events.js", "flame.js", "panels.js"] {
-        assert!(body.contains(&format!("src=\"{script}\"")), "{script} not in the page");
+    for script in [
+        "util.js",
+        "app.js",
+        "timeline.js",
+        "events.js",
+        "flame.js",
+        "panels.js",
+    ] {
+        assert!(
+            body.contains(&format!("src=\"{script}\"")),
+            "{script} not in the page"
+        );
         let (status, head, _) = s.get(&format!("/{t}/{script}"));
         assert_eq!(status, 200, "{script}: {head}");
         assert!(head.contains("text/javascript"), "{script}: {head}");
@@ -70,7 +84,13 @@ fn the_server_answers_as_a_daily_tool_needs() {
     // Times outside the recording: refused, not wrapped around to an empty span.
     let (status, v) = api(&s, "lanes?from=18446744000&to=18446744073&w=100");
     assert_eq!(status, 400, "{v}");
-    assert!(v["error"].as_str().unwrap().contains("outside the recording"), "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("outside the recording"),
+        "{v}"
+    );
     let (status, _) = api(&s, "timeline?from=0&to=1e9&w=100&rows=cpu:0.0");
     assert_eq!(status, 400);
     let (status, v) = api(&s, "timeline?from=0.2&to=0.1&w=100&rows=cpu:0.0");
@@ -80,7 +100,9 @@ fn the_server_answers_as_a_daily_tool_needs() {
     // computed.
     let (status, _) = api(&s, "meta?slot=p1:panel-syscall&seq=5");
     assert_eq!(status, 200);
-    let (status, head, body) = s.get(&format!("/{t}/api/panel?a=syscall&slot=p1:panel-syscall&seq=4"));
+    let (status, head, body) = s.get(&format!(
+        "/{t}/api/panel?a=syscall&slot=p1:panel-syscall&seq=4"
+    ));
     assert_eq!((status, body.as_str()), (204, ""), "{head}");
     // Another page's slot of the same name is its own.
     let (status, _) = api(&s, "panel?a=syscall&slot=p2:panel-syscall&seq=1");
@@ -152,7 +174,12 @@ fn every_lane_follows_the_filters() {
     assert!(all["busy"].as_array().unwrap().len() >= 2, "{all}");
     // One CPU: its lanes only.
     let (_, one) = api(&s, &q("&cpu=1"));
-    let names: Vec<&str> = one["busy"].as_array().unwrap().iter().map(|l| l["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = one["busy"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["cpu1"]);
     // One thread: busy is the share of each bin it ran, as its own switches say.
     let (_, tracks) = api(&s, "tracks");
@@ -169,10 +196,19 @@ fn every_lane_follows_the_filters() {
     let want = ran(&file, tid, start, end);
     for l in mine["busy"].as_array().unwrap() {
         let cpu: u64 = l["name"].as_str().unwrap()[3..].parse().unwrap();
-        let got: f64 = l["values"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).sum::<f64>() * bin_ns;
+        let got: f64 = l["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .sum::<f64>()
+            * bin_ns;
         let w = *want.get(&cpu).unwrap_or(&0) as f64;
         // The lane rounds each bin's share to 1/1000 of the bin.
-        assert!((got - w).abs() <= bins as f64 * bin_ns / 1000.0 + 1.0, "cpu{cpu}: lane {got} ns, switches {w} ns");
+        assert!(
+            (got - w).abs() <= bins as f64 * bin_ns / 1000.0 + 1.0,
+            "cpu{cpu}: lane {got} ns, switches {w} ns"
+        );
     }
     assert!(!want.is_empty(), "thread {tid} never ran");
 }
@@ -192,12 +228,19 @@ fn open_gives_the_browser_a_file_not_the_token() {
     std::fs::write(bin.join("xdg-open"), script).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(bin.join("xdg-open"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let runtime = dir.path().join("run");
     std::fs::create_dir(&runtime).unwrap();
     let mut s = UiServer::start(
         &["--open".as_ref(), file.as_os_str()],
-        &[("PATH", path.as_ref()), ("XDG_RUNTIME_DIR", runtime.as_os_str())],
+        &[
+            ("PATH", path.as_ref()),
+            ("XDG_RUNTIME_DIR", runtime.as_os_str()),
+        ],
     );
     let mut text = String::new();
     for _ in 0..200 {
@@ -207,10 +250,22 @@ fn open_gives_the_browser_a_file_not_the_token() {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let args = text.lines().find(|l| l.starts_with("ARGS ")).unwrap_or_else(|| panic!("xdg-open not run: {text}"));
-    assert!(!args.contains(&s.token), "the token is on xdg-open's command line: {args}");
-    assert!(text.contains("MODE 600"), "the redirect file is readable by others: {text}");
-    assert!(text.contains(&format!("/{}/", s.token)), "the file does not lead to the URL: {text}");
+    let args = text
+        .lines()
+        .find(|l| l.starts_with("ARGS "))
+        .unwrap_or_else(|| panic!("xdg-open not run: {text}"));
+    assert!(
+        !args.contains(&s.token),
+        "the token is on xdg-open's command line: {args}"
+    );
+    assert!(
+        text.contains("MODE 600"),
+        "the redirect file is readable by others: {text}"
+    );
+    assert!(
+        text.contains(&format!("/{}/", s.token)),
+        "the file does not lead to the URL: {text}"
+    );
     let opened = PathBuf::from(args.trim_start_matches("ARGS ").trim());
     assert!(opened.starts_with(&runtime), "{}", opened.display());
     // Stopped (SIGTERM), the server removes it.

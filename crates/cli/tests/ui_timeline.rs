@@ -19,12 +19,22 @@ fn timeline_flame_graphs_and_triage_in_chromium() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let demo = dir.path().join("demo.dat");
     let sample = ["--sample"];
-    record_shell("sched,syscall,bio,softirq", &sample, &format!("exec {KSTATE} workload demo"), &demo);
+    record_shell(
+        "sched,syscall,bio,softirq",
+        &sample,
+        &format!("exec {KSTATE} workload demo"),
+        &demo,
+    );
     // The pair: B is A with a stall beside it (sixty sleeps of 20 ms), the system calls
     // only (so that the stall has one key: the sleeps are in offcpu's S too, elsewhere).
     let a = dir.path().join("a.dat");
     let b = dir.path().join("b.dat");
-    record_shell("syscall", &sample, &format!("exec {KSTATE} workload demo"), &a);
+    record_shell(
+        "syscall",
+        &sample,
+        &format!("exec {KSTATE} workload demo"),
+        &a,
+    );
     record_shell(
         "syscall",
         &sample,

@@ -205,7 +205,7 @@ pub fn times(r: Option<f64>) -> String {
     match r {
         Some(x) if x.is_finite() && x >= 1.0 => format!("x{}", f(x)),
         Some(x) if x.is_finite() && x > 0.0 => format!("/{}", f(1.0 / x)),
-        Some(x) if x == 0.0 => "/inf".into(),
+        Some(0.0) => "/inf".into(),
         _ => "-".into(),
     }
 }

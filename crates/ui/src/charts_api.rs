@@ -14,11 +14,11 @@ use std::fmt::Write;
 use std::sync::Arc;
 
 use kstate_analyze::filter::Filters;
+use kstate_analyze::stats::Agg;
+use kstate_analyze::Query;
 use kstate_views::hist_fit::{self, Scale};
 use kstate_views::profile::tree::{self, Frame};
 use kstate_views::profile::{self, Profile};
-use kstate_analyze::stats::Agg;
-use kstate_analyze::Query;
 
 use crate::api::{js, outside, stat_query, App};
 use crate::params::{filters_key, Params};
@@ -47,7 +47,10 @@ impl App {
             "inout" => {
                 let f = self.file(p)?;
                 let (outside, _) = outside(&filters)?;
-                vec![("outside".into(), f, outside), ("inside".into(), f, filters)]
+                vec![
+                    ("outside".into(), f, outside),
+                    ("inside".into(), f, filters),
+                ]
             }
             k => return Err(format!("kind: {k:?} is not one, ab or inout")),
         };
@@ -155,13 +158,7 @@ impl App {
 }
 
 fn frame_json(f: &Frame, out: &mut String) {
-    let _ = write!(
-        out,
-        "[{},{},{},[",
-        js(&f.name),
-        f.samples[0],
-        f.samples[1]
-    );
+    let _ = write!(out, "[{},{},{},[", js(&f.name), f.samples[0], f.samples[1]);
     for (i, c) in f.children.iter().enumerate() {
         if i > 0 {
             out.push(',');

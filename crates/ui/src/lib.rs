@@ -102,20 +102,22 @@ pub fn serve(
     // The browser gets a file holding the URL, never the URL on its command line.
     let redirect = match opts.open {
         false => None,
-        true => match launch::RedirectFile::create(&url) {
-            Ok(f) => {
-                if let Err(e) = std::process::Command::new("xdg-open").arg(f.path()).spawn() {
-                    eprintln!(
+        true => {
+            match launch::RedirectFile::create(&url) {
+                Ok(f) => {
+                    if let Err(e) = std::process::Command::new("xdg-open").arg(f.path()).spawn() {
+                        eprintln!(
                         "kstate ui: cannot launch a browser (xdg-open: {e}); open the URL above"
                     );
+                    }
+                    Some(f)
                 }
-                Some(f)
+                Err(e) => {
+                    eprintln!("kstate ui: cannot write the browser's redirect file ({e}); open the URL above");
+                    None
+                }
             }
-            Err(e) => {
-                eprintln!("kstate ui: cannot write the browser's redirect file ({e}); open the URL above");
-                None
-            }
-        },
+        }
     };
     // Engine work the page will ask for first (the timeline's summaries), started now.
     app.warm_up();

@@ -48,7 +48,10 @@ fn respond(status: u16, ctype: &'static str, body: Vec<u8>) -> Response<Body> {
     let h = r.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
     h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
     h.insert("content-security-policy", HeaderValue::from_static(CSP));
     r
@@ -68,7 +71,11 @@ async fn handle(State(s): State<Arc<Shared>>, uri: Uri) -> Response<Body> {
     // The URL as printed but for its final slash: the page's files are relative to the
     // token's directory, so send the browser there (else they resolve outside it).
     if after.is_empty() {
-        let mut r = respond(308, TEXT, b"308: the page is at the URL with a final slash\n".to_vec());
+        let mut r = respond(
+            308,
+            TEXT,
+            b"308: the page is at the URL with a final slash\n".to_vec(),
+        );
         let to = format!("/{}/", s.token);
         if let Ok(v) = HeaderValue::from_str(&to) {
             r.headers_mut().insert(header::LOCATION, v);
@@ -89,9 +96,10 @@ async fn handle(State(s): State<Arc<Shared>>, uri: Uri) -> Response<Body> {
         Ok(p) => p,
         Err(e) => return json(crate::api::Answer::bad(&e)),
     };
-    let ticket = s
-        .slots
-        .ticket(params.get("slot"), params.get("seq").and_then(|x| x.parse().ok()));
+    let ticket = s.slots.ticket(
+        params.get("slot"),
+        params.get("seq").and_then(|x| x.parse().ok()),
+    );
     let _permit = match App::is_pass(&ep) {
         true => match s.passes.acquire().await {
             Ok(p) => Some(p),

@@ -56,7 +56,11 @@ impl App {
             "{{\"quantum_ns\":{},\"events\":{},\"missing\":[{}],\"tracks\":[",
             t.quantum(),
             t.events,
-            t.missing.iter().map(|m| js(m)).collect::<Vec<_>>().join(",")
+            t.missing
+                .iter()
+                .map(|m| js(m))
+                .collect::<Vec<_>>()
+                .join(",")
         );
         for (i, tr) in t.tracks().iter().enumerate() {
             if i > 0 {
@@ -123,7 +127,12 @@ impl App {
             if i > 0 {
                 s.push(',');
             }
-            let _ = write!(s, "{{\"id\":{},\"row\":{},\"d\":[", js(&v.key.0.id()), v.key.1);
+            let _ = write!(
+                s,
+                "{{\"id\":{},\"row\":{},\"d\":[",
+                js(&v.key.0.id()),
+                v.key.1
+            );
             for (j, d) in v.draws.iter().enumerate() {
                 let l = *index.entry((d.kind, d.label)).or_insert_with(|| {
                     labels.push(t.label_text(d.kind, d.label));
@@ -352,7 +361,11 @@ impl App {
                     js(&k.id()),
                     rel(t),
                     rel(s.end),
-                    js(&d.facts.iter().find(|x| x.0 == "waker").map_or(String::new(), |x| x.1.clone()))
+                    js(&d
+                        .facts
+                        .iter()
+                        .find(|x| x.0 == "waker")
+                        .map_or(String::new(), |x| x.1.clone()))
                 ))
             })
             .take(500)

@@ -475,7 +475,8 @@ pub fn length(source: &Source, window: Option<kstate_analyze::filter::WindowSpec
     let index = match source.pages() {
         Some(p) => p,
         None => {
-            built = std::sync::Arc::new(kstate_format::stream::PageIndex::build(source.trace()).ok()?);
+            built =
+                std::sync::Arc::new(kstate_format::stream::PageIndex::build(source.trace()).ok()?);
             &built
         }
     };

@@ -170,7 +170,10 @@ mod tests {
         let (scale, bars, _) = fit(&agg([3, 3, 4, 7]), 20);
         assert_eq!(scale, Scale::Values);
         assert_eq!(bars.len(), 5);
-        assert_eq!(bars.iter().map(|b| b.count).collect::<Vec<_>>(), [2, 1, 0, 0, 1]);
+        assert_eq!(
+            bars.iter().map(|b| b.count).collect::<Vec<_>>(),
+            [2, 1, 0, 0, 1]
+        );
         // A memory level moving by a few per cent: linear, many bars.
         let (scale, bars, _) = fit(&agg([1_000_000_000, 1_010_000_000, 1_030_000_000]), 20);
         assert_eq!(scale, Scale::Linear);

@@ -274,7 +274,10 @@ fn busy_and_lost(source: &Source, o: &mut Overview, filters: &Filters) -> Result
         seen[c] = true;
         let next = s.next_pid.get_i64(ev.payload, ev.endian).unwrap_or(0) as i32;
         if tasks_filtered {
-            tasks.set_comm(next, kstate_analyze::analyzers::sched::bytes(ev.payload, s.next_comm));
+            tasks.set_comm(
+                next,
+                kstate_analyze::analyzers::sched::bytes(ev.payload, s.next_comm),
+            );
         }
         let selected = !tasks_filtered || task_selected(filters, &tasks, next);
         running[c] = (next != 0 && selected).then_some(ev.ts);

@@ -85,7 +85,9 @@ pub fn get(addr: &str, path: &str) -> (u16, String, String) {
 /// Runs the browser half of a UI test (`tests/SCRIPT`, Playwright for Python) with `py`
 /// and `args`: the report it prints (JSON), or the test fails with its output.
 pub fn run_browser(py: &std::path::Path, script: &str, args: &[&OsStr]) -> serde_json::Value {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join(script);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(script);
     let out = Command::new(py)
         .arg(path)
         .args(args)
@@ -95,5 +97,6 @@ pub fn run_browser(py: &std::path::Path, script: &str, args: &[&OsStr]) -> serde
     let stderr = String::from_utf8_lossy(&out.stderr);
     println!("{stdout}");
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{script} printed no report ({e}): {stdout}"))
+    serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{script} printed no report ({e}): {stdout}"))
 }

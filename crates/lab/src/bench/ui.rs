@@ -369,11 +369,7 @@ fn time_server(
         });
     }
     let key = first_key.unwrap_or_default();
-    Ok((
-        cold.expect("runs >= 1"),
-        best,
-        Shape { names, span, key },
-    ))
+    Ok((cold.expect("runs >= 1"), best, Shape { names, span, key }))
 }
 
 /// `kstate analyze` doing the work of the window, filter and inside-vs-outside

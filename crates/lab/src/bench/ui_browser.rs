@@ -60,7 +60,8 @@ impl Browser {
     fn launch(chromium: &Path, width: u32, height: u32) -> Result<Browser, Error> {
         let profile = std::env::temp_dir().join(format!("kstate-bench-ui-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&profile);
-        std::fs::create_dir_all(&profile).map_err(|e| err(format!("{}: {e}", profile.display())))?;
+        std::fs::create_dir_all(&profile)
+            .map_err(|e| err(format!("{}: {e}", profile.display())))?;
         let (to_r, to_w) = pipe()?;
         let (from_r, from_w) = pipe()?;
         let mut cmd = Command::new(chromium);
@@ -306,7 +307,8 @@ pub fn run(
     b.settled()?;
     let panels = t.elapsed().as_secs_f64();
     let meta = b.eval("kstateUi.meta.files[0]")?;
-    let span = (meta["end"].as_u64().unwrap_or(1) - meta["start"].as_u64().unwrap_or(0)) as f64 / 1e9;
+    let span =
+        (meta["end"].as_u64().unwrap_or(1) - meta["start"].as_u64().unwrap_or(0)) as f64 / 1e9;
     let analyzers: Vec<String> = meta["analyzers"]
         .as_array()
         .into_iter()
@@ -343,7 +345,9 @@ pub fn run(
     // A tenth of the recording, a third of the way in.
     let (w0, w1) = (span * 0.33, span * 0.43);
     let win = format!("{w0:.9}:{w1:.9}");
-    let timed = |b: &mut Browser, act: &mut dyn FnMut(&mut Browser) -> Result<(), Error>| -> Result<(f64, u64), Error> {
+    let timed = |b: &mut Browser,
+                 act: &mut dyn FnMut(&mut Browser) -> Result<(), Error>|
+     -> Result<(f64, u64), Error> {
         b.settled()?;
         let t = Instant::now();
         act(b)?;
@@ -363,7 +367,12 @@ pub fn run(
     let (dt, dom) = timed(&mut b, &mut |b| {
         b.mouse("mousePressed", x0, y, json!({}))?;
         for i in 1..=5 {
-            b.mouse("mouseMoved", x0 + (x1 - x0) * i as f64 / 5.0, y, json!({"buttons": 1}))?;
+            b.mouse(
+                "mouseMoved",
+                x0 + (x1 - x0) * i as f64 / 5.0,
+                y,
+                json!({"buttons": 1}),
+            )?;
         }
         b.mouse("mouseReleased", x1, y, json!({}))
     })?;
@@ -389,7 +398,15 @@ pub fn run(
         dom,
         cli: Some(cli(
             kstate,
-            &[s("analyze"), first_panel.clone(), f.clone(), s("--window"), win.clone(), s("--key"), key.clone()],
+            &[
+                s("analyze"),
+                first_panel.clone(),
+                f.clone(),
+                s("--window"),
+                win.clone(),
+                s("--key"),
+                key.clone(),
+            ],
         )?),
         cli_what: format!("analyze {first_panel} --window --key {key}"),
     });
@@ -420,7 +437,14 @@ pub fn run(
         let start = meta["start"].as_u64().unwrap_or(0) as f64 / 1e9;
         cli(
             kstate,
-            &[s("dump"), f.clone(), s("--from"), format!("{:.6}", start + a), s("--to"), format!("{:.6}", start + z)],
+            &[
+                s("dump"),
+                f.clone(),
+                s("--from"),
+                format!("{:.6}", start + a),
+                s("--to"),
+                format!("{:.6}", start + z),
+            ],
         )
     };
     rows.push(Row {
@@ -442,7 +466,10 @@ pub fn run(
         Ok(())
     })?;
     let view = b.eval("kstateUi.view")?;
-    let (v0, v1) = (view[0].as_f64().unwrap_or(0.0), view[1].as_f64().unwrap_or(0.0));
+    let (v0, v1) = (
+        view[0].as_f64().unwrap_or(0.0),
+        view[1].as_f64().unwrap_or(0.0),
+    );
     rows.push(Row {
         name: "wheel zoom",
         browser: dt,

@@ -91,8 +91,16 @@ pub fn diff_tree(a: &[(String, u64)], b: &[(String, u64)], min_share: f64) -> Fr
     ];
     // A side without samples does not keep frames alive.
     let min = [
-        if root.samples[0] == 0 { u64::MAX } else { min[0] },
-        if root.samples[1] == 0 { u64::MAX } else { min[1] },
+        if root.samples[0] == 0 {
+            u64::MAX
+        } else {
+            min[0]
+        },
+        if root.samples[1] == 0 {
+            u64::MAX
+        } else {
+            min[1]
+        },
     ];
     root.frame("all".into(), min)
 }
@@ -118,8 +126,16 @@ mod tests {
 
     #[test]
     fn trees_and_differences() {
-        let a = [f("main;work;memcpy", 60), f("main;work", 30), f("main;idle", 10)];
-        let b = [f("main;work;memcpy", 20), f("main;work", 30), f("main;fsync", 50)];
+        let a = [
+            f("main;work;memcpy", 60),
+            f("main;work", 30),
+            f("main;idle", 10),
+        ];
+        let b = [
+            f("main;work;memcpy", 20),
+            f("main;work", 30),
+            f("main;fsync", 50),
+        ];
         let t = tree(&a, 0.0);
         assert_eq!(t.samples, [100, 0]);
         let main = &t.children[0];
@@ -134,7 +150,11 @@ mod tests {
         assert_eq!(by("idle").samples, [10, 0]);
         // Cut at 15 %: idle (10 % of A, none of B) goes to [other].
         let cut = diff_tree(&a, &b, 0.15);
-        let names: Vec<&str> = cut.children[0].children.iter().map(|c| c.name.as_str()).collect();
+        let names: Vec<&str> = cut.children[0]
+            .children
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
         assert_eq!(names, ["work", "fsync", "[other]"]);
         assert_eq!(cut.children[0].children[2].samples, [10, 0]);
     }

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use kstate_format::print_fmt::TextFormatter;
 use kstate_format::Trace;
 
+use kstate_analyze::Error;
 use kstate_format::stream::merge::{Event, IdFilter};
 use kstate_format::stream::page_index::PageIndex;
-use kstate_analyze::Error;
 
 /// Which events a list shows.
 #[derive(Debug, Clone, Default)]
@@ -98,12 +98,7 @@ impl Filter {
     fn merge_filter(&self) -> IdFilter {
         match &self.ids {
             None => IdFilter::all(),
-            Some(w) => IdFilter::only(
-                w.iter()
-                    .enumerate()
-                    .filter(|x| *x.1)
-                    .map(|(i, _)| i as u32),
-            ),
+            Some(w) => IdFilter::only(w.iter().enumerate().filter(|x| *x.1).map(|(i, _)| i as u32)),
         }
     }
 
@@ -144,17 +139,25 @@ pub fn page(
             let start = ts.max(from);
             let skip = if ts < from { 0 } else { skip };
             let mut out = Page::default();
-            read(trace, pages, &filter, start, to, cancelled, |ev, at_start, fmt| {
-                if at_start < skip {
-                    return Walk::Next;
-                }
-                if out.events.len() == limit {
-                    out.more = true;
-                    return Walk::Stop;
-                }
-                out.events.push(listed(ev, fmt, trace));
-                Walk::Next
-            })?;
+            read(
+                trace,
+                pages,
+                &filter,
+                start,
+                to,
+                cancelled,
+                |ev, at_start, fmt| {
+                    if at_start < skip {
+                        return Walk::Next;
+                    }
+                    if out.events.len() == limit {
+                        out.more = true;
+                        return Walk::Stop;
+                    }
+                    out.events.push(listed(ev, fmt, trace));
+                    Walk::Next
+                },
+            )?;
             Ok(out)
         }
         Anchor::Before(ts) => {
@@ -166,17 +169,25 @@ pub fn page(
                 let start = end.saturating_sub(back).max(from);
                 let mut got: std::collections::VecDeque<Listed> = Default::default();
                 let mut dropped = false;
-                read(trace, pages, &filter, start, end.saturating_sub(1), cancelled, |ev, _, fmt| {
-                    if ev.ts >= end {
-                        return Walk::Stop;
-                    }
-                    if got.len() == limit {
-                        got.pop_front();
-                        dropped = true;
-                    }
-                    got.push_back(listed(ev, fmt, trace));
-                    Walk::Next
-                })?;
+                read(
+                    trace,
+                    pages,
+                    &filter,
+                    start,
+                    end.saturating_sub(1),
+                    cancelled,
+                    |ev, _, fmt| {
+                        if ev.ts >= end {
+                            return Walk::Stop;
+                        }
+                        if got.len() == limit {
+                            got.pop_front();
+                            dropped = true;
+                        }
+                        got.push_back(listed(ev, fmt, trace));
+                        Walk::Next
+                    },
+                )?;
                 if got.len() == limit || start == from {
                     return Ok(Page {
                         events: got.into(),
@@ -207,19 +218,26 @@ fn read(
 ) -> Result<(), Error> {
     let mut fmt = TextFormatter::new(trace, false);
     let mut at_start = 0u32;
-    super::walk(trace, pages, filter.merge_filter(), (from, to), cancelled, |ev| {
-        if !filter.keeps(ev) {
-            return true;
-        }
-        let k = if ev.ts == from { at_start } else { 0 };
-        if let Walk::Stop = f(ev, k, &mut fmt) {
-            return false;
-        }
-        if ev.ts == from {
-            at_start += 1;
-        }
-        true
-    })
+    super::walk(
+        trace,
+        pages,
+        filter.merge_filter(),
+        (from, to),
+        cancelled,
+        |ev| {
+            if !filter.keeps(ev) {
+                return true;
+            }
+            let k = if ev.ts == from { at_start } else { 0 };
+            if let Walk::Stop = f(ev, k, &mut fmt) {
+                return false;
+            }
+            if ev.ts == from {
+                at_start += 1;
+            }
+            true
+        },
+    )
 }
 
 fn listed(ev: &Event<'_>, fmt: &mut TextFormatter, trace: &Trace) -> Listed {

@@ -80,15 +80,13 @@ impl RowSum {
     fn bucket(&mut self, idx: u64) -> &mut Bucket {
         let at = match self.buckets.last() {
             Some(b) if b.idx == idx => self.buckets.len() - 1,
-            Some(b) if b.idx > idx => {
-                match self.buckets.binary_search_by_key(&idx, |b| b.idx) {
-                    Ok(i) => i,
-                    Err(i) => {
-                        self.buckets.insert(i, Bucket::empty(idx));
-                        i
-                    }
+            Some(b) if b.idx > idx => match self.buckets.binary_search_by_key(&idx, |b| b.idx) {
+                Ok(i) => i,
+                Err(i) => {
+                    self.buckets.insert(i, Bucket::empty(idx));
+                    i
                 }
-            }
+            },
             _ => {
                 self.buckets.push(Bucket::empty(idx));
                 self.buckets.len() - 1

@@ -60,10 +60,25 @@ enum Role {
 #[derive(Debug, Clone, Copy)]
 enum St {
     Unknown,
-    Running { since: u64, cpu: u32 },
-    Runnable { since: u64, waker: u32, cpu: i32 },
-    Preempted { since: u64, bits: i32 },
-    Asleep { since: u64, kind: Kind, bits: i32, reason: u32 },
+    Running {
+        since: u64,
+        cpu: u32,
+    },
+    Runnable {
+        since: u64,
+        waker: u32,
+        cpu: i32,
+    },
+    Preempted {
+        since: u64,
+        bits: i32,
+    },
+    Asleep {
+        since: u64,
+        kind: Kind,
+        bits: i32,
+        reason: u32,
+    },
     Dead,
 }
 
@@ -232,11 +247,9 @@ impl Machine {
             m.rq = Some(rq);
         }
         if let Some(ev) = trace.events.find("task:task_newtask") {
-            if let (Some(pid), Some(flags), Some(comm)) = (
-                field(ev, "pid"),
-                field(ev, "clone_flags"),
-                ev.field("comm"),
-            ) {
+            if let (Some(pid), Some(flags), Some(comm)) =
+                (field(ev, "pid"), field(ev, "clone_flags"), ev.field("comm"))
+            {
                 m.newtask = Some((pid, flags, (comm.offset, comm.size)));
                 role(&mut m, ev.id, Role::NewTask);
             }
@@ -345,8 +358,12 @@ impl Machine {
                     .states
                     .as_ref()
                     .is_some_and(|s| s.is_runnable(bits as u32 as u64));
-                self.names.tasks.set_comm(prev, sched::bytes(p, sw.prev_comm));
-                self.names.tasks.set_comm(next, sched::bytes(p, sw.next_comm));
+                self.names
+                    .tasks
+                    .set_comm(prev, sched::bytes(p, sw.prev_comm));
+                self.names
+                    .tasks
+                    .set_comm(next, sched::bytes(p, sw.next_comm));
                 self.switch(ev.cpu, t, prev, bits, runnable, next, sink);
             }
             Role::Wake => {
@@ -368,7 +385,9 @@ impl Machine {
                 }
             }
             Role::RawEnter | Role::Enter => {
-                let nr = self.nr[ev.id as usize].and_then(|f| f.get_i64(p, e)).unwrap_or(-1);
+                let nr = self.nr[ev.id as usize]
+                    .and_then(|f| f.get_i64(p, e))
+                    .unwrap_or(-1);
                 if role == Role::Enter && !self.names.learned.contains_key(&nr) {
                     if let Some(n) = self.enter_names.get(&ev.id).cloned() {
                         self.names.learned.insert(nr, n);
@@ -377,9 +396,13 @@ impl Machine {
                 self.thread(ev.pid()).sys = Some((nr, t));
             }
             Role::RawExit | Role::Exit => {
-                let nr = self.nr[ev.id as usize].and_then(|f| f.get_i64(p, e)).unwrap_or(-1);
+                let nr = self.nr[ev.id as usize]
+                    .and_then(|f| f.get_i64(p, e))
+                    .unwrap_or(-1);
                 let tid = ev.pid();
-                let ret = self.ret[ev.id as usize].and_then(|f| f.get_i64(p, e)).unwrap_or(0);
+                let ret = self.ret[ev.id as usize]
+                    .and_then(|f| f.get_i64(p, e))
+                    .unwrap_or(0);
                 if let Some((n, since)) = self.thread(tid).sys.take() {
                     if n == nr {
                         let ret = ret.clamp(i32::MIN as i64, i32::MAX as i64) as i32;
@@ -390,14 +413,12 @@ impl Machine {
             Role::IrqEntry => {
                 let Some((irq, name)) = &self.irq else { return };
                 let n = irq.get_u64(p, e).unwrap_or(0) as u32;
-                if !self.names.irqs.contains_key(&n) {
-                    let s = name
-                        .as_ref()
+                self.names.irqs.entry(n).or_insert_with(|| {
+                    name.as_ref()
                         .and_then(|f| f.str(p, e))
                         .map(|s| s.into_owned())
-                        .unwrap_or_default();
-                    self.names.irqs.insert(n, s);
-                }
+                        .unwrap_or_default()
+                });
                 if let Some(c) = self.cpus.get_mut(ev.cpu as usize) {
                     c.irq = Some((n, t));
                 }
@@ -435,14 +456,18 @@ impl Machine {
                 }
             }
             Role::NewTask => {
-                let Some((pid, flags, comm)) = self.newtask else { return };
+                let Some((pid, flags, comm)) = self.newtask else {
+                    return;
+                };
                 let child = pid.get_i64(p, e).unwrap_or(0) as i32;
                 let flags = flags.get_u64(p, e).unwrap_or(0);
                 self.names.tasks.new_task(ev.pid(), child, flags);
                 self.names.tasks.set_comm(child, sched::bytes(p, comm));
             }
             Role::Rename => {
-                let Some((pid, comm)) = self.rename else { return };
+                let Some((pid, comm)) = self.rename else {
+                    return;
+                };
                 let tid = pid.get_i64(p, e).unwrap_or(0) as i32;
                 self.names.tasks.set_comm(tid, sched::bytes(p, comm));
             }
@@ -589,7 +614,13 @@ impl Machine {
         }
         for (c, cpu) in self.cpus.iter().enumerate() {
             let open = [
-                (cpu.task.filter(|x| x.0 != 0).map(|(tid, s)| (tid as u32, s)), ROW_TASK, Kind::Task),
+                (
+                    cpu.task
+                        .filter(|x| x.0 != 0)
+                        .map(|(tid, s)| (tid as u32, s)),
+                    ROW_TASK,
+                    Kind::Task,
+                ),
                 (cpu.irq, ROW_IRQ, Kind::Irq),
                 (cpu.softirq, ROW_SOFTIRQ, Kind::Softirq),
             ];

@@ -30,9 +30,9 @@ use kstate_format::Trace;
 
 use kstate_analyze::analyzer::Tasks;
 use kstate_analyze::fxmap::FxMap;
+use kstate_analyze::{Error, Source};
 use kstate_format::stream::merge::{IdFilter, Merger};
 use kstate_format::stream::page_index::PageIndex;
-use kstate_analyze::{Error, Source};
 
 pub use lod::Draw;
 use lod::RowSum;
@@ -424,11 +424,18 @@ impl Tracks {
         let trace = source.trace();
         let mut m = Machine::bind(trace, self.names.tasks.clone());
         let mut last = from;
-        walk(trace, self.pages.as_ref(), m.filter(), (from, to), cancelled, |ev| {
-            last = ev.ts;
-            m.event(ev, sink);
-            true
-        })?;
+        walk(
+            trace,
+            self.pages.as_ref(),
+            m.filter(),
+            (from, to),
+            cancelled,
+            |ev| {
+                last = ev.ts;
+                m.event(ev, sink);
+                true
+            },
+        )?;
         m.finish(last.max(to).min(self.span.1.max(from)), sink);
         Ok(())
     }
@@ -512,10 +519,7 @@ struct Summaries {
 impl machine::Sink for Summaries {
     fn slice(&mut self, row: RowKey, s: Slice) {
         let q = self.quantum;
-        self.rows
-            .entry(row)
-            .or_insert_with(RowSum::default)
-            .add(s, q);
+        self.rows.entry(row).or_default().add(s, q);
     }
 }
 
