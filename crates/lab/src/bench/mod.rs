@@ -12,6 +12,7 @@ pub mod record;
 pub mod sample;
 pub mod stacks;
 pub mod ui;
+pub mod ui_browser;
 pub mod watch;
 
 use std::path::{Path, PathBuf};

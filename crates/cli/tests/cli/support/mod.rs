@@ -9,6 +9,7 @@ pub mod built;
 pub mod normalize;
 pub mod tcline;
 pub mod tracecmd;
+pub mod ui;
 
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -169,6 +170,24 @@ pub fn record_workload(events: &str, workload: &[&str], all: bool, dest: &Path) 
     info["recording"]["workload_pid"]
         .as_i64()
         .unwrap_or_else(|| panic!("no workload pid in {}", info["recording"])) as i32
+}
+
+/// Records `sh -c SCRIPT` with `kstate record -e EVENTS EXTRA` (the script's processes
+/// only) into `dest`.
+pub fn record_shell(events: &str, extra: &[&str], script: &str, dest: &Path) {
+    let out = Command::new(KSTATE)
+        .args(["record", "--sysinfo-interval", "0", "-e", events])
+        .args(extra)
+        .arg("-o")
+        .arg(dest)
+        .args(["--", "sh", "-c", script])
+        .output()
+        .expect("cannot run kstate record");
+    assert!(
+        out.status.success(),
+        "kstate record failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Records THREADS O_DIRECT writers of COUNT blocks of SIZE bytes each with EVENTS, into
