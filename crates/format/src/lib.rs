@@ -9,6 +9,7 @@
 
 pub mod built_pages;
 pub mod bytes;
+pub mod cores;
 pub mod error;
 pub mod event_format;
 pub mod events;

@@ -17,12 +17,12 @@ use crate::trace::{Trace, MAX_CPUS};
 /// The name `-` is read from, in messages and in `info`.
 pub const STDIN_NAME: &str = "standard input";
 
-/// Threads an open may use (0: every core).
+/// Threads an open may use (0: the free cores).
 static OPEN_THREADS: AtomicUsize = AtomicUsize::new(0);
 
 /// Sets the threads a file's open may use (a perf.data's scan of its records), as a
-/// command's `--threads` asks; every core until set. What an open finds is the same on
-/// any number.
+/// command's `--threads` asks; the cores free as the process started until set
+/// ([`crate::cores::free_cores`]). What an open finds is the same on any number.
 pub fn set_open_threads(n: usize) {
     OPEN_THREADS.store(n.max(1), Ordering::Relaxed);
 }
@@ -30,7 +30,7 @@ pub fn set_open_threads(n: usize) {
 /// The threads an open may use.
 pub(crate) fn open_threads() -> usize {
     match OPEN_THREADS.load(Ordering::Relaxed) {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        0 => crate::cores::free_cores(),
         n => n,
     }
 }

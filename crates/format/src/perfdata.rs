@@ -29,7 +29,7 @@ use crate::built_pages::{CpuStream, SpooledPages};
 use crate::bytes::{Endian, Reader};
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::PageLayout;
-use crate::perf_file::{feature, PerfFile};
+use crate::perf_file::{feature, PerfFile, PerfRead};
 use crate::perf_scan;
 use crate::perf_stream::{ById, Layouts, PerfPages, SampleLayout};
 use crate::trace::{Container, CpuData, DataLoc, Trace};
@@ -106,14 +106,20 @@ fn with_tracepoints(mut pf: PerfFile) -> Result<Trace> {
     }
     let mut trace = match in_order {
         Some((layouts, scan)) => {
+            let places = scan
+                .places
+                .filter(|_| std::env::var_os(PAGES_ENV).is_none());
+            let stretches = scan.stretches.values().map(|s| s.len()).sum();
+            pf.read = Some(match places {
+                Some(_) => PerfRead::Direct { stretches },
+                None => PerfRead::Pages { stretches },
+            });
             let src = Arc::new(PerfPages {
                 path: path.clone(),
                 data: pf.data,
                 layouts,
                 layout,
-                places: scan
-                    .places
-                    .filter(|_| std::env::var_os(PAGES_ENV).is_none()),
+                places,
                 stretches: scan.stretches,
             });
             let cpu_data: Vec<CpuData> = scan
@@ -146,6 +152,7 @@ fn with_tracepoints(mut pf: PerfFile) -> Result<Trace> {
         }
         None => {
             check_sections(&path)?;
+            pf.read = Some(PerfRead::Sorted);
             // The parsing crate is not hardened against every malformed file; a panic in
             // it must still come out as an error naming the file.
             match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

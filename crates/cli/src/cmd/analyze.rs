@@ -93,10 +93,11 @@ pub struct Args {
     /// microstate: values per interval of S seconds (or a duration: 100ms), a time series
     #[arg(long, value_parser = parse_dur_or_secs, value_name = "S")]
     interval: Option<u64>,
-    /// Threads to analyse with (default: every core), a perf.data's scan at open
-    /// included; the results are those of one thread. Where the analysis cannot be cut
-    /// into time slices exactly (most analyzers, --interval, --comm) the threads decode
-    /// for one pass; --log and traces with lost events or damage use one thread
+    /// Threads to analyse with (default: the cores no other task is running on as the
+    /// command starts), a perf.data's scan at open included; the results are those of
+    /// one thread. Where the analysis cannot be cut into time slices exactly (most
+    /// analyzers, --interval, --comm) the threads decode for one pass; --log and traces
+    /// with lost events or damage use one thread
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
 }

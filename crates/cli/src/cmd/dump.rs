@@ -46,9 +46,9 @@ pub struct Args {
     /// End time in seconds, as printed (inclusive)
     #[arg(long, value_parser = parse_secs, value_name = "SECS")]
     to: Option<u64>,
-    /// Threads to format with (default: every core), a perf.data's scan at open
-    /// included; the output is the same byte for byte. Several files, --cpu, lost events
-    /// and function-tracer events use one
+    /// Threads to format with (default: the cores no other task is running on as the
+    /// command starts), a perf.data's scan at open included; the output is the same byte
+    /// for byte. Several files, --cpu, lost events and function-tracer events use one
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
     /// Bytes of pages per slice when formatting on several threads (tests cut small

@@ -36,7 +36,7 @@ pub fn open(path: &Path) -> Result<Trace, Error> {
     })
 }
 
-/// The threads a command may use (`--threads`; every core when not given), for its
+/// The threads a command may use (`--threads`; the free cores when not given), for its
 /// analysis and for opening its files (a perf.data's scan).
 pub fn threads(asked: Option<usize>) -> Result<usize, Error> {
     let n = kstate_analyze::slices::threads(asked)?;

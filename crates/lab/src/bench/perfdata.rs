@@ -102,6 +102,10 @@ pub fn analyze(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<Exit
             c
         }
     };
+    // How kstate reads the file: straight, or sorted whole (the slow way).
+    let read = kstate_format::Trace::open(file)
+        .ok()
+        .and_then(|t| t.perf.as_ref()?.read);
     let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let load_before = load();
     let direct = fastest(runs, true, &mut kstate(false, false))?;
@@ -151,6 +155,7 @@ pub fn analyze(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<Exit
         };
         let mut out = serde_json::json!({
             "file": file.display().to_string(), "events": events, "runs": runs,
+            "read": read.map(|r| r.name()),
             "loadavg_before": load_before.trim(), "loadavg_after": load_after.trim(),
             "kstate": row(&direct), "kstate_one_thread": row(&one), "kstate_pages": row(&paged),
         });
@@ -164,6 +169,9 @@ pub fn analyze(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<Exit
         return Ok(ExitCode::SUCCESS);
     }
     println!("file:    {}  ({events} events, perf.data)", file.display());
+    if let Some(r) = read {
+        println!("read:    {}", r.describe());
+    }
     println!("task:    system-call time per call (analyze syscall --stat; perf trace -s)");
     println!(
         "machine: load average {} before, {} after; best of {runs} runs each\n",
