@@ -1,6 +1,6 @@
 //! perf.data read straight into the analysis (no pages built): on real recordings made at
 //! test time, every analyzer, `dump` and `info` give exactly what the pages path gives
-//! (`KSTATE_PERF_PAGES` selects it), losses included, and the counts match perf's own.
+//! (the hidden `--perf-read pages` selects it), losses included, and the counts match perf's own.
 //! Where a CPU's records are a little out of time order (perf writes some twice), the
 //! direct read sorts those stretches and gives what the crate's full sort gives.
 
@@ -14,16 +14,16 @@ const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
 
 /// `kstate ARGS` with the perf.data read straight (`paged` false) or through pages.
 fn kstate(args: &[&str], paged: bool) -> String {
-    kstate_via(args, if paged { "1" } else { "" })
+    kstate_via(args, if paged { "pages" } else { "" })
 }
 
-/// `kstate ARGS` with `KSTATE_PERF_PAGES` set to `via` (unset if empty).
+/// `kstate ARGS --perf-read VIA` (the direct read if `via` is empty).
 fn kstate_via(args: &[&str], via: &str) -> String {
     let mut c = Command::new(KSTATE);
-    c.args(args).env_remove("KSTATE_PERF_PAGES");
+    c.args(args);
     let paged = !via.is_empty();
     if paged {
-        c.env("KSTATE_PERF_PAGES", via);
+        c.args(["--perf-read", via]);
     }
     let o = c.output().unwrap();
     assert!(
@@ -106,7 +106,7 @@ fn agree(f: &Path) -> Value {
     .unwrap()
 }
 
-/// The direct read gives what the crate's sorting reader gives (`KSTATE_PERF_PAGES=sorted`),
+/// The direct read gives what the crate's sorting reader gives (`--perf-read sorted`),
 /// in a pass and in the order of every event.
 fn sorted_agrees(f: &str) {
     for args in [

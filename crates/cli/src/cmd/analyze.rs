@@ -100,6 +100,10 @@ pub struct Args {
     /// with lost events or damage use one thread
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
+    /// How a perf.data's samples are read (hidden: tests and `bench analyze` compare
+    /// the older ways with the direct one)
+    #[arg(long, hide = true, value_parser = ["direct", "pages", "sorted"])]
+    perf_read: Option<String>,
 }
 
 fn bad_args(msg: String) -> Error {
@@ -154,6 +158,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     query.by = args.by.clone();
     query.interval = args.interval;
     query.threads = super::threads(args.threads)?;
+    let opts = super::open_options(Some(query.threads), args.perf_read.as_deref());
     query.filters = Filters {
         keys: args.key.clone(),
         min: args.min,
@@ -161,7 +166,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         ..args.filter.filters()
     };
     query.check().map_err(Error::from)?;
-    let source = super::source(file)?;
+    let source = super::source_with(file, &opts)?;
     let meta = Meta {
         file: file.display().to_string(),
         filters: query.filters.describe(),

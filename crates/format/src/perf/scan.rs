@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::open_options::OpenOptions;
 use crate::perf::records::Records;
 use crate::perf::reorder::{Disorder, Found, Stretches, MAX_STRETCH_BYTES};
 use crate::perf::stream::{Layouts, RECORD_COMM, RECORD_LOST, RECORD_SAMPLE};
@@ -63,10 +64,6 @@ const SCAN_WINDOW: usize = 8 << 20;
 /// Bytes of the data section each thread scans at least: below this a second thread costs
 /// more than it saves.
 const MIN_PART_BYTES: u64 = 16 << 20;
-
-/// Sets the least bytes of a part instead of [`MIN_PART_BYTES`], for tests and the fuzzer
-/// (which scan small files in parts).
-pub const PART_BYTES_ENV: &str = "KSTATE_SCAN_PART_BYTES";
 
 /// Bytes all parts together may hold to look back over each CPU's records
 /// ([`Disorder`]: 24 bytes per 4 KiB of the last [`MAX_STRETCH_BYTES`] of a CPU's
@@ -196,7 +193,7 @@ impl Part {
 /// Reads every record header once; CPU numbers are checked against `cpu_limit` here, with
 /// the record's offset, before any table is sized by them.
 ///
-/// On several threads ([`crate::open::open_threads`]) the data section is cut into parts
+/// On several threads ([`OpenOptions::threads`]) the data section is cut into parts
 /// scanned side by side, each from where a record seems to start ([`record_start`]), and
 /// joined where each part ended exactly where the next began; otherwise (a guess that
 /// was wrong, compressed records, damage, records out of order across a cut) one thread
@@ -206,13 +203,10 @@ pub(crate) fn scan(
     data: (u64, u64),
     layouts: &Layouts,
     cpu_limit: u32,
+    opts: &OpenOptions,
 ) -> Result<Scan> {
-    let threads = crate::open::open_threads() as u64;
-    let least = std::env::var(PART_BYTES_ENV)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(MIN_PART_BYTES)
-        .max(1);
+    let threads = opts.threads() as u64;
+    let least = opts.scan_part_bytes.unwrap_or(MIN_PART_BYTES).max(1);
     let per_part = cpu_limit as u64 * (MAX_STRETCH_BYTES / 4096 * 24);
     let parts = threads
         .min(data.1.saturating_sub(data.0) / least)
@@ -559,7 +553,14 @@ mod tests {
         b.extend(sample(1 << 31, 30));
         std::fs::write(&path, &b).unwrap();
         let layouts = Layouts::One(SampleLayout::new(S_TIME | S_CPU | S_RAW, 0, false));
-        let s = scan(&path, (0, b.len() as u64), &layouts, u32::MAX).unwrap();
+        let s = scan(
+            &path,
+            (0, b.len() as u64),
+            &layouts,
+            u32::MAX,
+            &OpenOptions::default(),
+        )
+        .unwrap();
         assert_eq!(s.cpus, vec![(3, one), (1 << 31, 2 * one)]);
         assert!(s.in_order);
         let places = s.places.unwrap();

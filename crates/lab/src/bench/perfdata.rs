@@ -1,6 +1,6 @@
 //! `kstate bench analyze` on a perf.data: `kstate analyze syscall --stat` read straight
 //! from the file on every core and on one thread, and through the pages the older path
-//! built (`KSTATE_PERF_PAGES`), next to
+//! built (the hidden `--perf-read pages`), next to
 //! the peers a perf user has on the same file: `perf trace -s` (the same per-call summary)
 //! and `perf script` (decoding every event to text), in the same run, as ratios.
 
@@ -91,13 +91,12 @@ pub fn analyze(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<Exit
         move || {
             let mut c = Command::new(&exe);
             c.args(["analyze", "syscall", "--stat", "--format", "json"])
-                .arg(file)
-                .env_remove(kstate_format::perf::PAGES_ENV);
+                .arg(file);
             if one {
                 c.args(["--threads", "1"]);
             }
             if paged {
-                c.env(kstate_format::perf::PAGES_ENV, "1");
+                c.args(["--perf-read", "pages"]);
             }
             c
         }
