@@ -127,14 +127,7 @@ fn sorted_agrees(f: &str) {
 /// sections' offsets move to match. Returns the copies made.
 fn with_duplicates(f: &Path, out: &Path, every: usize, later: usize) -> usize {
     let b = std::fs::read(f).unwrap();
-    let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
-    let (off, size) = (u64_at(40) as usize, u64_at(48) as usize);
-    // Where the sample's CPU is: after the fields before it in sample_type's order
-    // (IDENTIFIER, IP, TID, TIME, ADDR, ID, STREAM_ID).
-    let sample_type = u64_at(u64_at(24) as usize + 24);
-    let before = sample_type & (1 << 16 | 1 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 6 | 1 << 9);
-    assert!(sample_type & (1 << 7) != 0, "samples without CPU");
-    let cpu_at = 8 + 8 * before.count_ones() as usize;
+    let (off, size, cpu_at) = support::perf_data_layout(&b);
     let mut data = Vec::with_capacity(size * 2);
     let mut pending: Vec<(u32, usize, Vec<u8>)> = Vec::new();
     let (mut p, mut samples, mut copies) = (off, 0, 0);
@@ -159,19 +152,7 @@ fn with_duplicates(f: &Path, out: &Path, every: usize, later: usize) -> usize {
         }
         p += len;
     }
-    let grown = (data.len() - size) as u64;
-    let mut o = b[..off].to_vec();
-    o[48..56].copy_from_slice(&(data.len() as u64).to_le_bytes());
-    o.extend_from_slice(&data);
-    // The feature sections follow the data; their table names where each one is.
-    let mut tail = b[off + size..].to_vec();
-    let features: u32 = b[72..104].iter().map(|x| x.count_ones()).sum();
-    for e in tail.chunks_exact_mut(16).take(features as usize) {
-        let at = u64::from_le_bytes(e[..8].try_into().unwrap()) + grown;
-        e[..8].copy_from_slice(&at.to_le_bytes());
-    }
-    o.extend_from_slice(&tail);
-    std::fs::write(out, o).unwrap();
+    std::fs::write(out, support::perf_data_with(&b, &data)).unwrap();
     copies
 }
 
@@ -249,13 +230,7 @@ fn direct_reads_give_the_same_losses() {
     let perf_lost = support::perf_lost(&f);
     assert!(perf_lost > 0, "perf lost nothing with a one-page buffer");
     // perf's LOST records, where the losses fall, per CPU.
-    let per_cpu: u64 = info["lost_events"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|n| n.as_u64().unwrap())
-        .sum();
-    assert_eq!(per_cpu, perf_lost);
+    assert_eq!(support::lost_per_cpu(&info), perf_lost);
     assert!(
         v["pairs"]["broken_by_loss"].as_u64().unwrap() > 0,
         "{}",

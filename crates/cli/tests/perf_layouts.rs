@@ -179,14 +179,7 @@ fn every_layout_is_read_straight_with_perf_scripts_events() {
 /// sections' offsets move to match. Returns the CPU.
 fn with_perfs_copy(f: &Path, out: &Path, k: usize) -> u32 {
     let b = std::fs::read(f).unwrap();
-    let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
-    let (off, size) = (u64_at(40) as usize, u64_at(48) as usize);
-    // The sample's CPU lies after the fields before it in sample_type's order
-    // (IDENTIFIER, IP, TID, TIME, ADDR, ID, STREAM_ID).
-    let sample_type = u64_at(u64_at(24) as usize + 24);
-    let before = sample_type & (1 << 16 | 1 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 6 | 1 << 9);
-    assert!(sample_type & (1 << 7) != 0, "samples without CPU");
-    let cpu_at = 8 + 8 * before.count_ones() as usize;
+    let (off, size, cpu_at) = support::perf_data_layout(&b);
     // Each record's (offset, length, type, CPU of a sample).
     let mut recs = Vec::new();
     let mut p = off;
@@ -225,19 +218,7 @@ fn with_perfs_copy(f: &Path, out: &Path, k: usize) -> u32 {
         data.extend_from_slice(&b[o..o + len]);
     }
     data.extend_from_slice(&b[at..off + size]);
-    let grown = (data.len() - size) as u64;
-    let mut o = b[..off].to_vec();
-    o[48..56].copy_from_slice(&(data.len() as u64).to_le_bytes());
-    o.extend_from_slice(&data);
-    // The feature sections follow the data; their table names where each one is.
-    let mut tail = b[off + size..].to_vec();
-    let features: u32 = b[72..104].iter().map(|x| x.count_ones()).sum();
-    for e in tail.chunks_exact_mut(16).take(features as usize) {
-        let at = u64::from_le_bytes(e[..8].try_into().unwrap()) + grown;
-        e[..8].copy_from_slice(&at.to_le_bytes());
-    }
-    o.extend_from_slice(&tail);
-    std::fs::write(out, o).unwrap();
+    std::fs::write(out, support::perf_data_with(&b, &data)).unwrap();
     cpu
 }
 
@@ -353,12 +334,7 @@ fn info_counts_losses_once_as_perf_report_does() {
     assert_eq!(info["lost_from"], "LOST_SAMPLES");
     assert_eq!(info["samples"]["lost"].as_u64().unwrap(), want);
     // The LOST records, per CPU, are perf script's.
-    let per_cpu: u64 = info["lost_events"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|n| n.as_u64().unwrap())
-        .sum();
+    let per_cpu = support::lost_per_cpu(&info);
     assert_eq!(per_cpu, support::perf_lost(&f));
     assert_eq!(info["samples"]["lost_records"].as_u64().unwrap(), per_cpu);
     let text = kstate(&["info", p]);

@@ -167,13 +167,7 @@ fn perfs_lost_records_are_lost_events() {
         serde_json::from_str(&kstate(&["info", "--json", f.to_str().unwrap()])).unwrap();
     // Per CPU, where the losses fall ("lost_total" is perf report's count, of the
     // LOST_SAMPLES records: perf_layouts.rs).
-    let per_cpu: u64 = info["lost_events"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|n| n.as_u64().unwrap())
-        .sum();
-    assert_eq!(per_cpu, perf_lost);
+    assert_eq!(support::lost_per_cpu(&info), perf_lost);
     let samples = perf_script(&f).len() as u64;
     assert_eq!(info["events"].as_u64().unwrap(), samples);
 }
