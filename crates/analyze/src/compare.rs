@@ -283,14 +283,17 @@ pub fn rank(analyzers: &[AnalyzerDiff], by: &[Metric]) -> Vec<Change> {
         }
     }
     out.sort_by(|x, y| {
-        y.ratio
-            .log2()
-            .abs()
-            .total_cmp(&x.ratio.log2().abs())
+        by_impact(x.ratio, y.ratio)
             .then_with(|| x.analyzer.cmp(y.analyzer))
             .then_with(|| x.key.cmp(&y.key))
     });
     out
+}
+
+/// The impact order of "what changed most": the ratio farthest from 1 (|log2 ratio|)
+/// first. Shared with `kstate why A B` ([`crate::why::compare`]).
+pub fn by_impact(x: f64, y: f64) -> std::cmp::Ordering {
+    y.log2().abs().total_cmp(&x.log2().abs())
 }
 
 /// Runs every analyzer of `names` (all of them when empty) over A and B with the same

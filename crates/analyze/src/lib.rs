@@ -50,6 +50,7 @@ pub mod cache;
 pub mod cachegrind;
 pub mod classify;
 pub mod compare;
+pub mod critical;
 pub mod describe;
 mod error;
 pub mod escalate;
@@ -74,6 +75,7 @@ mod source;
 pub mod stats;
 pub mod survey;
 pub mod timeline;
+pub mod why;
 pub mod workload;
 
 pub use analyzer::{Analyzer, Config, Info, LogRow, LogSink, Mode, Outcome, Traits};

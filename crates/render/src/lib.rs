@@ -38,6 +38,7 @@ pub mod rundir;
 pub mod scale;
 pub mod svg;
 pub mod utc;
+pub mod why;
 
 use std::io::{self, Write};
 
