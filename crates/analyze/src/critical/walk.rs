@@ -259,7 +259,8 @@ impl Walker {
                     add_holder(holders, *held_by, *mark - t);
                     *mark = t;
                 }
-                let mut h = holders.clone();
+                // The phase ends here: its holders go to the segment.
+                let mut h = std::mem::take(holders);
                 h.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
                 h.truncate(HOLDERS);
                 (
@@ -378,9 +379,8 @@ impl Walker {
                         let start = matches!(self.phase, Phase::Start);
                         if next == x {
                             // Running after the switch.
-                            match start {
-                                true => self.phase = Phase::Running { cpu: r.cpu },
-                                false => {}
+                            if start {
+                                self.phase = Phase::Running { cpu: r.cpu };
                             }
                             self.close(r.ts);
                             self.runnable_from(r, prev);
@@ -698,7 +698,8 @@ impl Walker {
         self.spans.reverse();
         Finished {
             start,
-            end: self.window.1,
+            // A thread that exited before the window has an empty path.
+            end: self.window.1.max(start),
             segments: self.segs,
             hops: self.hops,
             spans: self.spans,

@@ -162,7 +162,7 @@ pub fn assemble(w: &Walked) -> Why {
         }
         requests.sort_by(|x, y| y.wall_ns.cmp(&x.wall_ns).then(x.window.0.cmp(&y.window.0)));
     }
-    let median = (!requests.is_empty()).then(|| requests.len() / 2);
+    let median = (!requests.is_empty()).then_some(requests.len() / 2);
     Why {
         path,
         requests,
@@ -388,7 +388,7 @@ fn lines<'a>(n: &'a Node, depth: usize, out: &mut Vec<(usize, TreeLine<'a>)>) {
         .map(|s| (s.ns, Some(s), None))
         .chain(n.wakers.iter().map(|w| (w.ns, None, Some(w))))
         .collect();
-    items.sort_by(|a, b| b.0.cmp(&a.0));
+    items.sort_by_key(|b| std::cmp::Reverse(b.0));
     for (_, s, w) in items {
         match (s, w) {
             (Some(s), _) => out.push((depth + 1, TreeLine::State(n, s))),
