@@ -350,19 +350,7 @@ impl Walker {
                     if matches!(self.phase, Phase::Running { cpu } if cpu == r.cpu) {
                         return self.misfit(r);
                     }
-                    if let Phase::Runnable {
-                        cpu,
-                        mark,
-                        held_by,
-                        holders,
-                    } = &mut self.phase
-                    {
-                        if *cpu == r.cpu {
-                            add_holder(holders, *held_by, mark.saturating_sub(r.ts));
-                            *mark = r.ts;
-                            *held_by = prev;
-                        }
-                    }
+                    self.held(r, prev);
                     return;
                 }
                 if x == self.root {
@@ -419,19 +407,7 @@ impl Walker {
                     }
                     Phase::Runnable { .. } => {
                         if prev == x && next != x {
-                            if let Phase::Runnable {
-                                cpu,
-                                mark,
-                                held_by,
-                                holders,
-                            } = &mut self.phase
-                            {
-                                if *cpu == r.cpu {
-                                    add_holder(holders, *held_by, mark.saturating_sub(r.ts));
-                                    *mark = r.ts;
-                                    *held_by = next;
-                                }
-                            }
+                            self.held(r, next);
                             if !prev_runnable {
                                 // Asleep here, and back on a CPU with no wake-up seen.
                                 self.phase = Phase::Unknown(self.no_wakeup_why());
@@ -476,6 +452,24 @@ impl Walker {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// A switch `r` while the thread waits for a CPU: if on that CPU, the task that held
+    /// it since the switch after is counted, and `before` held it up to `r`.
+    fn held(&mut self, r: &Rec, before: i32) {
+        if let Phase::Runnable {
+            cpu,
+            mark,
+            held_by,
+            holders,
+        } = &mut self.phase
+        {
+            if *cpu == r.cpu {
+                add_holder(holders, *held_by, mark.saturating_sub(r.ts));
+                *mark = r.ts;
+                *held_by = before;
+            }
         }
     }
 

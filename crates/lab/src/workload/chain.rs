@@ -62,16 +62,10 @@ fn name_thread(name: &str) {
 }
 
 /// This thread's time on a CPU so far (ns): the scheduler's own count (the first field
-/// of /proc's schedstat), brought up to date to the nanosecond by
-/// CLOCK_THREAD_CPUTIME_ID (schedstat itself lags the running thread by up to a tick).
+/// of /proc's schedstat), up to date to the nanosecond (schedstat itself lags the
+/// running thread by up to a tick).
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec for clock_gettime to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    crate::bench::colour::thread_cpu_ns()
 }
 
 fn tid() -> i32 {
