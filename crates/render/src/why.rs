@@ -5,7 +5,8 @@
 //! "trace_start_ns", "wall_ns", "by_state": [{"state", "ns"}], "by_thread": [{"tid",
 //! "comm", "ns"}], "segments": [{"start_ns", "end_ns", "tid", "comm", "state",
 //! "detail"}], "tree": NODE, "requests": [PATH] | null, "median_request": index | null,
-//! "spans_unmatched", "lost_events", "lost_unknown", "events_read", "notes"}` where
+//! "spans_unmatched", "lost_events", "lost_unknown", "events_read", "segments_total",
+//! "segments_merged", "segments_left_out", "max_segments", "notes"}` where
 //! NODE is `{"tid", "comm", "ns", "states": [{"state", "what", "ns", "segments",
 //! "holders": [{"task", "ns"}], "queue_ns", "device_ns"}], "wakers": [NODE]}` and a
 //! request's PATH has the path's members from "tid" to "tree".
@@ -63,6 +64,10 @@ pub fn json(why: &Why, file: &str) -> Value {
     o.insert("lost_events".into(), why.lost.0.into());
     o.insert("lost_unknown".into(), why.lost.1.into());
     o.insert("events_read".into(), why.events_read.into());
+    o.insert("segments_total".into(), why.segments.total.into());
+    o.insert("segments_merged".into(), why.segments.merged.into());
+    o.insert("segments_left_out".into(), why.segments.left_out.into());
+    o.insert("max_segments".into(), why.segments.max.into());
     o.insert("notes".into(), json!(why.notes));
     v
 }

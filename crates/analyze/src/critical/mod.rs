@@ -12,15 +12,17 @@
 //!
 //! This module is the engine's half: one backward walk over the events
 //! ([`walk::Walker`]), fed from the end of the window to its start in chunks of pages
-//! read forward and handed over in reverse ([`chunks`]); `crate::why` assembles what it
-//! finds into the views (tree, totals, requests, two runs side by side).
+//! read forward and handed over in reverse ([`chunks`]). It hands the path's segments
+//! over as it finds them, latest first, to a [`Sink`]; `crate::why` folds them into the
+//! views (totals, tree, requests, two runs side by side) and keeps segments only when
+//! asked.
 //!
 //! Memory: the walk holds one chunk of decoded events (some 16 pages), one entry per
-//! thread on the chain being followed (a thread is on it at most once), the interrupt
-//! contexts and block requests still to be named, and the segments of the path (the
-//! answer). It reads each event of the window once (the pages at chunk boundaries
-//! twice), plus what it reads before the window to name an interrupt or a request whose
-//! wake-up falls in it (at most one second's worth).
+//! thread on the chain being followed (a thread is on it at most once), the hops met,
+//! the interrupt contexts and block requests still to be named, and the segments that
+//! wait on those (at most [`walk::HOLD_MAX`]). It reads each event of the window once
+//! (the pages at chunk boundaries twice), plus what it reads before the window to name
+//! an interrupt or a request whose wake-up falls in it (at most one second's worth).
 
 pub mod chunks;
 pub mod events;
@@ -215,7 +217,13 @@ pub struct WalkQuery {
     pub span: Option<SpanSpec>,
     /// Thread id -> process, where the recording's capture saved them.
     pub tgids: FxMap<i32, i32>,
+    /// Segments the view keeps ([`crate::why::view`]), the latest first; 0 keeps none
+    /// (the totals, the tree and the requests do not need them).
+    pub max_segments: usize,
 }
+
+/// Segments `kstate why --format json` keeps by default.
+pub const MAX_SEGMENTS: usize = 100_000;
 
 impl WalkQuery {
     pub fn new(who: Who) -> WalkQuery {
@@ -224,12 +232,12 @@ impl WalkQuery {
             window: None,
             span: None,
             tgids: FxMap::default(),
+            max_segments: MAX_SEGMENTS,
         }
     }
 }
 
-/// What the walk found: the segments cover the window without gaps or overlaps, in time
-/// order.
+/// What the walk found besides the segments it handed over.
 #[derive(Debug, Clone)]
 pub struct Walked {
     pub tid: i32,
@@ -238,15 +246,9 @@ pub struct Walked {
     pub window: (u64, u64),
     /// The first event of the recording (relative times count from it).
     pub trace_start: u64,
-    pub segments: Vec<Segment>,
     pub hops: Vec<Hop>,
-    /// Names of the threads on the path and of the tasks that held CPUs, as the
-    /// recording last named them.
+    /// Names of the threads, as the recording last named them.
     pub comms: FxMap<i32, String>,
-    /// The requests `--span` cut, in time order (begin, end).
-    pub spans: Vec<(u64, u64)>,
-    /// Span begins with no end before the next begin or the window's end.
-    pub spans_unmatched: u64,
     /// Events the kernel lost inside the window, and whether some CPU lost an unknown
     /// number.
     pub lost: (u64, bool),
@@ -278,7 +280,18 @@ impl Walked {
     }
 }
 
-/// Walks the critical path of the thread `q.who` names over `q.window` in `trace`.
-pub fn walk(trace: &Trace, q: &WalkQuery) -> Result<Walked, Error> {
-    walk::run(trace, q)
+/// Where the walk hands the path over, as it goes: segments latest first (each ends
+/// where the one before began; together they cover the window), and the thread's
+/// `--span` marks in the window. Every mark at or after a segment's start is handed over
+/// before that segment (a mark at exactly a segment's start may come on either side).
+pub trait Sink {
+    fn segment(&mut self, s: Segment);
+    /// A request of the thread began (`begin`) or ended at `ts`.
+    fn mark(&mut self, ts: u64, begin: bool);
+}
+
+/// Walks the critical path of the thread `q.who` names over `q.window` in `trace`,
+/// handing its segments to `sink`.
+pub fn walk(trace: &Trace, q: &WalkQuery, sink: &mut dyn Sink) -> Result<Walked, Error> {
+    walk::run(trace, q, sink)
 }

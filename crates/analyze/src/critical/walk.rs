@@ -16,13 +16,14 @@
 //! one of the threads followed meanwhile): a waker already on the stack means the events
 //! are inconsistent, and the chain is cut there (`unknown`).
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use kstate_format::{Lost, Trace};
 
 use super::chunks::{infer_switch_ins, Backward};
 use super::events::{Bound, Has, Kind, Rec, FLAG_HARDIRQ, FLAG_NMI, FLAG_SOFTIRQ};
-use super::{Detail, Hop, Segment, State, WalkQuery, Walked};
+use super::{Detail, Hop, Segment, Sink, State, WalkQuery, Walked};
 use crate::analyzers::block::{Role, Rq};
 use crate::error::Error;
 use crate::fxmap::FxMap;
@@ -35,6 +36,14 @@ const LOOKBACK_NS: u64 = 1_000_000_000;
 
 /// Holders kept per runnable stretch.
 const HOLDERS: usize = 8;
+
+/// Segments waiting on a cause (an interrupt or a request still to be named) at most:
+/// past this the oldest cause is named from what was read (memory stays bounded when a
+/// request's issue or insert is far back, or not recorded).
+pub const HOLD_MAX: usize = 65_536;
+
+/// Held segments are handed over once this many wait.
+const RELEASE_AT: usize = 1024;
 
 #[derive(Debug, Clone, Copy)]
 struct Frame {
@@ -89,6 +98,19 @@ struct Cause {
     skip_irq: u32,
     skip_soft: u32,
     skip_timer: u32,
+    /// The CPU whose context is searched, while `searching`.
+    cpu: u32,
+    searching: bool,
+    /// The request event looked for (going back) to time the request.
+    want: Want,
+}
+
+/// What a block request's completion still waits for, going back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Want {
+    Nothing,
+    Issue,
+    Insert,
 }
 
 impl Cause {
@@ -107,7 +129,15 @@ impl Cause {
             skip_irq: 0,
             skip_soft: 0,
             skip_timer: 0,
+            cpu: 0,
+            searching: false,
+            want: Want::Nothing,
         }
+    }
+
+    /// Everything looked for is found (or known not to be in the recording).
+    fn ready(&self) -> bool {
+        !self.searching && self.want == Want::Nothing
     }
 }
 
@@ -127,11 +157,16 @@ pub(crate) struct Walker {
     on_stack: FxMap<i32, usize>,
     hops: Vec<Hop>,
     hop_ids: FxMap<(u32, i32), u32>,
-    /// Segments, latest first.
-    segs: Vec<Segment>,
-    /// Segments whose state and detail a cause decides: (segment, cause).
-    seg_cause: Vec<(usize, u32)>,
-    causes: Vec<Cause>,
+    /// Segments not yet handed over, latest first: one whose state a cause decides
+    /// waits, with those after it, until the cause is named (at most [`HOLD_MAX`]).
+    held: VecDeque<(Segment, Option<u32>)>,
+    /// `--span` marks of the thread not yet handed over, latest first.
+    marks: VecDeque<(u64, bool)>,
+    /// Causes still to be handed over with their segment, by id (ids are not reused).
+    causes: FxMap<u32, Cause>,
+    next_cause: u32,
+    /// Causes named from what had been read when [`HOLD_MAX`] segments waited.
+    forced: u64,
     /// Per CPU, causes still gathering events of their context.
     pending: Vec<Vec<u32>>,
     pending_n: usize,
@@ -140,7 +175,6 @@ pub(crate) struct Walker {
     /// The root thread was created here (its life starts in the window).
     born: Option<u64>,
     seen_root: bool,
-    spans: Vec<(u64, bool)>,
     lost: (u64, bool),
     loss_near_path: u64,
 }
@@ -161,16 +195,17 @@ impl Walker {
                 tid: root,
             }],
             hop_ids: FxMap::default(),
-            segs: Vec::new(),
-            seg_cause: Vec::new(),
-            causes: Vec::new(),
+            held: VecDeque::new(),
+            marks: VecDeque::new(),
+            causes: FxMap::default(),
+            next_cause: 0,
+            forced: 0,
             pending: Vec::new(),
             pending_n: 0,
             rq_issue: FxMap::default(),
             rq_insert: FxMap::default(),
             born: None,
             seen_root: false,
-            spans: Vec::new(),
             lost: (0, false),
             loss_near_path: 0,
         }
@@ -206,7 +241,7 @@ impl Walker {
         }
         if let Kind::Span { begin } = r.kind {
             if r.pid == self.root && r.ts >= self.window.0 && r.ts <= self.window.1 {
-                self.spans.push((r.ts, begin));
+                self.marks.push_back((r.ts, begin));
             }
             return;
         }
@@ -287,13 +322,8 @@ impl Walker {
         }
         let (tid, node) = (self.cur.tid, self.cur.node);
         // The same stretch continued (a loss mark, a holder counted): one segment.
-        let last_decided = self
-            .seg_cause
-            .last()
-            .is_some_and(|&(i, _)| i + 1 == self.segs.len());
-        if let Some(last) = self.segs.last_mut() {
+        if let Some((last, None)) = self.held.back_mut() {
             if cause.is_none()
-                && !last_decided
                 && last.start == e
                 && last.tid == tid
                 && last.node == node
@@ -304,17 +334,92 @@ impl Walker {
                 return;
             }
         }
-        if let Some(c) = cause {
-            self.seg_cause.push((self.segs.len(), c));
+        self.held.push_back((
+            Segment {
+                start: s,
+                end: e,
+                tid,
+                node,
+                state,
+                detail,
+            },
+            cause,
+        ));
+    }
+
+    fn new_cause(&mut self, c: Cause) -> u32 {
+        let id = self.next_cause;
+        self.next_cause += 1;
+        self.causes.insert(id, c);
+        id
+    }
+
+    /// Hands the segments whose states are known over to `sink`, latest first, each
+    /// after the marks at or after its start; with `all` (the walk is over) every one.
+    fn release(&mut self, sink: &mut dyn Sink, names: &Naming<'_>, all: bool) {
+        while let Some((_, cause)) = self.held.front() {
+            if let Some(c) = *cause {
+                let ready = self.causes.get(&c).is_none_or(Cause::ready);
+                if !ready && !all && self.held.len() <= HOLD_MAX {
+                    break;
+                }
+                if !ready {
+                    self.abandon(c);
+                    self.forced += u64::from(!all);
+                }
+            }
+            let Some((mut seg, cause)) = self.held.pop_front() else {
+                break;
+            };
+            if let Some(c) = cause.and_then(|c| self.causes.remove(&c)) {
+                (seg.state, seg.detail) = decide(&c, names);
+            }
+            while let Some(&(ts, begin)) = self.marks.front() {
+                if ts < seg.start {
+                    break;
+                }
+                sink.mark(ts, begin);
+                self.marks.pop_front();
+            }
+            sink.segment(seg);
         }
-        self.segs.push(Segment {
-            start: s,
-            end: e,
-            tid,
-            node,
-            state,
-            detail,
-        });
+        if all {
+            for (ts, begin) in self.marks.drain(..) {
+                sink.mark(ts, begin);
+            }
+        }
+    }
+
+    /// Cause `id` is named with what was found: its searches end.
+    fn abandon(&mut self, id: u32) {
+        let Some(c) = self.causes.get_mut(&id) else {
+            return;
+        };
+        if c.searching {
+            c.searching = false;
+            if let Some(list) = self.pending.get_mut(c.cpu as usize) {
+                if let Some(i) = list.iter().position(|&x| x == id) {
+                    list.swap_remove(i);
+                    self.pending_n -= 1;
+                }
+            }
+        }
+        if let Some(rq) = c.rq.map(|r| rq_key(&r.0)) {
+            let map = match c.want {
+                Want::Issue => Some(&mut self.rq_issue),
+                Want::Insert => Some(&mut self.rq_insert),
+                Want::Nothing => None,
+            };
+            if let Some(map) = map {
+                if let Some(ids) = map.get_mut(&rq) {
+                    ids.retain(|&x| x != id);
+                    if ids.is_empty() {
+                        map.remove(&rq);
+                    }
+                }
+            }
+        }
+        c.want = Want::Nothing;
     }
 
     /// The thread's events do not fit its phase: unknown back to here, and the event
@@ -513,8 +618,8 @@ impl Walker {
             Some(ctx) => {
                 let mut c = Cause::new(ctx);
                 c.queued = !self.has.waking;
-                let id = self.causes.len() as u32;
-                self.causes.push(c);
+                (c.cpu, c.searching) = (r.cpu, true);
+                let id = self.new_cause(c);
                 let cpu = r.cpu as usize;
                 if cpu >= self.pending.len() {
                     self.pending.resize(cpu + 1, Vec::new());
@@ -540,8 +645,7 @@ impl Walker {
                 if let Some(why) = fixed {
                     let mut c = Cause::new(Ctx::Soft);
                     c.fixed = Some(why);
-                    self.causes.push(c);
-                    self.phase = Phase::Blocked(self.causes.len() as u32 - 1);
+                    self.phase = Phase::Blocked(self.new_cause(c));
                     return;
                 }
                 // Follow the waker: it was running on this CPU when it woke the thread.
@@ -590,7 +694,11 @@ impl Walker {
         let mut i = 0;
         while i < list.len() {
             let id = list[i];
-            let c = &mut self.causes[id as usize];
+            let Some(c) = self.causes.get_mut(&id) else {
+                list.swap_remove(i);
+                self.pending_n -= 1;
+                continue;
+            };
             let inside = match c.ctx {
                 Ctx::Hard => r.flags & (FLAG_HARDIRQ | FLAG_NMI) != 0,
                 Ctx::Soft => r.flags & FLAG_SOFTIRQ != 0,
@@ -603,6 +711,7 @@ impl Walker {
                         rq,
                     } if c.rq.is_none() => {
                         c.rq = Some((rq, r.ts));
+                        c.want = Want::Issue;
                         self.rq_issue.entry(rq_key(&rq)).or_default().push(id);
                     }
                     Kind::TimerExit => c.skip_timer += 1,
@@ -635,6 +744,7 @@ impl Walker {
                 }
             }
             if done {
+                c.searching = false;
                 list.swap_remove(i);
                 self.pending_n -= 1;
             } else {
@@ -649,17 +759,28 @@ impl Walker {
         let key = rq_key(rq);
         match role {
             Role::Issue => {
+                // An earlier request's issue: those waiting for their insert had none
+                // (issued straight to the device).
+                for id in self.rq_insert.remove(&key).into_iter().flatten() {
+                    if let Some(c) = self.causes.get_mut(&id) {
+                        c.want = Want::Nothing;
+                    }
+                }
                 if let Some(ids) = self.rq_issue.remove(&key) {
                     for &id in &ids {
-                        self.causes[id as usize].issue = Some(ts);
+                        if let Some(c) = self.causes.get_mut(&id) {
+                            c.issue = Some(ts);
+                            c.want = Want::Insert;
+                        }
                     }
                     self.rq_insert.entry(key).or_default().extend(ids);
                 }
             }
             Role::Insert => {
-                if let Some(ids) = self.rq_insert.remove(&key) {
-                    for id in ids {
-                        self.causes[id as usize].insert = Some(ts);
+                for id in self.rq_insert.remove(&key).into_iter().flatten() {
+                    if let Some(c) = self.causes.get_mut(&id) {
+                        c.insert = Some(ts);
+                        c.want = Want::Nothing;
                     }
                 }
             }
@@ -668,38 +789,22 @@ impl Walker {
     }
 
     /// The walk reached the window's start (or the recording's, or the thread's birth).
-    fn finish(mut self, bound: &Bound, ksyms: &crate::ksyms::LazyKsyms) -> Finished {
+    fn finish(mut self, sink: &mut dyn Sink, names: &Naming<'_>) -> Finished {
         let start = self.born.unwrap_or(self.window.0).max(self.window.0);
         if matches!(self.phase, Phase::Start) {
             self.phase = Phase::Unknown("no scheduler event of the thread in the recording".into());
         }
         self.close(start);
-        // Causes decide their segments.
-        let decided: Vec<Option<(State, Detail)>> = self
-            .causes
-            .iter()
-            .map(|c| Some(decide(c, bound, ksyms, &self.has)))
-            .collect();
-        for &(i, c) in &self.seg_cause {
-            if let (Some(seg), Some(Some((state, detail)))) =
-                (self.segs.get_mut(i), decided.get(c as usize))
-            {
-                seg.state = *state;
-                seg.detail = detail.clone();
-            }
-        }
-        self.segs.reverse();
-        self.spans.reverse();
+        self.release(sink, names, true);
         Finished {
             start,
             // A thread that exited before the window has an empty path.
             end: self.window.1.max(start),
-            segments: self.segs,
             hops: self.hops,
-            spans: self.spans,
             lost: self.lost,
             seen_root: self.seen_root,
             loss_near_path: self.loss_near_path,
+            forced: self.forced,
         }
     }
 }
@@ -707,12 +812,17 @@ impl Walker {
 struct Finished {
     start: u64,
     end: u64,
-    segments: Vec<Segment>,
     hops: Vec<Hop>,
-    spans: Vec<(u64, bool)>,
     lost: (u64, bool),
     seen_root: bool,
     loss_near_path: u64,
+    forced: u64,
+}
+
+/// What names a cause: the interned names, the vector names, the kernel's symbols.
+struct Naming<'a> {
+    bound: &'a Bound,
+    ksyms: &'a crate::ksyms::LazyKsyms,
 }
 
 fn add_holder(holders: &mut Vec<(i32, u64)>, tid: i32, ns: u64) {
@@ -726,7 +836,8 @@ fn add_holder(holders: &mut Vec<(i32, u64)>, tid: i32, ns: u64) {
 }
 
 /// What a cause makes of the stretch it ended.
-fn decide(c: &Cause, bound: &Bound, ksyms: &crate::ksyms::LazyKsyms, has: &Has) -> (State, Detail) {
+fn decide(c: &Cause, names: &Naming<'_>) -> (State, Detail) {
+    let (bound, ksyms, has) = (names.bound, names.ksyms, &names.bound.has);
     let unknown = |why: String| (State::Unknown, Detail::Unknown { why });
     if let Some(why) = &c.fixed {
         return unknown(why.clone());
@@ -872,7 +983,7 @@ fn probe(
     }
 }
 
-pub(crate) fn run(trace: &Trace, q: &WalkQuery) -> Result<Walked, Error> {
+pub(crate) fn run(trace: &Trace, q: &WalkQuery, sink: &mut dyn Sink) -> Result<Walked, Error> {
     let mut bound = Bound::bind(trace, q.span.as_ref())?;
     let index = PageIndex::build(trace).ok().map(Arc::new);
     let span = match index.as_ref().and_then(|i| i.event_span()) {
@@ -914,18 +1025,30 @@ pub(crate) fn run(trace: &Trace, q: &WalkQuery) -> Result<Walked, Error> {
     let mut names = Names::default();
     let mut chunk = Vec::new();
     let mut inferred = 0;
+    let ksyms = crate::ksyms::LazyKsyms::new(trace.kallsyms.as_deref());
     while back.next(&mut bound, &mut |t, c| names.note(t, c), &mut chunk)? {
         names.end_chunk();
         inferred += infer_switch_ins(&mut chunk);
+        let naming = Naming {
+            bound: &bound,
+            ksyms: &ksyms,
+        };
         for r in chunk.iter().rev() {
             walker.event(r);
+            if walker.held.len() >= RELEASE_AT {
+                walker.release(sink, &naming, false);
+            }
         }
+        walker.release(sink, &naming, false);
         if walker.done() {
             break;
         }
     }
-    let ksyms = crate::ksyms::LazyKsyms::new(trace.kallsyms.as_deref());
-    let f = walker.finish(&bound, &ksyms);
+    let naming = Naming {
+        bound: &bound,
+        ksyms: &ksyms,
+    };
+    let f = walker.finish(sink, &naming);
     if !f.seen_root {
         return Err(Error::Query(format!(
             "thread {} has no scheduler event in {} (within the window)",
@@ -948,40 +1071,28 @@ pub(crate) fn run(trace: &Trace, q: &WalkQuery) -> Result<Walked, Error> {
             f.loss_near_path
         ));
     }
+    if f.forced > 0 {
+        notes.push(format!(
+            "{} interrupts or requests were named from the events read while {HOLD_MAX} segments waited on them (their queue or device time may be unknown)",
+            f.forced
+        ));
+    }
     for e in &back.errors {
         notes.push(format!("damaged data: {e}"));
     }
-    // The names of everyone the path names.
-    let comms = names.all;
-    let mut names = FxMap::default();
-    let mut want = |tid: i32| {
-        if let Some(c) = comms.get(&tid) {
-            let n = c.iter().position(|&b| b == 0).unwrap_or(16);
-            names.insert(tid, String::from_utf8_lossy(&c[..n]).into_owned());
-        } else if let Some(c) = trace.comms.get(&tid) {
-            names.insert(tid, c.clone());
-        }
-    };
-    for h in &f.hops {
-        want(h.tid);
+    // Every thread's name, as sched_switch last gave it, else as the capture saved it
+    // (bounded by the threads).
+    let mut comms: FxMap<i32, String> = trace.comms.iter().map(|(&t, c)| (t, c.clone())).collect();
+    for (t, c) in names.all {
+        let n = c.iter().position(|&b| b == 0).unwrap_or(16);
+        comms.insert(t, String::from_utf8_lossy(&c[..n]).into_owned());
     }
-    for s in &f.segments {
-        if let Detail::Runnable { holders, .. } = &s.detail {
-            for h in holders {
-                want(h.0);
-            }
-        }
-    }
-    let (spans, spans_unmatched) = pair_spans(&f.spans, b);
     Ok(Walked {
         tid,
         window: (f.start, f.end),
         trace_start: first,
-        segments: f.segments,
         hops: f.hops,
-        comms: names,
-        spans,
-        spans_unmatched,
+        comms,
         lost: f.lost,
         events_read: back.read,
         notes,
@@ -1057,30 +1168,4 @@ fn who(trace: &Trace, q: &WalkQuery, (a, b): (u64, u64)) -> Result<i32, Error> {
             )))
         }
     }
-}
-
-/// Begins and ends (time order) paired: a begin with no end before the next begin (or
-/// the window's end) is counted, not paired.
-fn pair_spans(marks: &[(u64, bool)], _end: u64) -> (Vec<(u64, u64)>, u64) {
-    let mut out = Vec::new();
-    let mut open: Option<u64> = None;
-    let mut unmatched = 0;
-    for &(ts, begin) in marks {
-        match (begin, open) {
-            (true, Some(_)) => {
-                unmatched += 1;
-                open = Some(ts);
-            }
-            (true, None) => open = Some(ts),
-            (false, Some(b)) => {
-                out.push((b, ts));
-                open = None;
-            }
-            (false, None) => {}
-        }
-    }
-    if open.is_some() {
-        unmatched += 1;
-    }
-    (out, unmatched)
 }

@@ -3,17 +3,40 @@
 //! its share on), the requests `--span` cut with the slowest first and the median, and
 //! folded stacks for a flame graph; [`compare`] puts two runs side by side.
 //!
-//! Front ends ask [`view`] (the CLI, the browser's lane); every number comes from the
-//! segments of the walk, so the totals, the tree and the requests always add up to the
-//! wall time.
+//! The typed API, for every front end (the CLI; the browser's lane):
+//!
+//! ```no_run
+//! # fn f(trace: &kstate_format::Trace) -> Result<(), kstate_analyze::Error> {
+//! use kstate_analyze::critical::{WalkQuery, Who};
+//! let mut q = WalkQuery::new(Who::Comm("server".into()));
+//! q.max_segments = 10_000; // segments kept to draw; 0 keeps none
+//! let why = kstate_analyze::why::view(trace, &q)?;
+//! for s in &why.path.segments {
+//!     // [s.start, s.end): thread s.tid, reached through hop s.node, in s.state;
+//!     // why.detail(s) says what it waited on, why.label(s.tid) names the thread.
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! [`view`] takes the thread (`q.who`), the window (`q.window`), the requests
+//! (`q.span`) and how many segments to keep (`q.max_segments`, default
+//! [`critical::MAX_SEGMENTS`]), and returns a [`Why`]: the whole window's [`Path`]
+//! (`by_state`, `by_thread`, the hop tree as [`Node`]s, the kept segments in time
+//! order) and each request's, slowest first, with the median's index. The walk hands
+//! its segments over as it finds them; each is folded at once into the totals, the tree
+//! and the requests it overlaps ([`fold`]), so memory grows with the threads and hops,
+//! not with the path's length. Segments beyond `max_segments` are left out, the earliest
+//! first, and [`Why::segments`] says how many (the totals and the tree still count
+//! them). Every number comes from the segments, so the totals, the tree and the requests
+//! add up to their wall time.
 
 pub mod compare;
-
-use std::collections::BTreeMap;
+mod fold;
 
 use crate::critical::{self, Detail, Segment, State, WalkQuery, Walked};
 use crate::error::Error;
 use crate::filter::fmt_dur;
+use fold::{Fold, LineKey, Tally};
 use kstate_format::Trace;
 
 /// A path over one stretch of time: the whole window, or one request.
@@ -28,7 +51,8 @@ pub struct Path {
     pub by_state: Vec<(State, u64)>,
     /// The time each thread's own running or waiting put on the path, most first.
     pub by_thread: Vec<ThreadTime>,
-    /// The segments in time order, covering the window.
+    /// The segments kept, in time order: all of them, covering the window, unless
+    /// [`Why::segments`] says some were left out (the earliest).
     pub segments: Vec<Segment>,
     /// The hops as a tree: the thread asked about, what it spent its time on, and the
     /// threads that woke it with theirs.
@@ -83,8 +107,21 @@ pub struct Why {
     pub lost: (u64, bool),
     pub events_read: u64,
     pub notes: Vec<String>,
-    /// Names of the threads the path and its details name.
+    /// How many segments the walk handed over, and how many `path.segments` keeps.
+    pub segments: Kept,
+    /// Names of the threads, as the recording last gave them.
     pub names: crate::fxmap::FxMap<i32, String>,
+}
+
+/// The segments of the path: `total` handed over by the walk, `merged` into a neighbour
+/// of the same thread, hop, state and detail, `left_out` past `max` (the earliest ones:
+/// the kept segments then begin after the window's start).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kept {
+    pub total: u64,
+    pub merged: u64,
+    pub left_out: u64,
+    pub max: usize,
 }
 
 impl Why {
@@ -122,72 +159,85 @@ impl Why {
                 let f = |x: Option<u64>| x.map_or("?".to_string(), fmt_dur);
                 format!(
                     "{} {at}: queue {}, device {}",
-                    what(&s.detail),
+                    what_detail(&s.detail),
                     f(*queue_ns),
                     f(*device_ns)
                 )
             }
-            d => what(d),
+            d => what_detail(d),
         }
     }
 }
 
-/// Walks the path of `q.tid` and assembles it.
+/// Walks the path of the thread `q.who` names and folds it into the views as it goes;
+/// keeps `q.max_segments` segments (the latest) for the views that draw them.
 pub fn view(trace: &Trace, q: &WalkQuery) -> Result<Why, Error> {
-    let w = critical::walk(trace, q)?;
-    Ok(assemble(&w))
-}
-
-/// The views of a walk.
-pub fn assemble(w: &Walked) -> Why {
-    let path = path_of(w, w.window, &w.segments);
-    let mut requests: Vec<Path> = Vec::new();
-    if !w.spans.is_empty() {
-        // Segments and spans are both in time order: one sweep cuts them.
-        let mut first = 0;
-        for &(a, b) in &w.spans {
-            while first < w.segments.len() && w.segments[first].end <= a {
-                first += 1;
-            }
-            let mut cut = Vec::new();
-            for s in w.segments[first..].iter().take_while(|s| s.start < b) {
-                let (lo, hi) = (s.start.max(a), s.end.min(b));
-                if lo < hi {
+    let mut fold = Fold::new(q.max_segments);
+    let w = critical::walk(trace, q, &mut fold)?;
+    let (requests, spans_unmatched) = fold.requests();
+    let Fold { whole, keep, .. } = fold;
+    let mut segments = keep.segs;
+    segments.reverse();
+    let mut requests: Vec<Path> = requests
+        .into_iter()
+        .map(|(window, t)| {
+            // The kept segments cut to the request (both in time order).
+            let first = segments.partition_point(|s| s.end <= window.0);
+            let cut = segments[first..]
+                .iter()
+                .take_while(|s| s.start < window.1)
+                .map(|s| {
                     let mut c = s.clone();
-                    (c.start, c.end) = (lo, hi);
-                    cut.push(c);
-                }
-            }
-            requests.push(path_of(w, (a, b), &cut));
-        }
-        requests.sort_by(|x, y| y.wall_ns.cmp(&x.wall_ns).then(x.window.0.cmp(&y.window.0)));
-    }
+                    (c.start, c.end) = (s.start.max(window.0), s.end.min(window.1));
+                    c
+                })
+                .collect();
+            path_of(&w, window, &t, cut)
+        })
+        .collect();
+    requests.sort_by(|x, y| y.wall_ns.cmp(&x.wall_ns).then(x.window.0.cmp(&y.window.0)));
     let median = (!requests.is_empty()).then_some(requests.len() / 2);
-    Why {
-        path,
+    let kept = Kept {
+        total: keep.total,
+        merged: keep.merged,
+        left_out: keep.left_out,
+        max: keep.max,
+    };
+    let mut notes = w.notes.clone();
+    if kept.left_out > 0 && kept.max > 0 {
+        notes.push(format!(
+            "segments: the latest {} kept ({} merged into a neighbour of the same thread, state and detail); {} earlier ones left out (--max-segments {})",
+            segments.len(),
+            kept.merged,
+            kept.left_out,
+            kept.max
+        ));
+    }
+    Ok(Why {
+        path: path_of(&w, w.window, &whole, segments),
         requests,
         median,
-        spans_unmatched: w.spans_unmatched,
+        spans_unmatched,
         trace_start: w.trace_start,
         lost: w.lost,
         events_read: w.events_read,
-        notes: w.notes.clone(),
-        names: w.comms.clone(),
-    }
+        notes,
+        segments: kept,
+        names: w.comms,
+    })
 }
 
-fn path_of(w: &Walked, window: (u64, u64), segments: &[Segment]) -> Path {
-    let mut by_state: BTreeMap<State, u64> = BTreeMap::new();
-    let mut by_thread: BTreeMap<i32, u64> = BTreeMap::new();
-    for s in segments {
-        *by_state.entry(s.state).or_default() += s.ns();
-        *by_thread.entry(s.tid).or_default() += s.ns();
-    }
-    let mut by_state: Vec<(State, u64)> = by_state.into_iter().collect();
-    by_state.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    let mut by_thread: Vec<ThreadTime> = by_thread
+fn path_of(w: &Walked, window: (u64, u64), t: &Tally, segments: Vec<Segment>) -> Path {
+    let mut by_state: Vec<(State, u64)> = State::ALL
         .into_iter()
-        .map(|(tid, ns)| ThreadTime {
+        .zip(t.by_state)
+        .filter(|s| s.1 > 0)
+        .collect();
+    by_state.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut by_thread: Vec<ThreadTime> = t
+        .by_thread
+        .iter()
+        .map(|(&tid, &ns)| ThreadTime {
             tid,
             comm: w.comm(tid),
             ns,
@@ -201,20 +251,31 @@ fn path_of(w: &Walked, window: (u64, u64), segments: &[Segment]) -> Path {
         wall_ns: window.1 - window.0,
         by_state,
         by_thread,
-        segments: segments.to_vec(),
-        tree: tree(w, segments),
+        segments,
+        tree: tree(w, t),
     }
 }
 
-/// What a segment's detail shares with the others of its line in the tree.
-fn what(d: &Detail) -> String {
+/// What a line's segments share, for people.
+fn what(k: &LineKey) -> String {
+    match k {
+        LineKey::Plain => String::new(),
+        LineKey::Cpu(cpu) => format!("cpu {cpu}"),
+        LineKey::Disk { dev, dir } => disk(*dev, *dir),
+        LineKey::Other(d) => what_detail(d),
+    }
+}
+
+fn disk(dev: u32, dir: char) -> String {
+    let (major, minor) = crate::analyzers::block::major_minor(dev);
+    format!("{major}:{minor} {dir}")
+}
+
+fn what_detail(d: &Detail) -> String {
     match d {
         Detail::None => String::new(),
         Detail::Runnable { cpu, .. } => format!("cpu {cpu}"),
-        Detail::Disk { dev, dir, .. } => {
-            let (major, minor) = crate::analyzers::block::major_minor(*dev);
-            format!("{major}:{minor} {dir}")
-        }
+        Detail::Disk { dev, dir, .. } => disk(*dev, *dir),
         Detail::Timer { function } => match function {
             Some(f) => format!("timer {f}"),
             None => "timer".into(),
@@ -230,64 +291,35 @@ fn what(d: &Detail) -> String {
 }
 
 /// The tree of hops: node 0 is the thread asked about.
-fn tree(w: &Walked, segments: &[Segment]) -> Node {
-    // Per hop: (state, what) -> line.
-    let mut lines: Vec<BTreeMap<(State, String), StateLine>> = vec![BTreeMap::new(); w.hops.len()];
-    let mut holders: Vec<BTreeMap<(State, String), BTreeMap<i32, u64>>> =
-        vec![BTreeMap::new(); w.hops.len()];
-    for s in segments {
-        let Some(l) = lines.get_mut(s.node as usize) else {
-            continue;
-        };
-        let key = (s.state, what(&s.detail));
-        let line = l.entry(key.clone()).or_insert_with(|| StateLine {
-            state: s.state,
-            what: key.1.clone(),
-            ns: 0,
-            segments: 0,
-            holders: Vec::new(),
-            queue_ns: None,
-            device_ns: None,
-        });
-        line.ns += s.ns();
-        line.segments += 1;
-        match &s.detail {
-            Detail::Runnable { holders: h, .. } => {
-                let m = holders[s.node as usize].entry(key).or_default();
-                for &(tid, ns) in h {
-                    *m.entry(tid).or_default() += ns;
-                }
-            }
-            Detail::Disk {
-                queue_ns,
-                device_ns,
-                ..
-            } => {
-                if let Some(q) = queue_ns {
-                    *line.queue_ns.get_or_insert(0) += q;
-                }
-                if let Some(d) = device_ns {
-                    *line.device_ns.get_or_insert(0) += d;
-                }
-            }
-            _ => {}
-        }
-    }
+fn tree(w: &Walked, t: &Tally) -> Node {
     let mut nodes: Vec<Node> = w
         .hops
         .iter()
         .enumerate()
         .map(|(i, h)| {
-            let mut states: Vec<StateLine> = std::mem::take(&mut lines[i]).into_values().collect();
-            for s in &mut states {
-                if let Some(m) = holders[i].get(&(s.state, s.what.clone())) {
-                    let mut v: Vec<(String, u64)> =
-                        m.iter().map(|(&t, &ns)| (w.label(t), ns)).collect();
-                    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-                    s.holders = v;
-                }
-            }
-            states.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.state.cmp(&b.state)));
+            let lines = t.lines.get(&(i as u32)).map_or(&[][..], Vec::as_slice);
+            let mut states: Vec<StateLine> = lines
+                .iter()
+                .map(|l| {
+                    let mut holders: Vec<(String, u64)> =
+                        l.holders.iter().map(|(&t, &ns)| (w.label(t), ns)).collect();
+                    holders.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+                    StateLine {
+                        state: l.state,
+                        what: what(&l.key),
+                        ns: l.ns,
+                        segments: l.segments,
+                        holders,
+                        queue_ns: l.queue_ns,
+                        device_ns: l.device_ns,
+                    }
+                })
+                .collect();
+            states.sort_by(|a, b| {
+                b.ns.cmp(&a.ns)
+                    .then(a.state.cmp(&b.state))
+                    .then_with(|| a.what.cmp(&b.what))
+            });
             Node {
                 tid: h.tid,
                 comm: w.comm(h.tid),
@@ -346,13 +378,21 @@ impl Path {
             .map_or(0, |t| t.ns)
     }
 
-    /// The time `tid` spent in `state` on the path.
+    /// The time `tid` spent in `state` on the path (on every hop it is on).
     pub fn thread_state_ns(&self, tid: i32, state: State) -> u64 {
-        self.segments
-            .iter()
-            .filter(|s| s.tid == tid && s.state == state)
-            .map(Segment::ns)
-            .sum()
+        fn sum(n: &Node, tid: i32, state: State) -> u64 {
+            let own: u64 = match n.tid == tid {
+                true => n
+                    .states
+                    .iter()
+                    .filter(|s| s.state == state)
+                    .map(|s| s.ns)
+                    .sum(),
+                false => 0,
+            };
+            own + n.wakers.iter().map(|w| sum(w, tid, state)).sum::<u64>()
+        }
+        sum(&self.tree, tid, state)
     }
 
     /// Folded stacks (`comm-tid;waker-tid;state what`, ns), root first, for a flame

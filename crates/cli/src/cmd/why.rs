@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::error::Error;
-use kstate_analyze::critical::{SpanSpec, WalkQuery, Who};
+use kstate_analyze::critical::{SpanSpec, WalkQuery, Who, MAX_SEGMENTS};
 use kstate_analyze::filter::{parse_window, WindowSpec};
 use kstate_analyze::why::compare::{self as why_compare, Rules, RULES};
 use kstate_analyze::why::{self, Why};
@@ -70,6 +70,10 @@ pub struct Args {
     /// Where --flame writes
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// --format json: the segments listed at most (the latest; the earlier ones are
+    /// counted in segments_left_out, and the totals and the tree still hold them)
+    #[arg(long, default_value_t = MAX_SEGMENTS, value_name = "N")]
+    max_segments: usize,
     /// A and B: the share of a run's wall time (%) a line needs to be ranked
     #[arg(long, default_value_t = 5.0, value_name = "PCT",
           value_parser = kstate_args::float(0.0..=100.0))]
@@ -88,6 +92,10 @@ fn query(a: &Args, source: &kstate_analyze::Source) -> WalkQuery {
     q.window = a.window;
     q.span = a.span.clone();
     q.tgids = source.tgids().clone();
+    // Only JSON lists segments: the text, the flame graph and two runs side by side
+    // need none kept.
+    let listed = a.format == "json" && !a.flame && a.file_b.is_none();
+    q.max_segments = if listed { a.max_segments } else { 0 };
     q
 }
 

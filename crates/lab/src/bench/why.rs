@@ -66,7 +66,8 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
     )?;
     let v: serde_json::Value = serde_json::from_str(&why.stdout)
         .map_err(|e| Error::failed(format!("kstate why printed invalid JSON: {e}")))?;
-    let segments = v["segments"].as_array().map_or(0, Vec::len);
+    // The path's segments as the walk found them (the JSON lists at most --max-segments).
+    let segments = v["segments_total"].as_u64().unwrap_or(0);
     let rate = |m: &Measured| events as f64 / m.secs;
     if a.json {
         let row = |m: &Measured| {
