@@ -20,8 +20,8 @@ use std::path::Path;
 
 use crate::error::Error;
 use kstate_analyze::analyzer::{Info, Kind, LogRow, LogSink, Unit};
-use kstate_analyze::merge::{IdFilter, Merger};
 use kstate_format::output::NewFile;
+use kstate_format::stream::merge::{IdFilter, Merger};
 use kstate_format::value::write_json_str;
 use kstate_format::Trace;
 

@@ -9,8 +9,8 @@ use crate::error::Error;
 use kstate_analyze::analyzer::{Config, Info, LogSink, Mode, Outcome};
 use kstate_analyze::analyzers;
 use kstate_analyze::fxmap::FxMap;
-use kstate_analyze::merge::{Event, IdFilter, Merger};
-use kstate_format::extras::{self, ids};
+use kstate_format::sections::{self, ids};
+use kstate_format::stream::merge::{Event, IdFilter, Merger};
 use kstate_format::{ErrorKind, Field, FieldRef, Trace};
 
 /// A `char[16]` task name, NUL-padded.
@@ -279,7 +279,7 @@ pub fn run_analyzer(
 pub fn tasks(trace: &Trace) -> (FxMap<i32, i32>, HashMap<i32, String>) {
     let mut tgids = log_config(trace).tgids;
     if let Some(b) = trace.extra(ids::PROCESSES) {
-        if let Ok(ps) = extras::decode_processes(b) {
+        if let Ok(ps) = sections::decode_processes(b) {
             for p in ps {
                 tgids.entry(p.pid).or_insert(p.tgid);
             }

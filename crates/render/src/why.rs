@@ -14,8 +14,8 @@
 use std::io::{self, Write};
 
 use kstate_analyze::filter::{fmt_dur, fmt_secs};
-use kstate_analyze::why::compare::{Comparison, Row};
-use kstate_analyze::why::{pct, Node, Path, TreeLine, Why};
+use kstate_views::why::compare::{Comparison, Row};
+use kstate_views::why::{pct, Node, Path, TreeLine, Why};
 use serde_json::{json, Value};
 
 fn node_json(n: &Node) -> Value {
@@ -233,7 +233,7 @@ fn rows_text(title: &str, rows: &[Row], out: &mut dyn Write) -> io::Result<()> {
 
 /// Two runs side by side as text: what grew first, then the tables.
 pub fn comparison_text(c: &Comparison, out: &mut dyn Write) -> io::Result<()> {
-    let side = |s: &kstate_analyze::why::compare::Side| {
+    let side = |s: &kstate_views::why::compare::Side| {
         let what = match s.requests {
             0 => "the window".to_string(),
             n => format!("the mean of {n} requests"),

@@ -14,6 +14,9 @@ pub enum Error {
     System(String),
     /// Recording failed.
     Recording(kstate_record::Error),
+    /// The command to watch could not be run (not found, not executable): the exit
+    /// status a shell gives for it (127, 126) and why.
+    CommandNotRun { status: u8, message: String },
 }
 
 impl Error {
@@ -27,6 +30,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Arguments(msg) | Error::System(msg) => f.write_str(msg),
+            Error::CommandNotRun { message, .. } => f.write_str(message),
             Error::Recording(e) => e.fmt(f),
         }
     }

@@ -13,7 +13,7 @@
 //! This module is the engine's half: one backward walk over the events
 //! ([`walk::Walker`]), fed from the end of the window to its start in chunks of pages
 //! read forward and handed over in reverse ([`chunks`]). It hands the path's segments
-//! over as it finds them, latest first, to a [`Sink`]; `crate::why` folds them into the
+//! over as it finds them, latest first, to a [`Sink`]; `kstate_views::why` folds them into the
 //! views (totals, tree, requests, two runs side by side) and keeps segments only when
 //! asked.
 //!
@@ -217,7 +217,7 @@ pub struct WalkQuery {
     pub span: Option<SpanSpec>,
     /// Thread id -> process, where the recording's capture saved them.
     pub tgids: FxMap<i32, i32>,
-    /// Segments the view keeps ([`crate::why::view`]), the latest first; 0 keeps none
+    /// Segments the view keeps (`kstate_views::why::view`), the latest first; 0 keeps none
     /// (the totals, the tree and the requests do not need them).
     pub max_segments: usize,
 }

@@ -11,8 +11,8 @@ use std::process::ExitCode;
 use crate::error::Error;
 use kstate_analyze::critical::{SpanSpec, WalkQuery, Who, MAX_SEGMENTS};
 use kstate_analyze::filter::{parse_window, WindowSpec};
-use kstate_analyze::why::compare::{self as why_compare, Rules, RULES};
-use kstate_analyze::why::{self, Why};
+use kstate_views::why::compare::{self as why_compare, Rules, RULES};
+use kstate_views::why::{self, Why};
 
 const AFTER_HELP: &str = "\
 States: running (on a CPU), runnable (waiting for one; the tasks that held it are named),
@@ -141,7 +141,7 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
                     w.path.tid,
                     kstate_analyze::filter::fmt_dur(w.path.wall_ns)
                 );
-                let svg = kstate_analyze::profile::flame::svg_of(&w.path.folded(), &title, "ns");
+                let svg = kstate_render::flame::svg_of(&w.path.folded(), &title, "ns");
                 kstate_format::output::write(o, svg)
                     .map_err(|e| Error::Failed(format!("{}: {e}", o.display())))?;
                 eprintln!("kstate why: flame graph of the path in {}", o.display());

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::bytes::Endian;
 use crate::error::{Error, Result};
-use crate::event_format::EventFormat;
+use crate::event_format::{EventFormat, FormatAt};
 use crate::layout::PageLayout;
 use crate::timeshift::TimeShift;
 use crate::trace::{ClockMap, Container, CpuData, EventTable, Trace, MAX_CPUS};
@@ -68,6 +68,12 @@ pub(crate) struct Meta {
     pub header_page: Option<Vec<u8>>,
     pub ftrace: Vec<Vec<u8>>,
     pub systems: Vec<(String, Vec<Vec<u8>>)>,
+    /// Where each format text of `ftrace` and of `systems` is.
+    pub ftrace_at: Vec<FormatAt>,
+    pub systems_at: Vec<Vec<FormatAt>>,
+    /// v7: the data offset of the compressed section being read (its offsets are not the
+    /// file's), else None.
+    pub in_section: Option<u64>,
     pub kallsyms: Option<Vec<u8>>,
     pub printk: Option<Vec<u8>>,
     pub cmdlines: Option<Vec<u8>>,
@@ -95,6 +101,9 @@ impl Meta {
             header_page: None,
             ftrace: Vec::new(),
             systems: Vec::new(),
+            ftrace_at: Vec::new(),
+            systems_at: Vec::new(),
+            in_section: None,
             kallsyms: None,
             printk: None,
             cmdlines: None,
@@ -134,7 +143,9 @@ impl Meta {
         // instead of looping for long; no capacity is reserved from it.
         for _ in 0..count {
             let size = inp.u64("ftrace format size")?;
+            let at = self.format_at(inp.offset());
             self.ftrace.push(inp.bytes(size, "ftrace format")?);
+            self.ftrace_at.push(at);
         }
         Ok(())
     }
@@ -145,13 +156,23 @@ impl Meta {
             let name = inp.cstr("event system name")?;
             let count = inp.u32("event format count")?;
             let mut formats = Vec::new();
+            let mut at = Vec::new();
             for _ in 0..count {
                 let size = inp.u64("event format size")?;
+                at.push(self.format_at(inp.offset()));
                 formats.push(inp.bytes(size, "event format")?);
             }
             self.systems.push((name, formats));
+            self.systems_at.push(at);
         }
         Ok(())
+    }
+
+    fn format_at(&self, at: u64) -> FormatAt {
+        match self.in_section {
+            Some(section) => FormatAt::Section { section, at },
+            None => FormatAt::File(at),
+        }
     }
 
     pub fn read_kallsyms(&mut self, inp: &mut impl Input) -> Result<()> {
@@ -249,6 +270,11 @@ impl Meta {
         // file header's, which describes the recording tool's user space.
         let long_size = layout.commit_size;
         let mut events = EventTable::default();
+        let format_at: Vec<FormatAt> = self
+            .ftrace_at
+            .into_iter()
+            .chain(self.systems_at.into_iter().flatten())
+            .collect();
         let format_texts: Vec<(String, Vec<u8>)> = self
             .ftrace
             .into_iter()
@@ -259,10 +285,11 @@ impl Meta {
                     .flat_map(|(s, fs)| fs.into_iter().map(move |f| (s.clone(), f))),
             )
             .collect();
-        for (system, text) in &format_texts {
+        for (i, (system, text)) in format_texts.iter().enumerate() {
             // trace-cmd counts formats it cannot parse and carries on; records of such an
             // event show up downstream as an unknown id rather than sinking the whole file.
-            if let Ok(ev) = EventFormat::parse(text, system, long_size) {
+            if let Ok(mut ev) = EventFormat::parse(text, system, long_size) {
+                ev.at = format_at.get(i).copied();
                 events.insert(ev);
             }
         }

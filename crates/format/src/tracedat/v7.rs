@@ -193,6 +193,7 @@ pub(crate) fn read(
             if id == opt::EVENT_FORMATS && !sec.compressed {
                 meta.trace_cmd_unreadable = formats_out_of_reach(at, sec.content.len() as u64);
             }
+            meta.in_section = sec.compressed.then_some(sec.content_at);
             sec.parse(f.endian, what, |r| match id {
                 opt::HEADER_INFO => meta.read_headers(r),
                 opt::FTRACE_EVENTS => meta.read_ftrace_formats(r),

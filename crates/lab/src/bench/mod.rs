@@ -12,6 +12,7 @@ pub mod record;
 pub mod sample;
 pub mod stacks;
 pub mod ui;
+pub mod watch;
 pub mod why;
 
 use std::path::{Path, PathBuf};
@@ -19,7 +20,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 use crate::Error;
-use kstate_analyze::merge::{IdFilter, Merger};
+use kstate_format::stream::merge::{IdFilter, Merger};
 use kstate_format::value::FieldRef;
 use kstate_format::Trace;
 
@@ -132,6 +133,13 @@ pub enum Bench {
     /// One fixed-work run in this process (used by `bench sample`)
     #[command(hide = true)]
     SamplePass(sample::PassArgs),
+    /// `kstate watch` for hours: bytes written per second by each way of keeping pages
+    /// under the same system-call storm, then a soak (flight recorder, alarms, metrics)
+    /// with RSS, memory, disk, CPU and alarm latency each minute
+    Watch(watch::Args),
+    /// The steady storm of `bench watch` (RATE getppid calls a second for SECONDS)
+    #[command(hide = true)]
+    WatchStorm(watch::StormArgs),
 }
 
 pub fn run(b: Bench) -> Result<ExitCode, Error> {
@@ -152,6 +160,8 @@ pub fn run(b: Bench) -> Result<ExitCode, Error> {
         Bench::Ui(a) => ui::run(a),
         Bench::Why(a) => why::run(a),
         Bench::SamplePass(a) => sample::pass(a),
+        Bench::Watch(a) => watch::run(a),
+        Bench::WatchStorm(a) => watch::storm(a),
         Bench::MallocPass(a) => malloc::pass(a),
         Bench::Read {
             file,
@@ -191,7 +201,7 @@ fn read_pass(file: &Path, threads: usize) -> Result<(u64, u64, f64), Error> {
             [f.first().map(FieldRef::from), f.get(1).map(FieldRef::from)]
         })
         .collect();
-    let read = |ev: &kstate_analyze::merge::Event<'_>| {
+    let read = |ev: &kstate_format::stream::merge::Event<'_>| {
         let common = ev.pid() as u64
             ^ ev.payload.get(2).copied().unwrap_or(0) as u64
             ^ ev.payload.get(3).copied().unwrap_or(0) as u64;
@@ -231,7 +241,7 @@ fn read_pass(file: &Path, threads: usize) -> Result<(u64, u64, f64), Error> {
 fn read_slices(
     trace: &Trace,
     threads: usize,
-    read: &(dyn Fn(&kstate_analyze::merge::Event<'_>) -> u64 + Sync),
+    read: &(dyn Fn(&kstate_format::stream::merge::Event<'_>) -> u64 + Sync),
 ) -> Option<(u64, u64)> {
     use kstate_analyze::slices::{ordered, Seams, ShortSlices};
     let bytes: u64 = trace.cpu_data.iter().map(|c| c.file_bytes).sum();
