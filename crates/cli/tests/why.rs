@@ -378,3 +378,60 @@ fn a_thread_not_found_or_not_unique_is_bad_input() {
     let bad = run(&["why", f, "--tid", "1", "--span", "marker:x"]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// `--max-segments N` bounds the JSON's list to the latest N segments and says how many
+/// were left out; the totals and the tree still count every one (they add up to the wall
+/// time, and are the same as with every segment listed).
+#[test]
+fn the_segment_list_is_bounded_and_the_totals_are_not() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let file = dir.path().join("chain.dat");
+    record_chain("why", 50, &file);
+    let f = file.to_str().unwrap();
+    let ask = |max: &str| {
+        kstate_json(&[
+            "why",
+            f,
+            "--comm",
+            "why-a",
+            "--format",
+            "json",
+            "--max-segments",
+            max,
+        ])
+    };
+    let (all, three) = (ask("1000000"), ask("3"));
+    let listed = all["segments"].as_array().unwrap().len() as u64;
+    assert!(listed > 3, "too short a path to cut: {listed} segments");
+    assert_eq!(all["segments_left_out"], 0);
+    assert_eq!(
+        n(&all["segments_total"]),
+        listed + n(&all["segments_merged"])
+    );
+    // The latest three, ending at the window's end.
+    let kept = three["segments"].as_array().unwrap();
+    assert_eq!(kept.len(), 3);
+    let tail = &all["segments"].as_array().unwrap()[listed as usize - 3..];
+    assert_eq!(kept.as_slice(), tail);
+    assert_eq!(kept[2]["end_ns"], three["window"][1]);
+    assert_eq!(three["segments_total"], all["segments_total"]);
+    assert_eq!(
+        n(&three["segments_left_out"]) + 3 + n(&three["segments_merged"]),
+        n(&three["segments_total"])
+    );
+    assert!(three["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s.as_str().unwrap().contains("left out (--max-segments 3)")));
+    for k in ["by_state", "by_thread", "tree", "wall_ns"] {
+        assert_eq!(three[k], all[k], "{k}");
+    }
+    let total: u64 = three["by_state"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| n(&s["ns"]))
+        .sum();
+    assert_eq!(total, n(&three["wall_ns"]));
+}

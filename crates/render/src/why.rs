@@ -166,7 +166,8 @@ pub fn text(why: &Why, top: usize, out: &mut dyn Write) -> io::Result<()> {
         let med = why.median.and_then(|m| why.requests.get(m));
         writeln!(
             out,
-            "\n{n} requests; median {}, slowest {}",
+            "\n{n} request{}; median {}, slowest {}",
+            if n == 1 { "" } else { "s" },
             med.map_or("-".into(), |m| fmt_dur(m.wall_ns)),
             fmt_dur(why.requests[0].wall_ns)
         )?;
@@ -174,9 +175,18 @@ pub fn text(why: &Why, top: usize, out: &mut dyn Write) -> io::Result<()> {
             writeln!(out, "\nrequest {} of {n} (slowest first):", i + 1)?;
             path_text(why, r, out)?;
         }
-        if let Some(m) = med {
-            writeln!(out, "\nthe median request:")?;
-            path_text(why, m, out)?;
+        match (why.median, med) {
+            // Already printed among the slowest: named, not repeated.
+            (Some(i), Some(_)) if i < top => writeln!(
+                out,
+                "\nthe median request is request {} of {n} above",
+                i + 1
+            )?,
+            (_, Some(m)) => {
+                writeln!(out, "\nthe median request:")?;
+                path_text(why, m, out)?;
+            }
+            _ => {}
         }
     }
     if why.spans_unmatched > 0 {

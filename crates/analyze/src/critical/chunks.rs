@@ -14,8 +14,8 @@ use kstate_format::Trace;
 
 use super::events::{Bound, Rec};
 use crate::error::Error;
-use crate::merge::{IdFilter, Merger};
-use crate::page_index::PageIndex;
+use kstate_format::stream::merge::{IdFilter, Merger};
+use kstate_format::stream::page_index::PageIndex;
 
 /// Pages (of all CPUs together) per chunk: with 512 KiB pages about 10 k events each.
 pub const PAGES_PER_CHUNK: usize = 16;

@@ -8,7 +8,7 @@ use crate::analyzers::block::{Role, Rq, RqEvents};
 use crate::analyzers::sched::{self, StateNames, Switch};
 use crate::error::Error;
 use crate::fxmap::FxMap;
-use crate::merge::Event;
+use kstate_format::stream::merge::Event;
 
 /// `common_flags` bits (include/linux/trace_events.h, `enum trace_flag_type`).
 pub const FLAG_HARDIRQ: u8 = 0x08;

@@ -7,7 +7,7 @@ use crate::analyzer::Tasks;
 use crate::analyzers::sched;
 use crate::error::Error;
 use crate::fxmap::FxMap;
-use crate::merge::{IdFilter, Merger};
+use kstate_format::stream::merge::{IdFilter, Merger};
 
 /// A thread that matches, with how often it was switched in the window.
 #[derive(Debug, Clone, PartialEq, Eq)]

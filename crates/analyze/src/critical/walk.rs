@@ -27,8 +27,8 @@ use super::{Detail, Hop, Segment, Sink, State, WalkQuery, Walked};
 use crate::analyzers::block::{Role, Rq};
 use crate::error::Error;
 use crate::fxmap::FxMap;
-use crate::merge::{IdFilter, Merger};
-use crate::page_index::PageIndex;
+use kstate_format::stream::merge::{IdFilter, Merger};
+use kstate_format::stream::page_index::PageIndex;
 
 /// How far before the window the walk reads on to name an interrupt or a block request
 /// whose wake-up lies in the window.
@@ -822,7 +822,7 @@ struct Finished {
 /// What names a cause: the interned names, the vector names, the kernel's symbols.
 struct Naming<'a> {
     bound: &'a Bound,
-    ksyms: &'a crate::ksyms::LazyKsyms,
+    ksyms: &'a kstate_symbols::ksyms::LazyKsyms,
 }
 
 fn add_holder(holders: &mut Vec<(i32, u64)>, tid: i32, ns: u64) {
@@ -1025,7 +1025,7 @@ pub(crate) fn run(trace: &Trace, q: &WalkQuery, sink: &mut dyn Sink) -> Result<W
     let mut names = Names::default();
     let mut chunk = Vec::new();
     let mut inferred = 0;
-    let ksyms = crate::ksyms::LazyKsyms::new(trace.kallsyms.as_deref());
+    let ksyms = kstate_symbols::ksyms::LazyKsyms::new(trace.kallsyms.as_deref());
     while back.next(&mut bound, &mut |t, c| names.note(t, c), &mut chunk)? {
         names.end_chunk();
         inferred += infer_switch_ins(&mut chunk);

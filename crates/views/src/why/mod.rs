@@ -33,10 +33,10 @@
 pub mod compare;
 mod fold;
 
+use fold::{Fold, LineKey, Tally};
 use kstate_analyze::critical::{self, Detail, Segment, State, WalkQuery, Walked};
 use kstate_analyze::filter::fmt_dur;
 use kstate_analyze::Error;
-use fold::{Fold, LineKey, Tally};
 use kstate_format::Trace;
 
 /// A path over one stretch of time: the whole window, or one request.
@@ -212,6 +212,17 @@ pub fn view(trace: &Trace, q: &WalkQuery) -> Result<Why, Error> {
             kept.left_out,
             kept.max
         ));
+    }
+    let unknown = whole.by_state[State::Unknown as usize];
+    if let Some(r) = crate::survey::recording(trace).filter(|r| !r.pids.is_empty()) {
+        if unknown > 0 {
+            // Events are filtered by the task they happen in: an interrupt, a timer or a
+            // kernel thread in another task's context is not in such a recording.
+            notes.push(format!(
+                "the recording followed only process {} (recorded without -a): waits ended by interrupts, timers or kernel threads in other tasks' context are unknown; record with -a to name them",
+                r.pids.iter().map(i32::to_string).collect::<Vec<_>>().join(", ")
+            ));
+        }
     }
     Ok(Why {
         path: path_of(&w, w.window, &whole, segments),
