@@ -117,6 +117,9 @@ impl Tally {
     }
 }
 
+/// A request's `[begin, end)` and its tally.
+pub(super) type Request = ((u64, u64), Tally);
+
 /// The `--span` requests, cut as the segments come (latest first).
 #[derive(Debug, Default)]
 struct Requests {
@@ -124,8 +127,8 @@ struct Requests {
     open: Option<(u64, Tally)>,
     /// Requests whose begin was met: a segment reaching back past the begin completes
     /// them.
-    closing: Vec<((u64, u64), Tally)>,
-    done: Vec<((u64, u64), Tally)>,
+    closing: Vec<Request>,
+    done: Vec<Request>,
     /// Begins with no end before the next begin or the window's end.
     unmatched: u64,
 }
@@ -231,7 +234,7 @@ impl Fold {
 
     /// The requests, in no order, and how many begins had no end. A request still open
     /// (an end whose begin is before the window) is not one.
-    pub fn requests(&mut self) -> (Vec<((u64, u64), Tally)>, u64) {
+    pub fn requests(&mut self) -> (Vec<Request>, u64) {
         let r = &mut self.requests;
         let mut done = std::mem::take(&mut r.done);
         done.append(&mut r.closing);
