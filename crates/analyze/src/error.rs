@@ -26,6 +26,17 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+impl Error {
+    /// Why the analyzer asked for does not apply to this file (its events are not in it),
+    /// for the lists of what a survey skipped; `None` for every other failure.
+    pub fn not_applicable(&self) -> Option<&str> {
+        match self {
+            Error::Trace(e) if e.kind == kstate_format::ErrorKind::Unsupported => Some(&e.msg),
+            _ => None,
+        }
+    }
+}
+
 impl From<kstate_format::Error> for Error {
     fn from(e: kstate_format::Error) -> Error {
         Error::Trace(e)

@@ -22,8 +22,10 @@ use std::sync::Arc;
 
 use kstate_format::{Lost, PageSource, Trace};
 
-use crate::analyzer::{AnyPass, Config, Info, Outcome};
+use crate::analyzer::{AnyPass, Outcome};
 use crate::error::Error;
+use crate::fxmap::FxMap;
+use crate::Query;
 use kstate_format::stream::merge::{IdFilter, Merger};
 
 /// Pages of one CPU in a file that grows while it is read: whole pages up to the length
@@ -212,7 +214,7 @@ impl Live {
     pub fn new(
         mut trace: Trace,
         sources: Vec<(u32, Box<dyn PageSource>)>,
-        analyzers: &[(&'static Info, Config)],
+        analyzers: &[Query],
         start: u64,
         interval: u64,
     ) -> Result<Live, Error> {
@@ -221,14 +223,8 @@ impl Live {
         trace.cpu_count = trace.cpu_count.max(cpus);
         let mut passes = Vec::new();
         let mut route: Vec<Vec<u16>> = vec![Vec::new(); trace.events.id_limit()];
-        for (i, (info, cfg)) in analyzers.iter().enumerate() {
-            let Some(live) = info.live else {
-                return Err(Error::Query(format!(
-                    "analyzer {} reads no events and cannot run live",
-                    info.name
-                )));
-            };
-            let (pass, ids) = live(&trace, cfg)?;
+        for (i, query) in analyzers.iter().enumerate() {
+            let (pass, ids) = Live::pass(&trace, query)?;
             for id in ids {
                 if let Some(r) = route.get_mut(id as usize) {
                     r.push(i as u16);
@@ -251,6 +247,25 @@ impl Live {
                 closed: Vec::new(),
             },
         })
+    }
+
+    /// `query`'s pass over a recording being made (`trace`: its metadata), and the event
+    /// ids it reads; an error where the analyzer reads no events or `trace` lacks them.
+    fn pass(trace: &Trace, query: &Query) -> Result<(Box<dyn AnyPass>, Vec<u32>), Error> {
+        query.check()?;
+        let Some(live) = query.analyzer.live else {
+            return Err(Error::Query(format!(
+                "analyzer {} reads no events and cannot run live",
+                query.analyzer.name
+            )));
+        };
+        Ok(live(trace, &query.config(&FxMap::default()))?)
+    }
+
+    /// Whether `query` can run live on a recording whose metadata `trace` holds (its
+    /// analyzer reads events, and `trace` has them).
+    pub fn applies(trace: &Trace, query: &Query) -> bool {
+        Live::pass(trace, query).is_ok()
     }
 
     /// The recording's metadata.

@@ -334,7 +334,7 @@ fn parse_subject(s: &str, rule: &str) -> Result<Subject, String> {
     let info = analyzers::find(name).ok_or_else(|| {
         let names: Vec<&str> = analyzers::ALL
             .iter()
-            .filter(|i| i.live.is_some())
+            .filter(|i| i.is_live())
             .map(|i| i.name)
             .collect();
         bad(
@@ -342,7 +342,7 @@ fn parse_subject(s: &str, rule: &str) -> Result<Subject, String> {
             format!("no analyzer {name:?}; there are: {}", names.join(", ")),
         )
     })?;
-    if info.live.is_none() {
+    if !info.is_live() {
         return Err(bad(
             0,
             format!("analyzer {name} reads no events and cannot be watched"),

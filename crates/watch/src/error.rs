@@ -46,7 +46,7 @@ mod tests {
     fn refusals_are_bad_arguments_and_the_systems_failures_are_not() {
         let refused = Error::Arguments(crate::Rule::parse("nonsense").unwrap_err());
         assert!(refused.is_bad_input(), "{refused}");
-        let text = "alarm rule \"nonsense\": no comparison (>, >=, <, <=, ==)";
+        let text = "alarm rule \"nonsense\": no comparison (>, >=, <, <=, ==) (at character 9)\n    nonsense\n            ^";
         assert_eq!(refused.to_string(), text);
 
         let system = Error::System("tracefs: not mounted".into());

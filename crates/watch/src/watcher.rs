@@ -9,9 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::alarm::{Alarms, Firing, Rule};
-use kstate_analyze::analyzer::{Config, Mode};
 use kstate_analyze::live::{GrowingPages, Interval, Live};
-use kstate_analyze::{analyzers, Info};
+use kstate_analyze::{analyzers, Info, Query};
 use kstate_format::sections::{ids, Process};
 use kstate_format::{sections::watch_log, PageSource, Trace};
 use kstate_record::flight::Flight;
@@ -378,17 +377,15 @@ impl Watcher for Watch {
         if trace.uname.is_none() {
             trace.uname = kstate_record::system::uname();
         }
-        let mut queries: Vec<(&'static Info, Config)> = Vec::new();
+        let mut queries: Vec<Query> = Vec::new();
         let mut add = |info: &'static Info, by: &str| {
             if queries
                 .iter()
-                .any(|(i, c)| i.name == info.name && c.by.as_deref().unwrap_or(info.by[0].0) == by)
+                .any(|q| q.analyzer.name == info.name && q.by() == by)
             {
                 return;
             }
-            let mut cfg = Config::new(Mode::Stat);
-            cfg.by = Some(by.to_string());
-            queries.push((info, cfg));
+            queries.push(Query::of(info).keyed(Some(by)));
         };
         for (name, by) in SHOWN {
             let Some(info) = analyzers::find(name) else {
@@ -396,11 +393,7 @@ impl Watcher for Watch {
             };
             let by = if by.is_empty() { info.by[0].0 } else { by };
             // Shown where this recording has its events.
-            if info.live.is_some_and(|l| {
-                let mut cfg = Config::new(Mode::Stat);
-                cfg.by = Some(by.to_string());
-                l(&trace, &cfg).is_ok()
-            }) {
+            if Live::applies(&trace, &Query::of(info).keyed(Some(by))) {
                 add(info, by);
             }
         }
