@@ -8,7 +8,7 @@ mod support;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
-use support::{kstate_json, run, KSTATE};
+use support::{kstate_json, ok, run, KSTATE};
 
 const REQUEST: &str = "marker:why-request begin,why-request end";
 const FSYNC: &str = "marker:why-fsync begin,why-fsync end";
@@ -21,28 +21,29 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 fn record_chain(events: &str, sleep_ms: u64, dest: &Path) -> Vec<Value> {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = dest.parent().unwrap();
-    let out = Command::new(KSTATE)
-        .args([
-            "record",
-            "--sysinfo-interval",
-            "0",
-            "-a",
-            "-e",
-            events,
-            "-o",
-        ])
-        .arg(dest)
-        .args(["--", KSTATE, "workload", "why-chain", "--requests", "2"])
-        .args(["--sleep-ms", &sleep_ms.to_string(), "--write-mib", "64"])
-        .arg("--dir")
-        .arg(dir)
-        .output()
-        .expect("run kstate record");
-    assert!(
-        out.status.success(),
-        "kstate record failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let sleep = sleep_ms.to_string();
+    let out = ok(&[
+        "record",
+        "--sysinfo-interval",
+        "0",
+        "-a",
+        "-e",
+        events,
+        "-o",
+        dest.to_str().unwrap(),
+        "--",
+        KSTATE,
+        "workload",
+        "why-chain",
+        "--requests",
+        "2",
+        "--sleep-ms",
+        &sleep,
+        "--write-mib",
+        "64",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
     let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter(|l| l.starts_with("{\"request\""))
@@ -75,6 +76,16 @@ fn requests(v: &Value) -> Vec<&Value> {
 
 fn n(v: &Value) -> u64 {
     v.as_u64().unwrap()
+}
+
+/// A path's time summed over its states.
+fn state_total(path: &Value) -> u64 {
+    path["by_state"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| n(&s["ns"]))
+        .sum()
 }
 
 /// Time of `tid` in `state` on a path (its segments summed).
@@ -177,13 +188,7 @@ fn chain_path_names_the_sleep_the_disk_and_the_cpu() {
     let disk = disk_of(dir.path());
     for (i, (r, t)) in reqs.iter().zip(&timed).enumerate() {
         // The path covers the request: its segments add up to its wall time.
-        let total: u64 = r["by_state"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| n(&s["ns"]))
-            .sum();
-        assert_eq!(total, n(&r["wall_ns"]), "request {i}");
+        assert_eq!(state_total(r), n(&r["wall_ns"]), "request {i}");
         // C's sleep, reached through B's wait on the mutex: as C timed it, it includes
         // C's wait for a CPU after the timer (this machine is shared), which the path
         // tells apart.
@@ -427,11 +432,5 @@ fn the_segment_list_is_bounded_and_the_totals_are_not() {
     for k in ["by_state", "by_thread", "tree", "wall_ns"] {
         assert_eq!(three[k], all[k], "{k}");
     }
-    let total: u64 = three["by_state"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| n(&s["ns"]))
-        .sum();
-    assert_eq!(total, n(&three["wall_ns"]));
+    assert_eq!(state_total(&three), n(&three["wall_ns"]));
 }
