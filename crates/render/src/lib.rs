@@ -40,6 +40,8 @@ pub mod scale;
 pub mod svg;
 pub mod utc;
 pub mod why;
+#[cfg(test)]
+mod writer_tests;
 
 use std::io::{self, Write};
 
