@@ -57,3 +57,4 @@ mod top_locks;
 mod ui_browser;
 mod unwind;
 mod watch;
+mod why;

@@ -3,7 +3,7 @@
 //! then writes and fsyncs, then answers), recorded system-wide from the real kernel. The
 //! oracles are what the workload timed in the same run: C's sleep, A's CPU time (the
 //! scheduler's own count, as /proc's schedstat keeps it), the fsync's wall time and B's CPU time in it.
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::path::Path;
