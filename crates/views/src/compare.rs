@@ -405,6 +405,12 @@ pub fn rank(analyzers: &[AnalyzerDiff], rules: &Rules) -> Vec<Change> {
     out
 }
 
+/// The impact order of "what changed most": the ratio farthest from 1 (|log2 ratio|)
+/// first. Shared with `kstate why A B` ([`crate::why::compare`]).
+pub fn by_impact(x: f64, y: f64) -> std::cmp::Ordering {
+    y.log2().abs().total_cmp(&x.log2().abs())
+}
+
 /// Runs every analyzer of `names` (all of them when empty) over A and B with the same
 /// filters and compares those that apply to both. Errors only when no analyzer applies
 /// to both (or one of `names` does not exist).

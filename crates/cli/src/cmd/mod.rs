@@ -19,6 +19,7 @@ pub mod summarize;
 pub mod top_locks;
 pub mod ui;
 pub mod watch;
+pub mod why;
 
 use crate::error::Error;
 use kstate_format::{OpenOptions, PerfReadWay, Trace};

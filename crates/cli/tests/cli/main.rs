@@ -59,3 +59,4 @@ mod ui_server;
 mod ui_timeline;
 mod unwind;
 mod watch;
+mod why;
