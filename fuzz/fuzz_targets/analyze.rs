@@ -7,7 +7,8 @@
 //! they must hold the one pass's events in its order); the merge with
 //! each CPU decoded on its own thread (perf.data), which must give the one-thread merge's
 //! events in its order; and every analyzer on several threads, which must give its
-//! one-thread outcome.
+//! one-thread outcome; and `kstate why`'s critical path of the busiest thread, whole and
+//! cut into marker requests, whose segments must cover its window.
 //! Run with `-rss_limit_mb=2048`: growing past that is a finding.
 #![no_main]
 use kstate_analyze::fxmap::FxMap;
@@ -16,6 +17,25 @@ use kstate_format::Trace;
 use kstate_render::html;
 use libfuzzer_sys::fuzz_target;
 use std::io::Write;
+
+/// `kstate why` on the thread switched most: no panic, and the path covers its window.
+fn why(trace: &Trace) {
+    use kstate_analyze::critical::{select, SpanSpec, WalkQuery, Who};
+    let Ok(found) = select::candidates(trace, &FxMap::default(), None, None, None) else {
+        return;
+    };
+    let Some(tid) = found.first().map(|c| c.tid) else {
+        return;
+    };
+    for span in [None, Some(SpanSpec::Marker { begin: "b".into(), end: "e".into() })] {
+        let mut q = WalkQuery::new(Who::Tid(tid));
+        q.span = span;
+        if let Ok(w) = kstate_views::why::view(trace, &q) {
+            let total: u64 = w.path.by_state.iter().map(|s| s.1).sum();
+            assert_eq!(total, w.path.wall_ns, "the path does not cover its window");
+        }
+    }
+}
 
 fuzz_target!(|data: &[u8]| {
     let path = std::env::temp_dir().join(format!("kstate-fuzz-analyze-{}", std::process::id()));
@@ -27,6 +47,7 @@ fuzz_target!(|data: &[u8]| {
         let r = survey(&trace, "fuzz", &FxMap::default());
         let _ = html::render(&r, None);
         let _ = kstate_views::classify::figures(&trace, None);
+        why(&trace);
         let _ = kstate_views::classify::figures(&trace, Some(&[1].into_iter().collect()));
         if let Some(s) = kstate_analyze::slices::ShortSlices::plan(&trace, 8192) {
             // Slices that all meet ([`Seams::meet`]) hold the one pass's events, in order.

@@ -8,7 +8,7 @@
 //! (`perf record -e raw_syscalls:* ...`); run with `-rss_limit_mb=2048`.
 #![no_main]
 use kstate_format::page::{read_header, PageCursor};
-use kstate_format::{Item, Lost, Trace};
+use kstate_format::{Item, Lost, OpenOptions, Trace};
 use libfuzzer_sys::fuzz_target;
 use std::io::Write;
 
@@ -78,13 +78,22 @@ fuzz_target!(|data: &[u8]| {
         .unwrap()
         .write_all(data)
         .unwrap();
-    kstate_format::set_open_threads(1);
-    let one = Trace::open(&path);
+    let one = Trace::open_with(
+        &path,
+        &OpenOptions {
+            threads: Some(1),
+            ..OpenOptions::default()
+        },
+    );
     // Parts of 64 bytes and more, on 3 threads.
-    std::env::set_var(kstate_format::PART_BYTES_ENV, "64");
-    kstate_format::set_open_threads(3);
-    let parts = Trace::open(&path);
-    std::env::remove_var(kstate_format::PART_BYTES_ENV);
+    let parts = Trace::open_with(
+        &path,
+        &OpenOptions {
+            threads: Some(3),
+            scan_part_bytes: Some(64),
+            ..OpenOptions::default()
+        },
+    );
     match (&one, &parts) {
         (Ok(a), Ok(b)) => {
             let cpus = |t: &Trace| {

@@ -37,6 +37,7 @@
 //! `kstate_export`, `kstate_ui`, `kstate_watch`, the CLI).
 pub mod analyzer;
 pub mod analyzers;
+pub mod critical;
 mod error;
 pub mod filter;
 pub use kstate_format::fxmap;

@@ -470,16 +470,17 @@ pub fn ordered<S, R: Send>(
     });
 }
 
-/// Threads to use when the user does not say: every core.
+/// Every core this process may run on.
 pub fn all_cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    kstate_format::cores::all_cores()
 }
 
-/// The thread count a user asked for (`--threads`), or every core when not asked.
+/// The thread count a user asked for (`--threads`), or when not asked the cores no other
+/// task is running on ([`kstate_format::cores::free_cores`]).
 pub fn threads(asked: Option<usize>) -> Result<usize, Error> {
     match asked {
         Some(n) => check_threads(n),
-        None => Ok(all_cores()),
+        None => Ok(kstate_format::cores::free_cores()),
     }
 }
 

@@ -59,6 +59,9 @@ enum Command {
     /// Merge a fleet's summaries: per group (host, kernel, command) merged count, total and
     /// p50/p99/p99.9 to the bucket, and the outlier groups
     Fleet(cmd::fleet::Args),
+    /// Why was this thread (this request) slow: its critical path across the threads that
+    /// woke it, interrupts and devices, per request with --span; two runs side by side
+    Why(Box<cmd::why::Args>),
     /// Sort a recording into CPU-busy, I/O-bound, lock-contention or other, with the
     /// figures that decided it (the rules: kstate classify --help)
     Classify(cmd::classify::Args),
@@ -149,6 +152,7 @@ fn run(command: Command) -> Result<ExitCode, error::Error> {
         Command::TopLocks(a) => cmd::top_locks::run(a),
         Command::Bench(b) => kstate_lab::bench::run(b).map_err(Into::into),
         Command::Classify(a) => cmd::classify::run(a),
+        Command::Why(a) => cmd::why::run(*a),
         Command::Summarize(a) => cmd::summarize::run(a),
         Command::Fleet(a) => cmd::fleet::run(a),
         Command::Scale(a) => kstate_lab::scale::run(a).map_err(Into::into),

@@ -9,6 +9,7 @@
 
 pub mod built_pages;
 pub mod bytes;
+pub mod cores;
 pub mod error;
 pub mod event_format;
 pub mod events;
@@ -16,6 +17,7 @@ pub mod fxmap;
 pub mod layout;
 mod mapped;
 mod open;
+pub mod open_options;
 pub mod output;
 pub mod page;
 pub mod page_builder;
@@ -41,10 +43,10 @@ pub use error::{Error, ErrorKind, Result};
 pub use event_format::{EventFormat, Field, FieldKind, FormatAt};
 pub use events::{CpuEvents, Item};
 pub use layout::PageLayout;
-pub use open::set_open_threads;
+pub use open_options::{OpenOptions, PerfReadWay};
 pub use page::{Lost, PageCursor, PageHeader, Record};
 pub use pages::{PageSource, SharedPage};
-pub use perf::scan::{scans_in_parts, PART_BYTES_ENV};
+pub use perf::scan::scans_in_parts;
 pub use spool::Spool;
 pub use timeshift::TimeShift;
 pub use trace::{BuildPages, ClockMap, Container, CpuData, DataLoc, EventTable, Trace};

@@ -7,39 +7,26 @@
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::open_options::OpenOptions;
 use crate::sniff::{self, Kind, HEAD};
 use crate::trace::{Trace, MAX_CPUS};
 
 /// The name `-` is read from, in messages and in `info`.
 pub const STDIN_NAME: &str = "standard input";
 
-/// Threads an open may use (0: every core).
-static OPEN_THREADS: AtomicUsize = AtomicUsize::new(0);
-
-/// Sets the threads a file's open may use (a perf.data's scan of its records), as a
-/// command's `--threads` asks; every core until set. What an open finds is the same on
-/// any number.
-pub fn set_open_threads(n: usize) {
-    OPEN_THREADS.store(n.max(1), Ordering::Relaxed);
-}
-
-/// The threads an open may use.
-pub(crate) fn open_threads() -> usize {
-    match OPEN_THREADS.load(Ordering::Relaxed) {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    }
-}
-
 impl Trace {
     /// Opens a trace.dat file, a perf.data file, a raw capture directory or kstate's
     /// Parquet directory, compressed with gzip, zstd or xz or not (files), from a file, a
     /// pipe, a FIFO or standard input (`-`).
     pub fn open(path: &Path) -> Result<Trace> {
+        Trace::open_with(path, &OpenOptions::default())
+    }
+
+    /// [`Trace::open`] as `opts` choose.
+    pub fn open_with(path: &Path, opts: &OpenOptions) -> Result<Trace> {
         let (mut file, name) = if path == Path::new("-") {
             let fd = std::os::fd::AsFd::as_fd(&std::io::stdin())
                 .try_clone_to_owned()
@@ -90,11 +77,12 @@ impl Trace {
                         damage: None,
                     },
                     &name,
+                    opts,
                 )
             }
-            Kind::TraceDat | Kind::PerfData if regular => read_as(path, kind)?.checked(),
-            Kind::Packed(p) => unpacked(file, head, Some(p), !regular, &name),
-            _ => unpacked(file, head, None, true, &name),
+            Kind::TraceDat | Kind::PerfData if regular => read_as(path, kind, opts)?.checked(),
+            Kind::Packed(p) => unpacked(file, head, Some(p), !regular, &name, opts),
+            _ => unpacked(file, head, None, true, &name, opts),
         }
     }
 
@@ -121,9 +109,9 @@ impl Trace {
 }
 
 /// The reader for a file of `kind`, at `path`.
-fn read_as(path: &Path, kind: Kind) -> Result<Trace> {
+fn read_as(path: &Path, kind: Kind, opts: &OpenOptions) -> Result<Trace> {
     match kind {
-        Kind::PerfData => crate::perf::open(path),
+        Kind::PerfData => crate::perf::open(path, opts),
         _ => needs_no_lost_formats(crate::tracedat::open(path)?),
     }
 }
@@ -186,13 +174,14 @@ fn unpacked(
     packing: Option<sniff::Packing>,
     pipe: bool,
     name: &Path,
+    opts: &OpenOptions,
 ) -> Result<Trace> {
     let s = crate::spool::spool(file, head, packing, pipe, name)?;
-    read_spooled(s, name)
+    read_spooled(s, name, opts)
 }
 
 /// Reads the trace in `s` (a copy, or standard input's own file) under the user's `name`.
-fn read_spooled(s: crate::spool::Spooled, name: &Path) -> Result<Trace> {
+fn read_spooled(s: crate::spool::Spooled, name: &Path, opts: &OpenOptions) -> Result<Trace> {
     let packing = s.spool.packing;
     let copy = s.spool.path.clone();
     // Offsets into the copy are not offsets into a compressed file: say which they are.
@@ -203,7 +192,7 @@ fn read_spooled(s: crate::spool::Spooled, name: &Path) -> Result<Trace> {
         }
         e
     };
-    let mut trace = match read_as(&copy, s.kind) {
+    let mut trace = match read_as(&copy, s.kind, opts) {
         Ok(t) => t,
         // What unpacked before the damage is not a readable trace: the damage is the news.
         Err(e) => {

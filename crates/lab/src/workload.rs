@@ -9,6 +9,8 @@ use std::time::Instant;
 
 use crate::Error;
 
+mod chain;
+
 // What the workloads' numbers take: enough for any test or benchmark, refused beyond (a
 // typo must not run for days, fork a million processes or map all memory).
 
@@ -151,6 +153,10 @@ pub enum Workload {
         #[arg(long, value_parser = kstate_args::int::<usize>(crate::bench::CPU))]
         cpu: Option<usize>,
     },
+    /// A chain of waits for `kstate why`: A asks B on a pipe and waits; B blocks on a mutex
+    /// C holds while sleeping SLEEP_MS, then writes WRITE_MIB MiB and fsyncs, then
+    /// answers; one JSON line per request of what it timed
+    WhyChain(chain::ChainArgs),
     /// The chat benchmark (`kstate bench chat`): rooms of users exchanging 100-byte
     /// messages over loopback TCP through a relay server, 4 threads per user
     Chat(crate::bench::chat::ChatArgs),
@@ -346,6 +352,7 @@ pub fn run(w: Workload) -> Result<ExitCode, Error> {
         }
         Workload::MutexFight { threads, iters } => mutex_fight(threads, iters),
         Workload::Chat(a) => crate::bench::chat::workload(&a)?,
+        Workload::WhyChain(a) => chain::run(&a)?,
         Workload::LockCallers { threads, iters } => lock_callers(threads, iters),
         Workload::MallocFight {
             threads,

@@ -1,12 +1,16 @@
 //! A comparison of two recordings ([`kstate_views::compare::Comparison`]) as text, CSV or
 //! JSON: what `kstate compare` prints and the browser UI reads.
 //!
-//! JSON: `{"a", "b", "metric", "threshold", "min_count", "regressed": bool,
-//! "changes": [{"analyzer", "key", "metric", "unit", "a", "b", "ratio", "regressed"}],
-//! "analyzers": [{"analyzer", "by", "unit", "rows": [{"key", "a": NUMS | null,
-//! "b": NUMS | null, "ratio": {METRIC: x | null}, "diff": {METRIC: n | null}, "compared",
-//! "regressed"}]}], "unmatched": [{"analyzer", "why"}]}` with NUMS `{"count", "total",
-//! "avg", "p99"}` in the analyzer's `unit` (`ns`, `bytes`, ...; counts are plain).
+//! JSON: `{"a", "b", "metric", "threshold", "min_count", "per_second", "regressed": bool,
+//! "changes": [{"analyzer", "key", "metric", "unit", "a", "b", "ratio", "added_ns_per_s",
+//! "tail_ns_per_s", "regressed"}], "analyzers": [{"analyzer", "by", "unit", "rows":
+//! [{"key", "a": NUMS | null, "b": NUMS | null, "per_s": {"a": RATES | null, "b": RATES
+//! | null} | null, "ratio": {METRIC: x | null}, "diff": {METRIC: n | null},
+//! "added_ns_per_s", "compared", "regressed"}]}], "unmatched": [{"analyzer", "why"}]}`
+//! with NUMS `{"count", "total", "avg", "p99"}` in the analyzer's `unit` (`ns`, `bytes`,
+//! ...; counts are plain) and RATES `{"count", "total"}` per second of each side.
+//! `changes` is in the order of impact (see `kstate compare --help`); a change's `a` or
+//! `b` (and its ratio) is null for a key of one side only.
 
 use std::io::{self, Write};
 
@@ -35,15 +39,24 @@ fn ratio_json(r: Option<f64>) -> String {
     }
 }
 
+/// A rate (per second) in JSON: three decimals.
+fn rate_json(r: Option<f64>) -> String {
+    match r {
+        Some(x) if x.is_finite() => format!("{x:.3}"),
+        _ => "null".into(),
+    }
+}
+
 fn json(c: &Comparison, w: &mut dyn Write) -> io::Result<()> {
     write!(
         w,
-        "{{\"a\":{},\"b\":{},\"metric\":{},\"threshold\":{},\"min_count\":{},\"regressed\":{},\"changes\":[",
+        "{{\"a\":{},\"b\":{},\"metric\":{},\"threshold\":{},\"min_count\":{},\"per_second\":{},\"regressed\":{},\"changes\":[",
         json_str(&c.a),
         json_str(&c.b),
         json_str(c.rules.metric.name()),
         c.rules.threshold,
         c.rules.min_count,
+        c.rules.per_second,
         c.regressed()
     )?;
     for (i, ch) in c.changes.iter().enumerate() {
@@ -52,14 +65,16 @@ fn json(c: &Comparison, w: &mut dyn Write) -> io::Result<()> {
         }
         write!(
             w,
-            "{{\"analyzer\":{},\"key\":{},\"metric\":{},\"unit\":{},\"a\":{},\"b\":{},\"ratio\":{},\"regressed\":{}}}",
+            "{{\"analyzer\":{},\"key\":{},\"metric\":{},\"unit\":{},\"a\":{},\"b\":{},\"ratio\":{},\"added_ns_per_s\":{},\"tail_ns_per_s\":{},\"regressed\":{}}}",
             json_str(ch.analyzer),
             json_str(&ch.key),
             json_str(ch.metric.name()),
             json_str(if ch.metric.has_unit() { ch.unit.suffix() } else { "" }),
-            ch.a,
-            ch.b,
-            ratio_json(Some(ch.ratio)),
+            opt(ch.a),
+            opt(ch.b),
+            ratio_json(ch.ratio),
+            rate_json(ch.added),
+            rate_json(ch.tail),
             ch.regressed
         )?;
     }
@@ -94,14 +109,28 @@ fn json(c: &Comparison, w: &mut dyn Write) -> io::Result<()> {
                     .collect::<Vec<_>>()
                     .join(",")
             };
+            let rates = |side: usize| match (side, k.a, k.b) {
+                (0, None, _) | (1, _, None) => "null".to_string(),
+                _ => format!(
+                    "{{\"count\":{},\"total\":{}}}",
+                    rate_json(k.rate(Metric::Count, side)),
+                    rate_json(k.rate(Metric::Total, side))
+                ),
+            };
+            let per_s = match k.per_s {
+                None => "null".to_string(),
+                Some(_) => format!("{{\"a\":{},\"b\":{}}}", rates(0), rates(1)),
+            };
             write!(
                 w,
-                "{{\"key\":{},\"a\":{},\"b\":{},\"ratio\":{{{}}},\"diff\":{{{}}},\"compared\":{},\"regressed\":{}}}",
+                "{{\"key\":{},\"a\":{},\"b\":{},\"per_s\":{},\"ratio\":{{{}}},\"diff\":{{{}}},\"added_ns_per_s\":{},\"compared\":{},\"regressed\":{}}}",
                 json_str(&k.key),
                 nums(k.a),
                 nums(k.b),
+                per_s,
                 per(&|m| ratio_json(k.ratio(m))),
                 per(&|m| opt(k.diff(m))),
+                rate_json(k.added()),
                 k.compared,
                 k.regressed
             )?;
@@ -166,12 +195,32 @@ fn human(info: &Info, m: Metric, v: u64) -> String {
     }
 }
 
-/// `x3.02` / `x0.50` / `-`.
-fn times(r: Option<f64>) -> String {
+/// A ratio people read: `x3.02` (B is 3.02 times A), `/277` (B is A's 277th), `-`.
+pub fn times(r: Option<f64>) -> String {
+    let f = |x: f64| match x {
+        x if x >= 100.0 => format!("{x:.0}"),
+        x if x >= 10.0 => format!("{x:.1}"),
+        x => format!("{x:.2}"),
+    };
     match r {
-        Some(x) if x.is_finite() => format!("x{x:.2}"),
+        Some(x) if x.is_finite() && x >= 1.0 => format!("x{}", f(x)),
+        Some(x) if x.is_finite() && x > 0.0 => format!("/{}", f(1.0 / x)),
+        Some(0.0) => "/inf".into(),
         _ => "-".into(),
     }
+}
+
+/// Wall time added per second, signed: `+212.4ms/s`.
+fn per_second(ns: f64) -> String {
+    let sign = if ns < 0.0 { "-" } else { "+" };
+    let a = ns.abs();
+    let s = match a {
+        a if a >= 1e9 => format!("{:.3}s", a / 1e9),
+        a if a >= 1e6 => format!("{:.1}ms", a / 1e6),
+        a if a >= 1e3 => format!("{:.1}us", a / 1e3),
+        a => format!("{a:.0}ns"),
+    };
+    format!("{sign}{s}/s")
 }
 
 fn text(c: &Comparison, w: &mut dyn Write) -> io::Result<()> {
@@ -186,9 +235,12 @@ fn text(c: &Comparison, w: &mut dyn Write) -> io::Result<()> {
         r.min_count
     )?;
     writeln!(w)?;
-    writeln!(w, "What changed most (B against A):")?;
+    writeln!(
+        w,
+        "What changed most (B against A), by wall time added per second of recording, then p99 growth times calls per second:"
+    )?;
     if c.changes.is_empty() {
-        writeln!(w, "  (no key with enough samples in both)")?;
+        writeln!(w, "  (no key with enough samples)")?;
     }
     let infos: Vec<&Info> = c.analyzers.iter().map(|a| a.info).collect();
     let info_of = |name: &str| infos.iter().find(|i| i.name == name).copied();
@@ -204,15 +256,22 @@ fn text(c: &Comparison, w: &mut dyn Write) -> io::Result<()> {
             continue;
         };
         let name = format!("{} {}", ch.analyzer, ch.key);
+        let side = |v: Option<u64>| v.map_or("-".into(), |v| human(info, ch.metric, v));
+        let note = match (ch.a, ch.b) {
+            (None, _) => "  only in B",
+            (_, None) => "  only in A",
+            _ if ch.regressed => "  REGRESSED",
+            _ => "",
+        };
         writeln!(
             w,
-            "  {:<kw$}  {:<5} {:>12} -> {:<12} {:>9}{}",
+            "  {:<kw$}  {:>13}  {:<5} {:>12} -> {:<12} {:>9}{note}",
             name,
+            ch.added.map_or("-".into(), per_second),
             ch.metric.name(),
-            human(info, ch.metric, ch.a),
-            human(info, ch.metric, ch.b),
-            times(Some(ch.ratio)),
-            if ch.regressed { "  REGRESSED" } else { "" }
+            side(ch.a),
+            side(ch.b),
+            times(ch.ratio),
         )?;
     }
     for a in &c.analyzers {

@@ -40,6 +40,11 @@ fn color(name: &str) -> String {
 
 /// The SVG for `folded` (stack, samples); `title` heads the picture.
 pub fn svg(folded: &[(String, u64)], title: &str) -> String {
+    svg_of(folded, title, "samples")
+}
+
+/// [`svg`] for weights in `unit` (`ns` for a critical path's stretches).
+pub fn svg_of(folded: &[(String, u64)], title: &str, unit: &str) -> String {
     let mut root = Node::default();
     let mut depth = 0usize;
     for (stack, n) in folded {
@@ -75,7 +80,7 @@ pub fn svg(folded: &[(String, u64)], title: &str) -> String {
             let pct = node.samples as f64 * 100.0 / total;
             let _ = writeln!(
                 out,
-                "<g><title>{} ({} samples, {pct:.2}%)</title><rect x=\"{x:.2}\" y=\"{y:.1}\" width=\"{w:.2}\" height=\"{}\" fill=\"{}\" rx=\"2\"/>",
+                "<g><title>{} ({} {unit}, {pct:.2}%)</title><rect x=\"{x:.2}\" y=\"{y:.1}\" width=\"{w:.2}\" height=\"{}\" fill=\"{}\" rx=\"2\"/>",
                 esc(name),
                 node.samples,
                 ROW - 1.0,

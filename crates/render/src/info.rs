@@ -3,6 +3,7 @@
 //! on the machine); JSON carries them as they are.
 
 use kstate_analyze::filter::fmt_secs;
+use kstate_format::perf::file::PerfRead;
 use kstate_views::describe::{Description, PerfInfo, SamplesInfo};
 use serde_json::json;
 
@@ -85,7 +86,7 @@ pub fn text(d: &Description) -> String {
     let _ = writeln!(
         s,
         "lost:        {}{}",
-        d.lost_total(),
+        lost_text(d),
         if lost_unknown {
             " counted, plus losses of unknown size (see per CPU)"
         } else {
@@ -147,6 +148,26 @@ pub fn text(d: &Description) -> String {
     s
 }
 
+/// The losses in one number, and for a perf.data where perf counted them: perf writes
+/// the same losses twice, as LOST records where a CPU's buffer dropped them and as
+/// LOST_SAMPLES records per event at the end, and `perf report` counts the latter.
+fn lost_text(d: &Description) -> String {
+    let records = match &d.sections.samples {
+        Some(Some(i)) => i.counts.lost_records,
+        _ => d.lost_total(),
+    };
+    match d.perf_lost {
+        Some((n, true)) if n == records => format!(
+            "{n} (perf's LOST_SAMPLES records, as `perf report` counts them; its LOST records count the same)"
+        ),
+        Some((n, true)) => format!(
+            "{n} (perf's LOST_SAMPLES records, as `perf report` counts them; its LOST records count {records})"
+        ),
+        Some((0, false)) | None => d.lost_total().to_string(),
+        Some((n, false)) => format!("{n} (perf's LOST records)"),
+    }
+}
+
 /// The JSON report (members are only ever added).
 pub fn json(d: &Description) -> serde_json::Value {
     let t = d.trace;
@@ -192,7 +213,12 @@ pub fn json(d: &Description) -> serde_json::Value {
         "cpus": t.cpu_count, "events": d.total(),
         "event_counts": d.by_event, "event_formats": t.events.iter().count(),
         "first_ts": d.first_ts(), "last_ts": d.last_ts(),
-        "lost_events": lost, "lost_total": d.lost_total(),
+        "lost_events": lost, "lost_total": d.lost_reported(),
+        "lost_from": match d.perf_lost {
+            Some((_, true)) => Some("LOST_SAMPLES"),
+            Some((n, false)) if n > 0 => Some("LOST"),
+            _ => None,
+        },
         "lost_unknown_cpus": d.lost.values().filter(|(_, u)| *u).count(),
         "unknown_event_ids": d.unknown_ids,
         "truncated": d.truncated(),
@@ -237,7 +263,7 @@ pub fn json(d: &Description) -> serde_json::Value {
         o.insert("perf".into(), perf_json(pi));
     }
     if let Some(smp) = &sec.samples {
-        let v = smp.as_ref().map(samples_json);
+        let v = smp.as_ref().map(|i| samples_json(i, d.perf_lost));
         o.insert("samples".into(), json!(v));
     }
     if let Some(rs) = &sec.ring_stats {
@@ -358,12 +384,17 @@ fn recording_text(d: &Description, s: &mut String) {
             let c = &i.counts;
             let _ = writeln!(
                 s,
-                "  samples:     {} of {}{}, clock {}; {} lost, {} throttled (`kstate profile` reads them)",
+                "  samples:     {} of {}{}, clock {}; {}, {} throttled (`kstate profile` reads them)",
                 c.samples,
                 rate(i),
                 if i.call_chains { " with call chains" } else { "" },
                 printable(&i.clock),
-                c.lost,
+                match d.perf_lost {
+                    Some((n, true)) => format!("{n} lost (LOST_SAMPLES records)"),
+                    Some((n, false)) if n > 0 => format!("{n} lost (LOST records)"),
+                    Some((n, _)) => format!("{n} lost"),
+                    None => format!("{} lost", c.lost),
+                },
                 c.throttled
             );
             let _ = writeln!(
@@ -514,6 +545,9 @@ perf:"
         p.attr_size
     );
     let _ = writeln!(s, "  features:    {}", p.features.join(", "));
+    if let Some(r) = p.read {
+        let _ = writeln!(s, "  read:        {}", r.describe());
+    }
 }
 
 /// A perf.data header's JSON.
@@ -525,6 +559,11 @@ fn perf_json(p: &PerfInfo) -> serde_json::Value {
         "nr_cpus_available": p.nr_cpus.map(|n| n.0),
         "nr_cpus_online": p.nr_cpus.map(|n| n.1),
         "total_mem_kib": p.total_mem_kib, "features": p.features,
+        "read": p.read.map(|r| r.name()),
+        "stretches_sorted": p.read.and_then(|r| match r {
+            PerfRead::Direct { stretches } | PerfRead::Pages { stretches } => Some(stretches),
+            PerfRead::Sorted => None,
+        }),
     })
 }
 
@@ -537,14 +576,18 @@ fn rate(i: &SamplesInfo) -> String {
     }
 }
 
-fn samples_json(i: &SamplesInfo) -> serde_json::Value {
+/// The samples' figures; `perf_lost` is a perf.data's count of losses (its LOST and
+/// LOST_SAMPLES records count the same ones).
+fn samples_json(i: &SamplesInfo, perf_lost: Option<(u64, bool)>) -> serde_json::Value {
     let c = &i.counts;
     json!({
         "event": i.event, "clock": i.clock, "freq_hz": i.freq_hz,
         "period": i.period, "call_chains": i.call_chains,
         "samples": c.samples, "kernel_samples": c.kernel_samples,
         "user_samples": c.samples - c.kernel_samples,
-        "lost": c.lost, "throttled": c.throttled, "bytes": c.bytes,
+        "lost": perf_lost.map_or(c.lost, |(n, _)| n),
+        "lost_records": c.lost_records, "lost_samples": c.lost_samples,
+        "throttled": c.throttled, "bytes": c.bytes,
         "per_event": c.per_event.iter().map(|(e, n)| json!({"event": e, "samples": n})).collect::<Vec<_>>(),
         "processes": c.processes, "threads": c.threads,
         "mmaps_at_start": c.start_mmaps, "processes_at_start": c.start_processes,

@@ -39,6 +39,7 @@ pub mod rundir;
 pub mod scale;
 pub mod svg;
 pub mod utc;
+pub mod why;
 #[cfg(test)]
 mod writer_tests;
 

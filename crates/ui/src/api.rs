@@ -19,7 +19,7 @@
 use std::io::Write;
 
 use kstate_analyze::analyzer::{Buckets, Mode, Outcome};
-use kstate_analyze::filter::{parse_dur_or_secs, Filters};
+use kstate_analyze::filter::{Filters, WindowSpec};
 use kstate_analyze::{analyzers, Info, Query, Source};
 use kstate_format::value::write_json_str;
 use kstate_render::{Format, LogWriter, Meta};
@@ -27,8 +27,11 @@ use kstate_views::compare::{compare_outcomes, nothing_in_common, Comparison, Rul
 use kstate_views::lanes::{overview, Lane, Overview, Span, ROWS_PER_DECADE};
 use kstate_views::machines::{self, Extent, Role};
 
-use crate::cache::Cache;
+use std::sync::Arc;
+
+use crate::memo::Memo;
 use crate::params::{filters_key, Params};
+use crate::supersede::Ticket;
 
 /// Rows of the `--log` panel (the longest samples).
 const LOG_TOP: usize = 20;
@@ -37,12 +40,12 @@ const LOG_TOP: usize = 20;
 pub struct File {
     pub label: String,
     source: Result<Source, String>,
-    /// Analyzers that apply (their statistics pass succeeds), filled on first use.
+    /// Analyzers that apply (their statistics pass succeeds), found when the server starts.
     applies: Option<Vec<&'static Info>>,
     skipped: Vec<(&'static str, String)>,
     /// First event and last event analysed (trace clock ns); with a host and its guests,
     /// the first and last of all machines, so that their lanes share one axis.
-    range: (u64, u64),
+    pub(crate) range: (u64, u64),
     /// Its events, first and last (host clock), for a host and its guests.
     extent: Option<Extent>,
 }
@@ -70,13 +73,23 @@ impl File {
     }
 }
 
+/// The files and the answers kept about them, shared by the server's threads: the files
+/// are surveyed when the server starts and read-only after, the caches lock only to look
+/// up and to store (never during a pass).
 pub struct App {
     pub files: Vec<File>,
     /// A host and its guests (their roles, in file order), shown on one time axis.
     roles: Option<Vec<Role>>,
-    shared: bool,
-    outcomes: Cache<std::rc::Rc<Outcome>>,
-    lanes: Cache<std::rc::Rc<Vec<u8>>>,
+    /// Why the host's and guests' files could not be put on one axis.
+    layout_error: Option<String>,
+    outcomes: Memo<Arc<Outcome>>,
+    lanes: Memo<Arc<Vec<u8>>>,
+    /// Each file's timeline summaries, by file number.
+    pub(crate) tracks: Memo<Arc<kstate_views::tracks::Tracks>>,
+    /// CPU profiles of a file's samples, by file and filters.
+    pub(crate) profiles: Memo<Arc<kstate_views::profile::Profile>>,
+    /// Threads an analysis pass may use.
+    threads: usize,
 }
 
 /// An answer: status and JSON body.
@@ -89,10 +102,18 @@ impl Answer {
     fn ok(body: Vec<u8>) -> Answer {
         Answer { status: 200, body }
     }
-    fn bad(msg: &str) -> Answer {
+    pub fn bad(msg: &str) -> Answer {
         Answer {
             status: 400,
             body: format!("{{\"error\":{}}}", js(msg)).into_bytes(),
+        }
+    }
+    /// A newer request of the same slot came: this one is not answered (204, no content:
+    /// not an error for the page, which moved on).
+    pub fn superseded() -> Answer {
+        Answer {
+            status: 204,
+            body: Vec::new(),
         }
     }
 }
@@ -102,17 +123,29 @@ fn first_line(s: &str) -> String {
 }
 
 /// A JSON string.
-fn js(s: &str) -> String {
+pub fn js(s: &str) -> String {
     let mut v = Vec::new();
     write_json_str(s, &mut v);
     String::from_utf8(v).expect("JSON text is UTF-8")
+}
+
+/// Inside vs outside: the filters of the rest of the recording (those of `filters` but
+/// for its window, which they leave out), and the window.
+pub(crate) fn outside(filters: &Filters) -> Result<(Filters, WindowSpec), String> {
+    let Some(w) = filters.window else {
+        return Err("inside vs outside needs a window: brush a time range".into());
+    };
+    let mut outside = filters.clone();
+    outside.window = None;
+    outside.not_window = Some(w);
+    Ok((outside, w))
 }
 
 /// The one pass that answers a panel's statistics, its distribution and comparisons: a
 /// `--dist --buckets log10` outcome holds every statistic of `--stat` as well (the same
 /// rows, aggregated the same way, plus decimal buckets), so one pass over the trace
 /// serves the three and the cache holds one outcome for them.
-fn stat_query(name: &str, filters: Filters) -> Result<Query, String> {
+pub(crate) fn stat_query(name: &str, filters: Filters) -> Result<Query, String> {
     let mut q = Query::new(name).map_err(|e| e.to_string())?;
     q.filters = filters;
     q.mode = Mode::Dist(Buckets::Log10);
@@ -120,26 +153,58 @@ fn stat_query(name: &str, filters: Filters) -> Result<Query, String> {
 }
 
 impl App {
-    pub fn new(files: Vec<File>, roles: Option<Vec<Role>>) -> App {
-        App {
+    /// Surveys every file (which analyzers apply, its time range) and, for a host and its
+    /// guests, puts them on one axis: all before the first request, so that requests only
+    /// read the files.
+    pub fn new(files: Vec<File>, roles: Option<Vec<Role>>, threads: usize) -> App {
+        let mut app = App {
             files,
             roles,
-            shared: false,
-            outcomes: Cache::new(512, 256 << 20),
-            lanes: Cache::new(64, 64 << 20),
+            layout_error: None,
+            outcomes: Memo::new(512, 256 << 20),
+            lanes: Memo::new(64, 64 << 20),
+            tracks: Memo::new(16, usize::MAX),
+            profiles: Memo::new(32, 128 << 20),
+            threads: threads.max(1),
+        };
+        for f in 0..app.files.len() {
+            app.survey(f);
+        }
+        app.layout_error = app.share().err();
+        app
+    }
+
+    /// Work the page asks for first, started before it asks: each file's timeline
+    /// summaries, built on a thread of their own.
+    pub fn warm_up(self: &Arc<Self>) {
+        for f in 0..self.files.len() {
+            if self.files[f].source().is_some() {
+                let app = self.clone();
+                std::thread::spawn(move || {
+                    let _ = app.tracks_of(f);
+                });
+            }
         }
     }
 
-    pub fn answer(&mut self, endpoint: &str, query: &str) -> Answer {
-        let params = match Params::parse(query) {
-            Ok(p) => p,
-            Err(e) => return Answer::bad(&e),
-        };
+    /// Whether `endpoint` runs analysis passes (one per core at a time).
+    pub fn is_pass(endpoint: &str) -> bool {
+        matches!(endpoint, "panel" | "compare" | "hist" | "flame")
+    }
+
+    pub fn answer(&self, endpoint: &str, params: &Params, ticket: &Ticket) -> Answer {
         let r = match endpoint {
             "meta" => Ok(self.meta()),
-            "panel" => self.panel(&params),
-            "compare" => self.compare(&params),
-            "lanes" => self.lanes(&params),
+            "panel" => self.panel(params),
+            "compare" => self.compare(params),
+            "lanes" => self.lanes(params),
+            "tracks" => self.tracks_json(params),
+            "timeline" => self.timeline(params, ticket),
+            "slice" => self.slice_at(params, ticket),
+            "events" => self.events(params, ticket),
+            "wakeups" => self.wakeups(params, ticket),
+            "hist" => self.hist(params),
+            "flame" => self.flame(params),
             _ => Err(format!("no such request: {endpoint}")),
         };
         match r {
@@ -148,13 +213,17 @@ impl App {
         }
     }
 
-    fn file(&mut self, params: &Params) -> Result<usize, String> {
+    pub(crate) fn file(&self, params: &Params) -> Result<usize, String> {
         let f: usize = match params.get("f") {
             None => 0,
             Some(s) => s
                 .parse()
                 .map_err(|_| format!("f: {s:?} is not a file number"))?,
         };
+        self.file_at(f)
+    }
+
+    pub(crate) fn file_at(&self, f: usize) -> Result<usize, String> {
         let file = self
             .files
             .get(f)
@@ -162,21 +231,20 @@ impl App {
         if let Err(e) = &file.source {
             return Err(format!("{}: {e}", file.label));
         }
-        self.survey(f);
-        self.share()?;
+        if let Some(e) = &self.layout_error {
+            return Err(e.clone());
+        }
         Ok(f)
     }
 
     /// A host and its guests: every file's range becomes the one that holds all of their
     /// events (host clock), so that lanes and windows share one axis.
     fn share(&mut self) -> Result<(), String> {
-        if self.roles.is_none() || self.shared {
+        if self.roles.is_none() {
             return Ok(());
         }
         let (mut lo, mut hi) = (u64::MAX, 0);
-        for f in 0..self.files.len() {
-            self.survey(f);
-            let file = &mut self.files[f];
+        for file in &mut self.files {
             let source = file.source.as_ref().map_err(|e| e.clone())?;
             file.extent = machines::extent(source).map_err(|e| format!("{}: {e}", file.label))?;
             if let Some(x) = file.extent {
@@ -190,12 +258,11 @@ impl App {
         for file in &mut self.files {
             file.range = (lo, hi.max(lo + 1));
         }
-        self.shared = true;
         Ok(())
     }
 
-    /// The outcome of one query, cached.
-    fn outcome(&mut self, f: usize, q: &Query) -> Result<std::rc::Rc<Outcome>, String> {
+    /// The outcome of one query, cached (and computed once however many ask at once).
+    pub(crate) fn outcome(&self, f: usize, q: &Query) -> Result<Arc<Outcome>, String> {
         let key = format!(
             "{f}|{}|{:?}|{}|{:?}|{:?}",
             q.analyzer.name,
@@ -204,26 +271,29 @@ impl App {
             q.sort,
             q.top
         );
-        if let Some(o) = self.outcomes.get(&key) {
-            return Ok(o);
-        }
-        // Derived only for analyzers that run the shared pass (those with a live form;
-        // sysinfo reads snapshots its own way and notes each key missing), and not with
-        // `top`, which cuts the rows before a key could be picked out of them.
-        let derivable = !q.filters.keys.is_empty()
-            && q.mode != Mode::Log
-            && q.top.is_none()
-            && q.analyzer.is_live();
-        let o = if !derivable {
-            let source = self.files[f].source.as_ref().map_err(|e| e.clone())?;
-            source.aggregate(q).map_err(|e| e.to_string())?
-        } else {
-            self.keyed(f, q)?
-        };
-        let size = 4096 + o.rows.len() * 3000;
-        let o = std::rc::Rc::new(o);
-        self.outcomes.put(key, o.clone(), size);
-        Ok(o)
+        self.outcomes.get_or(
+            &key,
+            |o| 4096 + o.rows.len() * 3000,
+            || {
+                // Derived only for analyzers that run the shared pass (those with a live
+                // form; sysinfo reads snapshots its own way and notes each key missing),
+                // and not with `top`, which cuts the rows before a key could be picked
+                // out of them.
+                let derivable = !q.filters.keys.is_empty()
+                    && q.mode != Mode::Log
+                    && q.top.is_none()
+                    && q.analyzer.is_live();
+                let o = if !derivable {
+                    let source = self.files[f].source.as_ref().map_err(|e| e.clone())?;
+                    let mut q = q.clone();
+                    q.threads = self.threads;
+                    source.aggregate(&q).map_err(|e| e.to_string())?
+                } else {
+                    self.keyed(f, q)?
+                };
+                Ok(Arc::new(o))
+            },
+        )
     }
 
     /// A key filter's outcome from the same query's unkeyed one (usually cached): a pass
@@ -231,7 +301,7 @@ impl App {
     /// their samples as filtered out, and nothing else in the outcome depends on the key.
     /// So a key click, and inside vs outside with a key filter, read the trace no more
     /// (11 M events: a whole pass, 0.6-1.2 s, saved per side).
-    fn keyed(&mut self, f: usize, q: &Query) -> Result<Outcome, String> {
+    fn keyed(&self, f: usize, q: &Query) -> Result<Outcome, String> {
         let mut all = q.clone();
         all.filters.keys.clear();
         let mut o = (*self.outcome(f, &all)?).clone();
@@ -309,11 +379,7 @@ impl App {
         file.skipped = skipped;
     }
 
-    fn meta(&mut self) -> Vec<u8> {
-        for f in 0..self.files.len() {
-            self.survey(f);
-        }
-        let shared = self.share();
+    fn meta(&self) -> Vec<u8> {
         let mut s = format!(
             "{{\"layout\":{},\"layout_error\":{},\"files\":[",
             js(if self.roles.is_some() {
@@ -321,7 +387,7 @@ impl App {
             } else {
                 "files"
             }),
-            shared.err().map_or("null".into(), |e| js(&e))
+            self.layout_error.as_ref().map_or("null".into(), |e| js(e))
         );
         for (i, file) in self.files.iter().enumerate() {
             if i > 0 {
@@ -375,10 +441,11 @@ impl App {
                         })
                         .collect();
                     s.push_str(&format!(
-                        ",\"error\":null,\"start\":{},\"end\":{},\"cpus\":{},\"analyzers\":[{}],\"skipped\":[{}],\"watch_log\":[{}]}}",
+                        ",\"error\":null,\"start\":{},\"end\":{},\"cpus\":{},\"samples\":{},\"analyzers\":[{}],\"skipped\":[{}],\"watch_log\":[{}]}}",
                         file.range.0,
                         file.range.1,
                         src.trace().cpu_count,
+                        kstate_views::profile::tree::has_samples(src.trace()),
                         an.join(","),
                         sk.join(","),
                         log.join(",")
@@ -390,7 +457,7 @@ impl App {
         s.into_bytes()
     }
 
-    fn panel(&mut self, p: &Params) -> Result<Vec<u8>, String> {
+    fn panel(&self, p: &Params) -> Result<Vec<u8>, String> {
         let f = self.file(p)?;
         let mut q = stat_query(p.need("a")?, p.filters()?)?;
         let mode = p.get("mode").unwrap_or("stat");
@@ -400,13 +467,10 @@ impl App {
             m => return Err(format!("mode: {m:?} is not stat, dist or log")),
         }
         q.sort = p.get("sort").map(str::to_string);
-        q.top = match p.get("top") {
-            None => None,
-            Some(t) => Some(
-                t.parse()
-                    .map_err(|_| format!("top: {t:?} is not a number"))?,
-            ),
-        };
+        q.top = p
+            .get("top")
+            .map(|_| p.number("top", "a number", None))
+            .transpose()?;
         q.check().map_err(|e| e.to_string())?;
         let meta = Meta {
             file: self.files[f].label.clone(),
@@ -446,7 +510,7 @@ impl App {
         Ok(out)
     }
 
-    fn compare(&mut self, p: &Params) -> Result<Vec<u8>, String> {
+    fn compare(&self, p: &Params) -> Result<Vec<u8>, String> {
         let filters = p.filters()?;
         let inout = p.get("kind") == Some("inout");
         let (sides, labels) = match p.get("kind").unwrap_or("ab") {
@@ -454,10 +518,7 @@ impl App {
                 if self.files.len() < 2 {
                     return Err("A/B comparison needs two files: kstate ui A B".into());
                 }
-                let (a, b) = (
-                    self.file(&Params::parse("f=0")?)?,
-                    self.file(&Params::parse("f=1")?)?,
-                );
+                let (a, b) = (self.file_at(0)?, self.file_at(1)?);
                 (
                     [(a, filters.clone()), (b, filters)],
                     [self.files[a].label.clone(), self.files[b].label.clone()],
@@ -465,12 +526,7 @@ impl App {
             }
             "inout" => {
                 let f = self.file(p)?;
-                let Some(w) = filters.window else {
-                    return Err("inside vs outside needs a window: brush a time range".into());
-                };
-                let mut outside = filters.clone();
-                outside.window = None;
-                outside.not_window = Some(w);
+                let (outside, w) = outside(&filters)?;
                 (
                     [(f, outside), (f, filters)],
                     [format!("outside {w}"), format!("inside {w}")],
@@ -499,7 +555,10 @@ impl App {
         let mut rules = Rules::default();
         if inout {
             rules.rank_by = &kstate_views::compare::RATES;
+            rules.per_second = true;
+            rules.same_recording = true;
         }
+        let lengths = self.lengths(&sides, inout);
         if let Some(m) = p.get("metric") {
             rules.metric = kstate_views::compare::Metric::parse(m)?;
         }
@@ -515,7 +574,7 @@ impl App {
                 }
             }
             match (ra, rb) {
-                (Ok(a), Ok(b)) => diffs.push(compare_outcomes(&a, &b, &rules)),
+                (Ok(a), Ok(b)) => diffs.push(compare_outcomes(&a, &b, &rules, lengths)),
                 (Err(e), _) | (_, Err(e)) => unmatched.push(Unmatched {
                     analyzer: name,
                     why: e.lines().next().unwrap_or("").to_string(),
@@ -532,31 +591,42 @@ impl App {
         Ok(out)
     }
 
-    fn lanes(&mut self, p: &Params) -> Result<Vec<u8>, String> {
-        let f = self.file(p)?;
-        let secs = |n: &str| -> Result<u64, String> {
-            parse_dur_or_secs(p.need(n)?).map_err(|e| format!("{n}: {e}"))
+    /// How long each side of a comparison lasted (ns), as `kstate compare` measures it
+    /// ([`kstate_views::compare::length`]); outside a window, the rest of the file.
+    fn lengths(&self, sides: &[(usize, Filters); 2], inout: bool) -> Option<(u64, u64)> {
+        let length = |(f, filters): &(usize, Filters), window| {
+            let source = self.files[*f].source()?;
+            kstate_views::compare::length(source, if window { filters.window } else { None })
         };
-        let (from, to) = (secs("from")?, secs("to")?);
-        let bins: usize = p
-            .need("w")?
-            .parse()
-            .map_err(|_| "w: expected a number of bins".to_string())?;
+        if inout {
+            let inside = length(&sides[1], true)?;
+            let outside = length(&sides[1], false)?.checked_sub(inside)?;
+            return (outside > 0).then_some((outside, inside));
+        }
+        length(&sides[0], true).zip(length(&sides[1], true))
+    }
+
+    fn lanes(&self, p: &Params) -> Result<Vec<u8>, String> {
+        let f = self.file(p)?;
+        // Out of the recording: refused, not wrapped around (or drawn empty).
+        let (from, to) = self.span_params(f, p)?;
+        let bins: usize = p.number("w", "a number of bins", None)?;
         let mut filters = p.filters()?;
         filters.window = None;
         filters.not_window = None;
         let key = format!("{f}|{from}|{to}|{bins}|{}", filters_key(&filters));
-        if let Some(v) = self.lanes.get(&key) {
-            return Ok((*v).clone());
-        }
-        let start = self.files[f].range.0;
-        let span = Span::new(start + from, start + to, bins).map_err(|e| e.to_string())?;
-        let source = self.files[f].source.as_ref().map_err(|e| e.clone())?;
-        let o = overview(source, span, &filters).map_err(|e| e.to_string())?;
-        let body = lanes_json(&o, start);
-        self.lanes
-            .put(key, std::rc::Rc::new(body.clone()), body.len());
-        Ok(body)
+        let body = self.lanes.get_or(
+            &key,
+            |b| b.len(),
+            || {
+                let start = self.files[f].range.0;
+                let span = Span::new(from, to, bins).map_err(|e| e.to_string())?;
+                let source = self.files[f].source.as_ref().map_err(|e| e.clone())?;
+                let o = overview(source, span, &filters).map_err(|e| e.to_string())?;
+                Ok(Arc::new(lanes_json(&o, start)))
+            },
+        )?;
+        Ok((*body).clone())
     }
 }
 

@@ -3,16 +3,27 @@
 //! and answers its questions by asking the engine ([`api`]); it runs no analysis of its
 //! own. Every URL carries a random access token (other local users cannot read the
 //! trace); a wrong one gets 403. Bad input (a file that does not parse, a malformed URL)
-//! is answered with a message the page shows; the server keeps serving.
+//! is answered with a message the page shows; the server keeps serving. The server is
+//! axum on a multi-threaded tokio runtime ([`server`]): questions are answered side by
+//! side, one analysis pass per core at a time.
 
 mod api;
+mod assets;
 mod cache;
+mod charts_api;
 mod error;
+mod launch;
+mod memo;
 mod params;
+mod server;
+mod span;
+mod supersede;
+mod timeline_api;
 
 pub use error::Error;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use api::{App, File};
 use kstate_views::machines::{self, Role};
@@ -27,10 +38,6 @@ pub struct Options {
     /// Launch the default browser on the URL.
     pub open: bool,
 }
-
-const INDEX: &str = include_str!("../assets/index.html");
-const APP_JS: &str = include_str!("../assets/app.js");
-const APP_CSS: &str = include_str!("../assets/app.css");
 
 /// A fresh access token: 128 bits from the kernel's random source.
 fn token() -> std::io::Result<String> {
@@ -53,16 +60,25 @@ pub fn serve(
         .map(|p| File::open(p.display().to_string(), open(p)))
         .collect();
     let layout = layout(&files, opts.compare).map_err(Error::Files)?;
-    let mut app = App::new(files, layout.clone());
-    let server = tiny_http::Server::http(("127.0.0.1", opts.port)).map_err(|e| Error::Listen {
-        port: opts.port,
-        source: std::io::Error::other(e),
-    })?;
-    let port = server
-        .server_addr()
-        .to_ip()
-        .map(|a| a.port())
-        .ok_or_else(|| Error::System("the server has no IP address".into()))?;
+    let cores = kstate_analyze::slices::threads(None).unwrap_or(1);
+    let app = Arc::new(App::new(files, layout.clone(), cores));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cores.max(2))
+        .enable_all()
+        .build()
+        .map_err(|e| Error::System(format!("starting the server's threads: {e}")))?;
+    let std_listener =
+        std::net::TcpListener::bind(("127.0.0.1", opts.port)).map_err(|e| Error::Listen {
+            port: opts.port,
+            source: e,
+        })?;
+    let port = std_listener
+        .local_addr()
+        .map_err(|e| Error::System(format!("the server has no address: {e}")))?
+        .port();
+    std_listener
+        .set_nonblocking(true)
+        .map_err(|e| Error::System(format!("the listening socket: {e}")))?;
     let token = token().map_err(|e| Error::System(format!("reading /dev/urandom: {e}")))?;
     let url = format!("http://127.0.0.1:{port}/{token}/");
     // One line, written without panicking: whoever started us may stop reading.
@@ -83,31 +99,59 @@ pub fn serve(
     }
     let _ = writeln!(out, "kstate ui: serving {url} (Ctrl-C stops it)");
     let _ = out.flush();
-    if opts.open {
-        if let Err(e) = std::process::Command::new("xdg-open").arg(&url).spawn() {
-            eprintln!("kstate ui: cannot launch a browser (xdg-open: {e}); open the URL above");
-        }
-    }
-    for req in server.incoming_requests() {
-        let (status, ctype, body) = route(&mut app, &token, req.url());
-        let mut resp = tiny_http::Response::from_data(body).with_status_code(status);
-        for (h, v) in [
-            ("Content-Type", ctype),
-            ("Cache-Control", "no-store"),
-            ("X-Content-Type-Options", "nosniff"),
-            ("Referrer-Policy", "no-referrer"),
-            (
-                "Content-Security-Policy",
-                "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:",
-            ),
-        ] {
-            if let Ok(h) = tiny_http::Header::from_bytes(h.as_bytes(), v.as_bytes()) {
-                resp.add_header(h);
+    // The browser gets a file holding the URL, never the URL on its command line.
+    let redirect = match opts.open {
+        false => None,
+        true => {
+            match launch::RedirectFile::create(&url) {
+                Ok(f) => {
+                    if let Err(e) = std::process::Command::new("xdg-open").arg(f.path()).spawn() {
+                        eprintln!(
+                        "kstate ui: cannot launch a browser (xdg-open: {e}); open the URL above"
+                    );
+                    }
+                    Some(f)
+                }
+                Err(e) => {
+                    eprintln!("kstate ui: cannot write the browser's redirect file ({e}); open the URL above");
+                    None
+                }
             }
         }
-        let _ = req.respond(resp);
+    };
+    // Engine work the page will ask for first (the timeline's summaries), started now.
+    app.warm_up();
+    let shared = Arc::new(server::Shared::new(app, token, cores));
+    let served: std::io::Result<()> = runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::from_std(std_listener)?;
+        // On a signal the server stops at once: a pass being computed is not waited for.
+        tokio::select! {
+            r = axum::serve(listener, server::router(shared)) => r,
+            _ = stopped() => Ok(()),
+        }
+    });
+    drop(redirect);
+    // Requests still being answered are not waited for.
+    runtime.shutdown_background();
+    served.map_err(|e| Error::System(format!("serving: {e}")))
+}
+
+/// Ctrl-C or SIGTERM: the server stops (and removes its redirect file).
+async fn stopped() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(mut i), Ok(mut t)) => {
+            tokio::select! {
+                _ = i.recv() => {}
+                _ = t.recv() => {}
+            }
+        }
+        // No signal handling: serve until killed.
+        _ => std::future::pending().await,
     }
-    Ok(())
 }
 
 /// How the files are shown: a host and its guests on one time axis (their roles), when
@@ -142,37 +186,5 @@ fn layout(files: &[File], compare: bool) -> Result<Option<Vec<Role>>, String> {
             "{} files are not a host and its guests: {why}",
             files.len()
         )),
-    }
-}
-
-/// Status, content type and body for one request URL.
-fn route(app: &mut App, token: &str, url: &str) -> (u16, &'static str, Vec<u8>) {
-    let (path, query) = url.split_once('?').unwrap_or((url, ""));
-    let rest = path
-        .strip_prefix('/')
-        .and_then(|p| p.strip_prefix(token))
-        .and_then(|p| p.strip_prefix('/').or(p.is_empty().then_some("")));
-    let Some(rest) = rest else {
-        return (
-            403,
-            "text/plain; charset=utf-8",
-            b"403 forbidden: this URL lacks the access token kstate ui printed\n".to_vec(),
-        );
-    };
-    match rest {
-        "" | "index.html" => (200, "text/html; charset=utf-8", INDEX.into()),
-        "app.js" => (200, "text/javascript; charset=utf-8", APP_JS.into()),
-        "app.css" => (200, "text/css; charset=utf-8", APP_CSS.into()),
-        _ => match rest.strip_prefix("api/") {
-            Some(ep) => {
-                let a = app.answer(ep, query);
-                (a.status, "application/json", a.body)
-            }
-            None => (
-                404,
-                "text/plain; charset=utf-8",
-                b"404 not found\n".to_vec(),
-            ),
-        },
     }
 }

@@ -32,6 +32,23 @@ impl Params {
             .ok_or_else(|| format!("the request lacks its {name:?} parameter"))
     }
 
+    /// Parameter `name` as a number (`what` says which kind, for the message); `default`
+    /// when absent or empty, required when `default` is None.
+    pub fn number<T: std::str::FromStr>(
+        &self,
+        name: &str,
+        what: &str,
+        default: Option<T>,
+    ) -> Result<T, String> {
+        match (self.get(name), default) {
+            (None | Some(""), Some(d)) => Ok(d),
+            (None | Some(""), None) => Err(format!("the request lacks its {name:?} parameter")),
+            (Some(s), _) => s
+                .parse()
+                .map_err(|_| format!("{name}: {s:?} is not {what}")),
+        }
+    }
+
     /// Comma-separated values of `name`, each parsed by `f`.
     fn list<T>(&self, name: &str, f: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
         match self.get(name) {

@@ -27,6 +27,10 @@ pub struct Description<'t> {
     pub unknown_ids: u64,
     /// A perf.data's samples of events whose samples do not record the CPU.
     pub no_cpu: Option<CpuInfo>,
+    /// A perf.data's losses as perf counts them, and whether from its LOST_SAMPLES
+    /// records (`Counts::perf_lost`); None for other files, or where its records could not
+    /// be counted.
+    pub perf_lost: Option<(u64, bool)>,
     pub sections: Sections,
     /// What could not be read; the figures cover the rest.
     pub errors: Vec<Error>,
@@ -63,6 +67,8 @@ pub struct PerfInfo {
     pub nr_cpus: Option<(u32, u32)>,
     pub total_mem_kib: Option<u64>,
     pub features: Vec<&'static str>,
+    /// How its tracepoint samples are read (None: it has none).
+    pub read: Option<kstate_format::perf::file::PerfRead>,
 }
 
 impl PerfInfo {
@@ -80,6 +86,7 @@ impl PerfInfo {
             nr_cpus: pf.nr_cpus(),
             total_mem_kib: pf.total_mem_kib(),
             features: pf.features.iter().map(|(b, _)| feature::name(*b)).collect(),
+            read: pf.read,
         }
     }
 }
@@ -245,6 +252,12 @@ pub fn describe(trace: &Trace) -> Result<Description<'_>, Error> {
         .collect();
     let sections = read_sections(trace, &mut errors);
     let no_cpu = add_perf_samples(trace, &sections, &mut cpus, &mut by_event);
+    let perf_lost = match &sections.samples {
+        Some(Some(i)) if trace.perf.is_some() && trace.extra(ids::SAMPLES).is_none() => {
+            Some(i.counts.perf_lost())
+        }
+        _ => None,
+    };
     if unknown_ids > 0 {
         errors.push(
             Error::new(
@@ -263,6 +276,7 @@ pub fn describe(trace: &Trace) -> Result<Description<'_>, Error> {
         by_event,
         unknown_ids,
         no_cpu,
+        perf_lost,
         sections,
         errors,
     })
@@ -329,8 +343,14 @@ impl Description<'_> {
     pub fn truncated(&self) -> bool {
         self.errors.iter().any(|e| e.kind == ErrorKind::Truncated)
     }
+    /// Losses counted on the CPUs' streams (perf.data: its LOST records).
     pub fn lost_total(&self) -> u64 {
         self.lost.values().map(|(n, _)| n).sum()
+    }
+    /// The file's losses in one number: a perf.data's as perf counts them
+    /// ([`Description::perf_lost`]), else those counted on the CPUs' streams.
+    pub fn lost_reported(&self) -> u64 {
+        self.perf_lost.map_or_else(|| self.lost_total(), |(n, _)| n)
     }
     /// Bytes the file holds for `cpu`'s stream.
     pub fn bytes(&self, cpu: u32) -> u64 {

@@ -153,8 +153,11 @@ fn window_of(span: &Span) -> WindowSpec {
     }
 }
 
-/// The lanes of `source` over `span`. `filters` (tasks, keys, durations; their window is
-/// replaced by the span) select the system calls of the scatter.
+/// The lanes of `source` over `span`, for `filters` (their window is replaced by the
+/// span): the system calls of the scatter as `kstate analyze syscall` selects them (keys
+/// and durations too); the run-queue and block lanes as `kstate analyze runq` and
+/// `blkqueue` do with the task and CPU filters; CPU busy and losses on the CPUs selected,
+/// busy counting only the time a selected task ran.
 pub fn overview(source: &Source, span: Span, filters: &Filters) -> Result<Overview, Error> {
     let mut o = Overview {
         trace_start: 0,
@@ -166,11 +169,20 @@ pub fn overview(source: &Source, span: Span, filters: &Filters) -> Result<Overvi
         lost: Vec::new(),
         missing: Vec::new(),
     };
-    busy_and_lost(source, &mut o)?;
+    busy_and_lost(source, &mut o, filters)?;
     for (name, dest) in [("runq", 0), ("blkqueue", 1)] {
         let mut levels = Levels::new(span);
         let mut q = Query::new(name)?;
         q.mode = kstate_analyze::Mode::Log;
+        // Levels are followed from the start of the trace (the level when the span opens
+        // is known); keys and durations are the syscall panel's.
+        q.filters = Filters {
+            pids: filters.pids.clone(),
+            tids: filters.tids.clone(),
+            comms: filters.comms.clone(),
+            cpus: filters.cpus.clone(),
+            ..Filters::default()
+        };
         match source.run(&q, &mut levels) {
             Ok(out) => {
                 o.trace_start = out.trace_start.unwrap_or(o.trace_start);
@@ -204,8 +216,9 @@ fn first_line(e: &Error) -> String {
     e.to_string().lines().next().unwrap_or_default().to_string()
 }
 
-/// CPU busy from sched_switch, and losses, in one pass.
-fn busy_and_lost(source: &Source, o: &mut Overview) -> Result<(), Error> {
+/// CPU busy from sched_switch, and losses, in one pass: on the CPUs `filters` selects,
+/// busy while a task it selects runs.
+fn busy_and_lost(source: &Source, o: &mut Overview, filters: &Filters) -> Result<(), Error> {
     let trace = source.trace();
     let span = o.span;
     let mut missing = Vec::new();
@@ -231,11 +244,14 @@ fn busy_and_lost(source: &Source, o: &mut Overview) -> Result<(), Error> {
     };
     let mut first = None;
     let mut last = 0;
+    let tasks_filtered =
+        !(filters.pids.is_empty() && filters.tids.is_empty() && filters.comms.is_empty());
+    let mut tasks = kstate_analyze::analyzer::Tasks::new(trace, source.tgids());
     while let Some(ev) = m.next()? {
         first.get_or_insert(ev.ts);
         last = ev.ts;
         let c = ev.cpu as usize;
-        if c >= cpus {
+        if c >= cpus || (!filters.cpus.is_empty() && !filters.cpus.contains(&ev.cpu)) {
             continue;
         }
         match ev.lost_before {
@@ -256,8 +272,15 @@ fn busy_and_lost(source: &Source, o: &mut Overview) -> Result<(), Error> {
             span.cover(&mut busy[c], since, ev.ts);
         }
         seen[c] = true;
-        let next = s.next_pid.get_i64(ev.payload, ev.endian).unwrap_or(0);
-        running[c] = (next != 0).then_some(ev.ts);
+        let next = s.next_pid.get_i64(ev.payload, ev.endian).unwrap_or(0) as i32;
+        if tasks_filtered {
+            tasks.set_comm(
+                next,
+                kstate_analyze::analyzers::sched::bytes(ev.payload, s.next_comm),
+            );
+        }
+        let selected = !tasks_filtered || task_selected(filters, &tasks, next);
+        running[c] = (next != 0 && selected).then_some(ev.ts);
     }
     if o.trace_start == 0 {
         o.trace_start = trace.known_first_ts().or(first).unwrap_or(0);
@@ -278,6 +301,13 @@ fn busy_and_lost(source: &Source, o: &mut Overview) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// Whether the task filters (pid, tid, comm) select thread `tid`, as the analyzers'.
+fn task_selected(f: &Filters, tasks: &kstate_analyze::analyzer::Tasks, tid: i32) -> bool {
+    (f.tids.is_empty() || f.tids.contains(&tid))
+        && (f.pids.is_empty() || f.pids.contains(&tasks.tgid(tid).unwrap_or(tid)))
+        && (f.comms.is_empty() || f.comms.iter().any(|c| *c == tasks.comm(tid)))
 }
 
 /// Per bin the largest level held, and the last change seen (time, level).

@@ -3,7 +3,8 @@
 //! [`timeline`]), the overview lanes ([`lanes`]), host and guest recordings side by side
 //! ([`machines`]), the CPU-busy / I/O-bound / lock-contention verdict ([`classify`]), A/B
 //! comparison ranked by impact ([`compare`]), fleet summaries ([`fleet`]), the lock views
-//! ([`locks`]), what a recording holds ([`describe`]) and CPU profiles ([`profile`]).
+//! ([`locks`]), what a recording holds ([`describe`]), CPU profiles ([`profile`]) and a
+//! thread's critical path ([`why`]).
 //!
 //! Views ask the engine (kstate-analyze's [`Source`](kstate_analyze::Source)) and name
 //! code through kstate-symbols; they draw nothing and write nothing: the CLI, `kstate ui`,
@@ -25,10 +26,13 @@ pub mod compare;
 pub mod describe;
 pub mod findings;
 pub mod fleet;
+pub mod hist_fit;
 pub mod lanes;
 pub mod locks;
 pub mod machines;
 pub mod profile;
 pub mod survey;
 pub mod timeline;
+pub mod tracks;
+pub mod why;
 pub mod workload;

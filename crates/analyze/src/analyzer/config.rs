@@ -59,7 +59,7 @@ impl Config {
 /// cmdlines (and tgids), from the process table kstate records with a trace (its
 /// PROCESSES section), and kept current by analyzers that see comms or clones in events.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Tasks {
+pub struct Tasks {
     comms: FxMap<i32, [u8; 16]>,
     tgids: FxMap<i32, i32>,
 }

@@ -15,8 +15,11 @@ mod out;
 mod outcome;
 mod pass;
 
+pub(crate) use config::Config;
 pub use config::{Buckets, Mode};
-pub(crate) use config::{Config, Tasks};
+// The comm and process of each thread as a pass learns them: the views that follow
+// threads over a trace (lanes, timeline tracks) keep the same table.
+pub use config::Tasks;
 pub use out::{Counts, Kind, LogRow, LogSink, NoLog, Out, Sample};
 pub use outcome::{sort_rows, Cell, Outcome, Row, Table, SORT_COLUMNS};
 pub(crate) use pass::trace_start;

@@ -151,7 +151,7 @@ impl Dir {
             Dir::N => 'N',
         }
     }
-    fn from_code(c: u64) -> Dir {
+    pub fn from_code(c: u64) -> Dir {
         match c {
             0 => Dir::R,
             1 => Dir::W,

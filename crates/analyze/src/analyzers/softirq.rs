@@ -62,7 +62,7 @@ pub fn print_symbolic(print_fmt: &str, field: &str) -> Vec<(u64, String)> {
 }
 
 /// Names of softirq vectors from `ev`'s print fmt, or the kernel's table.
-fn vector_names(ev: &EventFormat) -> Vec<String> {
+pub fn vector_names(ev: &EventFormat) -> Vec<String> {
     let table = print_symbolic(&ev.print_fmt, "vec");
     let mut names: Vec<String> = VECTORS.iter().map(|s| s.to_string()).collect();
     for (v, n) in table {

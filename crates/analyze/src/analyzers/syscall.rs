@@ -80,7 +80,7 @@ impl Heads {
 }
 
 /// The system call table of the traced machine, if kstate has it.
-fn table(trace: &Trace) -> &'static [&'static str] {
+pub fn table(trace: &Trace) -> &'static [&'static str] {
     let arch_x86_64 = match &trace.uname {
         Some(u) => u.contains("x86_64"),
         // Raw captures do not say; they are read where they were recorded.

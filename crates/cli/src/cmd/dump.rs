@@ -46,11 +46,15 @@ pub struct Args {
     /// End time in seconds, as printed (inclusive)
     #[arg(long, value_parser = parse_secs, value_name = "SECS")]
     to: Option<u64>,
-    /// Threads to format with (default: every core), a perf.data's scan at open
-    /// included; the output is the same byte for byte. Several files, --cpu, lost events
-    /// and function-tracer events use one
+    /// Threads to format with (default: the cores no other task is running on as the
+    /// command starts), a perf.data's scan at open included; the output is the same byte
+    /// for byte. Several files, --cpu, lost events and function-tracer events use one
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
+    /// How a perf.data's samples are read (hidden: tests and `bench analyze` compare
+    /// the older ways with the direct one)
+    #[arg(long, hide = true, value_parser = ["direct", "pages", "sorted"])]
+    perf_read: Option<String>,
     /// Bytes of pages per slice when formatting on several threads (tests cut small
     /// traces)
     #[arg(long, hide = true, default_value_t = SLICE_BYTES)]
@@ -166,10 +170,11 @@ fn step(
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
     let threads = super::threads(args.threads)?;
+    let opts = super::open_options(Some(threads), args.perf_read.as_deref());
     let traces = args
         .files
         .iter()
-        .map(|f| super::open(f))
+        .map(|f| super::open_with(f, &opts))
         .collect::<Result<Vec<_>, _>>()?;
     if let [trace] = &traces[..] {
         if trace.cpu_data.is_empty() && trace.perf.is_some() {

@@ -19,15 +19,21 @@ pub mod summarize;
 pub mod top_locks;
 pub mod ui;
 pub mod watch;
+pub mod why;
 
 use crate::error::Error;
-use kstate_format::Trace;
+use kstate_format::{OpenOptions, PerfReadWay, Trace};
 use std::path::Path;
 
 /// Opens a trace for a command (any kstate reads, Parquet directories included); the
 /// error already names the file and offset.
 pub fn open(path: &Path) -> Result<Trace, Error> {
-    Trace::open(path).map_err(|mut e| {
+    open_with(path, &OpenOptions::default())
+}
+
+/// [`open`] as `opts` choose.
+pub fn open_with(path: &Path, opts: &OpenOptions) -> Result<Trace, Error> {
+    Trace::open_with(path, opts).map_err(|mut e| {
         // The file the user named could not be read: bad input, not a system failure.
         if e.kind == kstate_format::ErrorKind::Io {
             e.kind = kstate_format::ErrorKind::Input;
@@ -36,18 +42,35 @@ pub fn open(path: &Path) -> Result<Trace, Error> {
     })
 }
 
-/// The threads a command may use (`--threads`; every core when not given), for its
-/// analysis and for opening its files (a perf.data's scan).
+/// The threads a command may use (`--threads`; the free cores when not given), for its
+/// analysis and for opening its files ([`open_options`]).
 pub fn threads(asked: Option<usize>) -> Result<usize, Error> {
-    let n = kstate_analyze::slices::threads(asked)?;
-    kstate_format::set_open_threads(n);
-    Ok(n)
+    Ok(kstate_analyze::slices::threads(asked)?)
+}
+
+/// How a command opens its files: on its `threads` (a perf.data's scan; None: the free
+/// cores) and, where the hidden `--perf-read` asks, a perf.data's samples read an older way.
+pub fn open_options(threads: Option<usize>, perf_read: Option<&str>) -> OpenOptions {
+    OpenOptions {
+        threads,
+        perf_read: match perf_read {
+            Some("pages") => PerfReadWay::Pages,
+            Some("sorted") => PerfReadWay::Sorted,
+            _ => PerfReadWay::Direct,
+        },
+        ..OpenOptions::default()
+    }
 }
 
 /// Opens a recording for the engine, under the name the user gave it.
 pub fn source(path: &Path) -> Result<kstate_analyze::Source, Error> {
+    source_with(path, &OpenOptions::default())
+}
+
+/// [`source`] as `opts` choose.
+pub fn source_with(path: &Path, opts: &OpenOptions) -> Result<kstate_analyze::Source, Error> {
     Ok(kstate_analyze::Source::new(
-        open(path)?,
+        open_with(path, opts)?,
         path.display().to_string(),
     ))
 }

@@ -14,22 +14,10 @@ import urllib.request
 
 from playwright.sync_api import sync_playwright
 
+from ui_common import ARGS, check, report
+
 KSTATE, SHOTS, URL, GUEST, AB_URL, FORCED_URL, EXPECT = sys.argv[1:8]
 EXPECT = json.loads(EXPECT)
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run",
-        "--disable-default-apps", "--disable-extensions"]
-report = {}
-
-
-def fail(msg):
-    print(json.dumps(report, indent=1))
-    sys.exit("FAIL: " + msg)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
 
 
 def get(url, ep):

@@ -57,5 +57,8 @@ mod split;
 mod threads;
 mod top_locks;
 mod ui_browser;
+mod ui_server;
+mod ui_timeline;
 mod unwind;
 mod watch;
+mod why;

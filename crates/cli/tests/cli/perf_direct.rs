@@ -1,6 +1,6 @@
 //! perf.data read straight into the analysis (no pages built): on real recordings made at
 //! test time, every analyzer, `dump` and `info` give exactly what the pages path gives
-//! (`KSTATE_PERF_PAGES` selects it), losses included, and the counts match perf's own.
+//! (the hidden `--perf-read pages` selects it), losses included, and the counts match perf's own.
 //! Where a CPU's records are a little out of time order (perf writes some twice), the
 //! direct read sorts those stretches and gives what the crate's full sort gives.
 
@@ -14,16 +14,16 @@ const KSTATE: &str = env!("CARGO_BIN_EXE_kstate");
 
 /// `kstate ARGS` with the perf.data read straight (`paged` false) or through pages.
 fn kstate(args: &[&str], paged: bool) -> String {
-    kstate_via(args, if paged { "1" } else { "" })
+    kstate_via(args, if paged { "pages" } else { "" })
 }
 
-/// `kstate ARGS` with `KSTATE_PERF_PAGES` set to `via` (unset if empty).
+/// `kstate ARGS --perf-read VIA` (the direct read if `via` is empty).
 fn kstate_via(args: &[&str], via: &str) -> String {
     let mut c = Command::new(KSTATE);
-    c.args(args).env_remove("KSTATE_PERF_PAGES");
+    c.args(args);
     let paged = !via.is_empty();
     if paged {
-        c.env("KSTATE_PERF_PAGES", via);
+        c.args(["--perf-read", via]);
     }
     let o = c.output().unwrap();
     assert!(
@@ -78,6 +78,10 @@ fn agree(f: &Path) -> Value {
     // The same, but for the pages the direct read does not build (and counts as none).
     let info = |paged| {
         let mut v: Value = serde_json::from_str(&kstate(&["info", "--json", f], paged)).unwrap();
+        // How the samples were read is what differs.
+        let perf = v["perf"].as_object_mut().unwrap();
+        perf.remove("read");
+        perf.remove("stretches_sorted");
         let mut pages = Vec::new();
         for c in v["per_cpu"].as_array_mut().unwrap() {
             pages.push(c.as_object_mut().unwrap().remove("pages").unwrap());
@@ -102,7 +106,7 @@ fn agree(f: &Path) -> Value {
     .unwrap()
 }
 
-/// The direct read gives what the crate's sorting reader gives (`KSTATE_PERF_PAGES=sorted`),
+/// The direct read gives what the crate's sorting reader gives (`--perf-read sorted`),
 /// in a pass and in the order of every event.
 fn sorted_agrees(f: &str) {
     for args in [
@@ -123,14 +127,7 @@ fn sorted_agrees(f: &str) {
 /// sections' offsets move to match. Returns the copies made.
 fn with_duplicates(f: &Path, out: &Path, every: usize, later: usize) -> usize {
     let b = std::fs::read(f).unwrap();
-    let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
-    let (off, size) = (u64_at(40) as usize, u64_at(48) as usize);
-    // Where the sample's CPU is: after the fields before it in sample_type's order
-    // (IDENTIFIER, IP, TID, TIME, ADDR, ID, STREAM_ID).
-    let sample_type = u64_at(u64_at(24) as usize + 24);
-    let before = sample_type & (1 << 16 | 1 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 6 | 1 << 9);
-    assert!(sample_type & (1 << 7) != 0, "samples without CPU");
-    let cpu_at = 8 + 8 * before.count_ones() as usize;
+    let (off, size, cpu_at) = support::perf_data_layout(&b);
     let mut data = Vec::with_capacity(size * 2);
     let mut pending: Vec<(u32, usize, Vec<u8>)> = Vec::new();
     let (mut p, mut samples, mut copies) = (off, 0, 0);
@@ -155,19 +152,7 @@ fn with_duplicates(f: &Path, out: &Path, every: usize, later: usize) -> usize {
         }
         p += len;
     }
-    let grown = (data.len() - size) as u64;
-    let mut o = b[..off].to_vec();
-    o[48..56].copy_from_slice(&(data.len() as u64).to_le_bytes());
-    o.extend_from_slice(&data);
-    // The feature sections follow the data; their table names where each one is.
-    let mut tail = b[off + size..].to_vec();
-    let features: u32 = b[72..104].iter().map(|x| x.count_ones()).sum();
-    for e in tail.chunks_exact_mut(16).take(features as usize) {
-        let at = u64::from_le_bytes(e[..8].try_into().unwrap()) + grown;
-        e[..8].copy_from_slice(&at.to_le_bytes());
-    }
-    o.extend_from_slice(&tail);
-    std::fs::write(out, o).unwrap();
+    std::fs::write(out, support::perf_data_with(&b, &data)).unwrap();
     copies
 }
 
@@ -244,7 +229,8 @@ fn direct_reads_give_the_same_losses() {
         serde_json::from_str(&kstate(&["info", "--json", f.to_str().unwrap()], false)).unwrap();
     let perf_lost = support::perf_lost(&f);
     assert!(perf_lost > 0, "perf lost nothing with a one-page buffer");
-    assert_eq!(info["lost_total"].as_u64().unwrap(), perf_lost);
+    // perf's LOST records, where the losses fall, per CPU.
+    assert_eq!(support::lost_per_cpu(&info), perf_lost);
     assert!(
         v["pairs"]["broken_by_loss"].as_u64().unwrap() > 0,
         "{}",

@@ -1259,7 +1259,8 @@ fn unknown_names_and_bad_values_are_usage_errors() {
     let o = out.to_str().unwrap();
     let rundir = dir.path().join("run");
     let r = rundir.to_str().unwrap();
-    let presets = "a preset (syscall, softirq, mem, bio, net, lock, sched, proc, futex, perf, all)";
+    let presets =
+        "a preset (syscall, softirq, mem, bio, net, lock, sched, proc, futex, perf, why, all)";
     let analyzers = "there are: syscall, runq, offcpu";
     let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
         (

@@ -338,14 +338,18 @@ fn a_perf_recording_is_analysed_the_same_on_any_number_of_threads() {
         false,
         &[support::KSTATE, "workload", "getppid", "200000"],
     );
-    kstate_format::set_open_threads(2);
     let before = kstate_format::scans_in_parts();
-    let (events, calls) = ran_on_threads(&big, "syscall", None, 2);
+    let two = kstate_format::OpenOptions {
+        threads: Some(2),
+        ..Default::default()
+    };
+    kstate_format::Trace::open_with(&big, &two).unwrap();
     assert_eq!(
         kstate_format::scans_in_parts(),
         before + 1,
         "scanned in one part"
     );
+    let (events, calls) = ran_on_threads(&big, "syscall", None, 2);
     assert!(
         events >= 400_000 && calls >= 200_000,
         "{events} events, {calls} calls"

@@ -1,4 +1,4 @@
-"""The browser half of ui_browser.rs: drives `kstate ui` in headless Chromium
+"""The browser half of tests/ui_browser.rs: drives `kstate ui` in headless Chromium
 (Debian's, through Playwright) and checks the page's numbers against the kstate CLI's.
 
 Usage: ui_browser.py KSTATE SHOTS_DIR STALL_URL STALL_FILE AB_URL FILE_A FILE_B BAD_URL DISJOINT_URL
@@ -7,6 +7,7 @@ Usage: ui_browser.py KSTATE SHOTS_DIR STALL_URL STALL_FILE AB_URL FILE_A FILE_B 
 Prints one JSON object of what it measured; exits non-zero with the reason on failure.
 """
 import json
+import os
 import re
 import subprocess
 import sys
@@ -15,26 +16,13 @@ import urllib.request
 
 from playwright.sync_api import sync_playwright
 
+from ui_common import ARGS, check, fail, report, run
+
 KSTATE, SHOTS, STALL_URL, STALL, AB_URL, FILE_A, FILE_B, BAD_URL, DISJOINT_URL, STALL_DISK, SCHED = sys.argv[1:12]
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run",
-        "--disable-default-apps", "--disable-extensions"]
-report = {}
-
-
-def fail(msg):
-    print(json.dumps(report, indent=1))
-    sys.exit("FAIL: " + msg)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
 
 
 def cli(*args):
-    out = subprocess.run([KSTATE, *args], capture_output=True, text=True)
-    return out.returncode, out.stdout, out.stderr
+    return run(KSTATE, *args)
 
 
 def cli_json(*args):
@@ -88,6 +76,13 @@ def brush(page, t0, t1):
     page.mouse.up()
 
 
+def show(page, selector):
+    """Scrolls a panel into sight and waits for its table: a panel far from the screen
+    keeps its numbers, not its rows (the page's DOM stays small)."""
+    page.locator(selector).scroll_into_view_if_needed()
+    page.wait_for_selector(selector + " table tbody tr", timeout=120_000)
+
+
 def state_window(page):
     w = page.evaluate("kstateUi.st.win && kstateUi.st.win.map(x => x.toFixed(9)).join(':')")
     check(w, "no window selected after brushing")
@@ -110,6 +105,7 @@ with sync_playwright() as p:
     check(panel["rows"] == cli_syscall["rows"], "the syscall panel's rows differ from kstate analyze's")
     lane_calls_all = page.evaluate("kstateUi.lanes[0].lanes.syscalls.calls")
     # Find the longest write calls: click `write` (a filter), then the panel's longest.
+    show(page, "#panel-syscall")
     page.locator("#panel-syscall tr[data-key='write'] td.key a").click()
     ready(page)
     check(page.locator("[data-chip='key.syscall']").count() == 1, "no chip for the write filter")
@@ -123,6 +119,7 @@ with sync_playwright() as p:
     check({l[1] for l in sc["longest"] if l} == {"write"}, "the write-filtered lane's longest calls are not all writes")
     check(sc["calls"] < lane_calls_all, f"the write filter did not narrow the lane ({sc['calls']} of {lane_calls_all} calls)")
     report["lane_calls_all"], report["lane_calls_write"] = lane_calls_all, sc["calls"]
+    show(page, "#panel-syscall")
     page.locator("#panel-syscall .tools button").click()
     page.wait_for_selector("#panel-syscall .longest table.log tbody tr")
     rows = page.evaluate("document.querySelector('#panel-syscall .longest')._rows")
@@ -197,6 +194,7 @@ with sync_playwright() as p:
     bi_out = cli_json("analyze", "biotime", STALL, "--not-window", win)
     by_key = lambda rows: {r["key"]: r for r in rows}
     rows_c = by_key(c["analyzers"][0]["rows"])
+    show(page, "#panel-biotime")
     for key, r in by_key(bi_in["rows"]).items():
         check(rows_c[key]["b"]["p99"] == r["p99_ns"], f"biotime {key} p99 inside differs from the CLI's")
         cell = page.locator(f"#panel-biotime tr[data-key='{key}'] td[data-col='p99_b']").inner_text()
@@ -240,6 +238,7 @@ with sync_playwright() as p:
     page.goto(AB_URL + "#m=ab")
     ready(page)
     page.screenshot(path=f"{SHOTS}/5-a-vs-b.png", full_page=True)
+    show(page, "#panel-syscall")
     row = page.locator("#panel-syscall tr[data-key='write']")
     check(row.count() == 1, "no write row in the A/B syscall panel")
     check("regressed" in (row.get_attribute("class") or ""), "write is not flagged as regressed in the page")

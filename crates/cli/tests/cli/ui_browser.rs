@@ -3,7 +3,7 @@
 //! a Python that already has it). The scenario is the seed's write-stall drill-down on a
 //! live recording of six O_DIRECT writers (20 MB each), then one writer against six; the
 //! page's numbers are checked against the kstate CLI's for the same filters
-//! (ui_browser.py beside this file), and the drill-down's findings against trace-cmd's report of the
+//! (tests/ui_browser.py), and the drill-down's findings against trace-cmd's report of the
 //! same file. Screenshots of every view land in target/tmp/ui-shots. Needs
 //! root, tracefs, python3 and /usr/bin/chromium; never skips.
 
@@ -11,50 +11,12 @@ use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use support::block;
 use support::tracecmd::{parse_header, parse_timestamp};
+use support::ui::{run_browser, UiServer};
 use support::{record_direct_writers, KSTATE};
-
-/// A `kstate ui` server, stopped when dropped.
-struct Server {
-    child: Child,
-    url: String,
-    _out: BufReader<std::process::ChildStdout>,
-}
-
-impl Server {
-    fn start(files: &[&Path]) -> Server {
-        let mut child = Command::new(KSTATE)
-            .arg("ui")
-            .args(files)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("cannot start kstate ui");
-        let mut line = String::new();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        out.read_line(&mut line).unwrap();
-        let url = line
-            .split_whitespace()
-            .find(|w| w.starts_with("http://127.0.0.1:"))
-            .unwrap_or_else(|| panic!("kstate ui printed no URL: {line:?}"))
-            .to_string();
-        Server {
-            child,
-            url,
-            _out: out,
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A Python with Playwright.
 fn python() -> PathBuf {
@@ -97,42 +59,38 @@ fn write_stall_drill_down_and_one_against_six_writers_in_chromium() {
     // on a disk that stalls once (frozen for 300 ms a quarter of the way through).
     let disk = StallingDisk::new(dir.path());
     let stall = disk.record_writers(dir.path(), "six", 6, 20, 1 << 20);
-    // One writer against six, as many writes on each side (as compare.rs), on the
+    // One writer against six, as many writes on each side (as tests/compare.rs), on the
     // stalling disk (not frozen): no other job's writes reach it, so six writers queue
     // behind one another on its one loop worker and only on it.
     let (one, six) = pair_with_p99_regressed(&disk.b);
     let bad = dir.path().join("not-a-trace.dat");
     std::fs::write(&bad, "this is not a trace\n").unwrap();
 
-    let s1 = Server::start(&[&stall]);
-    let s2 = Server::start(&[&one, &six]);
-    let s3 = Server::start(&[&bad]);
+    let s1 = UiServer::start(&[&stall], &[]);
+    let s2 = UiServer::start(&[&one, &six], &[]);
+    let s3 = UiServer::start(&[&bad], &[]);
     // Scheduling only against system calls only: no analyzer in common.
     let sched = support::fixture("lisa-sched_load/trace.dat");
-    let s4 = Server::start(&[&sched, &one]);
+    let s4 = UiServer::start(&[&sched, &one], &[]);
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ui-shots");
     std::fs::create_dir_all(&shots).unwrap();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cli/ui_browser.py");
-    let out = Command::new(python())
-        .arg(script)
-        .arg(KSTATE)
-        .arg(&shots)
-        .arg(&s1.url)
-        .arg(&stall)
-        .arg(&s2.url)
-        .arg(&one)
-        .arg(&six)
-        .arg(&s3.url)
-        .arg(&s4.url)
-        .arg(disk.key_prefix())
-        .arg(&sched)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("{stdout}");
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let report = run_browser(
+        &python(),
+        "ui_browser.py",
+        &[
+            KSTATE.as_ref(),
+            shots.as_os_str(),
+            s1.url.as_ref(),
+            stall.as_os_str(),
+            s2.url.as_ref(),
+            one.as_os_str(),
+            six.as_os_str(),
+            s3.url.as_ref(),
+            s4.url.as_ref(),
+            disk.key_prefix().as_ref(),
+            sched.as_os_str(),
+        ],
+    );
     // The seed's question: were the block requests issued while the longest writes
     // waited slower than the others, and was the queue at its fullest then? The page's
     // answer must be trace-cmd's for the same file, paired here: p99 within the

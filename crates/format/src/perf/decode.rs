@@ -76,6 +76,8 @@ pub const MISC_KERNEL: u16 = 1;
 pub const MISC_USER: u16 = 2;
 pub const MISC_COMM_EXEC: u16 = 1 << 13;
 pub const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+/// A LOST_SAMPLES record from perf's BPF counters (`perf record --off-cpu`), not the kernel.
+pub const MISC_LOST_SAMPLES_BPF: u16 = 1 << 15;
 
 /// Call-chain context markers (`PERF_CONTEXT_*`): entries at or above this are markers.
 pub const CONTEXT_MAX: u64 = -4095i64 as u64;
@@ -742,7 +744,13 @@ pub struct Counts {
     pub samples: u64,
     /// Samples taken in the kernel (the rest were in user space).
     pub kernel_samples: u64,
+    /// Losses: the LOST and LOST_SAMPLES records together (see [`Counts::perf_lost`]).
     pub lost: u64,
+    /// What the LOST records count: records a ring buffer dropped, per buffer.
+    pub lost_records: u64,
+    /// What the LOST_SAMPLES records count, where there are any (those of perf's BPF
+    /// counters aside, as perf leaves them out): samples lost per event.
+    pub lost_samples: Option<u64>,
     pub throttled: u64,
     /// Bytes of the rings' records (not counting the start-up mappings).
     pub bytes: u64,
@@ -764,6 +772,21 @@ pub struct Counts {
     /// Samples per (event index, CPU); the CPU is `None` where the event's samples do not
     /// record it (perf records one command's samples without it).
     pub spans: std::collections::BTreeMap<(usize, Option<u32>), Span>,
+}
+
+impl Counts {
+    /// The losses of a perf.data as perf counts them (`perf report`'s "Total Lost
+    /// Samples", per event in `perf report --stats`): its LOST_SAMPLES records where it
+    /// has any, else its LOST records; and whether they were the LOST_SAMPLES. perf record
+    /// writes a LOST_SAMPLES record per event at the end from the kernel's count of that
+    /// event's lost samples: the same losses the LOST records counted as the buffers
+    /// dropped them, so the two are not added.
+    pub fn perf_lost(&self) -> (u64, bool) {
+        match self.lost_samples {
+            Some(n) => (n, true),
+            None => (self.lost_records, false),
+        }
+    }
 }
 
 /// How many samples, and the earliest and latest times among them (when they carry one).
@@ -810,7 +833,14 @@ pub fn count_source(s: &dyn RecordSource) -> Result<Counts> {
                 pids.insert(x.pid);
                 tids.insert(x.tid);
             }
-            PerfRecord::Lost { lost } => c.lost = c.lost.saturating_add(lost),
+            PerfRecord::Lost { lost } => {
+                c.lost = c.lost.saturating_add(lost);
+                if r.kind == record::LOST {
+                    c.lost_records = c.lost_records.saturating_add(lost);
+                } else if r.misc & MISC_LOST_SAMPLES_BPF == 0 {
+                    c.lost_samples = Some(c.lost_samples.unwrap_or(0).saturating_add(lost));
+                }
+            }
             PerfRecord::Throttle => c.throttled += 1,
             PerfRecord::Mmap2(m) if at_start => {
                 c.start_mmaps += 1;

@@ -144,6 +144,51 @@ pub struct PerfFile {
     /// Set where the file ends early: what stopped the reading, with its offset. The data
     /// range ends at the last whole record before it.
     pub truncated: Option<Error>,
+    /// How the tracepoint samples are read, once the file is opened as a trace.
+    pub read: Option<PerfRead>,
+}
+
+/// How a perf.data's tracepoint samples are read into a trace's events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PerfRead {
+    /// Straight from the file, with `stretches` stretches of a CPU's records that perf
+    /// wrote out of time order sorted in place.
+    Direct { stretches: usize },
+    /// Through pages built from the records as they are read (compressed records, whose
+    /// offsets do not locate them), stretches sorted the same way.
+    Pages { stretches: usize },
+    /// Sorted whole into pages spooled to temporary files: some CPU's records are too far
+    /// out of time order for stretches.
+    Sorted,
+}
+
+impl PerfRead {
+    /// The way in words, for `info` and `bench`.
+    pub fn describe(&self) -> String {
+        let sorted = |n: usize| match n {
+            0 => String::new(),
+            1 => "; 1 stretch of a CPU's records out of time order sorted in place".into(),
+            n => format!("; {n} stretches of a CPU's records out of time order sorted in place"),
+        };
+        match *self {
+            PerfRead::Direct { stretches } => format!("straight from the file{}", sorted(stretches)),
+            PerfRead::Pages { stretches } => {
+                format!("through pages built as the records are read{}", sorted(stretches))
+            }
+            PerfRead::Sorted => {
+                "sorted whole through temporary files (a CPU's records are too far out of time order)".into()
+            }
+        }
+    }
+
+    /// The way in one word, for JSON.
+    pub fn name(&self) -> &'static str {
+        match self {
+            PerfRead::Direct { .. } => "direct",
+            PerfRead::Pages { .. } => "pages",
+            PerfRead::Sorted => "sorted",
+        }
+    }
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
@@ -290,6 +335,7 @@ impl PerfFile {
             features: Vec::new(),
             data: (data_at, data_end.unwrap_or(len)),
             truncated: None,
+            read: None,
         };
         pf.index_ids(id_lists);
         if data_len == 0 || data_end.is_none() {
@@ -449,6 +495,7 @@ impl PerfFile {
             features,
             data: (PIPE_HEADER, end),
             truncated,
+            read: None,
         };
         pf.index_ids(id_lists);
         pf.name_events();

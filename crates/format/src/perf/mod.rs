@@ -37,28 +37,22 @@ use crate::built_pages::{CpuStream, SpooledPages};
 use crate::bytes::{Endian, Reader};
 use crate::error::{Error, ErrorKind, Result};
 use crate::layout::PageLayout;
-use crate::perf::file::{feature, PerfFile};
+use crate::open_options::{OpenOptions, PerfReadWay};
+use crate::perf::file::{feature, PerfFile, PerfRead};
 use crate::perf::stream::{ById, Layouts, PerfPages, SampleLayout};
 use crate::trace::{Container, CpuData, DataLoc, Trace};
 use crate::tracedat::meta::Meta;
 
 pub use crate::perf::file::MAGIC;
 
-/// Set (to anything) in the environment, a perf.data's events are read through the pages
-/// built from them, as before the direct decoder (`direct`), instead of straight; set
-/// to `sorted`, through the sorting reader's spooled pages, as for a file whose records are
-/// far out of time order. Both older paths stay selectable for comparing them with the
-/// direct one (tests, `bench analyze`).
-pub const PAGES_ENV: &str = "KSTATE_PERF_PAGES";
-
 /// Page size of the synthesized pages (perf records no ring-buffer pages of its own).
 const PAGE_SIZE: usize = 4096;
 
-pub fn open(path: &Path) -> Result<Trace> {
+pub fn open(path: &Path, opts: &OpenOptions) -> Result<Trace> {
     let pf = PerfFile::open(path)?;
     let trace = match pf.feature(feature::TRACING_DATA) {
         None => samples_only(pf),
-        Some(_) => with_tracepoints(pf),
+        Some(_) => with_tracepoints(pf, opts),
     };
     trace.map_err(|e| e.in_file(path))
 }
@@ -96,7 +90,7 @@ fn samples_only(pf: PerfFile) -> Result<Trace> {
     Ok(trace)
 }
 
-fn with_tracepoints(mut pf: PerfFile) -> Result<Trace> {
+fn with_tracepoints(mut pf: PerfFile, opts: &OpenOptions) -> Result<Trace> {
     let path = pf.path.clone();
     let mut meta = tracing_data(pf.feature(feature::TRACING_DATA).unwrap_or_default())?;
     fill_meta(&mut meta, &pf);
@@ -105,22 +99,27 @@ fn with_tracepoints(mut pf: PerfFile) -> Result<Trace> {
     let cpu_limit = nr_cpus.unwrap_or(crate::trace::MAX_CPUS);
     let mut in_order = None;
     if let Some(layouts) = layouts_of(&pf) {
-        let scan = scan::scan(&path, pf.data, &layouts, cpu_limit)?;
-        let sort = std::env::var_os(PAGES_ENV).is_some_and(|v| v == "sorted");
-        if scan.in_order && !sort {
+        let scan = scan::scan(&path, pf.data, &layouts, cpu_limit, opts)?;
+        if scan.in_order && opts.perf_read != PerfReadWay::Sorted {
             in_order = Some((layouts, scan));
         }
     }
     let mut trace = match in_order {
         Some((layouts, scan)) => {
+            let places = scan
+                .places
+                .filter(|_| opts.perf_read == PerfReadWay::Direct);
+            let stretches = scan.stretches.values().map(|s| s.len()).sum();
+            pf.read = Some(match places {
+                Some(_) => PerfRead::Direct { stretches },
+                None => PerfRead::Pages { stretches },
+            });
             let src = Arc::new(PerfPages {
                 path: path.clone(),
                 data: pf.data,
                 layouts,
                 layout,
-                places: scan
-                    .places
-                    .filter(|_| std::env::var_os(PAGES_ENV).is_none()),
+                places,
                 stretches: scan.stretches,
             });
             let cpu_data: Vec<CpuData> = scan
@@ -153,6 +152,7 @@ fn with_tracepoints(mut pf: PerfFile) -> Result<Trace> {
         }
         None => {
             check_sections(&path)?;
+            pf.read = Some(PerfRead::Sorted);
             // The parsing crate is not hardened against every malformed file; a panic in
             // it must still come out as an error naming the file.
             match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

@@ -95,6 +95,36 @@ pub struct Rec<'a> {
     pub body: &'a [u8],
 }
 
+impl<'a> Rec<'a> {
+    /// The record at file offset `at` whose bytes, header included, are `b`.
+    fn at(at: u64, b: &'a [u8]) -> Result<Rec<'a>> {
+        let Some((kind, misc, _)) = header(b) else {
+            return Err(Error::corrupt(
+                at,
+                "perf.data: a record shorter than its header",
+            ));
+        };
+        Ok(Rec {
+            at,
+            kind,
+            misc,
+            body: &b[8..],
+        })
+    }
+}
+
+/// A record header's type, misc and size (`struct perf_event_header`), if `b` holds one.
+#[inline(always)]
+fn header(b: &[u8]) -> Option<(u32, u16, usize)> {
+    let h = b.first_chunk::<8>()?;
+    let kind = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
+    Some((
+        kind,
+        u16::from_le_bytes([h[4], h[5]]),
+        u16::from_le_bytes([h[6], h[7]]) as usize,
+    ))
+}
+
 /// Walks the records of `[start, end)` of a file.
 pub struct Records {
     file: File,
@@ -237,10 +267,12 @@ impl Records {
             ));
         }
         let o = (at - self.win_at) as usize;
-        let h = &self.bytes()[o..o + 8];
-        let kind = u32::from_le_bytes(h[..4].try_into().unwrap());
-        let misc = u16::from_le_bytes(h[4..6].try_into().unwrap());
-        let size = u16::from_le_bytes(h[6..8].try_into().unwrap()) as usize;
+        let Some((kind, misc, size)) = header(&self.bytes()[o..]) else {
+            return Err(Error::truncated(
+                at,
+                "perf.data: a record header past the window read",
+            ));
+        };
         if size < 8 {
             return Err(Error::corrupt(
                 at,
@@ -263,7 +295,13 @@ impl Records {
         let mut next = at + size as u64;
         if kind == RECORD_HEADER_TRACING_DATA && size >= 12 {
             let o = (at - self.win_at) as usize;
-            let n = u32::from_le_bytes(self.bytes()[o + 8..o + 12].try_into().unwrap());
+            let Some(&n) = self.bytes()[o + 8..].first_chunk::<4>() else {
+                return Err(Error::truncated(
+                    at,
+                    "perf.data: a tracing data record past the window read",
+                ));
+            };
+            let n = u32::from_le_bytes(n);
             next += n as u64;
             if next > self.end {
                 return Err(Error::truncated(
@@ -307,11 +345,9 @@ impl Records {
         let mut pos = self.pos;
         while pos < limit {
             let o = (pos - self.win_at) as usize;
-            let Some(h) = bytes.get(o..o + 8) else {
+            let Some((kind, _, size)) = bytes.get(o..).and_then(header) else {
                 break;
             };
-            let kind = u32::from_le_bytes(h[..4].try_into().unwrap());
-            let size = u16::from_le_bytes(h[6..8].try_into().unwrap()) as usize;
             let plain = match kind {
                 RECORD_HEADER_TRACING_DATA => false,
                 RECORD_COMPRESSED => !self.decompress,
@@ -378,24 +414,12 @@ impl Records {
         Ok(Some(match found {
             Found::Window(at, size) => {
                 let o = (at - self.win_at) as usize;
-                let b = &self.bytes()[o..o + size];
-                Rec {
-                    at,
-                    kind: u32::from_le_bytes(b[..4].try_into().unwrap()),
-                    misc: u16::from_le_bytes(b[4..6].try_into().unwrap()),
-                    body: &b[8..],
-                }
+                Rec::at(at, &self.bytes()[o..o + size])?
             }
             Found::Inflated(at, start, size) => {
                 let inf = self.inflate.as_deref_mut().expect("inflating");
                 inf.pos = start + size;
-                let b = &inf.out[start..start + size];
-                Rec {
-                    at,
-                    kind: u32::from_le_bytes(b[..4].try_into().unwrap()),
-                    misc: u16::from_le_bytes(b[4..6].try_into().unwrap()),
-                    body: &b[8..],
-                }
+                Rec::at(at, &inf.out[start..start + size])?
             }
         }))
     }
@@ -416,10 +440,9 @@ impl Inflate {
     /// The next whole record in `out`: (start, size).
     fn whole(&self) -> Result<Option<(usize, usize)>> {
         let left = &self.out[self.pos..];
-        if left.len() < 8 {
+        let Some((_, _, size)) = header(left) else {
             return Ok(None);
-        }
-        let size = u16::from_le_bytes(left[6..8].try_into().unwrap()) as usize;
+        };
         if size < 8 {
             return Err(Error::corrupt(
                 self.at,

@@ -1,20 +1,37 @@
-//! One CPU's records put back in time order where perf wrote a few of them out of it.
+//! One CPU's records put back in time order where perf wrote some of them out of it.
 //!
-//! perf drains each CPU's ring buffer in order, but real files still break that order a
-//! little: perf 6.x writes some records twice, the copy after later records (70 of 4 M
-//! records in a `dd bs=1` recording, the furthest 52 records late). Sorting the whole file
-//! for that (the crate's sorting reader and spooled pages) costs twice the direct read, and
-//! holding every record in a heap for the sake of those few costs a third more. So the scan
-//! finds the stretches of the file where a CPU's records are out of order ([`Disorder`]),
-//! and a reader copies and sorts only those ([`Sorter`]).
+//! perf drains each CPU's ring buffer in order, but real files still break that order:
+//! perf 6.x writes some records twice. Its `perf_mmap__push` reads the ring's head, then
+//! reads it again to find the end of what it copies, and resumes the next time from the
+//! first reading: what the kernel wrote between the two readings is written again at the
+//! start of the next copy, after later records. That is a record or two on a quiet machine
+//! (70 of 4 M records in a `dd bs=1` recording, the furthest 52 records late); on a busy
+//! one perf can be preempted between the readings, and a `-m 8M` recording then holds
+//! copies tens of thousands of records long (the kernel goes on filling the ring): at most
+//! one ring's worth, since a copy never reaches further back than where perf last
+//! resumed. Sorting the whole file for that (the crate's sorting reader and spooled
+//! pages) costs several times the direct read, and holding every record in a heap for
+//! the sake of those few costs a third more. So the scan finds the stretches of the file
+//! where a CPU's records are out of order ([`Disorder`]), and a reader copies and sorts
+//! only those ([`Sorter`]).
 //!
 //! Every pair of records in the wrong order lies inside one stretch: a record that belongs
-//! earlier opens a stretch at the first record later than it, and stretches that overlap
-//! are joined. So sorting each stretch on its own puts the whole CPU in order.
+//! earlier opens a stretch at or before the first record later than it, and stretches that
+//! overlap are joined. So sorting each stretch on its own puts the whole CPU in order.
 
-/// How many records back the scan looks for a record's place, and the most a stretch may
-/// hold; a file that needs more goes to the sorting reader.
-pub(crate) const LOOK_BACK: usize = 1 << 14;
+use std::collections::VecDeque;
+
+/// Bytes of one CPU's records a stretch may hold at most, and so how far back the scan
+/// looks for a record's place: twice the largest ring perf's copies come from (`-m 32M`).
+/// A reader holds a stretch's records in memory to sort them; a file that needs more goes
+/// to the sorting reader.
+pub(crate) const MAX_STRETCH_BYTES: u64 = 64 << 20;
+
+/// Bytes of one CPU's records per look-back entry: a stretch starts at most this much of
+/// the CPU's records before the first record later than the one that opened it (what a
+/// page holds; sorting a few dozen records more costs nothing to speak of). Records at
+/// least this long each have an entry, and their stretches start exactly there.
+const STEP_BYTES: u64 = 4096;
 
 /// Stretches per CPU past which the file is read by the sorting reader instead (a file out
 /// of order throughout, as written from per-thread buffers).
@@ -27,68 +44,109 @@ pub(crate) type Stretches = std::sync::Arc<[(u64, u64)]>;
 /// What the scan learns of one CPU's order, record by record in file order.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Disorder {
-    /// For each of the last `LOOK_BACK` records, a ring by record number: the latest time
-    /// up to it (non-decreasing, so the first later time is found by bisection) and its
-    /// offset.
-    latest: Vec<(u64, u64)>,
-    seen: usize,
+    /// A record every [`STEP_BYTES`] of the CPU's records, over the last
+    /// [`MAX_STRETCH_BYTES`] of them (at most 24 bytes per 4 KiB).
+    steps: VecDeque<Step>,
+    /// Entries fell off the front: a record may belong before all of them.
+    dropped: bool,
+    /// Bytes of the CPU's records seen, and where the next entry is taken.
+    bytes: u64,
+    next_step: u64,
     max: u64,
-    /// The stretches found so far, and the record number each starts at.
-    stretches: Vec<(u64, u64, usize)>,
+    /// The stretches found so far.
+    stretches: Vec<Found>,
     /// Set when a record belongs further back than the look-back, or there are too many
     /// stretches to keep.
     unbounded: bool,
 }
 
+/// A stretch the scan found: its first and last record's offsets (the first is where the
+/// look-back puts it, up to a step early), the CPU's bytes before its first record, and the
+/// earliest time of the records that belong before some of it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Found {
+    pub start: u64,
+    pub last: u64,
+    bytes: u64,
+    pub low: u64,
+}
+
+/// One look-back entry: a record's offset, the latest time of the CPU's records before it
+/// (non-decreasing, so the place of an earlier time is found by bisection), and the CPU's
+/// bytes before it.
+#[derive(Clone, Copy, Debug)]
+struct Step {
+    latest_before: u64,
+    at: u64,
+    bytes: u64,
+}
+
 impl Disorder {
-    /// The record at offset `at` in the file, at time `ts`.
+    /// The record at offset `at` in the file, at time `ts`, `len` bytes long.
     #[inline]
-    pub fn see(&mut self, ts: u64, at: u64) {
+    pub fn see(&mut self, ts: u64, at: u64, len: u64) {
         if ts < self.max {
-            self.out_of_order(ts, at);
+            self.out_of_order(ts, at, len);
+        }
+        if self.bytes >= self.next_step {
+            self.take_step(at);
         }
         self.max = self.max.max(ts);
-        if self.latest.len() < LOOK_BACK {
-            self.latest.push((self.max, at));
-        } else {
-            self.latest[self.seen % LOOK_BACK] = (self.max, at);
-        }
-        self.seen += 1;
+        self.bytes += len;
     }
 
     #[cold]
-    fn out_of_order(&mut self, ts: u64, last: u64) {
+    fn take_step(&mut self, at: u64) {
+        while self
+            .steps
+            .front()
+            .is_some_and(|s| self.bytes - s.bytes > MAX_STRETCH_BYTES)
+        {
+            self.steps.pop_front();
+            self.dropped = true;
+        }
+        self.steps.push_back(Step {
+            latest_before: self.max,
+            at,
+            bytes: self.bytes,
+        });
+        self.next_step = self.bytes + STEP_BYTES;
+    }
+
+    #[cold]
+    fn out_of_order(&mut self, ts: u64, last: u64, len: u64) {
         if self.unbounded {
             return;
         }
-        let held = self.latest.len();
-        let oldest = self.seen - held;
-        let at = |i: usize| self.latest[(oldest + i) % LOOK_BACK];
-        // The stretch starts at the first record later than `ts`.
-        let (mut lo, mut hi) = (0, held);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if at(mid).0 > ts {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
-        }
-        if lo == 0 && oldest > 0 {
-            // A later record may lie before the ring: too far back to tell.
+        // The last entry with no later record before it: the first record later than
+        // `ts` is that one or after it. (The first entry, the CPU's first record, has
+        // none, unless it fell off.)
+        let Some(k) = self
+            .steps
+            .partition_point(|s| s.latest_before <= ts)
+            .checked_sub(1)
+        else {
             self.unbounded = true;
             return;
-        }
-        let (mut start, mut first) = (at(lo).1, oldest + lo);
-        while let Some(&(s, l, f)) = self.stretches.last() {
-            if l < start {
+        };
+        let mut found = Found {
+            start: self.steps[k].at,
+            last,
+            bytes: self.steps[k].bytes,
+            low: ts,
+        };
+        while let Some(&f) = self.stretches.last() {
+            if f.last < found.start {
                 break;
             }
-            (start, first) = (start.min(s), first.min(f));
+            found.start = found.start.min(f.start);
+            found.bytes = found.bytes.min(f.bytes);
+            found.low = found.low.min(f.low);
             self.stretches.pop();
         }
-        self.stretches.push((start, last, first));
-        if self.seen + 1 - first > LOOK_BACK || self.stretches.len() > MAX_STRETCHES {
+        let first = found.bytes;
+        self.stretches.push(found);
+        if self.bytes + len - first > MAX_STRETCH_BYTES || self.stretches.len() > MAX_STRETCHES {
             self.unbounded = true;
         }
     }
@@ -102,18 +160,22 @@ impl Disorder {
     /// earlier than [`Disorder::max`] (so no pair out of order spans the two): their
     /// stretches are this one's too. Nothing is seen after.
     pub fn append(&mut self, next: Disorder) {
-        let seen = self.seen;
-        let moved = next.stretches.into_iter().map(|(s, l, f)| (s, l, f + seen));
+        let bytes = self.bytes;
+        let moved = next.stretches.into_iter().map(|f| Found {
+            bytes: f.bytes + bytes,
+            ..f
+        });
         self.stretches.extend(moved);
         self.unbounded |= next.unbounded || self.stretches.len() > MAX_STRETCHES;
         self.max = self.max.max(next.max);
-        self.seen += next.seen;
-        self.latest = Vec::new();
+        self.bytes += next.bytes;
+        self.steps = VecDeque::new();
     }
 
-    /// The stretches to sort, None if the records are too far out of order for them.
-    pub fn stretches(&self) -> Option<Vec<(u64, u64)>> {
-        (!self.unbounded).then(|| self.stretches.iter().map(|&(s, e, _)| (s, e)).collect())
+    /// The stretches to sort, in file order; None if the records are too far out of
+    /// order for them.
+    pub fn stretches(&self) -> Option<&[Found]> {
+        (!self.unbounded).then_some(&self.stretches[..])
     }
 }
 
@@ -265,14 +327,21 @@ impl Batch {
 mod tests {
     use super::*;
 
-    /// Records 10 bytes apart at these times: the stretches, as record numbers.
-    fn stretches(times: &[u64]) -> Option<Vec<(u64, u64)>> {
+    /// Records 10 bytes apart in the file at these times, each `len` bytes of the CPU's
+    /// records: the stretches, as record numbers.
+    fn stretches_of(times: &[u64], len: u64) -> Option<Vec<(u64, u64)>> {
         let mut d = Disorder::default();
         for (i, &t) in times.iter().enumerate() {
-            d.see(t, 10 * i as u64);
+            d.see(t, 10 * i as u64, len);
         }
         d.stretches()
-            .map(|v| v.into_iter().map(|(s, l)| (s / 10, l / 10)).collect())
+            .map(|v| v.iter().map(|f| (f.start / 10, f.last / 10)).collect())
+    }
+
+    /// [`stretches_of`] records a look-back step long: each has its entry, so each
+    /// stretch starts at the first record later than the one that opened it.
+    fn stretches(times: &[u64]) -> Option<Vec<(u64, u64)>> {
+        stretches_of(times, STEP_BYTES)
     }
 
     /// What a reader hands on: every record offered to a [`Sorter`] over `st`, except
@@ -321,22 +390,66 @@ mod tests {
 
     #[test]
     fn too_far_back_or_too_long_is_unbounded() {
-        let mut t: Vec<u64> = (10..10 + LOOK_BACK as u64 + 5).collect();
-        assert_eq!(stretches(&t).map(|s| s.len()), Some(0));
+        // Records of 1 MiB: 64 of them are as much as a stretch may hold.
+        let big = MAX_STRETCH_BYTES / 64;
+        let mut t: Vec<u64> = (10..80).collect();
+        assert_eq!(stretches_of(&t, big), Some(vec![]));
+        // Earlier than every record, the first of them out of reach.
         t.push(5);
-        assert_eq!(stretches(&t), None);
-        // Within the look-back it is a stretch.
-        let mut t: Vec<u64> = (10..10 + LOOK_BACK as u64 + 5).collect();
+        assert_eq!(stretches_of(&t, big), None);
+        // Within reach: 60 records from the first later one (21) on.
+        t.pop();
         t.push(20);
-        assert_eq!(stretches(&t).map(|s| s.len()), Some(1));
-        // Many short stretches are kept; stretches that join into one too long are not.
-        let t: Vec<u64> = (0..2 * LOOK_BACK as u64).map(|i| i ^ 1).collect();
-        assert_eq!(stretches(&t).map(|s| s.len()), Some(LOOK_BACK));
-        let t: Vec<u64> = (0..LOOK_BACK as u64)
-            .flat_map(|k| [2 * k + 3, k + 1])
-            .collect();
-        assert_eq!(stretches(&t[..200]).map(|s| s.len()), Some(1));
-        assert_eq!(stretches(&t), None);
+        assert_eq!(stretches_of(&t, big), Some(vec![(11, 70)]));
+        // 68 records: too long to sort.
+        t.pop();
+        t.push(12);
+        assert_eq!(stretches_of(&t, big), None);
+        // Many short stretches are kept, but not more than MAX_STRETCHES.
+        let t: Vec<u64> = (0..2 * 1000).map(|i| i ^ 1).collect();
+        assert_eq!(stretches(&t).map(|s| s.len()), Some(1000));
+        let t: Vec<u64> = (0..2 * MAX_STRETCHES as u64 + 2).map(|i| i ^ 1).collect();
+        assert_eq!(stretches(&t).map(|s| s.len()), None);
+        // Stretches that join into one too long.
+        let t: Vec<u64> = (0..100u64).flat_map(|k| [2 * k + 3, k + 1]).collect();
+        assert_eq!(stretches_of(&t[..40], big).map(|s| s.len()), Some(1));
+        assert_eq!(stretches_of(&t, big), None);
+    }
+
+    /// Records shorter than a look-back step (perf's tracepoint samples are 80-130
+    /// bytes): a stretch starts no more than a step's worth of records before the first
+    /// later record, and sorting each still puts every record in place.
+    #[test]
+    fn short_records_start_their_stretch_at_most_a_step_early() {
+        let len = 88;
+        let per_step = STEP_BYTES / len + 1;
+        // In order, then perf's copy of records 50,000..80,000 after them, then more.
+        let mut times: Vec<u64> = (0..80_000).collect();
+        times.extend(50_000..80_000);
+        times.extend(80_000..90_000);
+        let st = stretches_of(&times, len).unwrap();
+        assert_eq!(st.len(), 1);
+        let (first, last) = st[0];
+        assert!(first <= 50_001 && 50_001 - first <= per_step, "{st:?}");
+        // (The copy of the latest record is no earlier than it.)
+        assert_eq!(last, 109_998);
+        let mut want = times.clone();
+        want.sort();
+        assert_eq!(read(&times, &st, &[]), want);
+        // Small copies of a few records, as on a quiet machine.
+        let mut times = Vec::new();
+        for k in 0..2000u64 {
+            times.extend(10 * k..10 * k + 10);
+            if k % 97 == 0 {
+                times.extend(10 * k + 7..10 * k + 10);
+            }
+        }
+        let st = stretches_of(&times, len).unwrap();
+        assert_eq!(st.len(), 21);
+        assert!(st.iter().all(|s| s.1 - s.0 <= per_step + 6), "{st:?}");
+        let mut want = times.clone();
+        want.sort();
+        assert_eq!(read(&times, &st, &[]), want);
     }
 
     #[test]

@@ -8,8 +8,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::open_options::OpenOptions;
 use crate::perf::records::Records;
-use crate::perf::reorder::{Disorder, Stretches, LOOK_BACK};
+use crate::perf::reorder::{Disorder, Found, Stretches, MAX_STRETCH_BYTES};
 use crate::perf::stream::{Layouts, RECORD_COMM, RECORD_LOST, RECORD_SAMPLE};
 
 /// What one pass over the records found before any analysis: which CPUs hold samples, the
@@ -64,13 +65,9 @@ const SCAN_WINDOW: usize = 8 << 20;
 /// more than it saves.
 const MIN_PART_BYTES: u64 = 16 << 20;
 
-/// Sets the least bytes of a part instead of [`MIN_PART_BYTES`], for tests and the fuzzer
-/// (which scan small files in parts).
-pub const PART_BYTES_ENV: &str = "KSTATE_SCAN_PART_BYTES";
-
 /// Bytes all parts together may hold to look back over each CPU's records
-/// ([`Disorder`]: [`LOOK_BACK`] records of 16 bytes per CPU and part at most): on a
-/// machine with many CPUs, fewer parts.
+/// ([`Disorder`]: 24 bytes per 4 KiB of the last [`MAX_STRETCH_BYTES`] of a CPU's
+/// records, per CPU and part at most): on a machine with many CPUs, fewer parts.
 const MAX_LOOK_BACK_BYTES: u64 = 64 << 20;
 
 /// Records in a row that must look whole for an offset to be taken as where a record
@@ -196,7 +193,7 @@ impl Part {
 /// Reads every record header once; CPU numbers are checked against `cpu_limit` here, with
 /// the record's offset, before any table is sized by them.
 ///
-/// On several threads ([`crate::open::open_threads`]) the data section is cut into parts
+/// On several threads ([`OpenOptions::threads`]) the data section is cut into parts
 /// scanned side by side, each from where a record seems to start ([`record_start`]), and
 /// joined where each part ended exactly where the next began; otherwise (a guess that
 /// was wrong, compressed records, damage, records out of order across a cut) one thread
@@ -206,14 +203,11 @@ pub(crate) fn scan(
     data: (u64, u64),
     layouts: &Layouts,
     cpu_limit: u32,
+    opts: &OpenOptions,
 ) -> Result<Scan> {
-    let threads = crate::open::open_threads() as u64;
-    let least = std::env::var(PART_BYTES_ENV)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(MIN_PART_BYTES)
-        .max(1);
-    let per_part = cpu_limit as u64 * LOOK_BACK as u64 * 16;
+    let threads = opts.threads() as u64;
+    let least = opts.scan_part_bytes.unwrap_or(MIN_PART_BYTES).max(1);
+    let per_part = cpu_limit as u64 * (MAX_STRETCH_BYTES / 4096 * 24);
     let parts = threads
         .min(data.1.saturating_sub(data.0) / least)
         .min(MAX_LOOK_BACK_BYTES / per_part.max(1));
@@ -228,7 +222,7 @@ pub(crate) fn scan(
         }
         None => scan_part(path, (data.0, u64::MAX), data.1, layouts, cpu_limit)?,
     };
-    Ok(finish(part))
+    finish(part, path, data.1, layouts)
 }
 
 thread_local! {
@@ -406,7 +400,7 @@ impl Part {
                     return Ok(());
                 }
                 let c = self.slots.get(check(s.cpu, "sample")?);
-                c.order.see(s.ts, at);
+                c.order.see(s.ts, at, 8 + b.len() as u64);
                 c.min = c.min.min(s.ts);
                 if c.bytes >= c.next_mark {
                     c.marks.push((s.ts, at));
@@ -433,22 +427,26 @@ impl Part {
     }
 }
 
-/// What the scan of the whole data section tells readers.
-fn finish(part: Part) -> Scan {
+/// What the scan of the whole data section (ending at `data_end`) tells readers.
+fn finish(part: Part, path: &Path, data_end: u64, layouts: &Layouts) -> Result<Scan> {
     let mut cpus_seen = part.slots.seen;
     cpus_seen.sort_by_key(|c| c.0);
     let cpus: Vec<(u32, u64)> = cpus_seen.iter().map(|(c, e)| (*c, e.bytes)).collect();
     let mut in_order = true;
     let mut stretches = HashMap::new();
     for (c, e) in &mut cpus_seen {
-        match e.order.stretches() {
-            None => in_order = false,
-            Some(s) if s.is_empty() => {}
-            Some(s) => {
-                outside(&mut e.marks, &s);
-                stretches.insert(*c, Stretches::from(s));
+        let s = match e.order.stretches() {
+            None => {
+                in_order = false;
+                continue;
             }
-        }
+            Some([]) => continue,
+            // Offsets do not locate compressed records: the look-back's starts stay.
+            Some(found) if part.inflated => found.iter().map(|f| (f.start, f.last)).collect(),
+            Some(found) => narrow(path, data_end, layouts, *c, found)?,
+        };
+        outside(&mut e.marks, &s);
+        stretches.insert(*c, Stretches::from(s));
     }
     let places = (!part.inflated).then(|| {
         cpus_seen
@@ -462,13 +460,49 @@ fn finish(part: Part) -> Scan {
             })
             .collect()
     });
-    Scan {
+    Ok(Scan {
         cpus,
         comms: part.comms,
         in_order,
         stretches,
         places,
+    })
+}
+
+/// The stretches `found` of `cpu`'s records, each from its first record later than the
+/// earliest record that belongs before some of it: the look-back placed its start up to a
+/// step early, where it depends on where the scan began (one part or several); the
+/// first later record does not, and the stretch's records before it are in order.
+fn narrow(
+    path: &Path,
+    data_end: u64,
+    layouts: &Layouts,
+    cpu: u32,
+    found: &[Found],
+) -> Result<Vec<(u64, u64)>> {
+    let from = found.first().map_or(data_end, |f| f.start);
+    let mut r = Records::open(path, from, data_end)?.raw();
+    let mut out = Vec::with_capacity(found.len());
+    for f in found {
+        r.seek(f.start);
+        let mut start = f.start;
+        while let Some((at, kind, b)) = r.next()? {
+            if at >= f.last {
+                break;
+            }
+            let later = kind == RECORD_SAMPLE
+                && layouts
+                    .for_sample(b)
+                    .and_then(|l| l.sample(b))
+                    .is_some_and(|s| s.cpu == cpu && s.raw.is_some() && s.ts > f.low);
+            if later {
+                start = at;
+                break;
+            }
+        }
+        out.push((start, f.last));
     }
+    Ok(out)
 }
 
 /// Drops the marks after the first that lie inside one of `stretches` (both in file
@@ -519,7 +553,14 @@ mod tests {
         b.extend(sample(1 << 31, 30));
         std::fs::write(&path, &b).unwrap();
         let layouts = Layouts::One(SampleLayout::new(S_TIME | S_CPU | S_RAW, 0, false));
-        let s = scan(&path, (0, b.len() as u64), &layouts, u32::MAX).unwrap();
+        let s = scan(
+            &path,
+            (0, b.len() as u64),
+            &layouts,
+            u32::MAX,
+            &OpenOptions::default(),
+        )
+        .unwrap();
         assert_eq!(s.cpus, vec![(3, one), (1 << 31, 2 * one)]);
         assert!(s.in_order);
         let places = s.places.unwrap();
@@ -616,10 +657,23 @@ mod tests {
     fn a_scan_in_parts_is_the_one_scan() {
         let (_dir, path, b, starts, layouts) = written();
         let data = (0, b.len() as u64);
-        let one = finish(scan_part(&path, (0, u64::MAX), data.1, &layouts, 8).unwrap());
+        let one = finish(
+            scan_part(&path, (0, u64::MAX), data.1, &layouts, 8).unwrap(),
+            &path,
+            data.1,
+            &layouts,
+        )
+        .unwrap();
         assert_eq!(one.cpus.len(), 2);
         assert!(one.in_order);
         assert_eq!(one.stretches.len(), 2, "both CPUs have copies to sort");
+        for (cpu, st) in &one.stretches {
+            assert_eq!(
+                &st[..],
+                &exact_stretches(&b, &starts, *cpu)[..],
+                "cpu {cpu}"
+            );
+        }
         assert!(one.comms.len() > 20, "{} names", one.comms.len());
         let places = one.places.as_ref().unwrap();
         assert!(
@@ -632,7 +686,7 @@ mod tests {
                 continue;
             };
             joined += 1;
-            let p = finish(p);
+            let p = finish(p, &path, data.1, &layouts).unwrap();
             assert_eq!(p.cpus, one.cpus, "{parts} parts");
             assert_eq!(p.comms, one.comms, "{parts} parts");
             assert_eq!(p.in_order, one.in_order, "{parts} parts");
@@ -663,6 +717,40 @@ mod tests {
         let after = scan_part(&path, (cut, u64::MAX), data.1, &layouts, 8).unwrap();
         assert_eq!(before.end, cut);
         assert!(!before.append(after));
+    }
+
+    /// The stretches of `cpu`'s samples in `b` (records at `starts`) found the long way:
+    /// each record earlier than one before it opens a stretch at the first record later
+    /// than it, and stretches that overlap are one.
+    fn exact_stretches(b: &[u8], starts: &[u64], cpu: u32) -> Vec<(u64, u64)> {
+        let at =
+            |o: u64, k: usize| u64::from_le_bytes(b[o as usize + k..][..8].try_into().unwrap());
+        let mine: Vec<(u64, u64)> = starts
+            .iter()
+            .filter(|&&o| at(o, 0) as u32 == RECORD_SAMPLE && at(o, 16) as u32 == cpu)
+            .map(|&o| (at(o, 8), o))
+            .collect();
+        // The latest time up to each record: the first later one by bisection.
+        let latest: Vec<u64> = mine
+            .iter()
+            .scan(0, |m, r| {
+                *m = r.0.max(*m);
+                Some(*m)
+            })
+            .collect();
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for (i, &(ts, o)) in mine.iter().enumerate() {
+            let first = latest[..i].partition_point(|&m| m <= ts);
+            if first == i {
+                continue;
+            }
+            let first = mine[first].1;
+            match out.last_mut() {
+                Some(s) if s.1 >= first => s.1 = o,
+                _ => out.push((first, o)),
+            }
+        }
+        out
     }
 
     /// Where a part is guessed to start: always where a record starts, found from any

@@ -12,7 +12,9 @@ pub mod record;
 pub mod sample;
 pub mod stacks;
 pub mod ui;
+pub mod ui_browser;
 pub mod watch;
+pub mod why;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -126,6 +128,9 @@ pub enum Bench {
     /// next to the equivalent `kstate analyze` commands and `trace-cmd report | awk`;
     /// `--baseline` times another kstate binary in the same run
     Ui(ui::Args),
+    /// The critical-path walk (`kstate why --tid`) next to `kstate analyze offcpu --stat`
+    /// on the same file, in the same run: seconds, CPU, events per second, peak RSS
+    Why(why::Args),
     /// One fixed-work run in this process (used by `bench sample`)
     #[command(hide = true)]
     SamplePass(sample::PassArgs),
@@ -154,6 +159,7 @@ pub fn run(b: Bench) -> Result<ExitCode, Error> {
         Bench::Sample(a) => sample::run(a),
         Bench::Stacks(a) => stacks::run(a),
         Bench::Ui(a) => ui::run(a),
+        Bench::Why(a) => why::run(a),
         Bench::SamplePass(a) => sample::pass(a),
         Bench::Watch(a) => watch::run(a),
         Bench::WatchStorm(a) => watch::storm(a),

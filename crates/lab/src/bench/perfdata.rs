@@ -1,6 +1,6 @@
 //! `kstate bench analyze` on a perf.data: `kstate analyze syscall --stat` read straight
 //! from the file on every core and on one thread, and through the pages the older path
-//! built (`KSTATE_PERF_PAGES`), next to
+//! built (the hidden `--perf-read pages`), next to
 //! the peers a perf user has on the same file: `perf trace -s` (the same per-call summary)
 //! and `perf script` (decoding every event to text), in the same run, as ratios.
 
@@ -91,17 +91,20 @@ pub fn analyze(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<Exit
         move || {
             let mut c = Command::new(&exe);
             c.args(["analyze", "syscall", "--stat", "--format", "json"])
-                .arg(file)
-                .env_remove(kstate_format::perf::PAGES_ENV);
+                .arg(file);
             if one {
                 c.args(["--threads", "1"]);
             }
             if paged {
-                c.env(kstate_format::perf::PAGES_ENV, "1");
+                c.args(["--perf-read", "pages"]);
             }
             c
         }
     };
+    // How kstate reads the file: straight, or sorted whole (the slow way).
+    let read = kstate_format::Trace::open(file)
+        .ok()
+        .and_then(|t| t.perf.as_ref()?.read);
     let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let load_before = load();
     let direct = fastest(runs, true, &mut kstate(false, false))?;
@@ -151,6 +154,7 @@ pub fn analyze(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<Exit
         };
         let mut out = serde_json::json!({
             "file": file.display().to_string(), "events": events, "runs": runs,
+            "read": read.map(|r| r.name()),
             "loadavg_before": load_before.trim(), "loadavg_after": load_after.trim(),
             "kstate": row(&direct), "kstate_one_thread": row(&one), "kstate_pages": row(&paged),
         });
@@ -164,6 +168,9 @@ pub fn analyze(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<Exit
         return Ok(ExitCode::SUCCESS);
     }
     println!("file:    {}  ({events} events, perf.data)", file.display());
+    if let Some(r) = read {
+        println!("read:    {}", r.describe());
+    }
     println!("task:    system-call time per call (analyze syscall --stat; perf trace -s)");
     println!(
         "machine: load average {} before, {} after; best of {runs} runs each\n",

@@ -13,6 +13,7 @@
 
 pub mod annotate;
 pub mod compare;
+pub mod tree;
 
 use std::collections::{BTreeMap, HashMap};
 

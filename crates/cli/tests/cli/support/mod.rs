@@ -9,6 +9,7 @@ pub mod built;
 pub mod normalize;
 pub mod tcline;
 pub mod tracecmd;
+pub mod ui;
 
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -169,6 +170,24 @@ pub fn record_workload(events: &str, workload: &[&str], all: bool, dest: &Path) 
     info["recording"]["workload_pid"]
         .as_i64()
         .unwrap_or_else(|| panic!("no workload pid in {}", info["recording"])) as i32
+}
+
+/// Records `sh -c SCRIPT` with `kstate record -e EVENTS EXTRA` (the script's processes
+/// only) into `dest`.
+pub fn record_shell(events: &str, extra: &[&str], script: &str, dest: &Path) {
+    let out = Command::new(KSTATE)
+        .args(["record", "--sysinfo-interval", "0", "-e", events])
+        .args(extra)
+        .arg("-o")
+        .arg(dest)
+        .args(["--", "sh", "-c", script])
+        .output()
+        .expect("cannot run kstate record");
+    assert!(
+        out.status.success(),
+        "kstate record failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Records THREADS O_DIRECT writers of COUNT blocks of SIZE bytes each with EVENTS, into
@@ -642,3 +661,43 @@ pub const PERF_SCHED: &[&str] = &[
     "-e",
     "sched:sched_process_exit",
 ];
+
+/// A perf.data's data section (offset, size) and where a sample's CPU lies in a sample
+/// record: after the fields before it in sample_type's order (IDENTIFIER, IP, TID, TIME,
+/// ADDR, ID, STREAM_ID).
+pub fn perf_data_layout(b: &[u8]) -> (usize, usize, usize) {
+    let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+    let (off, size) = (u64_at(40) as usize, u64_at(48) as usize);
+    let sample_type = u64_at(u64_at(24) as usize + 24);
+    let before = sample_type & (1 << 16 | 1 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 6 | 1 << 9);
+    assert!(sample_type & (1 << 7) != 0, "samples without CPU");
+    (off, size, 8 + 8 * before.count_ones() as usize)
+}
+
+/// The perf.data `b` with its data section replaced by `data`: the data size in the
+/// header and the feature sections' offsets (they follow the data) move to match.
+pub fn perf_data_with(b: &[u8], data: &[u8]) -> Vec<u8> {
+    let (off, size, _) = perf_data_layout(b);
+    let grown = (data.len() - size) as u64;
+    let mut o = b[..off].to_vec();
+    o[48..56].copy_from_slice(&(data.len() as u64).to_le_bytes());
+    o.extend_from_slice(data);
+    let mut tail = b[off + size..].to_vec();
+    let features: u32 = b[72..104].iter().map(|x| x.count_ones()).sum();
+    for e in tail.chunks_exact_mut(16).take(features as usize) {
+        let at = u64::from_le_bytes(e[..8].try_into().unwrap()) + grown;
+        e[..8].copy_from_slice(&at.to_le_bytes());
+    }
+    o.extend_from_slice(&tail);
+    o
+}
+
+/// The lost events per CPU of `kstate info --json`, summed (a perf.data's LOST records).
+pub fn lost_per_cpu(info: &Value) -> u64 {
+    info["lost_events"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum()
+}

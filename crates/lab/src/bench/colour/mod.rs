@@ -127,7 +127,7 @@ pub fn simulate(l: &Layout, base: u64, levels: &[Level]) -> Simulated {
 }
 
 /// The calling thread's CPU time, ns.
-fn thread_cpu_ns() -> u64 {
+pub(crate) fn thread_cpu_ns() -> u64 {
     let mut t = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
