@@ -40,6 +40,9 @@ pub struct Error {
     pub path: Option<PathBuf>,
     /// Byte offset in `path` (or in the decompressed section it names) where the problem is.
     pub offset: Option<u64>,
+    /// The CPU whose stream the problem is in, where it is in one: what a reader skips
+    /// there is that CPU's events from the offset on.
+    pub cpu: Option<u32>,
     pub msg: String,
 }
 
@@ -51,6 +54,7 @@ impl Error {
             kind,
             path: None,
             offset,
+            cpu: None,
             msg: msg.into(),
         }
     }
@@ -81,6 +85,19 @@ impl Error {
         }
         self
     }
+    /// Places the problem in `cpu`'s stream (unless it is placed already).
+    pub fn on_cpu(mut self, cpu: u32) -> Error {
+        self.cpu.get_or_insert(cpu);
+        self
+    }
+    /// Whether `other` reports the same problem at the same place (two passes over one
+    /// file meet the same damage; it is reported once).
+    pub fn same_place(&self, other: &Error) -> bool {
+        self.path == other.path
+            && self.offset == other.offset
+            && self.cpu == other.cpu
+            && self.msg == other.msg
+    }
     /// Shifts a section-relative offset to a file offset.
     pub fn shifted(mut self, base: u64) -> Error {
         if let Some(off) = self.offset.as_mut() {
@@ -97,6 +114,9 @@ impl fmt::Display for Error {
         }
         if let Some(off) = self.offset {
             write!(f, "offset {off} (0x{off:x}): ")?;
+        }
+        if let Some(cpu) = self.cpu {
+            write!(f, "CPU {cpu}: ")?;
         }
         f.write_str(&self.msg)
     }

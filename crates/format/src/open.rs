@@ -95,10 +95,12 @@ impl Trace {
         }
     }
 
-    /// Refuses CPU numbers    /// Refuses CPU numbers that would size per-CPU tables beyond [`MAX_CPUS`] (each reader
-    /// checks where it reads them, naming the offset; this holds for every container).
+    /// Refuses CPU numbers that would size per-CPU tables beyond [`MAX_CPUS`] (each reader
+    /// checks where it reads them, naming the offset; this holds for every container),
+    /// and takes in a recording's own word that it was cut short ([`Trace::cut_short`]).
     /// Readers outside this crate (kstate's Parquet tables) call it too.
-    pub fn checked(self) -> Result<Trace> {
+    pub fn checked(mut self) -> Result<Trace> {
+        self.cut_short = self.cut_short.take().or_else(|| self.said_cut_short());
         let worst = self
             .cpu_data
             .iter()
@@ -114,6 +116,24 @@ impl Trace {
             .in_file(&self.path)),
             _ => Ok(self),
         }
+    }
+}
+
+impl Trace {
+    /// The recording's own word that it was cut short (kstate's RECORDING section), as
+    /// the damage every reader reports: what came after was never recorded. (A section
+    /// that does not decode is reported where it is read.)
+    fn said_cut_short(&self) -> Option<Error> {
+        let rec = crate::extras::Recording::decode(self.extra(crate::extras::ids::RECORDING)?);
+        let why = rec.ok()?.cut_short?;
+        Some(
+            Error::new(
+                ErrorKind::Truncated,
+                None,
+                format!("the recording was cut short ({why}): nothing after it was recorded"),
+            )
+            .in_file(&self.path),
+        )
     }
 }
 

@@ -197,6 +197,7 @@ pub fn json(d: &Description) -> serde_json::Value {
         "unknown_event_ids": d.unknown_ids,
         "truncated": d.truncated(),
         "errors": d.errors.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+        "damage": crate::damage::json(&d.errors),
         "per_cpu": per_cpu,
     });
     let sec = &d.sections;
@@ -220,6 +221,7 @@ pub fn json(d: &Description) -> serde_json::Value {
                 "filters": r.filters, "pids": r.pids,
                 "sysinfo_interval_ms": r.sysinfo_interval_ms,
                 "workload_pid": r.workload_pid,
+                "cut_short": r.cut_short,
             })
         });
         o.insert("recording".into(), json!(v));
@@ -316,6 +318,9 @@ fn recording_text(d: &Description, s: &mut String) {
                 fmt_secs(r.start_ts),
                 fmt_secs(r.stop_ts)
             );
+            if let Some(why) = &r.cut_short {
+                let _ = writeln!(s, "  CUT SHORT:   {} (nothing after it was recorded)", p(why));
+            }
             let _ = writeln!(s, "  buffer:      {} KiB per CPU", r.buffer_kib_per_cpu);
             let _ = writeln!(
                 s,

@@ -81,7 +81,8 @@ pub(crate) struct Meta {
     pub extra_options: Vec<(u16, Vec<u8>)>,
     /// v6 only: a TRACECLOCK option means the trace_clock text follows the CPU table.
     pub has_clock_option: bool,
-    /// v7 only: damaged sections read around (see `Trace::lost_sections`).
+    /// Damaged metadata read around (see `Trace::lost_sections`): v7 sections the events
+    /// do not need, and event formats that do not parse.
     pub lost_sections: Vec<Error>,
 }
 
@@ -134,7 +135,10 @@ impl Meta {
         // instead of looping for long; no capacity is reserved from it.
         for _ in 0..count {
             let size = inp.u64("ftrace format size")?;
-            self.ftrace.push(inp.bytes(size, "ftrace format")?);
+            let at = inp.offset();
+            let text = inp.bytes(size, "ftrace format")?;
+            self.check_format(&text, "ftrace", at);
+            self.ftrace.push(text);
         }
         Ok(())
     }
@@ -147,11 +151,45 @@ impl Meta {
             let mut formats = Vec::new();
             for _ in 0..count {
                 let size = inp.u64("event format size")?;
-                formats.push(inp.bytes(size, "event format")?);
+                let at = inp.offset();
+                let text = inp.bytes(size, "event format")?;
+                self.check_format(&text, &name, at);
+                formats.push(text);
             }
             self.systems.push((name, formats));
         }
         Ok(())
+    }
+
+    /// An event format that does not parse (a damaged offset or size, a line cut short)
+    /// is left out, as trace-cmd leaves it out, so that the rest of the file stays
+    /// readable; its records then have no format, which every reader reports. Said here
+    /// with its place (`at`: where its text starts), as damage, so that no reader takes
+    /// its events for never recorded. (Whether a format parses does not depend on the long
+    /// size, which the header page may still change.)
+    fn check_format(&mut self, text: &[u8], system: &str, at: u64) {
+        let Err(e) = EventFormat::parse(text, system, self.long_size) else {
+            return;
+        };
+        let shown = std::str::from_utf8(text).ok().and_then(|t| {
+            let line = |key: &str| {
+                t.lines()
+                    .find_map(|l| l.trim().strip_prefix(key).map(str::trim))
+                    .filter(|v| !v.is_empty())
+            };
+            Some(match line("ID:") {
+                Some(id) => format!("{system}:{} (id {id})", line("name:")?),
+                None => format!("{system}:{}", line("name:")?),
+            })
+        });
+        let what = shown.unwrap_or_else(|| format!("an event of system {system}"));
+        self.lost_sections.push(Error {
+            msg: format!(
+                "the event format of {what} does not parse, and its events are left out: {}",
+                e.msg.strip_prefix("event format: ").unwrap_or(&e.msg)
+            ),
+            ..e.shifted(at)
+        });
     }
 
     pub fn read_kallsyms(&mut self, inp: &mut impl Input) -> Result<()> {
@@ -292,6 +330,7 @@ impl Meta {
             cpu_data,
             extra_options: self.extra_options,
             truncated: truncated.map(|e| e.in_file(path)),
+            cut_short: None,
             lost_sections: self
                 .lost_sections
                 .into_iter()
