@@ -856,6 +856,9 @@ pub fn drive<A: Analyzer>(
             break;
         }
     }
+    for e in merger.no_format_errors() {
+        pass.skipped(e);
+    }
     if let (Some(w), true) = (window, stopped.is_some() || merger.seeked()) {
         pass.read_only(w, stopped);
     }
@@ -866,23 +869,31 @@ pub fn drive<A: Analyzer>(
 }
 
 /// An analyzer's events are missing from `trace` (`what`: how). Where the file is
-/// damaged the damage is named too: it may be what hides them (a perf.data whose data
-/// size runs past the end keeps its event descriptions out of reach).
+/// damaged the damage is named instead of advice to record them: it may be what hides
+/// them (a perf.data whose data size runs past the end keeps its event descriptions out
+/// of reach; an event format that does not parse leaves its events out). The damage that
+/// names one of the events is named first.
 fn missing_events(trace: &Trace, info: Info, what: &str) -> Error {
+    let names: Vec<&str> = info
+        .needs
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|n| n.contains(':'))
+        .collect();
     let damage = trace
         .damage()
-        .next()
-        .map(|e| format!("; the file is damaged, which may hide them: {e}"))
-        .unwrap_or_default();
-    Error::new(
-        ErrorKind::Unsupported,
-        None,
-        format!(
-            "analyzer {} needs {} but this trace {what}{damage}; record them with `kstate record -e {} ...`",
+        .find(|e| names.iter().any(|n| e.msg.contains(n)))
+        .or_else(|| trace.damage().next());
+    let msg = match damage {
+        Some(e) => format!(
+            "analyzer {} needs {} but this trace {what}; the file is damaged, which may hide them: {e}",
+            info.name, info.needs
+        ),
+        None => format!(
+            "analyzer {} needs {} but this trace {what}; record them with `kstate record -e {} ...`",
             info.name, info.needs, info.preset
         ),
-    )
-    .in_file(&trace.path)
+    };
+    Error::new(ErrorKind::Unsupported, None, msg).in_file(&trace.path)
 }
 
 /// One analyzer's pass over a time-ordered stream of events: what [`drive`] runs over a
@@ -1080,6 +1091,14 @@ impl<A: Analyzer> Pass<A> {
     pub(crate) fn damaged_record(&mut self, e: Error) {
         self.damaged_records += 1;
         if self.damaged_records <= DAMAGED_REPORTED {
+            self.errors.push(e);
+        }
+    }
+
+    /// Records the merge skipped as damaged (their ids have no event format): the
+    /// figures cover the rest, and pairs across them were dropped as across a loss.
+    pub(crate) fn skipped(&mut self, e: Error) {
+        if !self.errors.iter().any(|x| x.same_place(&e)) {
             self.errors.push(e);
         }
     }

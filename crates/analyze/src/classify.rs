@@ -518,8 +518,13 @@ pub fn figures(trace: &Trace, scope: Option<&HashSet<i32>>) -> Result<Figures, E
             }
         }
     }
+    // Damage is an error here, not a verdict on what could be read: records skipped as
+    // damaged may have been any of the waits the verdict weighs.
     if let Some(e) = trace.damage().next() {
         return Err(e.clone());
+    }
+    if let Some(e) = m.no_format_errors().into_iter().next() {
+        return Err(e);
     }
     // What is still open at the end counts up to the end.
     (f.busy_ns, f.wl_busy_ns) = on_cpu.finish(last, ours_only);

@@ -50,6 +50,7 @@ pub mod cache;
 pub mod cachegrind;
 pub mod classify;
 pub mod compare;
+pub mod damage;
 pub mod describe;
 mod error;
 pub mod escalate;

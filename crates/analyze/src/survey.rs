@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use kstate_format::extras::{self, Recording, Snapshot};
-use kstate_format::{ErrorKind, Trace};
+use kstate_format::{Error, ErrorKind, Trace};
 
 use crate::analyzer::{sort_rows, Buckets, Config, Mode, NoLog, Outcome};
 use crate::findings::Finding;
@@ -54,6 +54,9 @@ pub struct Survey {
     /// What `kstate watch` did and saw while recording (alarms, escalations, shedding,
     /// losses), from the file's WATCH_LOG section.
     pub watch_log: Vec<kstate_format::watch_log::Entry>,
+    /// What was skipped as damaged or cut short, each once, with its file, CPU and
+    /// offset: the figures cover the rest. Every front end shows it.
+    pub damage: Vec<Error>,
 }
 
 /// The statistics pass of one analyzer, rows sorted by total (as `kstate analyze`).
@@ -72,10 +75,19 @@ pub fn stat_pass(
 }
 
 /// The common axis: the recording's start and stop where the file says, widened to the
-/// events the analyses saw; else from the first to the last event seen.
-pub fn axis_of(rec: Option<&Recording>, stats: &[&Outcome]) -> TimeAxis {
+/// events the analyses saw; else from the first to the last event seen by the analyses,
+/// or where none applies, of the file (`events`).
+pub fn axis_of(
+    rec: Option<&Recording>,
+    stats: &[&Outcome],
+    events: Option<(u64, u64)>,
+) -> TimeAxis {
     let first = stats.iter().filter_map(|o| o.trace_start).min();
     let last = stats.iter().filter_map(|o| o.span.map(|s| s.1)).max();
+    let (first, last) = match (first, last, events) {
+        (None, None, Some((a, b))) => (Some(a), Some(b)),
+        (f, l, _) => (f, l),
+    };
     match rec {
         Some(r) if r.stop_ts > r.start_ts => TimeAxis {
             t0: r.start_ts.min(first.unwrap_or(u64::MAX)),
@@ -174,24 +186,38 @@ pub struct Stats {
     skipped: Vec<Skipped>,
     /// The file's own axis.
     pub axis: TimeAxis,
+    events: Events,
+    damage: Vec<Error>,
 }
 
 /// The statistics passes of every analyzer of [`analyzers::ALL`].
 pub fn stats(trace: &Trace, tgids: &FxMap<i32, i32>) -> Stats {
-    let recording = recording(trace);
+    let mut damage = Vec::new();
+    let recording = section(trace, extras::ids::RECORDING, &mut damage, Recording::decode);
+    let ev = trace_events(trace, &mut damage);
     let mut stats = Vec::new();
     let mut skipped = Vec::new();
     for info in analyzers::ALL {
         match stat_pass(trace, info, None, tgids) {
-            Ok(o) => stats.push((info, o)),
-            Err(e) => skipped.push(Skipped {
-                info,
-                why: if e.kind == ErrorKind::Unsupported {
-                    e.msg.clone()
-                } else {
-                    e.to_string()
-                },
-            }),
+            Ok(o) => {
+                for e in &o.errors {
+                    crate::damage::note(&mut damage, e);
+                }
+                stats.push((info, o))
+            }
+            Err(e) => {
+                if e.kind != ErrorKind::Unsupported {
+                    crate::damage::note(&mut damage, &e);
+                }
+                skipped.push(Skipped {
+                    info,
+                    why: if e.kind == ErrorKind::Unsupported {
+                        e.msg.clone()
+                    } else {
+                        e.to_string()
+                    },
+                })
+            }
         }
     }
     // A guest's RECORDING start and stop are on its own clock, not the host's its events
@@ -200,12 +226,33 @@ pub fn stats(trace: &Trace, tgids: &FxMap<i32, i32>) -> Stats {
     let axis = axis_of(
         recording.as_ref().filter(|_| !shifted),
         &stats.iter().map(|(_, o)| o).collect::<Vec<_>>(),
+        ev.first.zip(ev.last),
     );
     Stats {
         recording,
         stats,
         skipped,
         axis,
+        events: ev,
+        damage,
+    }
+}
+
+/// Kstate's section `id` of `trace`, decoded; a damaged one is noted in `damage` (the
+/// survey goes on without it).
+fn section<T>(
+    trace: &Trace,
+    id: u16,
+    damage: &mut Vec<Error>,
+    decode: impl FnOnce(&[u8]) -> Result<T, Error>,
+) -> Option<T> {
+    let bytes = trace.extra(id)?;
+    match decode(bytes) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            crate::damage::note(damage, &crate::damage::in_section(trace, id, e));
+            None
+        }
     }
 }
 
@@ -218,15 +265,44 @@ impl Stats {
         tgids: &FxMap<i32, i32>,
         axis: TimeAxis,
     ) -> Survey {
-        let snapshots = snapshots(trace);
+        let mut damage = self.damage;
+        let snapshots = match trace.extra(extras::ids::SYSINFO) {
+            None => Vec::new(),
+            Some(b) => {
+                let mut v = Vec::new();
+                for s in extras::sysinfo_snapshots(b) {
+                    match s {
+                        Ok(s) => v.push(s),
+                        Err(e) => {
+                            let e = crate::damage::in_section(trace, extras::ids::SYSINFO, e);
+                            crate::damage::note(&mut damage, &e);
+                            break;
+                        }
+                    }
+                }
+                v
+            }
+        };
+        let watch_log = section(
+            trace,
+            extras::ids::WATCH_LOG,
+            &mut damage,
+            kstate_format::watch_log::decode,
+        )
+        .unwrap_or_default();
         let workload = workload_of(trace, self.recording.as_ref());
         let mut analyses = Vec::new();
         for (info, stat) in self.stats {
-            analyses.push(complete(trace, info, stat, tgids, axis, workload.clone()));
+            let a = complete(trace, info, stat, tgids, axis, workload.clone());
+            for e in &a.dist.errors {
+                crate::damage::note(&mut damage, e);
+            }
+            analyses.push(a);
         }
-        let ev = trace_events(trace);
+        let ev = self.events;
         let mut r = Survey {
-            watch_log: watch_log(trace),
+            watch_log,
+            damage,
             file: file.to_string(),
             axis,
             recording: self.recording,
@@ -246,6 +322,7 @@ impl Stats {
 }
 
 /// The events of a file: how many, the first and last timestamps, the losses per CPU.
+#[derive(Default)]
 struct Events {
     count: u64,
     first: Option<u64>,
@@ -253,21 +330,37 @@ struct Events {
     lost: BTreeMap<u32, Option<u64>>,
 }
 
-/// Events in the file and events lost per CPU (None: some loss uncounted).
-fn trace_events(trace: &Trace) -> Events {
-    let mut ev = Events {
-        count: 0,
-        first: None,
-        last: None,
-        lost: BTreeMap::new(),
+/// Events in the file and events lost per CPU (None: some loss uncounted); what is
+/// damaged is noted in `damage` (a damaged CPU stream ends there, the others go on).
+fn trace_events(trace: &Trace, damage: &mut Vec<Error>) -> Events {
+    for e in trace.damage() {
+        crate::damage::note(damage, e);
+    }
+    let mut ev = Events::default();
+    let mut m = match Merger::new(trace, None, IdFilter::all()) {
+        Ok(m) => m,
+        Err(e) => {
+            crate::damage::note(damage, &e);
+            return ev;
+        }
     };
-    let Ok(mut m) = Merger::new(trace, None, IdFilter::all()) else {
-        return ev;
-    };
-    while let Ok(Some(e)) = m.next() {
-        ev.count += 1;
-        ev.first.get_or_insert(e.ts);
-        ev.last = Some(e.ts);
+    loop {
+        match m.next() {
+            Ok(Some(e)) => {
+                ev.count += 1;
+                ev.first.get_or_insert(e.ts);
+                ev.last = Some(e.ts);
+                let id = e.id;
+                if trace.events.get(id).is_none() {
+                    m.count_no_format(id);
+                }
+            }
+            Ok(None) => break,
+            Err(e) => crate::damage::note(damage, &e),
+        }
+    }
+    for e in m.no_format_errors() {
+        crate::damage::note(damage, &e);
     }
     ev.lost = m
         .totals()

@@ -102,7 +102,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             .filter_map(|i| survey::stat_pass(trace, i, None, tgids).ok())
             .take(1)
             .collect();
-        let mut axis = survey::axis_of(rec.as_ref(), &stats.iter().collect::<Vec<_>>());
+        let mut axis = survey::axis_of(rec.as_ref(), &stats.iter().collect::<Vec<_>>(), None);
         if rec.is_none() && stats.is_empty() {
             axis = TimeAxis {
                 t0: snaps[0].ts,
@@ -126,7 +126,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     };
     let mut outs = vec![&stat];
     outs.extend(stat2.as_ref());
-    let axis = survey::axis_of(rec.as_ref(), &outs);
+    let axis = survey::axis_of(rec.as_ref(), &outs, None);
     let wl = survey::workload_of(trace, rec.as_ref());
     let a = survey::complete(trace, info, stat, tgids, axis, wl.clone());
     let svg = if args.stat {
