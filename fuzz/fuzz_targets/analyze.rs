@@ -11,23 +11,26 @@
 //! Run with `-rss_limit_mb=2048`: growing past that is a finding.
 #![no_main]
 use kstate_analyze::fxmap::FxMap;
+use kstate_views::survey::survey;
 use kstate_format::Trace;
-use kstate_analyze::survey::survey;
 use kstate_render::html;
 use libfuzzer_sys::fuzz_target;
 use std::io::Write;
 
 fuzz_target!(|data: &[u8]| {
     let path = std::env::temp_dir().join(format!("kstate-fuzz-analyze-{}", std::process::id()));
-    std::fs::File::create(&path).unwrap().write_all(data).unwrap();
+    std::fs::File::create(&path)
+        .unwrap()
+        .write_all(data)
+        .unwrap();
     if let Ok(trace) = Trace::open(&path) {
         let r = survey(&trace, "fuzz", &FxMap::default());
         let _ = html::render(&r, None);
-        let _ = kstate_analyze::classify::figures(&trace, None);
-        let _ = kstate_analyze::classify::figures(&trace, Some(&[1].into_iter().collect()));
+        let _ = kstate_views::classify::figures(&trace, None);
+        let _ = kstate_views::classify::figures(&trace, Some(&[1].into_iter().collect()));
         if let Some(s) = kstate_analyze::slices::ShortSlices::plan(&trace, 8192) {
             // Slices that all meet ([`Seams::meet`]) hold the one pass's events, in order.
-            let all = kstate_analyze::merge::IdFilter::all;
+            let all = kstate_format::stream::merge::IdFilter::all;
             let mut joined = Some(Vec::new());
             let mut before: Option<kstate_analyze::slices::Seams> = None;
             for k in 0..s.len() {
@@ -57,7 +60,7 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             let one = || {
-                let mut m = kstate_analyze::merge::Merger::new(&trace, None, all()).ok()?;
+                let mut m = kstate_format::stream::merge::Merger::new(&trace, None, all()).ok()?;
                 let mut out = Vec::new();
                 while let Some(e) = m.next().ok()? {
                     out.push((e.ts, e.cpu, e.payload.to_vec()));
@@ -65,18 +68,27 @@ fuzz_target!(|data: &[u8]| {
                 Some(out)
             };
             if let (Some(j), Some(one)) = (joined, one()) {
-                assert!(j == one, "slices that meet hold other events than the one pass");
+                assert!(
+                    j == one,
+                    "slices that meet hold other events than the one pass"
+                );
             }
         }
         let merged = |threads| {
             let mut out = Vec::new();
-            let all = kstate_analyze::merge::IdFilter::all();
-            let Ok(mut m) = kstate_analyze::merge::Merger::threaded(&trace, None, all, threads)
+            let all = kstate_format::stream::merge::IdFilter::all();
+            let Ok(mut m) =
+                kstate_format::stream::merge::Merger::threaded(&trace, None, all, threads)
             else {
                 return None;
             };
             while let Ok(Some(e)) = m.next() {
-                out.push((e.ts, e.cpu, e.payload.to_vec(), format!("{:?}", e.lost_before)));
+                out.push((
+                    e.ts,
+                    e.cpu,
+                    e.payload.to_vec(),
+                    format!("{:?}", e.lost_before),
+                ));
             }
             Some(out)
         };

@@ -1,7 +1,7 @@
 //! Any bytes as each of kstate's extra sections: decoders must return an error or a value,
 //! never panic, and whatever decodes must survive re-encoding unchanged.
 #![no_main]
-use kstate_format::extras::{
+use kstate_format::sections::{
     decode_processes, decode_ring_stats, encode_processes, encode_ring_stats, parse_ring_stats,
     parse_sysinfo, sysinfo_snapshots, Recording, SysinfoWriter,
 };

@@ -5,8 +5,14 @@ use kstate_format::{Endian, PageLayout};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&sel, page)) = data.split_first() else { return };
-    let endian = if sel & 1 == 0 { Endian::Little } else { Endian::Big };
+    let Some((&sel, page)) = data.split_first() else {
+        return;
+    };
+    let endian = if sel & 1 == 0 {
+        Endian::Little
+    } else {
+        Endian::Big
+    };
     let long = if sel & 2 == 0 { 8 } else { 4 };
     let layout = PageLayout::default_for(endian, long, page.len().max(16));
     if let Ok((_, recs)) = PageRecords::new(page, &layout) {

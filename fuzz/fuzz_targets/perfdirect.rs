@@ -74,7 +74,10 @@ fn paged(trace: &Trace, i: usize, cap: usize) -> Seen {
 
 fuzz_target!(|data: &[u8]| {
     let path = std::env::temp_dir().join(format!("kstate-fuzz-perfdirect-{}", std::process::id()));
-    std::fs::File::create(&path).unwrap().write_all(data).unwrap();
+    std::fs::File::create(&path)
+        .unwrap()
+        .write_all(data)
+        .unwrap();
     kstate_format::set_open_threads(1);
     let one = Trace::open(&path);
     // Parts of 64 bytes and more, on 3 threads.
@@ -84,15 +87,28 @@ fuzz_target!(|data: &[u8]| {
     std::env::remove_var(kstate_format::PART_BYTES_ENV);
     match (&one, &parts) {
         (Ok(a), Ok(b)) => {
-            let cpus = |t: &Trace| t.cpu_data.iter().map(|c| (c.cpu, c.file_bytes)).collect::<Vec<_>>();
+            let cpus = |t: &Trace| {
+                t.cpu_data
+                    .iter()
+                    .map(|c| (c.cpu, c.file_bytes))
+                    .collect::<Vec<_>>()
+            };
             assert_eq!(cpus(a), cpus(b), "CPUs scanned in parts");
             assert_eq!(a.comms, b.comms, "names scanned in parts");
             for i in 0..a.cpu_data.len() {
-                assert_eq!(direct(a, i, 10_000), direct(b, i, 10_000), "CPU {i} scanned in parts");
+                assert_eq!(
+                    direct(a, i, 10_000),
+                    direct(b, i, 10_000),
+                    "CPU {i} scanned in parts"
+                );
             }
         }
         (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "errors scanned in parts"),
-        (a, b) => panic!("one scan: {:?}; in parts: {:?}", a.as_ref().err(), b.as_ref().err()),
+        (a, b) => panic!(
+            "one scan: {:?}; in parts: {:?}",
+            a.as_ref().err(),
+            b.as_ref().err()
+        ),
     }
     if let Ok(trace) = one {
         for i in 0..trace.cpu_data.len() {
@@ -102,7 +118,12 @@ fuzz_target!(|data: &[u8]| {
             // From a mark on: the events from the mark's record on, the first of them no
             // later than any after.
             let marks = trace.marks(i).unwrap_or_default();
-            for (k, &t) in marks.iter().enumerate().skip(1).step_by(marks.len() / 4 + 1) {
+            for (k, &t) in marks
+                .iter()
+                .enumerate()
+                .skip(1)
+                .step_by(marks.len() / 4 + 1)
+            {
                 let Some((m, _, _)) = direct_from(&trace, i, k, 64) else {
                     continue;
                 };
@@ -110,7 +131,10 @@ fuzz_target!(|data: &[u8]| {
                 if let (Some(j), true) = (at, d_whole) {
                     let n = m.len().min(d.len() - j);
                     assert_eq!(&d[j..j + n], &m[..n], "CPU {i} from mark {k}");
-                    assert!(d[..j].iter().all(|e| e.0 <= t), "CPU {i}: an event before mark {k} is later");
+                    assert!(
+                        d[..j].iter().all(|e| e.0 <= t),
+                        "CPU {i}: an event before mark {k} is later"
+                    );
                 }
             }
             let (p, p_lost, p_whole) = paged(&trace, i, 100_000);
@@ -121,7 +145,11 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(d_lost, p_lost, "CPU {i}: lost");
             for (k, ((dt, dp), (pt, pp))) in d.iter().zip(&p).enumerate() {
                 // Pages pad a record to 4 bytes.
-                assert_eq!(&pp[..dp.len().min(pp.len())], &dp[..dp.len().min(pp.len())], "CPU {i} event {k}");
+                assert_eq!(
+                    &pp[..dp.len().min(pp.len())],
+                    &dp[..dp.len().min(pp.len())],
+                    "CPU {i} event {k}"
+                );
                 assert_eq!(pp.len(), (dp.len() + 3) & !3, "CPU {i} event {k}: length");
                 assert_eq!(dt, pt, "CPU {i} event {k}: time");
             }

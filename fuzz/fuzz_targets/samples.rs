@@ -2,8 +2,9 @@
 //! walking every perf record, counting and profiling must return an error or a value,
 //! never panic, and stay within the memory limit.
 #![no_main]
-use kstate_format::perf_file::PerfFile;
-use kstate_format::samples::{count, count_source, decode, records, RecordSource};
+use kstate_format::perf::decode::{count_source, records, RecordSource};
+use kstate_format::perf::file::PerfFile;
+use kstate_format::sections::samples::{count, decode};
 use libfuzzer_sys::fuzz_target;
 use std::io::Write;
 
@@ -44,7 +45,7 @@ fn perf(data: &[u8], name: &str) {
         let _ = pf.build_ids();
     }
     if let Ok(trace) = kstate_format::Trace::open(&path) {
-        let _ = kstate_analyze::profile::profile(&trace, &Default::default());
+        let _ = kstate_views::profile::profile(&trace, &Default::default());
     }
     let _ = std::fs::remove_file(&path);
 }
@@ -52,25 +53,30 @@ fn perf(data: &[u8], name: &str) {
 fuzz_target!(|data: &[u8]| {
     walk(data);
     // Behind a valid version line and header, so the fuzzer reaches the records at once.
-    let attr = kstate_format::samples::Attr {
+    let attr = kstate_format::perf::decode::Attr {
         type_: 1,
         sample_type: 0x1a7, // IP TID TIME CPU PERIOD CALLCHAIN
         flags: 1 << 18,     // sample_id_all
         ..Default::default()
     };
-    let mut b = kstate_format::samples::encode_header("mono", "cpu-clock", &attr.to_bytes());
+    let mut b =
+        kstate_format::sections::samples::encode_header("mono", "cpu-clock", &attr.to_bytes());
     // And a second event, so 'S' records (event 1's rings) are reached too.
-    b.extend(kstate_format::samples::encode_event("page-faults", &attr.to_bytes()));
+    b.extend(kstate_format::sections::samples::encode_event(
+        "page-faults",
+        &attr.to_bytes(),
+    ));
     b.extend(data);
     walk(&b);
     // Samples with user registers and a stack copy (`--stack-bytes`).
-    let attr = kstate_format::samples::Attr {
+    let attr = kstate_format::perf::decode::Attr {
         sample_type: 0x1a7 | 1 << 12 | 1 << 13, // ... REGS_USER STACK_USER
-        sample_regs_user: kstate_format::samples::regs::UNWIND_MASK,
+        sample_regs_user: kstate_format::perf::decode::regs::UNWIND_MASK,
         sample_stack_user: 64,
         ..attr
     };
-    let mut b = kstate_format::samples::encode_header("mono", "cpu-clock", &attr.to_bytes());
+    let mut b =
+        kstate_format::sections::samples::encode_header("mono", "cpu-clock", &attr.to_bytes());
     b.extend(data);
     walk(&b);
 

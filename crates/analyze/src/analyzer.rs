@@ -16,8 +16,8 @@ use kstate_format::{Error, ErrorKind, EventFormat, Lost, Trace};
 
 use crate::filter::{fmt_secs, Filters, TimeSel};
 use crate::fxmap::FxMap;
-use crate::merge::{Event, IdFilter, LossMark, Merger};
 use crate::stats::Agg;
+use kstate_format::stream::merge::{Event, IdFilter, LossMark, Merger};
 
 /// What `kstate analyze --list` shows, and how to run the analyzer.
 #[derive(Clone, Copy)]
@@ -195,8 +195,8 @@ pub struct Config {
     /// Time-series step in ns, for analyzers that report per interval (`microstate`).
     pub interval: Option<u64>,
     /// The file's pages, indexed once by a front end that asks many questions of it: a
-    /// pass then skips the pages it would read for nothing ([`crate::page_index`]).
-    pub pages: Option<std::sync::Arc<crate::page_index::PageIndex>>,
+    /// pass then skips the pages it would read for nothing ([`kstate_format::stream::page_index`]).
+    pub pages: Option<std::sync::Arc<kstate_format::stream::page_index::PageIndex>>,
     /// Threads a pass may use ([`crate::slices`], [`crate::piped`]); 1 reads the file
     /// in one pass on this thread.
     pub threads: usize,
@@ -240,8 +240,8 @@ impl Tasks {
         }
         // kstate recordings: the process table taken when recording started. Threads
         // that start later are learned from events (task:task_newtask) where recorded.
-        if let Some(b) = trace.extra(kstate_format::extras::ids::PROCESSES) {
-            if let Ok(ps) = kstate_format::extras::decode_processes(b) {
+        if let Some(b) = trace.extra(kstate_format::sections::ids::PROCESSES) {
+            if let Ok(ps) = kstate_format::sections::decode_processes(b) {
                 for p in ps {
                     if p.pid > 0 && p.tgid > 0 {
                         t.tgids.entry(p.pid).or_insert(p.tgid);

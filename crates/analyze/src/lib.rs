@@ -37,45 +37,24 @@
 //!
 //! A recording in progress is analysed the same way ([`live::Live`]): the same analyzers
 //! over per-CPU page streams that grow, merged in time order behind a horizon every CPU
-//! has reached, their results taken per interval; [`alarm`] checks rules such as
+//! has reached, their results taken per interval; `kstate watch` checks alarm rules such as
 //! `syscall.p99{name=write} > 100ms over 3s` on those intervals.
 //!
-//! Underneath: the time-ordered merge of per-CPU streams ([`merge`]), the framework every
+//! Underneath: the time-ordered merge of per-CPU streams (`kstate_format::stream`), the framework every
 //! analyzer shares ([`analyzer`]: trait, driver, filters, pairing with loss handling,
 //! aggregation) and the analyzers themselves ([`analyzers`], one file each).
-pub mod alarm;
 pub mod analyzer;
 pub mod analyzers;
-pub mod cache;
-pub mod cachegrind;
-pub mod classify;
-pub mod compare;
-pub mod damage;
-pub mod describe;
 mod error;
-pub mod escalate;
 pub mod filter;
-pub mod findings;
-pub mod fleet;
 pub use kstate_format::fxmap;
 pub mod hist;
-pub mod ksyms;
-pub mod lanes;
 pub mod live;
-pub mod locks;
-pub mod machines;
-pub mod merge;
-pub mod page_index;
 pub mod pair;
 pub mod piped;
-pub mod profile;
-pub mod slice_plan;
 pub mod slices;
 mod source;
 pub mod stats;
-pub mod survey;
-pub mod timeline;
-pub mod workload;
 
 pub use analyzer::{Analyzer, Config, Info, LogRow, LogSink, Mode, Outcome, Traits};
 pub use error::Error;

@@ -24,7 +24,7 @@ use kstate_format::{Lost, PageSource, Trace};
 
 use crate::analyzer::{AnyPass, Config, Info, Outcome};
 use crate::error::Error;
-use crate::merge::{IdFilter, Merger};
+use kstate_format::stream::merge::{IdFilter, Merger};
 
 /// Pages of one CPU in a file that grows while it is read: whole pages up to the length
 /// the writer has published in `limit` (bytes after `base`).

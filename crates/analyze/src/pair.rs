@@ -7,7 +7,7 @@ use std::hash::Hash;
 
 use crate::analyzer::Out;
 use crate::fxmap::FxMap;
-use crate::merge::LossMark;
+use kstate_format::stream::merge::LossMark;
 
 #[derive(Debug, Clone, Copy)]
 pub struct Open<V> {

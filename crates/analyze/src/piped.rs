@@ -20,9 +20,9 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use kstate_format::{Error, Lost, Trace};
 
 use crate::analyzer::{drive, trace_start, Analyzer, Config, LogSink, Mode, NoLog, Outcome, Pass};
-use crate::merge::{Event, IdFilter, LossMark};
-use crate::slice_plan::Plan;
 use crate::slices::{Cannot, Seams, SliceWalk};
+use kstate_format::stream::merge::{Event, IdFilter, LossMark};
+use kstate_format::stream::slice_plan::Plan;
 
 /// Bytes a chunk holds before it is handed over: small enough to be read back from the
 /// cache it was written to.

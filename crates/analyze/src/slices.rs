@@ -11,7 +11,7 @@
 //! in order are the one pass's event order (ties between CPUs never straddle a cut); each
 //! slice notes where it began and ended in every CPU's stream ([`Seams`]), so that two
 //! slices are joined only where one ends exactly where the next begins, whatever the
-//! plan ([`crate::slice_plan`]) guessed from a few pages' times. A
+//! plan ([`kstate_format::stream::slice_plan`]) guessed from a few pages' times. A
 //! pass over a later slice starts knowing nothing; its analyzer records, for each key
 //! whose state an earlier slice may hold (a thread, a CPU), what the first event of the
 //! slice did to it, and [`Sliced::stitch`] replays that against the open state the
@@ -26,7 +26,7 @@
 //! threads ([`crate::piped`]).
 //!
 //! Memory: a slice holds at most a fixed amount of the recording's pages (more slices as
-//! recordings grow, [`crate::slice_plan`]), and at most two per thread wait to be joined;
+//! recordings grow, [`kstate_format::stream::slice_plan`]), and at most two per thread wait to be joined;
 //! what a slice's analyzer keeps for the join is bounded by its slice.
 
 use std::sync::{Arc, Mutex};
@@ -35,8 +35,8 @@ use kstate_format::{Error, ErrorKind, Trace};
 
 use crate::analyzer::Pass;
 use crate::analyzer::{drive, trace_start, Analyzer, Config, LogSink, Mode, NoLog, Out, Outcome};
-use crate::merge::{Event, IdFilter, Merger};
-use crate::slice_plan::{Plan, Size};
+use kstate_format::stream::merge::{Event, IdFilter, Merger};
+use kstate_format::stream::slice_plan::{Plan, Size};
 
 /// An analyzer whose pass can be cut into time slices.
 pub trait Sliced: Analyzer + Send {
@@ -92,7 +92,8 @@ pub fn drive_sliced<A: Sliced>(
 
 /// Where to cut `trace` for `threads` threads; `None` when it cannot be cut.
 pub(crate) fn plan(trace: &Trace, threads: usize) -> Option<Arc<Plan>> {
-    crate::slice_plan::plan(trace, Size::Slices(threads * SLICES_PER_THREAD)).map(Arc::new)
+    kstate_format::stream::slice_plan::plan(trace, Size::Slices(threads * SLICES_PER_THREAD))
+        .map(Arc::new)
 }
 
 /// One slice's pass, or why it cannot be joined.
@@ -360,7 +361,7 @@ impl ShortSlices {
     /// for two.
     pub fn plan(trace: &Trace, bytes: usize) -> Option<ShortSlices> {
         let pages = bytes / trace.layout.page_size.max(1);
-        let plan = crate::slice_plan::plan(trace, Size::Pages(pages))?;
+        let plan = kstate_format::stream::slice_plan::plan(trace, Size::Pages(pages))?;
         Some(ShortSlices { plan })
     }
 

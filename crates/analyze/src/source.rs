@@ -13,9 +13,8 @@ use crate::analyzer::{sort_rows, Config, LogSink, Mode, NoLog, Outcome};
 use crate::error::Error;
 use crate::filter::Filters;
 use crate::fxmap::FxMap;
-use crate::page_index::PageIndex;
-use crate::survey::Survey;
 use crate::{analyzers, Info};
+use kstate_format::stream::page_index::PageIndex;
 
 /// A recording opened for analysis: the trace, and what analyses need beside it (the
 /// thread-group ids a raw capture saved next to its pages).
@@ -27,9 +26,9 @@ pub struct Source {
 }
 
 impl Source {
-    /// Opens a trace.dat (v6/v7), a perf.data or a raw tracefs capture directory. Errors
-    /// name the file, the offset and the problem. (Parquet directories are read by
-    /// `kstate_export::open`; hand its trace to [`Source::new`].)
+    /// Opens a trace.dat (v6/v7), a perf.data, a raw tracefs capture directory or a kstate
+    /// Parquet directory (with the `parquet` feature). Errors name the file, the offset
+    /// and the problem.
     pub fn open(path: &Path) -> Result<Source, Error> {
         let trace = Trace::open(path)?;
         Ok(Source::new(trace, path.display().to_string()))
@@ -130,11 +129,6 @@ impl Source {
     /// [`Source::run`] for a statistics or distribution query, which streams no rows.
     pub fn aggregate(&self, query: &Query) -> Result<Outcome, Error> {
         self.run(query, &mut NoLog)
-    }
-
-    /// Every analyzer whose events the file has, with the findings ranked.
-    pub fn survey(&self) -> Survey {
-        crate::survey::survey(&self.trace, &self.label, &self.tgids)
     }
 }
 

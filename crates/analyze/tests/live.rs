@@ -201,10 +201,10 @@ fn live_intervals_add_up_to_the_file_pass_and_hold_what_ended_in_them() {
             .flat_map(|i| &i.cpus)
             .map(|c| c.events)
             .sum();
-        let mut m = kstate_analyze::merge::Merger::new(
+        let mut m = kstate_format::stream::merge::Merger::new(
             &trace,
             None,
-            kstate_analyze::merge::IdFilter::all(),
+            kstate_format::stream::merge::IdFilter::all(),
         )
         .unwrap();
         let mut n = 0u64;

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use kstate_analyze::merge::{IdFilter, Merger};
+use kstate_format::stream::merge::{IdFilter, Merger};
 use kstate_format::{Lost, Trace};
 
 fn fixtures() -> PathBuf {

@@ -1,6 +1,6 @@
 //! Printing that more than one command shares (a command does not import another).
 
-use kstate_analyze::profile::compare::{self, Comparison};
+use kstate_views::profile::compare::{self, Comparison};
 
 /// The comparison table of `kstate profile --compare-events` and `kstate cachesim`:
 /// `header` lines first (text), or `extra`'s members merged into the JSON object;

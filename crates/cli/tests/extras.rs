@@ -9,7 +9,7 @@ use support::run_on;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use kstate_format::extras::{
+use kstate_format::sections::{
     self, ids, parse_ring_stats, Process, Recording, RingStats, SysinfoWriter,
 };
 use kstate_format::writer::{write_from_capture, Compression, TraceWriter, WriterConfig};
@@ -221,9 +221,9 @@ fn info_json(file: &Path) -> (Value, Output) {
 fn all_options(s: &Sections) -> Vec<(u16, Vec<u8>)> {
     vec![
         (ids::RECORDING, s.recording.encode()),
-        (ids::PROCESSES, extras::encode_processes(&s.processes)),
+        (ids::PROCESSES, sections::encode_processes(&s.processes)),
         (ids::SYSINFO, s.sysinfo.clone()),
-        (ids::RING_STATS, extras::encode_ring_stats(&s.ring)),
+        (ids::RING_STATS, sections::encode_ring_stats(&s.ring)),
     ]
 }
 
@@ -249,14 +249,14 @@ fn sections_survive_a_trace_dat_and_trace_cmd_ignores_them() {
             s.recording
         );
         assert_eq!(
-            extras::decode_processes(t.extra(ids::PROCESSES).unwrap()).unwrap(),
+            sections::decode_processes(t.extra(ids::PROCESSES).unwrap()).unwrap(),
             s.processes
         );
         assert_eq!(
-            extras::decode_ring_stats(t.extra(ids::RING_STATS).unwrap()).unwrap(),
+            sections::decode_ring_stats(t.extra(ids::RING_STATS).unwrap()).unwrap(),
             s.ring
         );
-        let snaps: Vec<_> = extras::sysinfo_snapshots(t.extra(ids::SYSINFO).unwrap())
+        let snaps: Vec<_> = sections::sysinfo_snapshots(t.extra(ids::SYSINFO).unwrap())
             .collect::<Result<_, _>>()
             .unwrap();
         assert_eq!(snaps.len() as u64, s.sysinfo_count);
@@ -392,7 +392,7 @@ fn damaged_sections_are_errors_not_panics() {
             ids::RECORDING,
             b"kstate-recording 1\nstart_ts soon\n".to_vec(),
         ),
-        (ids::PROCESSES, extras::encode_processes(&s.processes)),
+        (ids::PROCESSES, sections::encode_processes(&s.processes)),
         (ids::SYSINFO, sysinfo_cut),
         (ids::RING_STATS, b"nonsense".to_vec()),
     ];

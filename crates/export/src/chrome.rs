@@ -20,8 +20,8 @@ use std::path::Path;
 
 use crate::error::Error;
 use kstate_analyze::analyzer::{Info, Kind, LogRow, LogSink, Unit};
-use kstate_analyze::merge::{IdFilter, Merger};
 use kstate_format::output::NewFile;
+use kstate_format::stream::merge::{IdFilter, Merger};
 use kstate_format::value::write_json_str;
 use kstate_format::Trace;
 
@@ -183,7 +183,7 @@ fn sched<W: Write>(trace: &Trace, j: &mut Json<W>, sum: &mut Summary) -> Result<
             Ok(None) => break,
             // A damaged CPU stream is dropped by the merge; the rest goes on.
             Err(e) => {
-                kstate_analyze::damage::note(&mut sum.damage, &e);
+                kstate_format::damage::note(&mut sum.damage, &e);
                 continue;
             }
         };

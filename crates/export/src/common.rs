@@ -9,8 +9,8 @@ use crate::error::Error;
 use kstate_analyze::analyzer::{Config, Info, LogSink, Mode, Outcome};
 use kstate_analyze::analyzers;
 use kstate_analyze::fxmap::FxMap;
-use kstate_analyze::merge::{Event, IdFilter, Merger};
-use kstate_format::extras::{self, ids};
+use kstate_format::sections::{self, ids};
+use kstate_format::stream::merge::{Event, IdFilter, Merger};
 use kstate_format::{ErrorKind, Field, FieldRef, Trace};
 
 /// A `char[16]` task name, NUL-padded.
@@ -271,7 +271,7 @@ pub fn run_analyzer(
     match (info.run)(trace, &cfg, sink) {
         Ok(o) => {
             for e in &o.errors {
-                kstate_analyze::damage::note(damage, e);
+                kstate_format::damage::note(damage, e);
             }
             Ok(Some(o))
         }
@@ -285,7 +285,7 @@ pub fn run_analyzer(
 pub fn tasks(trace: &Trace) -> (FxMap<i32, i32>, HashMap<i32, String>) {
     let mut tgids = log_config(trace).tgids;
     if let Some(b) = trace.extra(ids::PROCESSES) {
-        if let Ok(ps) = extras::decode_processes(b) {
+        if let Ok(ps) = sections::decode_processes(b) {
             for p in ps {
                 tgids.entry(p.pid).or_insert(p.tgid);
             }
@@ -347,7 +347,7 @@ pub fn for_each_marker(
             Ok(None) => break,
             // A damaged CPU stream is dropped by the merge; the rest goes on.
             Err(e) => {
-                kstate_analyze::damage::note(damage, &e);
+                kstate_format::damage::note(damage, &e);
                 continue;
             }
         };
@@ -357,7 +357,7 @@ pub fn for_each_marker(
         }
     }
     for e in m.no_format_errors() {
-        kstate_analyze::damage::note(damage, &e);
+        kstate_format::damage::note(damage, &e);
     }
     Ok(())
 }
@@ -368,7 +368,7 @@ pub fn for_each_marker(
 pub fn declared_damage(trace: &Trace) -> Vec<kstate_format::Error> {
     let mut damage = Vec::new();
     for e in trace.damage() {
-        kstate_analyze::damage::note(&mut damage, e);
+        kstate_format::damage::note(&mut damage, e);
     }
     damage
 }

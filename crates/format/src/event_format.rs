@@ -39,6 +39,27 @@ pub struct Field {
     pub kind: FieldKind,
 }
 
+/// Where an event's format text is in its trace file (for messages about the format).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FormatAt {
+    /// At this offset of the file.
+    File(u64),
+    /// At byte `at` of the compressed section whose data starts at offset `section` (v7).
+    Section { section: u64, at: u64 },
+}
+
+impl std::fmt::Display for FormatAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FormatAt::File(at) => write!(f, "offset {at}"),
+            FormatAt::Section { section, at } => write!(
+                f,
+                "byte {at} of the compressed event formats at offset {section}"
+            ),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventFormat {
     pub id: u32,
@@ -49,6 +70,8 @@ pub struct EventFormat {
     /// The event's own fields, in file order.
     pub fields: Vec<Field>,
     pub print_fmt: String,
+    /// Where the format's text is in the trace file, when it came from one.
+    pub at: Option<FormatAt>,
 }
 
 impl EventFormat {
@@ -113,6 +136,7 @@ impl EventFormat {
             common,
             fields,
             print_fmt,
+            at: None,
         })
     }
 

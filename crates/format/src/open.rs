@@ -36,9 +36,9 @@ pub(crate) fn open_threads() -> usize {
 }
 
 impl Trace {
-    /// Opens a trace.dat file, a perf.data file or a raw capture directory (kstate's
-    /// Parquet directories are opened by `kstate_export::open`), compressed with gzip,
-    /// zstd or xz or not, from a file, a pipe, a FIFO or standard input (`-`).
+    /// Opens a trace.dat file, a perf.data file, a raw capture directory or kstate's
+    /// Parquet directory, compressed with gzip, zstd or xz or not (files), from a file, a
+    /// pipe, a FIFO or standard input (`-`).
     pub fn open(path: &Path) -> Result<Trace> {
         let (mut file, name) = if path == Path::new("-") {
             let fd = std::os::fd::AsFd::as_fd(&std::io::stdin())
@@ -48,6 +48,9 @@ impl Trace {
         } else {
             let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
             if meta.is_dir() {
+                if let Some(dir) = crate::parquet::locate(path)? {
+                    return crate::parquet::open(&dir)?.checked();
+                }
                 return crate::rawdir::open(path)?.checked();
             }
             (
@@ -124,7 +127,7 @@ impl Trace {
     /// the damage every reader reports: what came after was never recorded. (A section
     /// that does not decode is reported where it is read.)
     fn said_cut_short(&self) -> Option<Error> {
-        let rec = crate::extras::Recording::decode(self.extra(crate::extras::ids::RECORDING)?);
+        let rec = crate::sections::Recording::decode(self.extra(crate::sections::ids::RECORDING)?);
         let why = rec.ok()?.cut_short?;
         Some(
             Error::new(
@@ -140,7 +143,7 @@ impl Trace {
 /// The reader for a file of `kind`, at `path`.
 fn read_as(path: &Path, kind: Kind) -> Result<Trace> {
     match kind {
-        Kind::PerfData => crate::perfdata::open(path),
+        Kind::PerfData => crate::perf::open(path),
         _ => needs_no_lost_formats(crate::tracedat::open(path)?),
     }
 }

@@ -1,5 +1,5 @@
 //! An opened trace, whatever its container: the metadata every reader yields plus one
-//! page source per CPU. Readers of the containers (`tracedat`, `rawdir`, `perfdata`) fill
+//! page source per CPU. Readers of the containers (`tracedat`, `rawdir`, `perf`) fill
 //! this in; `open` picks the reader; `pages` reads the pages; everything downstream sees
 //! only `Trace`.
 
@@ -30,7 +30,7 @@ pub enum Container {
     },
     /// A directory with header_page, event format files and per-CPU raw pages.
     RawDir,
-    /// perf's `perf.data` with tracepoint samples (see `perfdata`).
+    /// perf's `perf.data` with tracepoint samples (see `perf`).
     PerfData,
     /// kstate's own Parquet tables (`kstate convert --to parquet`, read by `kstate-export`).
     Parquet,
@@ -194,7 +194,7 @@ pub struct Trace {
     /// pipe (see `spool`); None for a file read in place.
     pub spool: Option<Arc<Spool>>,
     /// A perf.data's header and records, for what reads its samples (`kstate profile`).
-    pub perf: Option<std::sync::Arc<crate::perf_file::PerfFile>>,
+    pub perf: Option<std::sync::Arc<crate::perf::file::PerfFile>>,
 }
 
 impl Trace {
@@ -206,7 +206,7 @@ impl Trace {
     }
 
     /// The payload of the first option `id` this reader kept uninterpreted, e.g. one of
-    /// kstate's sections (`extras::ids`).
+    /// kstate's sections (`sections::ids`).
     pub fn extra(&self, id: u16) -> Option<&[u8]> {
         self.extra_options
             .iter()

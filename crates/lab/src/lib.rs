@@ -10,6 +10,8 @@
 //! not depend on this one.
 
 pub mod bench;
+pub mod cache;
+pub mod cachegrind;
 mod error;
 pub mod scale;
 pub mod workload;

@@ -4,7 +4,7 @@
 //! the events marked sheddable; once every CPU has been calm for a while, it turns them
 //! back on. The traced system is never held up: the kernel never waits for a reader.
 
-use kstate_format::extras::RingStats;
+use kstate_format::sections::RingStats;
 
 /// Unread bytes on a CPU, in % of its buffer, that count as falling behind: the readers
 /// are woken at `session::BUFFER_PERCENT` (20 %), so this much unread means they have

@@ -19,7 +19,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use kstate_format::samples::{self, event_type, flag, sample, Attr};
+use kstate_format::perf::decode::{self, event_type, flag, sample, Attr};
+use kstate_format::sections::samples;
 
 use crate::error::{Error, Result};
 use crate::reader::Control;
@@ -46,7 +47,7 @@ fn with_user_stack(mut a: Attr, stack_bytes: u32) -> Attr {
     // The register numbers are x86_64's (perf_event_x86_regs).
     if stack_bytes > 0 && cfg!(target_arch = "x86_64") {
         a.sample_type |= sample::REGS_USER | sample::STACK_USER;
-        a.sample_regs_user = samples::regs::UNWIND_MASK;
+        a.sample_regs_user = decode::regs::UNWIND_MASK;
         a.sample_stack_user = stack_bytes.min(MAX_STACK_BYTES).next_multiple_of(8);
     }
     a
@@ -705,7 +706,7 @@ fn existing_maps(sample_type: u64, target: &Target) -> Vec<u8> {
             continue;
         };
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        out.extend(samples::synth_comm(
+        out.extend(decode::synth_comm(
             sample_type,
             pid as u32,
             pid as u32,
@@ -721,7 +722,7 @@ fn existing_maps(sample_type: u64, target: &Target) -> Vec<u8> {
             let id = if m.path.starts_with('/') {
                 build_ids
                     .entry(m.path.to_string())
-                    .or_insert_with(|| samples::elf_build_id(Path::new(m.path)))
+                    .or_insert_with(|| decode::elf_build_id(Path::new(m.path)))
                     .clone()
             } else {
                 None
@@ -729,7 +730,7 @@ fn existing_maps(sample_type: u64, target: &Target) -> Vec<u8> {
             let prot = (m.perms.contains('r') as u32)
                 | (m.perms.contains('w') as u32) << 1
                 | (m.perms.contains('x') as u32) << 2;
-            out.extend(samples::synth_mmap2(
+            out.extend(decode::synth_mmap2(
                 sample_type,
                 pid as u32,
                 m.start,
@@ -824,7 +825,7 @@ mod tests {
             true,
         );
         let b = a.to_bytes();
-        assert_eq!(b.len(), samples::ATTR_SIZE);
+        assert_eq!(b.len(), decode::ATTR_SIZE);
         let back = Attr::from_bytes(&b, kstate_format::Endian::Little).unwrap();
         assert_eq!(back, a);
         assert_eq!(back.freq(), Some(DEFAULT_HZ));

@@ -6,7 +6,7 @@ use std::process::{Child, ExitStatus};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kstate_format::extras::{self, Recording, RingStats, SysinfoWriter};
+use kstate_format::sections::{self, Recording, RingStats, SysinfoWriter};
 use kstate_format::writer::{Compression, TraceWriter, WriterConfig};
 use kstate_format::{Endian, PageLayout};
 
@@ -549,7 +549,7 @@ struct Live {
     /// The pid filter (the `-p` processes' threads, or the command).
     pids: Vec<i32>,
     /// The process table at the start.
-    processes: Vec<extras::Process>,
+    processes: Vec<sections::Process>,
     user_clock: Option<libc::clockid_t>,
     wall_offset: Option<i64>,
 }
@@ -932,7 +932,7 @@ fn stop(
             out.inst
                 .read(&format!("per_cpu/cpu{c}/stats"))
                 .ok()
-                .and_then(|t| extras::parse_ring_stats(c, &t).ok())
+                .and_then(|t| sections::parse_ring_stats(c, &t).ok())
         })
         .collect();
     let saved_cmdlines = tracefs::read(&plan.tfs.path("saved_cmdlines")).unwrap_or_default();
@@ -1054,30 +1054,39 @@ fn assemble(
             .as_ref()
             .map(|e| format!("the disk filled: {e}")),
     };
-    writer.extra_option(extras::ids::RECORDING, &rec.encode())?;
+    writer.extra_option(sections::ids::RECORDING, &rec.encode())?;
     writer.extra_option(
-        extras::ids::PROCESSES,
-        &extras::encode_processes(&live.processes),
+        sections::ids::PROCESSES,
+        &sections::encode_processes(&live.processes),
     )?;
     let mut sysinfo_snapshots = 0;
     if let Some((n, path)) = &data.sysinfo {
         sysinfo_snapshots = *n;
         let bytes = std::fs::read(path).map_err(|e| Error::io("reading", path, e))?;
-        writer.extra_option(extras::ids::SYSINFO, &bytes)?;
+        writer.extra_option(sections::ids::SYSINFO, &bytes)?;
     }
     let ring: Vec<RingStats> = cpu_summaries
         .iter()
         .filter_map(|c| c.stats.clone())
         .collect();
-    writer.extra_option(extras::ids::RING_STATS, &extras::encode_ring_stats(&ring))?;
+    writer.extra_option(
+        sections::ids::RING_STATS,
+        &sections::encode_ring_stats(&ring),
+    )?;
     let samples = embed_samples(
         &mut writer,
-        extras::ids::SAMPLES,
+        sections::ids::SAMPLES,
         data.samples,
         plan.fell_back_from,
         notify,
     )?;
-    let stacks = embed_samples(&mut writer, extras::ids::STACKS, data.stacks, None, notify)?;
+    let stacks = embed_samples(
+        &mut writer,
+        sections::ids::STACKS,
+        data.stacks,
+        None,
+        notify,
+    )?;
     for (id, payload) in &data.sections {
         writer.extra_option(*id, payload)?;
     }
@@ -1130,7 +1139,7 @@ fn embed_samples(
     let data = path.and_then(|p| {
         let d = std::fs::read(&p).map_err(|e| Error::io("reading", &p, e))?;
         let _ = std::fs::remove_file(&p);
-        let c = kstate_format::samples::count(&d)?;
+        let c = kstate_format::sections::samples::count(&d)?;
         Ok((d, c))
     });
     match data {
@@ -1147,7 +1156,7 @@ fn embed_samples(
             }))
         }
         Err(e) => {
-            let name = extras::section_name(id).unwrap_or("samples");
+            let name = sections::section_name(id).unwrap_or("samples");
             notify(&format!("warning: {name} left out: {e}"));
             Ok(None)
         }
@@ -1349,7 +1358,7 @@ fn kernel_error(inst: &Instance, file: &str) -> Option<String> {
 
 /// cmdlines for trace-cmd: the process table at start plus the kernel's saved_cmdlines
 /// (which knows tasks that started during the recording).
-fn cmdlines(procs: &[extras::Process], saved: &[u8]) -> Vec<u8> {
+fn cmdlines(procs: &[sections::Process], saved: &[u8]) -> Vec<u8> {
     let mut map: std::collections::BTreeMap<i32, String> =
         procs.iter().map(|p| (p.pid, p.comm.clone())).collect();
     for (pid, comm) in kstate_format::rawdir::parse_cmdlines(saved) {

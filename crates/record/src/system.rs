@@ -1,7 +1,7 @@
 //! Facts about the running system the recording keeps: the process table, uname, the
 //! host name, and clocks that line user-space samples up with event timestamps.
 
-use kstate_format::extras::Process;
+use kstate_format::sections::Process;
 
 /// Every thread in /proc: pid (the thread id), tgid, parent and comm.
 pub fn processes() -> Vec<Process> {

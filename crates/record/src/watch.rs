@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kstate_format::extras::RingStats;
+use kstate_format::sections::RingStats;
 
 use crate::error::{Error, Result};
 use crate::reader::{Control, Tap};
@@ -189,7 +189,7 @@ impl Switch {
             .filter_map(|&cpu| {
                 let path = self.instance.join(format!("per_cpu/cpu{cpu}/stats"));
                 let text = crate::tracefs::read(&path).ok()?;
-                kstate_format::extras::parse_ring_stats(cpu, &text).ok()
+                kstate_format::sections::parse_ring_stats(cpu, &text).ok()
             })
             .collect()
     }

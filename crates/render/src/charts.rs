@@ -1,13 +1,13 @@
-//! The charts of a survey ([`kstate_analyze::survey`]): samples and levels over the common
+//! The charts of a survey ([`kstate_views::survey`]): samples and levels over the common
 //! time axis, LKST's stat and distribution charts, memory over time. They draw what the
 //! survey holds and run no analyzer.
 
 use kstate_analyze::analyzer::Unit;
 use kstate_analyze::hist::DECADES;
-use kstate_analyze::survey::{Analysis, Survey};
-use kstate_analyze::timeline::{KeyTrack, TimeAxis, BINS};
 use kstate_analyze::Info;
-use kstate_format::extras::Snapshot;
+use kstate_format::sections::Snapshot;
+use kstate_views::survey::{Analysis, Survey};
+use kstate_views::timeline::{KeyTrack, TimeAxis, BINS};
 
 use crate::svg::{Axis, DistChart, Scale, Series, StatChart, Style, TimeChart, ValueKind};
 

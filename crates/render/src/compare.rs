@@ -1,4 +1,4 @@
-//! A comparison of two recordings ([`kstate_analyze::compare::Comparison`]) as text, CSV or
+//! A comparison of two recordings ([`kstate_views::compare::Comparison`]) as text, CSV or
 //! JSON: what `kstate compare` prints and the browser UI reads.
 //!
 //! JSON: `{"a", "b", "metric", "threshold", "min_count", "regressed": bool,
@@ -10,8 +10,8 @@
 
 use std::io::{self, Write};
 
-use kstate_analyze::compare::{Comparison, KeyDiff, Metric};
 use kstate_analyze::Info;
+use kstate_views::compare::{Comparison, KeyDiff, Metric};
 
 use crate::{csv_field, json_str, Format};
 
@@ -79,7 +79,7 @@ fn json(c: &Comparison, w: &mut dyn Write) -> io::Result<()> {
             if j > 0 {
                 write!(w, ",")?;
             }
-            let nums = |n: Option<kstate_analyze::compare::Nums>| {
+            let nums = |n: Option<kstate_views::compare::Nums>| {
                 n.map_or("null".into(), |n| {
                     format!(
                         "{{\"count\":{},\"total\":{},\"avg\":{},\"p99\":{}}}",
@@ -261,7 +261,7 @@ fn text(c: &Comparison, w: &mut dyn Write) -> io::Result<()> {
 fn row(info: &Info, k: &KeyDiff, kw: usize, w: &mut dyn Write) -> io::Result<()> {
     write!(w, "{:<kw$}", k.key)?;
     for m in Metric::ALL {
-        let side = |n: Option<kstate_analyze::compare::Nums>| {
+        let side = |n: Option<kstate_views::compare::Nums>| {
             n.map_or("-".into(), |n| human(info, m, n.get(m)))
         };
         write!(

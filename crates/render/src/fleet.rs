@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use kstate_analyze::fleet::{Duplicate, Failure, Figures, Fleet, Outlier};
+use kstate_views::fleet::{Duplicate, Failure, Figures, Fleet, Outlier};
 
 use crate::csv_field;
 
@@ -38,7 +38,7 @@ fn lines(f: &Fleet) -> Vec<Line<'_>> {
     v
 }
 
-/// The names of kstate_analyze::fleet::QUANTILES.
+/// The names of kstate_views::fleet::QUANTILES.
 const QUANTILES: [&str; 3] = ["p50", "p99", "p999"];
 
 /// recordings, count, total, avg, min, max, flagged, then the quantiles' values and
@@ -221,8 +221,8 @@ pub fn json(
 
 #[cfg(test)]
 mod tests {
-    use kstate_analyze::fleet::{summarize, Fleet, GroupBy};
     use kstate_analyze::Source;
+    use kstate_views::fleet::{summarize, Fleet, GroupBy};
 
     /// Group names come from the recordings (host names, command lines): a CSV cell that
     /// starts like a formula is written as text, and the fleet row carries the same figures

@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 use kstate_analyze::analyzer::Cell;
 use kstate_analyze::filter::fmt_secs;
 
-use kstate_analyze::findings::Finding;
-use kstate_analyze::survey::{Analysis, Survey};
+use kstate_views::findings::Finding;
+use kstate_views::survey::{Analysis, Survey};
 
 use crate::charts;
 use crate::svg::{self, esc, Size};
@@ -281,7 +281,7 @@ pub(crate) fn lost_html(lost: &std::collections::BTreeMap<u32, Option<u64>>) -> 
 /// then `more`.
 pub(crate) fn recording_rows(
     kv: &mut impl FnMut(&str, String),
-    rec: &kstate_format::extras::Recording,
+    rec: &kstate_format::sections::Recording,
     more: &str,
 ) {
     if !rec.workload.is_empty() {

@@ -2,8 +2,8 @@
 //! for programs. Text escapes control characters (names and command lines come from anyone
 //! on the machine); JSON carries them as they are.
 
-use kstate_analyze::describe::{Description, PerfInfo, SamplesInfo};
 use kstate_analyze::filter::fmt_secs;
+use kstate_views::describe::{Description, PerfInfo, SamplesInfo};
 use serde_json::json;
 
 use crate::utc::fmt_utc;

@@ -1,6 +1,6 @@
 //! Rendering of analyses: aligned text for people, CSV and JSON for programs; SVG (and,
 //! with the `png` feature, PNG) charts (`svg`, `png`), and the self-contained HTML report
-//! (`charts` draws what a [`kstate_analyze::survey::Survey`] holds, `html` lays it out,
+//! (`charts` draws what a [`kstate_views::survey::Survey`] holds, `html` lays it out,
 //! `rundir` writes a run's directory). Nothing here runs an analyzer.
 //!
 //! JSON and CSV are complete (every row, every column, integer nanoseconds) and stable:
@@ -28,6 +28,7 @@ pub mod colour;
 pub mod compare;
 pub mod damage;
 pub mod error;
+pub mod flame;
 pub mod fleet;
 pub mod html;
 pub mod info;

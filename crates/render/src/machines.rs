@@ -1,4 +1,4 @@
-//! The HTML report of a host and its guests ([`kstate_analyze::machines`]): one file, as
+//! The HTML report of a host and its guests ([`kstate_views::machines`]): one file, as
 //! the one-recording report. A summary of the machines (each one's events and first and
 //! last event on the host's clock) and the findings of all of them ranked together; the
 //! shared timeline (every machine's overview lanes on one time axis); then one part per
@@ -8,8 +8,8 @@
 use std::fmt::Write as _;
 
 use kstate_analyze::filter::fmt_secs;
-use kstate_analyze::lanes::{Lane, Overview};
-use kstate_analyze::machines::{Machine, Machines};
+use kstate_views::lanes::{Lane, Overview};
+use kstate_views::machines::{Machine, Machines};
 
 use crate::charts;
 use crate::html::{lost_html, recording_rows, section, watch_log, CSS};
@@ -376,7 +376,7 @@ fn timeline(h: &mut String, m: &Machines) {
          of the bin), run-queue length per CPU and block requests in flight per device \
          (bars against the lane's peak), system calls started per bin, events lost. {} bins \
          of {}.</p><figure>{s}</figure>{}</section>",
-        kstate_analyze::timeline::BINS,
+        kstate_views::timeline::BINS,
         fmt_dur_short(ax.bin_ns()),
         if missing.is_empty() {
             String::new()

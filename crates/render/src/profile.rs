@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 
 use kstate_analyze::filter::{fmt_secs, Filters};
-use kstate_analyze::profile::annotate::Annotation;
-use kstate_analyze::profile::{CallView, DiffRow, Profile};
+use kstate_views::profile::annotate::Annotation;
+use kstate_views::profile::{CallView, DiffRow, Profile};
 
 /// `cycles at 999 Hz`: what was sampled, how often.
 pub fn rate(p: &Profile) -> String {

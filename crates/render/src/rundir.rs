@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use kstate_analyze::analyzer::Buckets;
-use kstate_analyze::survey::Survey;
 use kstate_format::output;
+use kstate_views::survey::Survey;
 
 use crate::error::Error;
 use crate::html::{self, RunInfo};

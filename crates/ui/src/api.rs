@@ -1,8 +1,8 @@
 //! The page's questions and their answers. Every number comes from the engine: panels are
 //! `kstate_render::stat` / `dist` / the `--log` writer over [`Source::aggregate`] (byte for
 //! byte what `kstate analyze NAME --format json` prints for the same filters); comparisons
-//! are [`kstate_analyze::compare`] rendered by `kstate_render::compare` (what `kstate
-//! compare --format json` prints); lanes are [`kstate_analyze::lanes`]. Only the lanes'
+//! are [`kstate_views::compare`] rendered by `kstate_render::compare` (what `kstate
+//! compare --format json` prints); lanes are [`kstate_views::lanes`]. Only the lanes'
 //! JSON shape is this crate's own.
 //!
 //! Endpoints (GET, below the token):
@@ -19,13 +19,13 @@
 use std::io::Write;
 
 use kstate_analyze::analyzer::{Buckets, Mode, Outcome};
-use kstate_analyze::compare::{compare_outcomes, nothing_in_common, Comparison, Rules, Unmatched};
 use kstate_analyze::filter::{parse_dur_or_secs, Filters};
-use kstate_analyze::lanes::{overview, Lane, Overview, Span, ROWS_PER_DECADE};
-use kstate_analyze::machines::{self, Extent, Role};
 use kstate_analyze::{analyzers, Info, Query, Source};
 use kstate_format::value::write_json_str;
 use kstate_render::{Format, LogWriter, Meta};
+use kstate_views::compare::{compare_outcomes, nothing_in_common, Comparison, Rules, Unmatched};
+use kstate_views::lanes::{overview, Lane, Overview, Span, ROWS_PER_DECADE};
+use kstate_views::machines::{self, Extent, Role};
 
 use crate::cache::Cache;
 use crate::params::{filters_key, Params};
@@ -363,7 +363,7 @@ impl App {
                         .map(|(n, w)| format!("{{\"analyzer\":{},\"why\":{}}}", js(n), js(w)))
                         .collect();
                     // What kstate watch did and saw, for markers on the time axis.
-                    let log: Vec<String> = kstate_analyze::survey::watch_log(src.trace())
+                    let log: Vec<String> = kstate_views::survey::watch_log(src.trace())
                         .iter()
                         .map(|e| {
                             format!(
@@ -498,10 +498,10 @@ impl App {
         let one = p.get("a") != Some("*");
         let mut rules = Rules::default();
         if inout {
-            rules.rank_by = &kstate_analyze::compare::RATES;
+            rules.rank_by = &kstate_views::compare::RATES;
         }
         if let Some(m) = p.get("metric") {
-            rules.metric = kstate_analyze::compare::Metric::parse(m)?;
+            rules.metric = kstate_views::compare::Metric::parse(m)?;
         }
         let mut diffs = Vec::new();
         let mut unmatched = Vec::new();

@@ -15,7 +15,7 @@ pub use error::Error;
 use std::path::PathBuf;
 
 use api::{App, File};
-use kstate_analyze::machines::{self, Role};
+use kstate_views::machines::{self, Role};
 
 /// What `kstate ui` was asked.
 pub struct Options {

@@ -3,10 +3,10 @@
 //! while the readers are behind the kernel), and every alarm, escalation, shed and loss
 //! as an entry of the recording's WATCH_LOG section.
 
-use kstate_analyze::alarm::Firing;
-use kstate_analyze::escalate::Escalation;
+use crate::alarm::Firing;
+use crate::escalate::Escalation;
 use kstate_analyze::live::Interval;
-use kstate_format::watch_log::{Entry, Kind};
+use kstate_format::sections::watch_log::{Entry, Kind};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use kstate_format::watch_log::Kind;
+use kstate_format::sections::watch_log::Kind;
 use kstate_record::overload::{Overload, Step};
 use kstate_record::watch::Switch;
 

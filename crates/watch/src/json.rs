@@ -13,10 +13,10 @@
 //!            the rule became true again since its last firing, held back by
 //!            --alarm-every}),
 //!  "log": [{"ts", "kind", "text"}, ...] (the watch log's entries since the last line:
-//!          escalations, shedding, losses; see kstate_format::watch_log)}
+//!          escalations, shedding, losses; see kstate_format::sections::watch_log)}
 //! ```
 
-use kstate_analyze::alarm::Firing;
+use crate::alarm::Firing;
 use kstate_analyze::analyzer::{Cell, Outcome};
 use kstate_analyze::live::Interval;
 use kstate_analyze::stats::Agg;

@@ -5,8 +5,10 @@
 //! Every number comes from kstate-analyze; this crate presents and steers.
 
 mod adapt;
+pub mod alarm;
 mod alarm_log;
 pub mod error;
+pub mod escalate;
 mod guard;
 mod json;
 mod tty;
@@ -15,8 +17,8 @@ mod watcher;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kstate_analyze::alarm::{Alarms, Rule};
-use kstate_analyze::escalate::Escalation;
+use crate::alarm::{Alarms, Rule};
+use crate::escalate::Escalation;
 
 use adapt::{Adapt, Escalate};
 pub use error::Error;
@@ -222,7 +224,7 @@ pub fn run(args: Options) -> Result<Ended, Error> {
 }
 
 /// What an alarm's line adds when --alarm-every held back the rule's earlier onsets.
-fn held_back(f: &kstate_analyze::alarm::Firing) -> String {
+fn held_back(f: &crate::alarm::Firing) -> String {
     match f.suppressed {
         0 => String::new(),
         n => format!(" ({n} more held back by --alarm-every since the last firing)"),

@@ -10,7 +10,7 @@ use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
 
-use kstate_analyze::alarm::Firing;
+use crate::alarm::Firing;
 use kstate_analyze::analyzer::{Cell, Outcome, Row, Unit};
 use kstate_analyze::live::Interval;
 use kstate_analyze::stats::Agg;

@@ -7,12 +7,12 @@ use std::path::PathBuf;
 use std::process::Child;
 use std::time::Duration;
 
-use kstate_analyze::alarm::{Alarms, Firing, Rule};
+use crate::alarm::{Alarms, Firing, Rule};
 use kstate_analyze::analyzer::{Config, Mode};
 use kstate_analyze::live::{GrowingPages, Interval, Live};
 use kstate_analyze::{analyzers, Info};
-use kstate_format::extras::{self, ids};
-use kstate_format::{watch_log, PageSource, Trace};
+use kstate_format::sections::{self, ids};
+use kstate_format::{sections::watch_log, PageSource, Trace};
 use kstate_record::flight::Flight;
 use kstate_record::watch::{Flow, Ongoing, Watcher};
 
@@ -527,7 +527,7 @@ impl Watch {
             text,
         }];
         log.extend(self.adapt.log.between(from, to));
-        let rec = extras::Recording {
+        let rec = sections::Recording {
             workload: self.command.clone(),
             pids: self.pids.clone(),
             tool: format!("kstate {}", env!("CARGO_PKG_VERSION")),
@@ -538,7 +538,7 @@ impl Watch {
             stop_ts: to,
             buffer_kib_per_cpu: self.buffer_bytes / 1024,
             events: self.ongoing_events.clone(),
-            ..extras::Recording::default()
+            ..sections::Recording::default()
         };
         vec![
             (ids::RECORDING, rec.encode()),

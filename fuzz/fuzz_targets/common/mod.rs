@@ -1,5 +1,5 @@
 //! What the targets that open whole files share.
-use kstate_analyze::merge::{IdFilter, Merger};
+use kstate_format::stream::merge::{IdFilter, Merger};
 use kstate_format::Trace;
 use std::path::Path;
 

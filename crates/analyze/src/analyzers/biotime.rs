@@ -29,8 +29,8 @@ use kstate_format::Trace;
 use super::block::{DevNames, Role, RqEvents};
 use super::sched::bytes;
 use crate::analyzer::{Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
-use crate::merge::{Event, LossMark};
 use crate::pair::Pairs;
+use kstate_format::stream::merge::{Event, LossMark};
 
 #[derive(Debug, Clone, Copy)]
 struct Req {

@@ -38,7 +38,7 @@ use crate::analyzer::{
     Analyzer, Cell, Info, Kind, Missing, Out, Sample, Table, Tasks, Traits, Unit,
 };
 use crate::fxmap::FxMap;
-use crate::merge::Event;
+use kstate_format::stream::merge::Event;
 
 #[derive(Debug, Clone, Default)]
 struct Level {

@@ -259,8 +259,8 @@ fn recorded_here(trace: &Trace) -> bool {
         return node == Some(host.as_str()) && release == proc_text("osrelease").as_deref();
     }
     trace
-        .extra(kstate_format::extras::ids::RECORDING)
-        .and_then(|b| kstate_format::extras::Recording::decode(b).ok())
+        .extra(kstate_format::sections::ids::RECORDING)
+        .and_then(|b| kstate_format::sections::Recording::decode(b).ok())
         .is_some_and(|r| r.hostname == host)
 }
 

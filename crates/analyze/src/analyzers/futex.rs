@@ -23,16 +23,16 @@
 //! it (`libc.so.6+0x1d3c80@1234`), else left as the address (heap, stack).
 //! `--by caller` (needs `--stacks`): the lock, wait/wake and the function that made the
 //! call, from the call chain taken at that futex() entry: `main_arena@1234 wait from
-//! worker`; the rule for the caller is in [`crate::profile::stacks`]. `[no chain]`: the
+//! worker`; the rule for the caller is in [`kstate_symbols::stacks`]. `[no chain]`: the
 //! call had no chain (lost); `[unknown caller]`: its chain showed only lock machinery.
 
 use kstate_format::{FieldRef, Trace};
 
 use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
 use crate::fxmap::FxMap;
-use crate::merge::Event;
 use crate::pair::Pairs;
-use crate::profile::stacks::{caller_label, Stacks};
+use kstate_format::stream::merge::Event;
+use kstate_symbols::stacks::{caller_label, Stacks};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Family {

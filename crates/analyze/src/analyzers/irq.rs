@@ -15,8 +15,8 @@ use kstate_format::{Field, FieldRef, Trace};
 use super::softirq::NO_FIELD;
 use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
 use crate::fxmap::FxMap;
-use crate::merge::Event;
 use crate::pair::Pairs;
+use kstate_format::stream::merge::Event;
 
 /// A handler name and its key.
 type Handler = (Box<[u8]>, u64);

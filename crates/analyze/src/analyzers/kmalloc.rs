@@ -16,8 +16,8 @@ use crate::analyzer::{
     need, Analyzer, Cell, Info, Kind, Missing, Out, Sample, Table, Tasks, Traits, Unit,
 };
 use crate::fxmap::FxMap;
-use crate::ksyms::Ksyms;
-use crate::merge::Event;
+use kstate_format::stream::merge::Event;
+use kstate_symbols::ksyms::Ksyms;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum By {

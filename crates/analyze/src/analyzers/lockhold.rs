@@ -23,9 +23,9 @@ use kstate_format::{FieldRef, Trace};
 use super::futex::NewTask;
 use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
 use crate::fxmap::FxMap;
-use crate::merge::Event;
 use crate::pair::Pairs;
-use crate::profile::stacks::Stacks;
+use kstate_format::stream::merge::Event;
+use kstate_symbols::stacks::Stacks;
 
 pub const LOCK: &str = "kstate_mutex_lock";
 pub const LOCKED: &str = "kstate_mutex_locked";

@@ -42,9 +42,9 @@ use kstate_format::{FieldRef, Trace};
 use super::softirq::NO_FIELD;
 use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
 use crate::fxmap::FxMap;
-use crate::ksyms::LazyKsyms;
-use crate::merge::Event;
 use crate::pair::Pairs;
+use kstate_format::stream::merge::Event;
+use kstate_symbols::ksyms::LazyKsyms;
 
 const SPIN: u64 = 1;
 const READ: u64 = 2;
@@ -184,7 +184,7 @@ impl Analyzer for LockWait {
             } else {
                 LazyKsyms::default()
             },
-            holds_note: crate::locks::kernel_holds_note(trace),
+            holds_note: kernel_holds_note(trace),
         };
         Ok((s, vec![b.id, e.id]))
     }
@@ -256,6 +256,49 @@ impl Analyzer for LockWait {
             }
         }
     }
+}
+
+/// Kernel lock hold times need lock:lock_acquired/lock_release, which the kernel has
+/// only with CONFIG_LOCK_STAT (lock:contention_begin/end, which `lockwait` pairs, are
+/// always there since 5.19): says which case `trace` is, instead of printing zeros.
+pub fn kernel_holds_note(trace: &Trace) -> String {
+    let has = |n: &str| trace.events.find(n).is_some();
+    if has("lock:lock_acquired") || has("lock:lock_release") {
+        return "kernel lock hold times: lock:lock_acquired/lock_release are in this file (kstate does not pair them into hold times yet)".into();
+    }
+    if recorded_here(trace) && !live_event("lock/lock_acquired") {
+        "kernel lock hold times: not recorded (this kernel has no lock:lock_acquired; needs CONFIG_LOCK_STAT)".into()
+    } else {
+        "kernel lock hold times: not recorded (no lock:lock_acquired in this file; a kernel has it only with CONFIG_LOCK_STAT)".into()
+    }
+}
+
+/// Whether `trace` was recorded on the running kernel: its uname names this release.
+fn recorded_here(trace: &Trace) -> bool {
+    let Ok(rel) = std::fs::read_to_string("/proc/sys/kernel/osrelease") else {
+        return false;
+    };
+    let rel = rel.trim();
+    trace
+        .uname
+        .as_deref()
+        .is_some_and(|u| !rel.is_empty() && u.split_whitespace().any(|w| w == rel))
+}
+
+/// Whether the running kernel's tracefs has the event (`system/name`); a tracefs that
+/// cannot be read counts as having it, so that nothing is claimed about the kernel.
+fn live_event(event: &str) -> bool {
+    let roots = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+    let Some(root) = roots
+        .iter()
+        .find(|r| std::path::Path::new(r).join("events").is_dir())
+    else {
+        return true;
+    };
+    std::path::Path::new(root)
+        .join("events")
+        .join(event)
+        .is_dir()
 }
 
 #[cfg(test)]

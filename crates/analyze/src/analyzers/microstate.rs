@@ -50,7 +50,7 @@ use crate::analyzer::{
     Analyzer, Cell, Info, Kind, Missing, Out, Sample, Table, Tasks, Traits, Unit,
 };
 use crate::fxmap::FxMap;
-use crate::merge::{Event, LossMark};
+use kstate_format::stream::merge::{Event, LossMark};
 
 const USR: usize = 0;
 const SYS: usize = 1;

@@ -21,9 +21,9 @@ use kstate_format::Trace;
 use super::sched::{self, Switch, SwitchHead, Wakeup};
 use crate::analyzer::{Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
 use crate::fxmap::{FxMap, FxSet};
-use crate::merge::Event;
 use crate::pair::{Open, Pairs};
 use crate::slices::Sliced;
+use kstate_format::stream::merge::Event;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum By {

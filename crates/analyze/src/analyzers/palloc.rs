@@ -18,7 +18,7 @@ use kstate_format::{FieldRef, Trace};
 
 use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
 use crate::fxmap::FxMap;
-use crate::merge::Event;
+use kstate_format::stream::merge::Event;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum By {

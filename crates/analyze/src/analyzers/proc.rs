@@ -20,8 +20,8 @@ use crate::analyzer::{
     need, Analyzer, Cell, Info, Kind, Missing, Out, Sample, Table, Tasks, Traits, Unit,
 };
 use crate::fxmap::FxMap;
-use crate::merge::Event;
 use crate::pair::Pairs;
+use kstate_format::stream::merge::Event;
 
 struct Fork {
     id: u32,

@@ -52,9 +52,9 @@ use crate::analyzer::{
 };
 use crate::filter::TimeSel;
 use crate::fxmap::FxMap;
-use crate::merge::Event;
 use crate::pair::{Open, Pairs};
 use crate::slices::Sliced;
+use kstate_format::stream::merge::Event;
 
 #[derive(Debug, Clone, Default)]
 struct CpuRq {

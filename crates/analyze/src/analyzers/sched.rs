@@ -5,7 +5,7 @@ use kstate_format::{EventFormat, FieldRef, Trace};
 
 use crate::analyzer::{need, Out};
 use crate::fxmap::{FxMap, FxSet};
-use crate::merge::Event;
+use kstate_format::stream::merge::Event;
 
 /// sched_switch, resolved.
 #[derive(Debug, Clone, Copy)]

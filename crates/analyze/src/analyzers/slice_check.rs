@@ -8,8 +8,8 @@
 use kstate_format::{Endian, Lost, Trace};
 
 use crate::analyzer::{Config, Counts, Mode, NoLog, Pass};
-use crate::merge::{Event, LossMark};
 use crate::slices::Sliced;
+use kstate_format::stream::merge::{Event, LossMark};
 
 const CPUS: u64 = 3;
 const TIDS: u64 = 5;

@@ -18,8 +18,8 @@
 use kstate_format::{EventFormat, FieldRef, Trace};
 
 use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
-use crate::merge::Event;
 use crate::pair::Pairs;
+use kstate_format::stream::merge::Event;
 
 /// The kernel's `softirq_to_name` (include/linux/interrupt.h), used when the print fmt
 /// has no table.

@@ -10,9 +10,9 @@ use kstate_format::{FieldRef, Trace};
 
 use crate::analyzer::{need, Analyzer, Info, Kind, Missing, Out, Sample, Tasks, Traits, Unit};
 use crate::fxmap::FxMap;
-use crate::merge::Event;
 use crate::pair::{Open, Pairs};
 use crate::slices::Sliced;
+use kstate_format::stream::merge::Event;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {

@@ -13,15 +13,15 @@
 
 use std::collections::BTreeMap;
 
-use kstate_format::extras::{ids, sysinfo_snapshots};
+use kstate_format::sections::{ids, sysinfo_snapshots};
 use kstate_format::{Error, ErrorKind, Trace};
 
 use crate::analyzer::{
     Buckets, Config, Counts, Info, Kind, LogRow, LogSink, Mode, Outcome, Row, Traits, Unit,
 };
 use crate::filter::TimeSel;
-use crate::merge::{IdFilter, Merger};
 use crate::stats::Agg;
+use kstate_format::stream::merge::{IdFilter, Merger};
 
 pub const INFO: Info = Info {
     name: "sysinfo",

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::error::Error;
-use kstate_analyze::cache::valgrind;
-use kstate_analyze::cachegrind::{self, Cachegrind};
-use kstate_analyze::profile::compare;
+use kstate_lab::cache::valgrind;
+use kstate_lab::cachegrind::{self, Cachegrind};
+use kstate_views::profile::compare;
 
 use super::cachesim_sets;
 

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::error::Error;
-use kstate_analyze::classify::{figures, verdict};
-use kstate_analyze::workload::workload_scope;
+use kstate_views::classify::{figures, verdict};
+use kstate_views::workload::workload_scope;
 
 #[derive(clap::Args)]
 #[command(

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::error::Error;
-use kstate_analyze::compare::{compare_sources, Metric, Rules, RULES};
 use kstate_analyze::filter::{parse_window, Filters, WindowSpec};
 use kstate_render::Format;
+use kstate_views::compare::{compare_sources, Metric, Rules, RULES};
 
 /// Exit status when a key regressed beyond --threshold.
 pub const EXIT_REGRESSED: u8 = 3;

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::error::Error;
-use kstate_analyze::merge::{FileMerge, IdFilter, Merger};
 use kstate_analyze::slices::Seams;
 use kstate_format::print_fmt::{report_header, TextFormatter};
+use kstate_format::stream::merge::{FileMerge, IdFilter, Merger};
 use kstate_format::value::{write_json_str, PrintSpec};
 use kstate_format::{ErrorKind, EventFormat, Trace};
 
@@ -111,7 +111,7 @@ enum Step {
 /// Prints `ev` of `input`'s file into `line` as the arguments ask.
 fn step(
     input: &mut Input,
-    ev: &kstate_analyze::merge::Event,
+    ev: &kstate_format::stream::merge::Event,
     args: &Args,
     several: bool,
     line: &mut Vec<u8>,
@@ -254,6 +254,35 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             printed -= 1;
             continue;
         }
+        // trace-cmd prints a function graph entry whose return comes next as one line.
+        let mut entry = Vec::new();
+        let ev = if !args.json && !args.raw && inputs[f].text.needs_next(ev.id) {
+            entry.extend_from_slice(ev.payload);
+            let ev = kstate_format::stream::merge::Event {
+                payload: &entry,
+                ..ev
+            };
+            let leaf = match merge.peek_file(f) {
+                Ok(Some(next)) => inputs[f]
+                    .text
+                    .is_leaf_return(&entry, next.id, next.payload, next.endian)
+                    .then(|| next.payload.to_vec()),
+                Ok(None) => None,
+                Err(e) => {
+                    failure = Some(e);
+                    None
+                }
+            };
+            inputs[f].text.set_leaf_return(leaf.as_deref());
+            if leaf.is_some() {
+                if let Err(e) = merge.skip_file(f) {
+                    failure = Some(e);
+                }
+            }
+            ev
+        } else {
+            ev
+        };
         match step(&mut inputs[f], &ev, &args, several, &mut line) {
             Step::Next => {}
             Step::End => break,
@@ -288,7 +317,17 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             raw_events.join(", ")
         );
     }
+    // A format refused as damaged is bad input: said after the output, which printed its
+    // events as raw fields.
+    let mut damaged = false;
+    for i in &inputs {
+        for e in i.text.format_errors() {
+            eprintln!("kstate: {e}");
+            damaged = true;
+        }
+    }
     match failure {
+        None if damaged => Ok(ExitCode::from(2)),
         None => Ok(ExitCode::SUCCESS),
         Some(e) => Err(e.into()),
     }
@@ -319,7 +358,7 @@ enum SliceOut {
         text: Vec<u8>,
         /// Events the slice's walk delivered (printed or filtered).
         events: u64,
-        state: kstate_format::print_fmt::SliceState,
+        state: Box<kstate_format::print_fmt::SliceState>,
         end: Option<Step>,
         /// Where the slice began and ended in each CPU's stream.
         seams: Box<Seams>,
@@ -348,6 +387,9 @@ fn parallel(
     // The function plugin indents by call stacks learnt event by event: a slice holding
     // such events is left to the one pass (which has seen none before it).
     let function = trace.events.find("ftrace:function").map(|f| f.id);
+    // A function graph entry prints with the record after it, which may be in the next
+    // slice: the one pass prints from there.
+    let graph = trace.events.find("ftrace:funcgraph_entry").map(|f| f.id);
     // Prints slice `k` with `input`'s formatter as it stands.
     let print_slice = |input: &mut Input, k: usize, text: &mut Vec<u8>| {
         let Ok(mut walk) = slices.walk(trace, filter.clone(), k) else {
@@ -357,7 +399,7 @@ fn parallel(
         loop {
             match walk.next() {
                 Ok(Some(ev)) => {
-                    if Some(ev.id) == function {
+                    if Some(ev.id) == function || Some(ev.id) == graph {
                         return None;
                     }
                     events += 1;
@@ -402,7 +444,7 @@ fn parallel(
                 Some((events, end, seams)) => SliceOut::Done {
                     text,
                     events,
-                    state: w.text.end_slice(),
+                    state: Box::new(w.text.end_slice()),
                     end,
                     seams,
                 },
@@ -429,7 +471,7 @@ fn parallel(
             }
             before = Some(*seams);
             if input.text.slice_agrees(&state) {
-                input.text.absorb_slice(state);
+                input.text.absorb_slice(*state);
                 // Straight to the output, after what waits in `line`.
                 let written = out.write_all(line).and_then(|_| out.write_all(&text));
                 line.clear();
@@ -516,8 +558,8 @@ fn id_filters(traces: &[Trace], names: &[String]) -> Result<Vec<IdFilter>, Error
 /// `COMM PID/TID [CPU] TIME: PERIOD EVENT: IP`, and with a call chain its addresses below,
 /// one a line, and an empty line. `--json`: one object per sample.
 fn samples(trace: &Trace, args: &Args) -> Result<ExitCode, Error> {
-    use kstate_analyze::profile::Comms;
-    use kstate_format::samples::{record, PerfRecord, RecordSource, CONTEXT_MAX};
+    use kstate_format::perf::decode::{record, PerfRecord, RecordSource, CONTEXT_MAX};
+    use kstate_symbols::Comms;
     let pf = trace.perf.as_deref().expect("a perf.data");
     let headers = pf.events();
     for e in &args.events {
@@ -678,7 +720,7 @@ fn comm(trace: &Trace, pid: i32) -> &str {
 
 fn text_line(
     out: &mut Vec<u8>,
-    ev: &kstate_analyze::merge::Event,
+    ev: &kstate_format::stream::merge::Event,
     pid: i32,
     fmt: &EventFormat,
     specs: &[Option<PrintSpec>],
@@ -715,7 +757,7 @@ fn text_line(
 
 fn json_line(
     out: &mut Vec<u8>,
-    ev: &kstate_analyze::merge::Event,
+    ev: &kstate_format::stream::merge::Event,
     pid: i32,
     fmt: &EventFormat,
     text: &mut TextFormatter,
@@ -744,7 +786,7 @@ fn json_line(
     }
     out.extend_from_slice(b"},\"text\":");
     let mut msg = Vec::new();
-    if text.write_message(&mut msg, ev.cpu, ev.id, ev.payload, ev.endian) {
+    if text.write_message(&mut msg, ev.ts, ev.cpu, ev.id, ev.payload, ev.endian) {
         if msg.last() == Some(&b'\n') {
             msg.pop();
         }

@@ -1,5 +1,5 @@
 //! `kstate fleet DIR`: the summaries under DIR (`kstate summarize`) merged on all cores
-//! (kstate_analyze::fleet): per analyzer, key and group the merged count, total, avg,
+//! (kstate_views::fleet): per analyzer, key and group the merged count, total, avg,
 //! min, max and nearest-rank p50/p99/p99.9 to the bucket, and the outlier groups.
 
 #[cfg(feature = "parquet")]
@@ -53,8 +53,8 @@ pub fn run(_: Args) -> Result<ExitCode, Error> {
 
 #[cfg(feature = "parquet")]
 pub fn run(args: Args) -> Result<ExitCode, Error> {
-    use kstate_analyze::fleet::{self, Fleet, GroupBy};
     use kstate_render::fleet as render;
+    use kstate_views::fleet::{self, Fleet, GroupBy};
     let by = GroupBy::parse(&args.by).ok_or_else(|| {
         bad(format!(
             "--by {:?}: one of {}",

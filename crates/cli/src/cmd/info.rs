@@ -16,7 +16,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
     let trace = super::open(&args.file)?;
-    let report = kstate_analyze::describe::describe(&trace)?;
+    let report = kstate_views::describe::describe(&trace)?;
     if args.json {
         let json = kstate_render::info::json(&report);
         println!(

@@ -28,7 +28,7 @@ use std::path::Path;
 /// Opens a trace for a command (any kstate reads, Parquet directories included); the
 /// error already names the file and offset.
 pub fn open(path: &Path) -> Result<Trace, Error> {
-    kstate_export::open(path).map_err(|mut e| {
+    Trace::open(path).map_err(|mut e| {
         // The file the user named could not be read: bad input, not a system failure.
         if e.kind == kstate_format::ErrorKind::Io {
             e.kind = kstate_format::ErrorKind::Input;

@@ -5,11 +5,11 @@ use std::process::ExitCode;
 
 use crate::error::Error;
 use kstate_analyze::analyzers;
-use kstate_analyze::survey;
-use kstate_analyze::timeline::TimeAxis;
 use kstate_render::charts;
 use kstate_render::rundir::write_chart;
 use kstate_render::svg::{self, Size};
+use kstate_views::survey;
+use kstate_views::timeline::TimeAxis;
 
 const AFTER_HELP: &str = "\
 Charts (LKST's lkst_plot_log, _stat, _dist, _sysinfo):

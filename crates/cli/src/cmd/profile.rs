@@ -7,10 +7,10 @@ use std::process::ExitCode;
 
 use crate::error::Error;
 use kstate_analyze::filter::{parse_window, Filters, WindowSpec};
-use kstate_analyze::profile::annotate::{self, Annotation};
-use kstate_analyze::profile::compare::{self, Thresholds};
-use kstate_analyze::profile::{self, Profile};
 use kstate_format::Trace;
+use kstate_views::profile::annotate::{self, Annotation};
+use kstate_views::profile::compare::{self, Thresholds};
+use kstate_views::profile::{self, Profile};
 
 use kstate_render::profile as render;
 
@@ -135,7 +135,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             p.samples,
             render::rate(&p)
         );
-        kstate_format::output::write(out, profile::flame::svg(&p.folded, &title))
+        kstate_format::output::write(out, kstate_render::flame::svg(&p.folded, &title))
             .map_err(|e| Error::output(out, e))?;
         eprintln!(
             "kstate profile: flame graph of {} samples in {}",

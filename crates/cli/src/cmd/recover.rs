@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::error::Error;
-use kstate_format::extras::ids;
+use kstate_format::sections::ids;
 use kstate_format::writer::{write_from_trace, WriterConfig};
 use kstate_record::leftovers;
 

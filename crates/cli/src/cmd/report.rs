@@ -14,7 +14,7 @@ use kstate_render::machines;
 use kstate_render::rundir::{print_findings, write_outputs};
 
 #[derive(clap::Args)]
-#[command(after_help = kstate_analyze::ranking_help!())]
+#[command(after_help = kstate_views::ranking_help!())]
 pub struct Args {
     /// trace.dat (v6/v7) file or raw tracefs capture directory; several: a host's
     /// recording, then its guests' (trace-cmd record -A), on the host's clock
@@ -35,7 +35,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     }
     let source = super::source(&args.files[0])?;
     let file = source.label().to_string();
-    let r = source.survey();
+    let r = kstate_views::survey::of(&source);
     if let Some(dir) = &args.dir {
         std::fs::create_dir_all(dir).map_err(|e| Error::output(dir, e))?;
         write_outputs(&r, dir, &file)?;
@@ -54,7 +54,7 @@ fn machines(args: &Args) -> Result<ExitCode, Error> {
         .iter()
         .map(|f| super::source(f))
         .collect::<Result<Vec<_>, Error>>()?;
-    let m = kstate_analyze::machines::survey(&sources)
+    let m = kstate_views::machines::survey(&sources)
         // Recordings that cannot be put on one clock are the user's choice of files, and so
         // is one that cannot be read: bad input either way.
         .map_err(|e| match e {

@@ -34,7 +34,7 @@ Examples:
 
 ", super::exit_status::exit_status_help!(), "
 
-", kstate_analyze::ranking_help!()))]
+", kstate_views::ranking_help!()))]
 pub struct Args {
     /// Events: presets or SYSTEM[:EVENT] as for kstate record; repeat or separate with
     /// commas [default: perf]
@@ -174,7 +174,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
 
     let source = super::source(&dat)?;
     let label = source.label().to_string();
-    let r = source.survey();
+    let r = kstate_views::survey::of(&source);
     let exit = summary.workload_status.map(|s| s.to_string());
     let shown: Vec<String> = if demo {
         vec!["kstate workload demo".into()]

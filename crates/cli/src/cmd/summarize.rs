@@ -1,6 +1,6 @@
 //! `kstate summarize FILE... -o DIR`: one small Parquet summary per recording (per analyzer
 //! and key the statistics and the log-linear histogram, and the recording's facts), for
-//! `kstate fleet`, DuckDB or Spark to merge (kstate_analyze::fleet; the file layout in
+//! `kstate fleet`, DuckDB or Spark to merge (kstate_views::fleet; the file layout in
 //! kstate_export::parquet::summary).
 
 use std::path::PathBuf;
@@ -39,7 +39,8 @@ pub fn run(_: Args) -> Result<ExitCode, Error> {
 
 #[cfg(feature = "parquet")]
 pub fn run(args: Args) -> Result<ExitCode, Error> {
-    use kstate_analyze::{fleet, Query};
+    use kstate_analyze::Query;
+    use kstate_views::fleet;
     let mut infos = Vec::new();
     for name in &args.analyzers {
         infos.push(Query::new(name).map_err(Error::from)?.analyzer);

@@ -18,14 +18,14 @@
 //! each lock was held follows (pthread mutexes; glibc's internal locks, malloc's, are not
 //! probed: 'hold: not seen by the probes', and null in --json, never 0); where it has
 //! not, the notes say so, and what the file says about kernel lock hold times. The
-//! summary itself is kstate_analyze::locks::top_locks.
+//! summary itself is kstate_views::locks::top_locks.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::error::Error;
 use kstate_analyze::filter::{fmt_dur, parse_window, Filters, WindowSpec};
-use kstate_analyze::locks;
+use kstate_views::locks;
 use serde_json::json;
 
 #[derive(clap::Args)]

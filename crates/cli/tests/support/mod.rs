@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod block;
+pub mod built;
 pub mod normalize;
 pub mod tcline;
 pub mod tracecmd;

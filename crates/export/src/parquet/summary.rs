@@ -1,4 +1,4 @@
-//! A recording's fleet summary ([`kstate_analyze::fleet::Summary`]) as one Parquet file,
+//! A recording's fleet summary ([`kstate_views::fleet::Summary`]) as one Parquet file,
 //! and read back. One table, one row per fact, every row carrying the recording's facts
 //! (dictionary-encoded, so they cost a few bytes), so that a query over a directory of
 //! summaries groups by host, kernel or command without a join. `kind` says what a row is:
@@ -21,12 +21,12 @@ use parquet::data_type::ByteArray;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 
 use super::write::Table;
-use super::ColType;
 use crate::error::{Error, Result};
-use kstate_analyze::fleet::{KeyStat, Meta, Summary, SUMMARY_VERSION};
 use kstate_analyze::hist::{bucket_range, SCHEME};
 use kstate_analyze::stats::Agg;
+use kstate_format::parquet::ColType;
 use kstate_format::ErrorKind;
+use kstate_views::fleet::{KeyStat, Meta, Summary, SUMMARY_VERSION};
 
 const I64: ColType = ColType::Int {
     bits: 64,

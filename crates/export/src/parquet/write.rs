@@ -19,7 +19,7 @@
 //!   (null where the kernel flagged a loss without a count), the CPU's first and last
 //!   event, the trace's first and last event, the source file and the tool.
 //! * `_kstate.parquet`: what makes the directory a trace kstate reads back
-//!   (`super::open`), written last and only when the whole trace was read.
+//!   (`kstate_format::parquet::open`), written last and only when the whole trace was read.
 //!
 //! Rows are buffered per table and written as row groups of up to 256 Ki rows (and at
 //! most 2 Mi rows buffered over all tables), so memory stays bounded whatever the trace
@@ -36,13 +36,16 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::{ColumnPath, Type};
 
-use super::meta::{write_meta, Conversion, Loss};
-use super::{column_kind, field_columns, field_type, ColType, ColumnKind, COMMON_COLUMNS};
+use super::meta::write_meta;
 use kstate_analyze::analyzer::{Info, Kind, LogRow, LogSink, Unit};
 use kstate_analyze::fxmap::FxMap;
-use kstate_analyze::merge::{IdFilter, Merger};
-use kstate_format::extras::{ids, Recording};
 use kstate_format::output::NewFile;
+use kstate_format::parquet::meta::{Conversion, Loss};
+use kstate_format::parquet::{
+    column_kind, field_columns, field_type, ColType, ColumnKind, COMMON_COLUMNS,
+};
+use kstate_format::sections::{ids, Recording};
+use kstate_format::stream::merge::{IdFilter, Merger};
 use kstate_format::{ErrorKind, EventFormat, FieldRef, Lost, Trace};
 
 use crate::common::{self, comm_str, SwitchFields};

@@ -28,8 +28,8 @@ use std::path::Path;
 
 use crate::error::Error;
 use kstate_analyze::analyzer::{Info, Kind, LogRow, LogSink, Unit};
-use kstate_analyze::merge::{IdFilter, Merger};
 use kstate_format::output::NewFile;
+use kstate_format::stream::merge::{IdFilter, Merger};
 use kstate_format::{Lost, Trace};
 
 use crate::common::{self, comm_of, comm_str, Comm, Lanes, SwitchFields, WakeFields};
@@ -322,7 +322,7 @@ fn sched<W: Write>(trace: &Trace, o: &mut Out<W>, sum: &mut Summary) -> Result<(
                 Ok(Some(ev)) => ev,
                 Ok(None) => break,
                 Err(e) => {
-                    kstate_analyze::damage::note(&mut sum.damage, &e);
+                    kstate_format::damage::note(&mut sum.damage, &e);
                     continue;
                 }
             };

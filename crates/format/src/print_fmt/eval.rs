@@ -13,6 +13,7 @@ use crate::bytes::Endian;
 use crate::event_format::{Field, FieldKind};
 use crate::print_fmt::cfmt::{self, Conv};
 use crate::print_fmt::parse::{BinOp, Expr, Piece, PtrKind};
+use crate::print_fmt::print_funcs::{self, PrintFunc};
 use crate::print_fmt::Symbols;
 
 /// An argument of a conversion: an expression of the print fmt, or for `bprint` a value or
@@ -186,6 +187,7 @@ impl<'a> Eval<'a> {
                 }
             }
             Expr::DynArrayLen(f) => self.dyn_loc(f).1 as u64,
+            Expr::Call(func, args) => self.call_value(*func, args),
             // These print; as numbers libtraceevent gives 0 (or a host address: refused).
             Expr::Flags { .. }
             | Expr::Symbolic { .. }
@@ -258,6 +260,7 @@ impl<'a> Eval<'a> {
                 }
                 Piece::Str { conv, arg, star } => {
                     let star = star.map(|s| self.arg_num(args.arg(s)) as i32 as i64);
+                    let start = out.len();
                     match args.arg(*arg) {
                         Arg::Expr(e) => self.print_str(e, conv, star, out),
                         Arg::BStr(s) => conv.write_str(s, star, out),
@@ -266,6 +269,11 @@ impl<'a> Eval<'a> {
                             let n = signed_text(v as i64, &mut tmp);
                             conv.write_str(&tmp[..n], star, out);
                         }
+                    }
+                    // libtraceevent prints a `%s` into a helper buffer and copies it as a C
+                    // string: a NUL in it (a plugin's helper writes one) ends the piece.
+                    if let Some(nul) = out[start..].iter().position(|&c| c == 0) {
+                        out.truncate(start + nul);
                     }
                 }
                 Piece::Ptr { kind, arg, star } => {
@@ -424,6 +432,79 @@ impl<'a> Eval<'a> {
             Expr::DynArray(_) => {
                 self.unsupported.set(true);
             }
+            Expr::Call(func, args) => self.call_text(*func, args, out),
+        }
+    }
+
+    /// Where in the record a pointer argument points: a dynamic array's data (libtraceevent
+    /// passes its address), through casts. Anything else would be a kernel address to
+    /// trace-cmd's plugin: not evaluated.
+    fn pointer(&self, e: &Expr) -> Option<usize> {
+        let mut e = e;
+        while let Expr::Cast(_, inner) = e {
+            e = inner;
+        }
+        match e {
+            Expr::DynArray(f) => Some(self.dyn_loc(f).0),
+            _ => {
+                self.unsupported.set(true);
+                None
+            }
+        }
+    }
+
+    /// A helper function's return value (`process_defined_func` as a number).
+    fn call_value(&self, func: PrintFunc, args: &[Expr]) -> u64 {
+        match func {
+            PrintFunc::JiffiesToMsecs => self.num(&args[0]),
+            PrintFunc::IsWritablePte => self.num(&args[0]) & 2,
+            PrintFunc::Le16ToCpup => match self.pointer(&args[0]) {
+                Some(at) => match self.payload.get(at..at + 2) {
+                    Some(b) => u16::from_le_bytes([b[0], b[1]]) as u64,
+                    None => self.fail(),
+                },
+                None => 0,
+            },
+            PrintFunc::Jbd2DevToName | PrintFunc::XenHypercallName | PrintFunc::ScsiParseCdb => 0,
+        }
+    }
+
+    /// What a helper function prints (as a `%s` argument).
+    fn call_text(&self, func: PrintFunc, args: &[Expr], out: &mut Vec<u8>) {
+        match func {
+            PrintFunc::JiffiesToMsecs => {
+                let v = self.num(&args[0]) as i64;
+                if v < 0 {
+                    out.push(b'-');
+                }
+                cfmt::write_dec(v.unsigned_abs(), out);
+            }
+            PrintFunc::Jbd2DevToName => {
+                let dev = self.num(&args[0]) as u32;
+                cfmt::write_dec((dev >> 20) as u64, out);
+                out.push(b':');
+                cfmt::write_dec((dev & 0xf_ffff) as u64, out);
+            }
+            PrintFunc::XenHypercallName => {
+                let op = self.num(&args[0]) as u32;
+                out.extend_from_slice(print_funcs::xen_hypercall_name(op).as_bytes());
+            }
+            PrintFunc::ScsiParseCdb => {
+                // The plugin reads the block through its address, and ends its text with a
+                // NUL character: trace-cmd's line ends there.
+                let Some(at) = self.pointer(&args[1]) else {
+                    return;
+                };
+                let cdb = self.payload.get(at..).unwrap_or_default();
+                if print_funcs::scsi_parse_cdb(cdb, out).is_none() {
+                    self.unsupported.set(true);
+                    return;
+                }
+                out.push(0);
+            }
+            PrintFunc::Le16ToCpup | PrintFunc::IsWritablePte => {
+                self.call_value(func, args);
+            }
         }
     }
 
@@ -561,9 +642,22 @@ impl<'a> Eval<'a> {
                 }
             }
             PtrKind::Hex { sep } => {
-                let Arg::Expr(Expr::DynArray(f)) = a else {
-                    self.unsupported.set(true);
-                    return;
+                let f = match a {
+                    Arg::Expr(Expr::DynArray(f)) => f,
+                    Arg::Expr(Expr::Call(func, args)) => {
+                        self.call_text(*func, args, out);
+                        return;
+                    }
+                    // libtraceevent prints the kind of argument it got (its enum's number).
+                    Arg::Expr(e) => {
+                        out.extend_from_slice(b"ARG TYPE NOT FIELD BUT ");
+                        cfmt::write_dec(arg_type(e), out);
+                        return;
+                    }
+                    _ => {
+                        self.unsupported.set(true);
+                        return;
+                    }
                 };
                 let (off, len) = self.dyn_loc(f);
                 let n = (len as i64).min(plen);
@@ -633,6 +727,31 @@ impl<'a> Eval<'a> {
             }
             _ => {}
         }
+    }
+}
+
+/// libtraceevent's `enum tep_print_arg_type` number of what an expression was parsed from.
+fn arg_type(e: &Expr) -> u64 {
+    match e {
+        Expr::Atom { .. } | Expr::Str(_) | Expr::Num(_) => 1,
+        Expr::Field(_) => 2,
+        Expr::Flags { .. } => 3,
+        Expr::Symbolic { .. } => 4,
+        Expr::Hex { spaced: true, .. } => 5,
+        Expr::Hex { spaced: false, .. } => 15,
+        Expr::IntArray { .. } => 6,
+        Expr::Cast(..) => 7,
+        Expr::GetStr(_) => 8,
+        Expr::DynArray(_) => 10,
+        Expr::Unary(..)
+        | Expr::Binary(..)
+        | Expr::Cond(..)
+        | Expr::Index(..)
+        | Expr::Load { .. } => 11,
+        Expr::Call(..) => 12,
+        Expr::Bitmask(_) => 13,
+        Expr::DynArrayLen(_) => 14,
+        Expr::Cpumask(_) => 16,
     }
 }
 

@@ -12,8 +12,13 @@
 
 pub mod cfmt;
 mod eval;
+mod fgraph;
+mod kvm;
+mod ops;
+pub use ops::MAX_DEPTH;
 pub mod parse;
 mod plugins;
+mod print_funcs;
 mod program;
 pub mod symbols;
 
@@ -27,7 +32,7 @@ use crate::trace::Trace;
 use crate::value::PrintSpec;
 
 use eval::{Arg, Eval};
-use parse::{Ctx, Expr, Piece};
+use parse::{Ctx, Expr, FmtError, Piece};
 use program::Program;
 use symbols::{FuncMap, PrintkMap};
 
@@ -71,6 +76,9 @@ enum Slot {
     Bprint,
     /// Printed as raw fields; the reason is kept for messages.
     Unsupported(String),
+    /// Refused as damaged (nested too deep to evaluate safely): printed as raw fields, and
+    /// an error for the caller ([`TextFormatter::format_errors`]).
+    Refused(String),
 }
 
 /// A `bprint` format: its text (read again to decode each record's arguments) and pieces.
@@ -103,6 +111,8 @@ pub struct TextFormatter<'t> {
     bprint_formats: HashMap<u64, Result<BprintFormat, String>>,
     /// Per CPU, the function plugin's call stack of names (for its indentation).
     fstack: Vec<Vec<Option<Box<[u8]>>>>,
+    /// The function graph events, and the return an entry's line folds in.
+    graph: fgraph::Graph,
     time: TimeFormat,
     /// Per CPU, the last pid's `COMM-PID [CPU]` columns, ready to copy (a CPU's events
     /// mostly repeat its last pid).
@@ -114,6 +124,8 @@ pub struct TextFormatter<'t> {
     /// Where [`TextFormatter::write_line`] writes the lines of its fast path.
     line_room: Box<[u8; cfmt::LINE_ROOM]>,
     unsupported: BTreeMap<String, (u64, String)>,
+    /// Formats refused as damaged, per `system:name`.
+    format_errors: BTreeMap<String, crate::Error>,
 }
 
 /// What formatting a slice of a trace from scratch learnt and relied on
@@ -123,6 +135,7 @@ pub struct SliceState {
     learnt: Vec<(i32, Box<str>)>,
     looked_up: Vec<i32>,
     unsupported: BTreeMap<String, (u64, String)>,
+    format_errors: BTreeMap<String, crate::Error>,
 }
 
 /// The ids of the trace's marker events: ftrace's `print` (trace_marker writes), `bprint`
@@ -160,6 +173,7 @@ impl<'t> TextFormatter<'t> {
             slicing: false,
             bprint_formats: HashMap::new(),
             fstack: Vec::new(),
+            graph: fgraph::Graph::of(trace),
             time: if raw_clock {
                 TimeFormat::Raw
             } else if nanoseconds {
@@ -168,6 +182,7 @@ impl<'t> TextFormatter<'t> {
                 TimeFormat::Micros
             },
             unsupported: BTreeMap::new(),
+            format_errors: BTreeMap::new(),
             pid_columns: Vec::new(),
             secs_column: None,
             name_columns: Vec::new(),
@@ -179,6 +194,13 @@ impl<'t> TextFormatter<'t> {
     /// `system:event`: how many, and why.
     pub fn unsupported(&self) -> &BTreeMap<String, (u64, String)> {
         &self.unsupported
+    }
+
+    /// Event formats refused as damaged (a print fmt nested too deep to evaluate): each
+    /// an error naming the file, the format's offset and the event. Their events were
+    /// printed as raw fields.
+    pub fn format_errors(&self) -> impl Iterator<Item = &crate::Error> {
+        self.format_errors.values()
     }
 
     /// Forgets what earlier events taught (comms learnt from sched events), to format a
@@ -200,6 +222,7 @@ impl<'t> TextFormatter<'t> {
             learnt: std::mem::take(&mut self.learnt_comms).into_iter().collect(),
             looked_up: std::mem::take(&mut self.looked_up),
             unsupported: std::mem::take(&mut self.unsupported),
+            format_errors: std::mem::take(&mut self.format_errors),
         }
     }
 
@@ -223,6 +246,9 @@ impl<'t> TextFormatter<'t> {
         }
         for (name, (n, why)) in s.unsupported {
             self.unsupported.entry(name).or_insert((0, why)).0 += n;
+        }
+        for (name, e) in s.format_errors {
+            self.format_errors.entry(name).or_insert(e);
         }
     }
 
@@ -315,7 +341,7 @@ impl<'t> TextFormatter<'t> {
         });
         name_col.push(out);
         let info_start = out.len();
-        if !self.write_message(out, cpu, id, payload, endian) {
+        if !self.write_message(out, ts, cpu, id, payload, endian) {
             out.truncate(info_start);
             self.write_raw(out, id, payload, endian);
         }
@@ -420,6 +446,25 @@ impl<'t> TextFormatter<'t> {
         }
     }
 
+    /// A time as libtraceevent's `print_event_time` writes it with the line's format (no
+    /// leading space: `%5llu.%06llu`, `%5llu.%09llu`, or `%12llu` for raw counts).
+    pub(super) fn write_time_value(&self, ts: u64, out: &mut Vec<u8>) {
+        match self.time {
+            TimeFormat::Micros => {
+                let t = ts.saturating_add(500) / 1000;
+                cfmt::write_dec_padded(t / 1_000_000, 5, false, out);
+                out.push(b'.');
+                cfmt::write_frac6((t % 1_000_000) as u32, out);
+            }
+            TimeFormat::Nanos => {
+                cfmt::write_dec_padded(ts / 1_000_000_000, 5, false, out);
+                out.push(b'.');
+                cfmt::write_dec_padded(ts % 1_000_000_000, 9, true, out);
+            }
+            TimeFormat::Raw => cfmt::write_dec_padded(ts, 12, false, out),
+        }
+    }
+
     fn write_time(&mut self, ts: u64, out: &mut Vec<u8>) {
         match self.time {
             TimeFormat::Micros => {
@@ -465,6 +510,7 @@ impl<'t> TextFormatter<'t> {
     pub fn write_message(
         &mut self,
         out: &mut Vec<u8>,
+        ts: u64,
         cpu: u32,
         id: u32,
         payload: &[u8],
@@ -480,6 +526,29 @@ impl<'t> TextFormatter<'t> {
         }
         if matches!(self.slots[idx], Slot::Unseen) {
             self.slots[idx] = self.compile(fmt);
+            if let Slot::Refused(why) = &self.slots[idx] {
+                let at = match fmt.at {
+                    Some(crate::event_format::FormatAt::File(at)) => at,
+                    Some(crate::event_format::FormatAt::Section { section, .. }) => section,
+                    None => 0,
+                };
+                let place = match fmt.at {
+                    Some(a @ crate::event_format::FormatAt::Section { .. }) => {
+                        format!(" (its format is at {a})")
+                    }
+                    _ => String::new(),
+                };
+                let e = crate::Error::corrupt(
+                    at,
+                    format!(
+                        "event {}:{}: {why}{place}; its events are printed as raw fields",
+                        fmt.system, fmt.name
+                    ),
+                )
+                .in_file(&trace.path);
+                self.format_errors
+                    .insert(format!("{}:{}", fmt.system, fmt.name), e);
+            }
         }
         let start = out.len();
         let plugin = match &self.slots[idx] {
@@ -489,7 +558,7 @@ impl<'t> TextFormatter<'t> {
         let mut ok = true;
         let mut then_print_fmt = true;
         if let Some(p) = plugin {
-            match self.run_plugin(p, fmt, cpu, payload, endian, out) {
+            match self.run_plugin(p, fmt, ts, cpu, payload, endian, out) {
                 plugins::Printed::All => then_print_fmt = false,
                 plugins::Printed::ThenPrintFmt => {}
                 plugins::Printed::Failed => ok = false,
@@ -502,18 +571,22 @@ impl<'t> TextFormatter<'t> {
             }
             Slot::Plugin(_, None) => true,
             Slot::Bprint => self.write_bprint(fmt, payload, endian, out),
-            Slot::Unsupported(_) | Slot::Unseen => false,
+            Slot::Unsupported(_) | Slot::Refused(_) | Slot::Unseen => false,
         };
         if !ok {
             out.truncate(start);
             let why = match &self.slots[idx] {
-                Slot::Unsupported(why) => why.as_str(),
+                Slot::Unsupported(why) | Slot::Refused(why) => why.as_str(),
                 _ => "a value its format does not print faithfully",
             };
             self.unsupported
                 .entry(format!("{}:{}", fmt.system, fmt.name))
                 .or_insert_with(|| (0, why.to_string()))
                 .0 += 1;
+        } else if let Some(nul) = out[start..].iter().position(|&c| c == 0) {
+            // trace-cmd prints its line as a C string: it ends at a NUL character (`%c` of
+            // 0, a plugin's text).
+            out.truncate(start + nul);
         }
         ok
     }
@@ -531,7 +604,7 @@ impl<'t> TextFormatter<'t> {
         endian: Endian,
     ) -> bool {
         let start = out.len();
-        if !self.write_message(out, cpu, id, payload, endian) {
+        if !self.write_message(out, 0, cpu, id, payload, endian) {
             return false;
         }
         if out.last() == Some(&b'\n') {
@@ -566,9 +639,13 @@ impl<'t> TextFormatter<'t> {
         }
         let plugin = plugins::Plugin::for_event(&fmt.system, &fmt.name);
         if let Some(p) = plugin {
-            if !p.then_print_fmt() {
-                return Slot::Plugin(p, None);
-            }
+            // The print fmt follows what a handler printed when it returns non-zero.
+            return Slot::Plugin(
+                p,
+                self.parse(fmt)
+                    .ok()
+                    .map(|(pieces, args)| Program::new(pieces, args)),
+            );
         }
         match self.parse(fmt) {
             Ok((pieces, args)) => {
@@ -578,11 +655,12 @@ impl<'t> TextFormatter<'t> {
                     None => Slot::Program(program),
                 }
             }
-            Err(e) => Slot::Unsupported(e),
+            Err(e @ FmtError::TooDeep { .. }) => Slot::Refused(e.to_string()),
+            Err(e) => Slot::Unsupported(e.to_string()),
         }
     }
 
-    fn parse(&self, fmt: &EventFormat) -> Result<(Vec<Piece>, Vec<Expr>), String> {
+    fn parse(&self, fmt: &EventFormat) -> Result<(Vec<Piece>, Vec<Expr>), FmtError> {
         let funcs = &self.syms;
         let mut symbol = |name: &[u8]| funcs.funcs().address_of(name);
         let mut ctx = Ctx {
@@ -590,7 +668,8 @@ impl<'t> TextFormatter<'t> {
             symbol: &mut symbol,
         };
         let pf = parse::parse_print_fmt(fmt, &mut ctx)?;
-        let pieces = parse::parse_pieces(&pf.format, pf.args.len())?;
+        let pieces =
+            parse::parse_pieces(&pf.format, pf.args.len()).map_err(FmtError::Unsupported)?;
         Ok((pieces, pf.args))
     }
 
@@ -673,7 +752,7 @@ pub fn format_once(
         long_size,
         symbol: &mut symbol,
     };
-    let pf = parse::parse_print_fmt(ev, &mut ctx)?;
+    let pf = parse::parse_print_fmt(ev, &mut ctx).map_err(|e| e.to_string())?;
     let pieces = parse::parse_pieces(&pf.format, pf.args.len())?;
     let program = Program::new(pieces, pf.args);
     let ev = Eval {

@@ -9,6 +9,8 @@
 
 use crate::event_format::{EventFormat, Field, FieldKind};
 use crate::print_fmt::cfmt::Conv;
+use crate::print_fmt::ops::{self, c_strtoull, PErr, PResult};
+use crate::print_fmt::print_funcs::PrintFunc;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
@@ -60,6 +62,8 @@ pub enum Expr {
     Cpumask(Box<Field>),
     DynArray(Box<Field>),
     DynArrayLen(Box<Field>),
+    /// A helper function a trace-cmd plugin defines (`jiffies_to_msecs(REC->wait)`).
+    Call(PrintFunc, Vec<Expr>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,44 +89,48 @@ pub enum BinOp {
 }
 
 impl BinOp {
-    fn from(op: &str) -> Option<(BinOp, u8)> {
+    /// The binary operation libtraceevent evaluates for `op` (`^` included: it prints 0).
+    pub(super) fn from_op(op: &str) -> Option<BinOp> {
         Some(match op {
-            "*" => (BinOp::Mul, 10),
-            "/" => (BinOp::Div, 10),
-            "%" => (BinOp::Rem, 10),
-            "+" => (BinOp::Add, 9),
-            "-" => (BinOp::Sub, 9),
-            "<<" => (BinOp::Shl, 8),
-            ">>" => (BinOp::Shr, 8),
-            "<" => (BinOp::Lt, 7),
-            ">" => (BinOp::Gt, 7),
-            "<=" => (BinOp::Le, 7),
-            ">=" => (BinOp::Ge, 7),
-            "==" => (BinOp::Eq, 6),
-            "!=" => (BinOp::Ne, 6),
-            "&" => (BinOp::And, 5),
-            "^" => (BinOp::Xor, 4),
-            "|" => (BinOp::Or, 3),
-            "&&" => (BinOp::LAnd, 2),
-            "||" => (BinOp::LOr, 1),
+            "*" => BinOp::Mul,
+            "/" => BinOp::Div,
+            "%" => BinOp::Rem,
+            "+" => BinOp::Add,
+            "-" => BinOp::Sub,
+            "<<" => BinOp::Shl,
+            ">>" => BinOp::Shr,
+            "<" => BinOp::Lt,
+            ">" => BinOp::Gt,
+            "<=" => BinOp::Le,
+            ">=" => BinOp::Ge,
+            "==" => BinOp::Eq,
+            "!=" => BinOp::Ne,
+            "&" => BinOp::And,
+            "^" => BinOp::Xor,
+            "|" => BinOp::Or,
+            "&&" => BinOp::LAnd,
+            "||" => BinOp::LOr,
             _ => return None,
         })
     }
 }
 
 #[derive(Debug, Clone, PartialEq)]
-enum Tok {
+pub(super) enum Tok {
     Item(String),
     Str(String),
-    Char(u8),
+    /// A character constant as written between its quotes (libtraceevent reads it as an atom).
+    Char(String),
     Delim(u8),
     Op(String),
     End,
 }
 
-struct Lexer<'a> {
+pub(super) struct Lexer<'a> {
     s: &'a [u8],
-    i: usize,
+    pub(super) i: usize,
+    /// Where the token last read starts.
+    start: usize,
 }
 
 impl Lexer<'_> {
@@ -135,6 +143,7 @@ impl Lexer<'_> {
             return Ok(Tok::End);
         };
         let start = self.i;
+        self.start = start;
         self.i += 1;
         if c.is_ascii_alphanumeric() || c == b'_' {
             while self.i < s.len() && (s[self.i].is_ascii_alphanumeric() || s[self.i] == b'_') {
@@ -173,6 +182,7 @@ impl Lexer<'_> {
             }
             b'\'' => {
                 let ch = *s.get(self.i).ok_or("unterminated character")?;
+                let body = self.i;
                 let mut j = self.i + 1;
                 if ch == b'\\' {
                     j += 1;
@@ -181,7 +191,7 @@ impl Lexer<'_> {
                     j += 1;
                 }
                 self.i = j + 1;
-                Ok(Tok::Char(ch))
+                Ok(Tok::Char(lossy(&s[body..j.min(s.len())])))
             }
             b'(' | b')' | b',' => Ok(Tok::Delim(c)),
             _ => {
@@ -211,9 +221,14 @@ pub struct Ctx<'c> {
     pub symbol: &'c mut dyn FnMut(&[u8]) -> u64,
 }
 
-struct Parser<'a, 'c, 'x> {
-    lex: Lexer<'a>,
-    tok: Tok,
+pub(super) struct Parser<'a, 'c, 'x> {
+    pub(super) lex: Lexer<'a>,
+    pub(super) tok: Tok,
+    /// Where `tok` starts in the print fmt.
+    pub(super) tok_at: usize,
+    /// Levels of recursion the parse is in, and the most allowed (see [`ops::MAX_DEPTH`]).
+    pub(super) depth: usize,
+    pub(super) limit: usize,
     ev: &'a EventFormat,
     ctx: &'x mut Ctx<'c>,
 }
@@ -225,29 +240,80 @@ pub struct PrintFmt {
     pub args: Vec<Expr>,
 }
 
+/// Why a print fmt is not evaluated.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FmtError {
+    /// Something libtraceevent does not read either, or kstate does not evaluate.
+    Unsupported(String),
+    /// The format nests deeper than [`ops::MAX_DEPTH`]: refused before it can exhaust the
+    /// stack. `at` is the byte of the print fmt where it went too deep.
+    TooDeep { at: usize },
+}
+
+impl std::fmt::Display for FmtError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FmtError::Unsupported(s) => f.write_str(s),
+            FmtError::TooDeep { at } => write!(
+                f,
+                "its print fmt nests deeper than {} levels (at byte {at} of the print fmt)",
+                ops::MAX_DEPTH
+            ),
+        }
+    }
+}
+
+impl From<PErr> for FmtError {
+    fn from(e: PErr) -> FmtError {
+        match e {
+            PErr::Bad(s) => FmtError::Unsupported(s),
+            PErr::Deep(at) => FmtError::TooDeep { at },
+        }
+    }
+}
+
 /// Parses `ev.print_fmt`.
-pub fn parse_print_fmt(ev: &EventFormat, ctx: &mut Ctx<'_>) -> Result<PrintFmt, String> {
+pub fn parse_print_fmt(ev: &EventFormat, ctx: &mut Ctx<'_>) -> Result<PrintFmt, FmtError> {
+    parse_print_fmt_within(ev, ctx, ops::MAX_DEPTH)
+}
+
+/// Parses `ev.print_fmt`, refusing it when it nests deeper than `limit` levels (tests find
+/// how deep formats nest with it).
+pub fn parse_print_fmt_within(
+    ev: &EventFormat,
+    ctx: &mut Ctx<'_>,
+    limit: usize,
+) -> Result<PrintFmt, FmtError> {
     let mut p = Parser {
         lex: Lexer {
             s: ev.print_fmt.as_bytes(),
             i: 0,
+            start: 0,
         },
         tok: Tok::End,
+        tok_at: 0,
+        depth: 0,
+        limit,
         ev,
         ctx,
     };
     p.advance()?;
     let Tok::Str(format) = p.tok.clone() else {
-        return Err("print fmt does not start with a string".into());
+        return Err(FmtError::Unsupported(
+            "print fmt does not start with a string".into(),
+        ));
     };
     p.advance()?;
     let mut args = Vec::new();
     while p.tok == Tok::Delim(b',') {
         p.advance()?;
-        args.push(p.expr()?);
+        args.push(p.full_expr(true)?);
     }
     if p.tok != Tok::End {
-        return Err(format!("unexpected {:?} after the arguments", p.tok));
+        return Err(FmtError::Unsupported(format!(
+            "unexpected {:?} after the arguments",
+            p.tok
+        )));
     }
     Ok(PrintFmt {
         format: format.into_bytes(),
@@ -256,103 +322,38 @@ pub fn parse_print_fmt(ev: &EventFormat, ctx: &mut Ctx<'_>) -> Result<PrintFmt, 
 }
 
 impl Parser<'_, '_, '_> {
-    fn advance(&mut self) -> Result<(), String> {
+    pub(super) fn advance(&mut self) -> PResult<()> {
         self.tok = self.lex.next()?;
+        self.tok_at = self.lex.start;
         Ok(())
     }
 
-    fn expect_delim(&mut self, d: u8) -> Result<(), String> {
+    pub(super) fn expect_delim(&mut self, d: u8) -> PResult<()> {
         if self.tok != Tok::Delim(d) {
-            return Err(format!("expected '{}', found {:?}", d as char, self.tok));
+            return Err(PErr::Bad(format!(
+                "expected '{}', found {:?}",
+                d as char, self.tok
+            )));
         }
         self.advance()
     }
 
-    fn expect_op(&mut self, op: &str) -> Result<(), String> {
+    fn expect_op(&mut self, op: &str) -> PResult<()> {
         if !matches!(&self.tok, Tok::Op(o) if o == op) {
-            return Err(format!("expected '{op}', found {:?}", self.tok));
+            return Err(PErr::Bad(format!("expected '{op}', found {:?}", self.tok)));
         }
         self.advance()
     }
 
-    fn item(&mut self) -> Result<String, String> {
+    fn item(&mut self) -> PResult<String> {
         let Tok::Item(s) = self.tok.clone() else {
-            return Err(format!("expected a name, found {:?}", self.tok));
+            return Err(PErr::Bad(format!("expected a name, found {:?}", self.tok)));
         };
         self.advance()?;
         Ok(s)
     }
 
-    fn expr(&mut self) -> Result<Expr, String> {
-        let cond = self.binary(1)?;
-        if matches!(&self.tok, Tok::Op(o) if o == "?") {
-            self.advance()?;
-            let a = self.expr()?;
-            self.expect_op(":")?;
-            let b = self.expr()?;
-            return Ok(Expr::Cond(Box::new(cond), Box::new(a), Box::new(b)));
-        }
-        Ok(cond)
-    }
-
-    fn binary(&mut self, min: u8) -> Result<Expr, String> {
-        let mut lhs = self.unary()?;
-        while let Tok::Op(o) = &self.tok {
-            let Some((op, prec)) = BinOp::from(o) else {
-                break;
-            };
-            if prec < min {
-                break;
-            }
-            self.advance()?;
-            let rhs = self.binary(prec + 1)?;
-            lhs = Expr::Binary(op, Box::new(lhs), Box::new(rhs));
-        }
-        Ok(lhs)
-    }
-
-    fn unary(&mut self) -> Result<Expr, String> {
-        if let Tok::Op(o) = &self.tok {
-            let op = match o.as_str() {
-                "!" => b'!',
-                "~" => b'~',
-                "-" => b'-',
-                "+" => b'+',
-                _ => return Err(format!("unexpected operator {o:?}")),
-            };
-            self.advance()?;
-            return Ok(Expr::Unary(op, Box::new(self.unary()?)));
-        }
-        let mut e = self.primary()?;
-        while matches!(&self.tok, Tok::Op(o) if o == "[") {
-            self.advance()?;
-            let idx = self.expr()?;
-            self.expect_op("]")?;
-            e = match (&e, &idx) {
-                (Expr::Field(f), Expr::Atom { value, .. }) => {
-                    let es = match f.kind {
-                        FieldKind::Array { elem, .. } | FieldKind::Dynamic { elem, .. } => elem,
-                        FieldKind::Int => f.size,
-                    };
-                    match (*value as usize)
-                        .checked_mul(es)
-                        .and_then(|o| o.checked_add(f.offset))
-                    {
-                        Some(offset)
-                            if matches!(f.kind, FieldKind::Array { .. } | FieldKind::Int) =>
-                        {
-                            Expr::Load { offset, size: es }
-                        }
-                        _ => Expr::Index(Box::new(e), Box::new(idx)),
-                    }
-                }
-                _ => Expr::Index(Box::new(e), Box::new(idx)),
-            };
-        }
-        Ok(e)
-    }
-
-    fn field(&self, name: &str) -> Result<Box<Field>, String> {
+    pub(super) fn field(&self, name: &str) -> Result<Box<Field>, String> {
         // libtraceevent looks among the common fields first.
         self.ev
             .common
@@ -372,105 +373,18 @@ impl Parser<'_, '_, '_> {
             .ok_or_else(|| format!("no field {name:?}"))
     }
 
-    fn rec_field(&mut self) -> Result<Expr, String> {
+    /// `->field` after `REC`.
+    pub(super) fn rec_field(&mut self) -> PResult<Box<Field>> {
         self.expect_op("->")?;
         let name = self.item()?;
-        Ok(Expr::Field(self.field(&name)?))
+        Ok(self.field(&name)?)
     }
 
-    /// Whether the current token can start an operand (what makes `(x)` a cast).
-    fn starts_operand(&self) -> bool {
-        matches!(
-            self.tok,
-            Tok::Item(_) | Tok::Str(_) | Tok::Char(_) | Tok::Delim(b'(')
-        )
-    }
-
-    fn primary(&mut self) -> Result<Expr, String> {
-        match self.tok.clone() {
-            Tok::Item(name) if name == "REC" => {
-                self.advance()?;
-                self.rec_field()
-            }
-            Tok::Item(first) => {
-                self.advance()?;
-                if self.tok == Tok::Delim(b'(') {
-                    self.advance()?;
-                    return self.function(&first);
-                }
-                let mut text = first;
-                while let Tok::Item(more) = &self.tok {
-                    text.push(' ');
-                    text.push_str(more);
-                    self.advance()?;
-                }
-                Ok(self.atom(text))
-            }
-            Tok::Str(s) => {
-                self.advance()?;
-                Ok(Expr::Str(s.into()))
-            }
-            Tok::Char(c) => {
-                self.advance()?;
-                Ok(Expr::Num(c as u64))
-            }
-            Tok::Delim(b'(') => {
-                self.advance()?;
-                if matches!(&self.tok, Tok::Item(r) if r == "REC") {
-                    // `(REC)->field`, or an expression starting with `REC->`.
-                    let save = (self.lex.i, self.tok.clone());
-                    self.advance()?;
-                    if self.tok == Tok::Delim(b')') {
-                        self.advance()?;
-                        return self.rec_field();
-                    }
-                    (self.lex.i, self.tok) = save;
-                }
-                if let Some(ty) = self.cast_type()? {
-                    let inner = self.unary()?;
-                    return Ok(Expr::Cast(ty.into(), Box::new(inner)));
-                }
-                let e = self.expr()?;
-                self.expect_delim(b')')?;
-                Ok(e)
-            }
-            t => Err(format!("unexpected {t:?}")),
-        }
-    }
-
-    /// After `(`: if what follows is `type)` and then an operand, consumes it and returns the
-    /// type as libtraceevent spells it; otherwise leaves the input where it was.
-    fn cast_type(&mut self) -> Result<Option<String>, String> {
-        let save = (self.lex.i, self.tok.clone());
-        let mut words: Vec<String> = Vec::new();
-        let mut stars = 0;
-        loop {
-            match &self.tok {
-                Tok::Item(w) if stars == 0 && !w.as_bytes()[0].is_ascii_digit() => {
-                    words.push(w.clone())
-                }
-                Tok::Op(o) if o == "*" && !words.is_empty() => stars += 1,
-                _ => break,
-            }
-            self.advance()?;
-        }
-        if !words.is_empty() && self.tok == Tok::Delim(b')') {
-            self.advance()?;
-            if self.starts_operand() {
-                let mut ty = words.join(" ");
-                for _ in 0..stars {
-                    ty.push_str(" *");
-                }
-                return Ok(Some(ty));
-            }
-        }
-        (self.lex.i, self.tok) = save;
-        Ok(None)
-    }
-
-    fn atom(&mut self, text: String) -> Expr {
-        let mut value = strtoull(text.as_bytes());
-        if value == 0 && !text.as_bytes()[0].is_ascii_digit() {
+    /// An atom's value as libtraceevent evaluates it: `strtoull`, else the kernel symbol
+    /// of that name, else 0.
+    pub(super) fn atom(&mut self, text: String) -> Expr {
+        let mut value = c_strtoull(&text);
+        if value == 0 && !text.as_bytes().first().is_some_and(u8::is_ascii_digit) {
             value = (self.ctx.symbol)(text.as_bytes());
         }
         Expr::Atom {
@@ -480,10 +394,10 @@ impl Parser<'_, '_, '_> {
     }
 
     /// `NAME(` has been read.
-    fn function(&mut self, name: &str) -> Result<Expr, String> {
+    pub(super) fn function(&mut self, name: &str) -> PResult<Expr> {
         let e = match name {
             "__print_flags" | "__print_flags_u64" => {
-                let val = self.expr()?;
+                let val = self.full_expr(false)?;
                 self.expect_delim(b',')?;
                 let delim = match self.tok.clone() {
                     Tok::Str(s) => {
@@ -505,7 +419,7 @@ impl Parser<'_, '_, '_> {
                 }
             }
             "__print_symbolic" | "__print_symbolic_u64" => {
-                let val = self.expr()?;
+                let val = self.full_expr(false)?;
                 self.expect_delim(b',')?;
                 let items = self.symbol_list()?;
                 Expr::Symbolic {
@@ -514,9 +428,9 @@ impl Parser<'_, '_, '_> {
                 }
             }
             "__print_hex" | "__print_hex_str" => {
-                let data = self.expr()?;
+                let data = self.full_expr(true)?;
                 self.expect_delim(b',')?;
-                let len = self.expr()?;
+                let len = self.full_expr(true)?;
                 self.expect_delim(b')')?;
                 return Ok(Expr::Hex {
                     data: Box::new(data),
@@ -525,11 +439,11 @@ impl Parser<'_, '_, '_> {
                 });
             }
             "__print_array" => {
-                let data = self.expr()?;
+                let data = self.full_expr(true)?;
                 self.expect_delim(b',')?;
-                let count = self.expr()?;
+                let count = self.full_expr(true)?;
                 self.expect_delim(b',')?;
-                let el_size = self.expr()?;
+                let el_size = self.full_expr(true)?;
                 self.expect_delim(b')')?;
                 return Ok(Expr::IntArray {
                     data: Box::new(data),
@@ -557,7 +471,7 @@ impl Parser<'_, '_, '_> {
                 let f = self.item()?;
                 let f = self.own_field(&f)?;
                 if !matches!(f.kind, FieldKind::Dynamic { .. }) {
-                    return Err(format!("{name}({}) of a field that is not dynamic", f.name));
+                    return Err(format!("{name}({}) of a field that is not dynamic", f.name).into());
                 }
                 self.expect_delim(b')')?;
                 return Ok(if name.ends_with("_len") {
@@ -567,14 +481,26 @@ impl Parser<'_, '_, '_> {
                 });
             }
             "__builtin_expect" => {
-                let e = self.expr()?;
+                let e = self.full_expr(true)?;
                 self.expect_delim(b',')?;
-                self.expr()?;
+                self.full_expr(true)?;
                 self.expect_delim(b')')?;
                 return Ok(e);
             }
             "sizeof" => return self.sizeof(),
-            _ => return Err(format!("function {name}() is not evaluated")),
+            _ => {
+                let Some((func, n)) = PrintFunc::named(name) else {
+                    return Err(format!("function {name}() is not evaluated").into());
+                };
+                // libtraceevent's process_func_handler: each argument one `process_arg`,
+                // then ',' or, after the last, ')'.
+                let mut args = Vec::with_capacity(n);
+                for i in 0..n {
+                    args.push(self.one_arg()?);
+                    self.expect_delim(if i + 1 < n { b',' } else { b')' })?;
+                }
+                return Ok(Expr::Call(func, args));
+            }
         };
         self.expect_delim(b')')?;
         Ok(e)
@@ -582,15 +508,15 @@ impl Parser<'_, '_, '_> {
 
     /// `{ value, "name" }, ...` of `__print_flags` / `__print_symbolic`; the closing `)` is
     /// left for the caller.
-    fn symbol_list(&mut self) -> Result<Vec<(i64, Box<str>)>, String> {
+    fn symbol_list(&mut self) -> PResult<Vec<(i64, Box<str>)>> {
         let mut items = Vec::new();
         loop {
             self.expect_op("{")?;
-            let v = self.expr()?;
+            let v = self.full_expr(true)?;
             self.expect_delim(b',')?;
             // Usually a string; libtraceevent takes any expression's text (`((void *)0)`
             // names the terminating entry "0").
-            let name = flag_text(&self.expr()?)?;
+            let name = flag_text(&self.one_arg()?)?;
             self.expect_op("}")?;
             items.push((flag_value(&v)?, name));
             if self.tok != Tok::Delim(b',') {
@@ -601,7 +527,7 @@ impl Parser<'_, '_, '_> {
         Ok(items)
     }
 
-    fn sizeof(&mut self) -> Result<Expr, String> {
+    fn sizeof(&mut self) -> PResult<Expr> {
         let mut words = Vec::new();
         if matches!(&self.tok, Tok::Item(r) if r == "REC") {
             self.advance()?;
@@ -626,7 +552,7 @@ impl Parser<'_, '_, '_> {
             "long long" | "unsigned long long" | "u64" | "__u64" | "s64" | "__s64" => 8,
             "u16" | "__u16" | "s16" | "__s16" => 2,
             "u8" | "__u8" | "s8" => 1,
-            other => return Err(format!("sizeof({other}) is not evaluated")),
+            other => return Err(format!("sizeof({other}) is not evaluated").into()),
         };
         Ok(Expr::Num(size))
     }

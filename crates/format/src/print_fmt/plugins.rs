@@ -1,10 +1,11 @@
 //! The event handlers trace-cmd's default plugins install (libtraceevent's plugin_sched_switch,
-//! plugin_kmem, plugin_hrtimer, plugin_function, plugin_futex): for these events `trace-cmd
-//! report` prints the plugin's text, not the kernel's print fmt.
+//! plugin_kmem, plugin_hrtimer, plugin_function, plugin_futex, plugin_tlb, plugin_mac80211,
+//! plugin_kvm in `kvm`, and trace-cmd's own function graph handlers in `fgraph`): for these
+//! events `trace-cmd report` prints the plugin's text, not the kernel's print fmt.
 
 use crate::bytes::Endian;
 use crate::event_format::{EventFormat, Field};
-use crate::print_fmt::{cfmt, TextFormatter};
+use crate::print_fmt::{cfmt, kvm, TextFormatter};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Plugin {
@@ -17,6 +18,24 @@ pub enum Plugin {
     Function,
     /// `sys_enter_futex`: the operation by name and only the arguments it uses.
     Futex,
+    KvmExit,
+    KvmEntry,
+    KvmEmulateInsn,
+    KvmNestedVmexit,
+    KvmNestedVmexitInject,
+    KvmMmuGetPage,
+    /// The kvmmmu page events that print the page's role.
+    KvmMmuRole,
+    TlbFlush,
+    /// ftrace's `kernel_stack`: one `=> function (address)` line per frame.
+    KernelStack,
+    RawData,
+    /// ftrace's `func_repeats`: the function line, the count and the last call's time.
+    FuncRepeats,
+    GraphEntry,
+    GraphExit,
+    /// mac80211's `drv_bss_info_changed`.
+    BssInfoChanged,
 }
 
 /// What a plugin printed.
@@ -54,13 +73,113 @@ impl Plugin {
             ("timer", "hrtimer_expire_entry") => Plugin::HrtimerExpireEntry,
             ("ftrace", "function") => Plugin::Function,
             ("syscalls", "sys_enter_futex") => Plugin::Futex,
+            ("kvm", "kvm_exit") => Plugin::KvmExit,
+            ("kvm", "kvm_entry") => Plugin::KvmEntry,
+            ("kvm", "kvm_emulate_insn") => Plugin::KvmEmulateInsn,
+            ("kvm", "kvm_nested_vmexit") => Plugin::KvmNestedVmexit,
+            ("kvm", "kvm_nested_vmexit_inject") => Plugin::KvmNestedVmexitInject,
+            ("kvmmmu", "kvm_mmu_get_page") => Plugin::KvmMmuGetPage,
+            (
+                "kvmmmu",
+                "kvm_mmu_sync_page"
+                | "kvm_mmu_unsync_page"
+                | "kvm_mmu_zap_page"
+                | "kvm_mmu_prepare_zap_page",
+            ) => Plugin::KvmMmuRole,
+            ("tlb", "tlb_flush") => Plugin::TlbFlush,
+            ("ftrace", "kernel_stack") => Plugin::KernelStack,
+            ("ftrace", "raw_data") => Plugin::RawData,
+            ("ftrace", "func_repeats") => Plugin::FuncRepeats,
+            ("ftrace", "funcgraph_entry") => Plugin::GraphEntry,
+            ("ftrace", "funcgraph_exit") => Plugin::GraphExit,
+            ("mac80211", "drv_bss_info_changed") => Plugin::BssInfoChanged,
             _ => return None,
         })
     }
+}
 
-    /// Whether the event's print fmt may follow the plugin's text (and so is compiled).
-    pub fn then_print_fmt(self) -> bool {
-        matches!(self, Plugin::KmemCallSite | Plugin::Futex)
+/// A handler's outcome as libtraceevent takes it: printed, or (it returned non-zero, having
+/// perhaps written something) the print fmt follows.
+pub(super) fn handled(o: Option<()>) -> Printed {
+    o.map_or(Printed::ThenPrintFmt, |()| Printed::All)
+}
+
+/// The event's own field `name` (libtraceevent's `tep_find_field`).
+pub(super) fn own_field<'f>(fmt: &'f EventFormat, name: &str) -> Option<&'f Field> {
+    fmt.fields.iter().find(|f| f.name == name)
+}
+
+/// A field's number as libtraceevent's `get_field_val` reads it: unsigned, 1, 2, 4 or 8
+/// bytes (0 past the record's end). None when the field is missing or of another size,
+/// having written, with `err`, what libtraceevent writes then.
+fn field_num(
+    f: Option<&Field>,
+    name: &str,
+    p: &[u8],
+    e: Endian,
+    err: bool,
+    out: &mut Vec<u8>,
+) -> Option<u64> {
+    let Some(f) = f else {
+        if err {
+            out.extend_from_slice(format!("<CANT FIND FIELD {name}>").as_bytes());
+        }
+        return None;
+    };
+    if !matches!(f.size, 1 | 2 | 4 | 8) {
+        if err {
+            out.extend_from_slice(format!(" {name}=INVALID").as_bytes());
+        }
+        return None;
+    }
+    Some(e.uint(p, f.offset, f.size).unwrap_or(0))
+}
+
+/// `tep_get_field_val`: the event's own field.
+pub(super) fn get_field(
+    fmt: &EventFormat,
+    name: &str,
+    p: &[u8],
+    e: Endian,
+    err: bool,
+    out: &mut Vec<u8>,
+) -> Option<u64> {
+    field_num(own_field(fmt, name), name, p, e, err, out)
+}
+
+/// `tep_get_common_field_val`: a common field (`err` set).
+pub(super) fn common_field(
+    fmt: &EventFormat,
+    name: &str,
+    p: &[u8],
+    e: Endian,
+    out: &mut Vec<u8>,
+) -> Option<u64> {
+    field_num(
+        fmt.common.iter().find(|f| f.name == name),
+        name,
+        p,
+        e,
+        true,
+        out,
+    )
+}
+
+/// `tep_print_num_field`: `write` the field's value, or with `err` say it is missing.
+pub(super) fn print_num_field(
+    fmt: &EventFormat,
+    name: &str,
+    p: &[u8],
+    e: Endian,
+    err: bool,
+    out: &mut Vec<u8>,
+    write: impl FnOnce(u64, &mut Vec<u8>),
+) {
+    let f = own_field(fmt, name).filter(|f| matches!(f.size, 1 | 2 | 4 | 8));
+    match f {
+        Some(f) => write(e.uint(p, f.offset, f.size).unwrap_or(0), out),
+        None if err => out.extend_from_slice(format!("CAN'T FIND FIELD \"{name}\"").as_bytes()),
+        None => {}
     }
 }
 
@@ -93,19 +212,21 @@ fn int(v: u64, out: &mut Vec<u8>) {
 }
 
 impl TextFormatter<'_> {
-    /// Runs `p`.
+    /// Runs `p` on the record of `fmt` at `ts` (ns) on `cpu`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn run_plugin(
         &mut self,
         p: Plugin,
         fmt: &EventFormat,
+        ts: u64,
         cpu: u32,
         payload: &[u8],
         e: Endian,
         out: &mut Vec<u8>,
     ) -> Printed {
         match p {
-            Plugin::SchedSwitch => self.sched_switch(fmt, payload, e, out).into(),
-            Plugin::SchedWakeup => self.sched_wakeup(fmt, payload, e, out).into(),
+            Plugin::SchedSwitch => self.sched_switch(fmt, payload, e, out),
+            Plugin::SchedWakeup => self.sched_wakeup(fmt, payload, e, out),
             Plugin::KmemCallSite => {
                 if let Some(v) = val(fmt, "call_site", payload, e) {
                     if let Some((name, start)) = self.syms.funcs().find(v) {
@@ -123,7 +244,101 @@ impl TextFormatter<'_> {
             }
             Plugin::Function => self.function(fmt, cpu, payload, e, out).into(),
             Plugin::Futex => futex(fmt, payload, e, out),
+            Plugin::KvmExit => kvm::kvm_exit(fmt, payload, e, out),
+            Plugin::KvmEntry => kvm::kvm_entry(fmt, payload, e, out),
+            Plugin::KvmEmulateInsn => kvm::kvm_emulate_insn(fmt, payload, e, out),
+            Plugin::KvmNestedVmexit => kvm::kvm_nested_vmexit(fmt, payload, e, out),
+            Plugin::KvmNestedVmexitInject => kvm::kvm_nested_vmexit_inject(fmt, payload, e, out),
+            Plugin::KvmMmuGetPage => kvm::kvm_mmu_get_page(fmt, payload, e, out),
+            Plugin::KvmMmuRole => kvm::kvm_mmu_role(fmt, payload, e, out),
+            Plugin::TlbFlush => tlb_flush(fmt, payload, e, out),
+            Plugin::KernelStack => self.kernel_stack(fmt, payload, e, out),
+            Plugin::RawData => raw_data(fmt, payload, e, out),
+            Plugin::FuncRepeats => self.func_repeats(fmt, ts, cpu, payload, e, out),
+            Plugin::GraphEntry => self.graph_entry(fmt, payload, e, out),
+            Plugin::GraphExit => self.graph_exit(fmt, payload, e, out),
+            Plugin::BssInfoChanged => bss_info_changed(fmt, payload, e, out),
         }
+    }
+
+    /// plugin_function's `kernel_stack`: `<stack trace >`, then a line per frame up to the
+    /// record's end or an address of -1.
+    fn kernel_stack(
+        &mut self,
+        fmt: &EventFormat,
+        p: &[u8],
+        e: Endian,
+        out: &mut Vec<u8>,
+    ) -> Printed {
+        let Some(f) = field(fmt, "caller") else {
+            out.extend_from_slice(b"<CANT FIND FIELD caller>");
+            return Printed::All;
+        };
+        out.extend_from_slice(b"<stack trace >\n");
+        let long = self.trace.long_size;
+        let mut at = f.offset;
+        while at < p.len() {
+            // A last word the record cuts short reads as zeros beyond it.
+            let mut word = [0u8; 8];
+            let n = long.min(p.len() - at);
+            word[..n].copy_from_slice(&p[at..at + n]);
+            let addr = e.uint(&word, 0, long).unwrap_or(0);
+            if (long == 8 && addr == u64::MAX) || addr as u32 == u32::MAX {
+                break;
+            }
+            out.extend_from_slice(b"=> ");
+            match self.syms.funcs().find(addr) {
+                Some((name, _)) => {
+                    out.extend_from_slice(name);
+                    out.extend_from_slice(b" (");
+                    cfmt::write_hex(addr, out);
+                    out.extend_from_slice(b")\n");
+                }
+                None => {
+                    cfmt::write_hex(addr, out);
+                    out.push(b'\n');
+                }
+            }
+            at += long;
+        }
+        Printed::All
+    }
+
+    /// plugin_function's `func_repeats`: the function as `function` prints it, then
+    /// ` (count: N  last_ts: TIME)`, the time of the last repeat as the line's time prints.
+    fn func_repeats(
+        &mut self,
+        fmt: &EventFormat,
+        ts: u64,
+        cpu: u32,
+        p: &[u8],
+        e: Endian,
+        out: &mut Vec<u8>,
+    ) -> Printed {
+        if self.function(fmt, cpu, p, e, out).is_none() {
+            return Printed::Failed;
+        }
+        let mut vals = [0u64; 3];
+        for (v, name) in vals
+            .iter_mut()
+            .zip(["count", "top_delta_ts", "bottom_delta_ts"])
+        {
+            match get_field(fmt, name, p, e, true, out) {
+                Some(x) => *v = x,
+                None => {
+                    out.push(b'!');
+                    return Printed::ThenPrintFmt;
+                }
+            }
+        }
+        let [count, top, bottom] = vals;
+        out.extend_from_slice(b" (count: ");
+        lld(count, out);
+        out.extend_from_slice(b"  last_ts: ");
+        let last = ts.wrapping_sub(top << 32 | bottom);
+        self.write_time_value(last, out);
+        out.push(b')');
+        Printed::All
     }
 
     /// Prints a comm field (`%.*s` of its declared size) and remembers it for `pid` when the
@@ -144,26 +359,31 @@ impl TextFormatter<'_> {
         }
     }
 
+    /// plugin_sched_switch's `sched_switch`: `prev:pid [prio] STATE ==> next:pid [prio]`,
+    /// saying which field it cannot find.
     fn sched_switch(
         &mut self,
         fmt: &EventFormat,
-        payload: &[u8],
+        p: &[u8],
         e: Endian,
         out: &mut Vec<u8>,
-    ) -> Option<()> {
-        let prev_pid = val(fmt, "prev_pid", payload, e)?;
+    ) -> Printed {
+        let Some(prev_pid) = get_field(fmt, "prev_pid", p, e, true, out) else {
+            out.push(b'!');
+            return Printed::ThenPrintFmt;
+        };
         if let Some(f) = field(fmt, "prev_comm") {
-            self.comm_field(f, prev_pid, payload, out);
+            self.comm_field(f, prev_pid, p, out);
             out.push(b':');
         }
         lld(prev_pid, out);
         out.push(b' ');
-        if let Some(prio) = val(fmt, "prev_prio", payload, e) {
+        if let Some(prio) = get_field(fmt, "prev_prio", p, e, true, out) {
             out.push(b'[');
             int(prio, out);
             out.extend_from_slice(b"] ");
         }
-        if let Some(state) = val(fmt, "prev_state", payload, e) {
+        if let Some(state) = get_field(fmt, "prev_state", p, e, true, out) {
             let state = state as i32;
             let mut found = false;
             for (i, c) in b"SDTtZXxW".iter().enumerate() {
@@ -180,47 +400,55 @@ impl TextFormatter<'_> {
             }
         }
         out.extend_from_slice(b" ==> ");
-        let next_pid = val(fmt, "next_pid", payload, e)?;
+        let Some(next_pid) = get_field(fmt, "next_pid", p, e, true, out) else {
+            out.push(b'!');
+            return Printed::ThenPrintFmt;
+        };
         if let Some(f) = field(fmt, "next_comm") {
-            self.comm_field(f, next_pid, payload, out);
+            self.comm_field(f, next_pid, p, out);
             out.push(b':');
         }
         lld(next_pid, out);
-        if let Some(prio) = val(fmt, "next_prio", payload, e) {
+        if let Some(prio) = get_field(fmt, "next_prio", p, e, true, out) {
             out.extend_from_slice(b" [");
             int(prio, out);
             out.push(b']');
         }
-        Some(())
+        Printed::All
     }
 
+    /// plugin_sched_switch's `sched_wakeup(_new)`: `comm:pid [prio]`, and `success=`
+    /// and `CPU:` where the event has them.
     fn sched_wakeup(
         &mut self,
         fmt: &EventFormat,
-        payload: &[u8],
+        p: &[u8],
         e: Endian,
         out: &mut Vec<u8>,
-    ) -> Option<()> {
-        let pid = val(fmt, "pid", payload, e)?;
+    ) -> Printed {
+        let Some(pid) = get_field(fmt, "pid", p, e, true, out) else {
+            out.push(b'!');
+            return Printed::ThenPrintFmt;
+        };
         if let Some(f) = field(fmt, "comm") {
-            self.comm_field(f, pid, payload, out);
+            self.comm_field(f, pid, p, out);
             out.push(b':');
         }
         lld(pid, out);
-        if let Some(prio) = val(fmt, "prio", payload, e) {
+        if let Some(prio) = get_field(fmt, "prio", p, e, true, out) {
             out.extend_from_slice(b" [");
             lld(prio, out);
             out.push(b']');
         }
-        if let Some(s) = val(fmt, "success", payload, e) {
+        if let Some(s) = get_field(fmt, "success", p, e, false, out) {
             out.extend_from_slice(b" success=");
             lld(s, out);
         }
-        if let Some(c) = val(fmt, "target_cpu", payload, e) {
+        if let Some(c) = get_field(fmt, "target_cpu", p, e, false, out) {
             out.extend_from_slice(b" CPU:");
             cfmt::write_dec_padded(c, 3, true, out);
         }
-        Some(())
+        Printed::All
     }
 
     fn hrtimer(
@@ -377,6 +605,116 @@ fn futex(fmt: &EventFormat, payload: &[u8], e: Endian, out: &mut Vec<u8>) -> Pri
             _ => {}
         }
     }
+    Printed::All
+}
+
+/// plugin_tlb: `pages=N reason=WHY (N)`.
+fn tlb_flush(fmt: &EventFormat, p: &[u8], e: Endian, out: &mut Vec<u8>) -> Printed {
+    out.extend_from_slice(b"pages=");
+    print_num_field(fmt, "pages", p, e, true, out, lld);
+    let Some(reason) = get_field(fmt, "reason", p, e, true, out) else {
+        return Printed::ThenPrintFmt;
+    };
+    out.extend_from_slice(b" reason=");
+    out.extend_from_slice(match reason {
+        0 => &b"flush on task switch"[..],
+        1 => b"remote shootdown",
+        2 => b"local shootdown",
+        3 => b"local mm shootdown",
+        _ => b"",
+    });
+    out.extend_from_slice(b" (");
+    lld(reason, out);
+    out.push(b')');
+    Printed::All
+}
+
+/// plugin_function's `raw_data`: `# ID` and the buffer's bytes to the record's end.
+fn raw_data(fmt: &EventFormat, p: &[u8], e: Endian, out: &mut Vec<u8>) -> Printed {
+    let Some(id) = get_field(fmt, "id", p, e, true, out) else {
+        out.push(b'!');
+        return Printed::ThenPrintFmt;
+    };
+    out.extend_from_slice(b"# ");
+    cfmt::write_hex(id, out);
+    let Some(f) = field(fmt, "buf") else {
+        out.extend_from_slice(b"<CANT FIND FIELD buf>");
+        return Printed::All;
+    };
+    for b in p.get(f.offset..).unwrap_or_default() {
+        out.extend_from_slice(format!(" {b:02x}").as_bytes());
+    }
+    Printed::All
+}
+
+/// plugin_mac80211's `drv_bss_info_changed`: the device and interface, then the BSS
+/// settings on three further lines indented 65 columns (a field the event lacks is left out).
+fn bss_info_changed(fmt: &EventFormat, p: &[u8], e: Endian, out: &mut Vec<u8>) -> Printed {
+    let string = |name: &str, out: &mut Vec<u8>| {
+        let Some(f) = own_field(fmt, name) else {
+            out.extend_from_slice(format!("NOTFOUND:{name}").as_bytes());
+            return;
+        };
+        let (off, len) = if f.type_name.starts_with("__data_loc") {
+            match e.uint(p, f.offset, f.size.min(4)) {
+                Some(v) if matches!(f.size, 1 | 2 | 4 | 8) => {
+                    ((v & 0xffff) as usize, (v >> 16 & 0xffff) as usize)
+                }
+                _ => {
+                    out.extend_from_slice(b"invalid_data_loc");
+                    return;
+                }
+            }
+        } else {
+            (f.offset, f.size)
+        };
+        let bytes = p
+            .get(off..off.saturating_add(len).min(p.len()))
+            .unwrap_or_default();
+        out.extend_from_slice(cfmt::until_nul(bytes));
+    };
+    let num = |name: &'static str, hex: bool, out: &mut Vec<u8>| {
+        print_num_field(fmt, name, p, e, false, out, |v, out| {
+            out.extend_from_slice(name.as_bytes());
+            out.push(b':');
+            let v = v as u32;
+            if !hex {
+                lld(v as i32 as i64 as u64, out);
+            } else if v == 0 {
+                out.push(b'0');
+            } else {
+                out.extend_from_slice(b"0x");
+                cfmt::write_hex(v as u64, out);
+            }
+        });
+    };
+    let newline = |out: &mut Vec<u8>| {
+        out.push(b'\n');
+        out.resize(out.len() + 65, b' ');
+    };
+    string("wiphy_name", out);
+    out.extend_from_slice(b" vif:");
+    string("vif_name", out);
+    print_num_field(fmt, "vif_type", p, e, true, out, |v, out| {
+        out.push(b'(');
+        lld(v as i32 as i64 as u64, out);
+        out.push(b')');
+    });
+    newline(out);
+    for name in ["assoc", "aid", "cts", "shortpre", "shortslot", "dtimper"] {
+        num(name, false, out);
+        out.push(b' ');
+    }
+    newline(out);
+    num("bcnint", false, out);
+    out.push(b' ');
+    num("assoc_cap", true, out);
+    out.push(b' ');
+    num("basic_rates", true, out);
+    out.push(b' ');
+    num("enable_beacon", false, out);
+    newline(out);
+    num("ht_operation_mode", false, out);
     Printed::All
 }
 

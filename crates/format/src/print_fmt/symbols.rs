@@ -1,7 +1,7 @@
 //! Kernel addresses to names and printk format strings, resolved the way libtraceevent
 //! resolves them, so that `kstate dump` names the same function `trace-cmd report` names.
 //!
-//! This is deliberately not `kstate_analyze::ksyms`: that table refuses addresses whose
+//! This is deliberately not `kstate_symbols::ksyms`: that table refuses addresses whose
 //! nearest symbol is a section marker and ignores aliases, which is right for an analysis but
 //! would print other names than trace-cmd does. libtraceevent's rules, learnt from its
 //! `tep_parse_kallsyms` and `find_func`:

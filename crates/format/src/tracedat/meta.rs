@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::bytes::Endian;
 use crate::error::{Error, Result};
-use crate::event_format::EventFormat;
+use crate::event_format::{EventFormat, FormatAt};
 use crate::layout::PageLayout;
 use crate::timeshift::TimeShift;
 use crate::trace::{ClockMap, Container, CpuData, EventTable, Trace, MAX_CPUS};
@@ -68,6 +68,12 @@ pub(crate) struct Meta {
     pub header_page: Option<Vec<u8>>,
     pub ftrace: Vec<Vec<u8>>,
     pub systems: Vec<(String, Vec<Vec<u8>>)>,
+    /// Where each format text of `ftrace` and of `systems` is.
+    pub ftrace_at: Vec<FormatAt>,
+    pub systems_at: Vec<Vec<FormatAt>>,
+    /// v7: the data offset of the compressed section being read (its offsets are not the
+    /// file's), else None.
+    pub in_section: Option<u64>,
     pub kallsyms: Option<Vec<u8>>,
     pub printk: Option<Vec<u8>>,
     pub cmdlines: Option<Vec<u8>>,
@@ -81,8 +87,7 @@ pub(crate) struct Meta {
     pub extra_options: Vec<(u16, Vec<u8>)>,
     /// v6 only: a TRACECLOCK option means the trace_clock text follows the CPU table.
     pub has_clock_option: bool,
-    /// Damaged metadata read around (see `Trace::lost_sections`): v7 sections the events
-    /// do not need, and event formats that do not parse.
+    /// v7 only: damaged sections read around (see `Trace::lost_sections`).
     pub lost_sections: Vec<Error>,
 }
 
@@ -96,6 +101,9 @@ impl Meta {
             header_page: None,
             ftrace: Vec::new(),
             systems: Vec::new(),
+            ftrace_at: Vec::new(),
+            systems_at: Vec::new(),
+            in_section: None,
             kallsyms: None,
             printk: None,
             cmdlines: None,
@@ -135,10 +143,9 @@ impl Meta {
         // instead of looping for long; no capacity is reserved from it.
         for _ in 0..count {
             let size = inp.u64("ftrace format size")?;
-            let at = inp.offset();
-            let text = inp.bytes(size, "ftrace format")?;
-            self.check_format(&text, "ftrace", at);
-            self.ftrace.push(text);
+            let at = self.format_at(inp.offset());
+            self.ftrace.push(inp.bytes(size, "ftrace format")?);
+            self.ftrace_at.push(at);
         }
         Ok(())
     }
@@ -149,47 +156,23 @@ impl Meta {
             let name = inp.cstr("event system name")?;
             let count = inp.u32("event format count")?;
             let mut formats = Vec::new();
+            let mut at = Vec::new();
             for _ in 0..count {
                 let size = inp.u64("event format size")?;
-                let at = inp.offset();
-                let text = inp.bytes(size, "event format")?;
-                self.check_format(&text, &name, at);
-                formats.push(text);
+                at.push(self.format_at(inp.offset()));
+                formats.push(inp.bytes(size, "event format")?);
             }
             self.systems.push((name, formats));
+            self.systems_at.push(at);
         }
         Ok(())
     }
 
-    /// An event format that does not parse (a damaged offset or size, a line cut short)
-    /// is left out, as trace-cmd leaves it out, so that the rest of the file stays
-    /// readable; its records then have no format, which every reader reports. Said here
-    /// with its place (`at`: where its text starts), as damage, so that no reader takes
-    /// its events for never recorded. (Whether a format parses does not depend on the long
-    /// size, which the header page may still change.)
-    fn check_format(&mut self, text: &[u8], system: &str, at: u64) {
-        let Err(e) = EventFormat::parse(text, system, self.long_size) else {
-            return;
-        };
-        let shown = std::str::from_utf8(text).ok().and_then(|t| {
-            let line = |key: &str| {
-                t.lines()
-                    .find_map(|l| l.trim().strip_prefix(key).map(str::trim))
-                    .filter(|v| !v.is_empty())
-            };
-            Some(match line("ID:") {
-                Some(id) => format!("{system}:{} (id {id})", line("name:")?),
-                None => format!("{system}:{}", line("name:")?),
-            })
-        });
-        let what = shown.unwrap_or_else(|| format!("an event of system {system}"));
-        self.lost_sections.push(Error {
-            msg: format!(
-                "the event format of {what} does not parse, and its events are left out: {}",
-                e.msg.strip_prefix("event format: ").unwrap_or(&e.msg)
-            ),
-            ..e.shifted(at)
-        });
+    fn format_at(&self, at: u64) -> FormatAt {
+        match self.in_section {
+            Some(section) => FormatAt::Section { section, at },
+            None => FormatAt::File(at),
+        }
     }
 
     pub fn read_kallsyms(&mut self, inp: &mut impl Input) -> Result<()> {
@@ -287,6 +270,11 @@ impl Meta {
         // file header's, which describes the recording tool's user space.
         let long_size = layout.commit_size;
         let mut events = EventTable::default();
+        let format_at: Vec<FormatAt> = self
+            .ftrace_at
+            .into_iter()
+            .chain(self.systems_at.into_iter().flatten())
+            .collect();
         let format_texts: Vec<(String, Vec<u8>)> = self
             .ftrace
             .into_iter()
@@ -297,11 +285,19 @@ impl Meta {
                     .flat_map(|(s, fs)| fs.into_iter().map(move |f| (s.clone(), f))),
             )
             .collect();
-        for (system, text) in &format_texts {
+        let mut lost_sections = self.lost_sections;
+        for (i, (system, text)) in format_texts.iter().enumerate() {
             // trace-cmd counts formats it cannot parse and carries on; records of such an
             // event show up downstream as an unknown id rather than sinking the whole file.
-            if let Ok(ev) = EventFormat::parse(text, system, long_size) {
-                events.insert(ev);
+            // Said as damage, with its place, so that no reader takes its events for never
+            // recorded.
+            let at = format_at.get(i).copied();
+            match EventFormat::parse(text, system, long_size) {
+                Ok(mut ev) => {
+                    ev.at = at;
+                    events.insert(ev);
+                }
+                Err(e) => lost_sections.push(unparsed_format(text, system, at, e)),
             }
         }
         Trace {
@@ -331,8 +327,7 @@ impl Meta {
             extra_options: self.extra_options,
             truncated: truncated.map(|e| e.in_file(path)),
             cut_short: None,
-            lost_sections: self
-                .lost_sections
+            lost_sections: lost_sections
                 .into_iter()
                 .map(|e| e.in_file(path))
                 .collect(),
@@ -340,6 +335,41 @@ impl Meta {
             perf: None,
         }
     }
+}
+
+/// The damage of an event format that does not parse (`e`; a damaged offset or size, a
+/// line cut short), found at `at`: its events are left out.
+fn unparsed_format(text: &[u8], system: &str, at: Option<FormatAt>, e: Error) -> Error {
+    let shown = std::str::from_utf8(text).ok().and_then(|t| {
+        let line = |key: &str| {
+            t.lines()
+                .find_map(|l| l.trim().strip_prefix(key).map(str::trim))
+                .filter(|v| !v.is_empty())
+        };
+        Some(match line("ID:") {
+            Some(id) => format!("{system}:{} (id {id})", line("name:")?),
+            None => format!("{system}:{}", line("name:")?),
+        })
+    });
+    let what = shown.unwrap_or_else(|| format!("an event of system {system}"));
+    let problem = e.msg.strip_prefix("event format: ").unwrap_or(&e.msg);
+    let within = e.offset.unwrap_or(0);
+    let (offset, place) = match at {
+        Some(FormatAt::File(at)) => (Some(at + within), String::new()),
+        Some(FormatAt::Section { section, at }) => (
+            Some(section),
+            format!(
+                " (at byte {} of the decompressed event formats section)",
+                at + within
+            ),
+        ),
+        None => (None, String::new()),
+    };
+    Error::new(
+        e.kind,
+        offset,
+        format!("the event format of {what} does not parse, and its events are left out: {problem}{place}"),
+    )
 }
 
 fn expect_tag(inp: &mut impl Input, tag: &[u8]) -> Result<()> {

@@ -112,20 +112,17 @@ impl Section {
     ) -> Result<T> {
         let base = if self.compressed { 0 } else { self.content_at };
         let mut r = Reader::new(&self.content, base, endian);
-        f(&mut r).map_err(|e| self.locate(e, what))
-    }
-
-    /// `e`, met at an offset in this section's content, placed in the file.
-    fn locate(&self, mut e: Error, what: &str) -> Error {
-        if self.compressed {
-            e.msg = format!(
-                "{} (at byte {} of the decompressed {what} section)",
-                e.msg,
-                e.offset.unwrap_or(0)
-            );
-            e.offset = Some(self.content_at);
-        }
-        e
+        f(&mut r).map_err(|mut e| {
+            if self.compressed {
+                e.msg = format!(
+                    "{} (at byte {} of the decompressed {what} section)",
+                    e.msg,
+                    e.offset.unwrap_or(0)
+                );
+                e.offset = Some(self.content_at);
+            }
+            e
+        })
     }
 }
 
@@ -196,20 +193,15 @@ pub(crate) fn read(
             if id == opt::EVENT_FORMATS && !sec.compressed {
                 meta.trace_cmd_unreadable = formats_out_of_reach(at, sec.content.len() as u64);
             }
-            // Formats that do not parse are noted as met, in the section's content.
-            let noted = meta.lost_sections.len();
-            let read = sec.parse(f.endian, what, |r| match id {
+            meta.in_section = sec.compressed.then_some(sec.content_at);
+            sec.parse(f.endian, what, |r| match id {
                 opt::HEADER_INFO => meta.read_headers(r),
                 opt::FTRACE_EVENTS => meta.read_ftrace_formats(r),
                 opt::EVENT_FORMATS => meta.read_event_formats(r),
                 opt::KALLSYMS => meta.read_kallsyms(r),
                 opt::PRINTK => meta.read_printk(r),
                 _ => meta.read_cmdlines(r),
-            });
-            for e in &mut meta.lost_sections[noted..] {
-                *e = sec.locate(e.clone(), what);
-            }
-            read
+            })
         });
         match read {
             Ok(()) => {}

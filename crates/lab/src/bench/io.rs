@@ -313,10 +313,10 @@ fn one_run(exe: &Path, a: &Args, dir: &Path, p: u32, ncpu: usize) -> Result<RunR
     let sum: f64 = d.iter().sum::<f64>().max(1.0);
     let verdict = match &rec {
         Some(f) => {
-            let trace = kstate_export::open(f)?;
-            let scope = kstate_analyze::workload::workload_scope(&trace);
-            let fig = kstate_analyze::classify::figures(&trace, scope.as_ref())?;
-            let (k, e) = kstate_analyze::classify::verdict(&fig);
+            let trace = kstate_format::Trace::open(f)?;
+            let scope = kstate_views::workload::workload_scope(&trace);
+            let fig = kstate_views::classify::figures(&trace, scope.as_ref())?;
+            let (k, e) = kstate_views::classify::verdict(&fig);
             if a.keep.is_none() {
                 let _ = std::fs::remove_file(f);
             }

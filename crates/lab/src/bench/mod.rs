@@ -18,7 +18,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 use crate::Error;
-use kstate_analyze::merge::{IdFilter, Merger};
+use kstate_format::stream::merge::{IdFilter, Merger};
 use kstate_format::value::FieldRef;
 use kstate_format::Trace;
 
@@ -186,7 +186,7 @@ fn read_pass(file: &Path, threads: usize) -> Result<(u64, u64, f64), Error> {
             [f.first().map(FieldRef::from), f.get(1).map(FieldRef::from)]
         })
         .collect();
-    let read = |ev: &kstate_analyze::merge::Event<'_>| {
+    let read = |ev: &kstate_format::stream::merge::Event<'_>| {
         let common = ev.pid() as u64
             ^ ev.payload.get(2).copied().unwrap_or(0) as u64
             ^ ev.payload.get(3).copied().unwrap_or(0) as u64;
@@ -226,7 +226,7 @@ fn read_pass(file: &Path, threads: usize) -> Result<(u64, u64, f64), Error> {
 fn read_slices(
     trace: &Trace,
     threads: usize,
-    read: &(dyn Fn(&kstate_analyze::merge::Event<'_>) -> u64 + Sync),
+    read: &(dyn Fn(&kstate_format::stream::merge::Event<'_>) -> u64 + Sync),
 ) -> Option<(u64, u64)> {
     use kstate_analyze::slices::{ordered, Seams, ShortSlices};
     let bytes: u64 = trace.cpu_data.iter().map(|c| c.file_bytes).sum();

@@ -18,7 +18,7 @@ pub fn is_perf_data(file: &Path) -> bool {
     std::fs::File::open(file)
         .and_then(|mut f| f.read_exact(&mut m))
         .is_ok()
-        && &m == kstate_format::perfdata::MAGIC
+        && &m == kstate_format::perf::MAGIC
 }
 
 fn quoted(p: &Path) -> String {
@@ -92,12 +92,12 @@ pub fn analyze(file: &Path, runs: u32, no_peer: bool, json: bool) -> Result<Exit
             let mut c = Command::new(&exe);
             c.args(["analyze", "syscall", "--stat", "--format", "json"])
                 .arg(file)
-                .env_remove(kstate_format::perfdata::PAGES_ENV);
+                .env_remove(kstate_format::perf::PAGES_ENV);
             if one {
                 c.args(["--threads", "1"]);
             }
             if paged {
-                c.env(kstate_format::perfdata::PAGES_ENV, "1");
+                c.env(kstate_format::perf::PAGES_ENV, "1");
             }
             c
         }

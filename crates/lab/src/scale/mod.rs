@@ -118,10 +118,10 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
                 String::from_utf8_lossy(&out.stderr).trim()
             )));
         }
-        let trace = kstate_export::open(&file)?;
-        let scope = kstate_analyze::workload::workload_scope(&trace);
-        let fig = kstate_analyze::classify::figures(&trace, scope.as_ref())?;
-        let (kind, evidence) = kstate_analyze::classify::verdict(&fig);
+        let trace = kstate_format::Trace::open(&file)?;
+        let scope = kstate_views::workload::workload_scope(&trace);
+        let fig = kstate_views::classify::figures(&trace, scope.as_ref())?;
+        let (kind, evidence) = kstate_views::classify::verdict(&fig);
         let tables = match a.output {
             Some(_) => report::tables(&trace, scope.as_ref(), a.sample),
             None => Vec::new(),

@@ -7,11 +7,11 @@ use std::collections::HashSet;
 use kstate_analyze::analyzer::{sort_rows, Config, Mode, NoLog, Outcome};
 use kstate_analyze::analyzers;
 use kstate_analyze::filter::{fmt_dur, Filters};
-use kstate_analyze::profile;
 use kstate_format::{ErrorKind, Trace};
 use kstate_render::scale::RunTable;
+use kstate_views::profile;
 
-use kstate_analyze::classify::Figures;
+use kstate_views::classify::Figures;
 
 /// Rows per table.
 const TOP: usize = 10;

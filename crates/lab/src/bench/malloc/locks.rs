@@ -1,7 +1,7 @@
 //! `kstate bench malloc --locks`: seed 002's plockstat view. Per allocator, the harness
 //! runs once more under the recorder, as `kstate top-locks -- CMD` records (futex
 //! events, new threads, `--stacks` for the callers, `--holds` for pthread mutex hold
-//! times), and kstate_analyze::locks::top_locks summarises it: the most waited-on lock,
+//! times), and kstate_views::locks::top_locks summarises it: the most waited-on lock,
 //! the share of the waiting threads' time spent waiting on it and holding it, and its
 //! top callers.
 //!
@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 
 use crate::Error;
 use kstate_analyze::filter::Filters;
-use kstate_analyze::locks::{self, Lock};
 use kstate_format::Trace;
+use kstate_views::locks::{self, Lock};
 use serde_json::{json, Value};
 
 /// Callers shown per lock.

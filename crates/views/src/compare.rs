@@ -1,0 +1,469 @@
+//! Two recordings side by side (A, the baseline, and B): per analyzer and key the count,
+//! total, average and p99 of each, B's ratio to A and the difference, which keys
+//! regressed, and a ranked list of what changed most. `kstate compare` prints it and the
+//! browser UI shows it; both ask [`compare_sources`] (or [`compare_outcomes`] for results
+//! already at hand), so they agree.
+//!
+//! (`profile::compare` is another question: one run's per-symbol shares of two counts.)
+//!
+//! Rules, the same everywhere (`kstate compare --help` prints [`RULES`]):
+//! - a key is compared when both recordings have it; keys seen in one only are listed as
+//!   such, never ranked;
+//! - ratios and regressions need at least `min_count` samples on each side (a p99 of
+//!   three samples is their maximum);
+//! - a key regressed when the chosen metric of B is at least `threshold` times A's, for
+//!   analyzers whose values are durations (more time is worse; for sizes and levels more
+//!   is not obviously worse, so they are compared but never flagged);
+//! - "what changed most": each compared key once, by its metric (count, total, avg, p99)
+//!   whose ratio is farthest from 1 (|log2 ratio|), largest first.
+
+use kstate_analyze::analyzer::{Outcome, Row, Unit};
+use kstate_analyze::filter::Filters;
+use kstate_analyze::{analyzers, Error, Info, Query, Source};
+
+/// The rules as `kstate compare --help` prints them.
+pub const RULES: &str = "\
+How recordings are compared (A is the baseline, B the new one):
+  Every analyzer that applies to both runs over each with the same filters. Per analyzer
+  and key: count, total, avg and p99 of A and B, the ratio B/A and the difference B-A.
+  A key is compared when both recordings have it, with at least --min-count samples on
+  each side (a p99 of three samples is their maximum); keys seen in one recording only
+  are listed, never ranked. A key has regressed when its --metric in B is at least
+  --threshold times A's (default 1.5), for analyzers whose values are durations (more
+  time is worse; sizes and queue lengths are compared but never flagged). \"What changed
+  most\" ranks each compared key once, by its metric whose ratio is farthest from 1
+  (|log2 ratio|), largest first.";
+
+/// A compared quantity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    Count,
+    Total,
+    Avg,
+    P99,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 4] = [Metric::Count, Metric::Total, Metric::Avg, Metric::P99];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Count => "count",
+            Metric::Total => "total",
+            Metric::Avg => "avg",
+            Metric::P99 => "p99",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Metric, String> {
+        Metric::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| format!("invalid metric {s:?}: expected count, total, avg or p99"))
+    }
+
+    /// Whether the value carries the analyzer's unit (a count does not).
+    pub fn has_unit(self) -> bool {
+        self != Metric::Count
+    }
+}
+
+/// One key's numbers in one recording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Nums {
+    pub count: u64,
+    pub total: u64,
+    pub avg: u64,
+    pub p99: u64,
+}
+
+impl Nums {
+    pub fn of(r: &Row) -> Nums {
+        Nums {
+            count: r.agg.count,
+            total: r.agg.total,
+            avg: r.agg.avg(),
+            p99: r.agg.percentile(99.0),
+        }
+    }
+
+    pub fn get(&self, m: Metric) -> u64 {
+        match m {
+            Metric::Count => self.count,
+            Metric::Total => self.total,
+            Metric::Avg => self.avg,
+            Metric::P99 => self.p99,
+        }
+    }
+}
+
+/// When a key counts as compared, and when as regressed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rules {
+    pub metric: Metric,
+    /// B/A of `metric` at or above which a key regressed.
+    pub threshold: f64,
+    /// Samples needed on each side.
+    pub min_count: u64,
+    /// The metrics "what changed most" ranks by: all four for two recordings; only avg
+    /// and p99 when one side is a shorter stretch of time than the other (inside a window
+    /// against outside it), where counts and totals differ by the stretch's length alone.
+    pub rank_by: &'static [Metric],
+}
+
+impl Default for Rules {
+    fn default() -> Rules {
+        Rules {
+            metric: Metric::P99,
+            threshold: 1.5,
+            min_count: 5,
+            rank_by: &Metric::ALL,
+        }
+    }
+}
+
+/// One key in A and B.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyDiff {
+    pub key: String,
+    pub a: Option<Nums>,
+    pub b: Option<Nums>,
+    /// Both sides have enough samples for ratios to mean something.
+    pub compared: bool,
+    pub regressed: bool,
+}
+
+impl KeyDiff {
+    /// B/A, where both have the key and A's value is not 0.
+    pub fn ratio(&self, m: Metric) -> Option<f64> {
+        let (a, b) = (self.a?.get(m), self.b?.get(m));
+        (a > 0).then(|| b as f64 / a as f64)
+    }
+
+    /// B - A, where both have the key.
+    pub fn diff(&self, m: Metric) -> Option<i128> {
+        Some(self.b?.get(m) as i128 - self.a?.get(m) as i128)
+    }
+}
+
+/// One analyzer's keys in A and B: the keys of both, then those of A only, then of B only,
+/// each by B's total (A's for A-only keys), largest first.
+#[derive(Debug, Clone)]
+pub struct AnalyzerDiff {
+    pub info: &'static Info,
+    pub by: &'static str,
+    pub keys: Vec<KeyDiff>,
+}
+
+/// A ranked entry of "what changed most".
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub analyzer: &'static str,
+    pub unit: Unit,
+    pub key: String,
+    /// The metric that changed most for this key.
+    pub metric: Metric,
+    pub a: u64,
+    pub b: u64,
+    pub ratio: f64,
+    pub regressed: bool,
+}
+
+/// An analyzer that ran on one side only (or neither), and why.
+#[derive(Debug, Clone)]
+pub struct Unmatched {
+    pub analyzer: &'static str,
+    pub why: String,
+}
+
+/// A and B compared.
+#[derive(Debug, Clone)]
+pub struct Comparison {
+    pub a: String,
+    pub b: String,
+    pub rules: Rules,
+    pub analyzers: Vec<AnalyzerDiff>,
+    pub unmatched: Vec<Unmatched>,
+    /// What changed most, largest first.
+    pub changes: Vec<Change>,
+}
+
+impl Comparison {
+    /// Whether any key regressed (the CLI's --threshold exit status).
+    pub fn regressed(&self) -> bool {
+        self.analyzers
+            .iter()
+            .any(|a| a.keys.iter().any(|k| k.regressed))
+    }
+}
+
+/// One analyzer's two outcomes, keyed alike, compared.
+pub fn compare_outcomes(a: &Outcome, b: &Outcome, rules: &Rules) -> AnalyzerDiff {
+    let info = analyzers::find(a.info.name).unwrap_or_else(|| {
+        // Outcomes always come from an analyzer of ALL.
+        unreachable!("analyzer {} not in ALL", a.info.name)
+    });
+    let flaggable = info.unit == Unit::Ns && info.traits.time_spent;
+    let mut keys: Vec<KeyDiff> = Vec::new();
+    let mut index = std::collections::HashMap::new();
+    for r in &a.rows {
+        index.insert(r.key.as_str(), keys.len());
+        keys.push(KeyDiff {
+            key: r.key.clone(),
+            a: Some(Nums::of(r)),
+            b: None,
+            compared: false,
+            regressed: false,
+        });
+    }
+    for r in &b.rows {
+        match index.get(r.key.as_str()) {
+            Some(&i) => keys[i].b = Some(Nums::of(r)),
+            None => keys.push(KeyDiff {
+                key: r.key.clone(),
+                a: None,
+                b: Some(Nums::of(r)),
+                compared: false,
+                regressed: false,
+            }),
+        }
+    }
+    for k in &mut keys {
+        k.compared = matches!((k.a, k.b), (Some(x), Some(y))
+            if x.count >= rules.min_count && y.count >= rules.min_count);
+        k.regressed =
+            flaggable && k.compared && k.ratio(rules.metric).is_some_and(|r| r >= rules.threshold);
+    }
+    let side = |k: &KeyDiff| match (k.a, k.b) {
+        (Some(_), Some(_)) => 0,
+        (Some(_), None) => 1,
+        _ => 2,
+    };
+    let total = |k: &KeyDiff| k.b.or(k.a).map_or(0, |n| n.total);
+    keys.sort_by(|x, y| {
+        side(x)
+            .cmp(&side(y))
+            .then(total(y).cmp(&total(x)))
+            .then_with(|| x.key.cmp(&y.key))
+    });
+    AnalyzerDiff {
+        info,
+        by: a.by,
+        keys,
+    }
+}
+
+/// The metrics independent of how long each side lasted.
+pub const RATES: [Metric; 2] = [Metric::Avg, Metric::P99];
+
+/// The ranked changes of compared analyzers (see the module documentation), by `by`.
+pub fn rank(analyzers: &[AnalyzerDiff], by: &[Metric]) -> Vec<Change> {
+    let mut out = Vec::new();
+    for a in analyzers {
+        for k in a.keys.iter().filter(|k| k.compared) {
+            let best = by
+                .iter()
+                .copied()
+                .filter_map(|m| Some((m, k.ratio(m)?)))
+                .filter(|(_, r)| *r > 0.0)
+                .max_by(|x, y| x.1.log2().abs().total_cmp(&y.1.log2().abs()));
+            let (Some((metric, ratio)), Some(na), Some(nb)) = (best, k.a, k.b) else {
+                continue;
+            };
+            out.push(Change {
+                analyzer: a.info.name,
+                unit: a.info.unit,
+                key: k.key.clone(),
+                metric,
+                a: na.get(metric),
+                b: nb.get(metric),
+                ratio,
+                regressed: k.regressed,
+            });
+        }
+    }
+    out.sort_by(|x, y| {
+        y.ratio
+            .log2()
+            .abs()
+            .total_cmp(&x.ratio.log2().abs())
+            .then_with(|| x.analyzer.cmp(y.analyzer))
+            .then_with(|| x.key.cmp(&y.key))
+    });
+    out
+}
+
+/// Runs every analyzer of `names` (all of them when empty) over A and B with the same
+/// filters and compares those that apply to both. Errors only when no analyzer applies
+/// to both (or one of `names` does not exist).
+pub fn compare_sources(
+    a: &Source,
+    b: &Source,
+    names: &[String],
+    filters: &Filters,
+    rules: Rules,
+) -> Result<Comparison, Error> {
+    let mut list: Vec<&'static Info> = Vec::new();
+    for n in names {
+        list.push(Query::new(n)?.analyzer);
+    }
+    if list.is_empty() {
+        list = analyzers::ALL.iter().collect();
+    }
+    let mut diffs = Vec::new();
+    let mut unmatched = Vec::new();
+    let mut has: [Vec<&str>; 2] = Default::default();
+    for info in list {
+        let mut q = Query::new(info.name)?;
+        q.filters = filters.clone();
+        let (ra, rb) = (a.aggregate(&q), b.aggregate(&q));
+        for (side, r) in [ra.is_ok(), rb.is_ok()].into_iter().enumerate() {
+            if r {
+                has[side].push(info.name);
+            }
+        }
+        match (ra, rb) {
+            (Ok(oa), Ok(ob)) => diffs.push(compare_outcomes(&oa, &ob, &rules)),
+            (ra, rb) => {
+                let why = match (ra.err(), rb.err()) {
+                    (Some(ea), Some(_)) => format!("neither recording: {}", first_line(&ea)),
+                    (Some(ea), None) => format!("only in B; A: {}", first_line(&ea)),
+                    (None, Some(eb)) => format!("only in A; B: {}", first_line(&eb)),
+                    (None, None) => unreachable!("both succeeded"),
+                };
+                unmatched.push(Unmatched {
+                    analyzer: info.name,
+                    why,
+                });
+            }
+        }
+    }
+    if diffs.is_empty() {
+        return Err(Error::Query(nothing_in_common(
+            [a.label(), b.label()],
+            &has,
+        )));
+    }
+    Ok(Comparison::new(
+        a.label(),
+        b.label(),
+        rules,
+        diffs,
+        unmatched,
+    ))
+}
+
+/// Why two recordings cannot be compared: which analyzers apply to each (`has`), a line
+/// a side, rather than every analyzer's reason on one line.
+pub fn nothing_in_common(labels: [&str; 2], has: &[Vec<&str>; 2]) -> String {
+    let mut s = String::from(
+        "A and B have no analyzer in common (each analyzer needs events both recordings have):",
+    );
+    for (side, (label, names)) in ["A", "B"].iter().zip(labels.iter().zip(has)) {
+        let list = match names.is_empty() {
+            true => "no analyzer applies".to_string(),
+            false => names.join(", "),
+        };
+        s.push_str(&format!("\n  {side} {label}: {list}"));
+    }
+    s.push_str("\nRecord both with the same events (kstate record -e PRESET) to compare them.");
+    s
+}
+
+impl Comparison {
+    /// A comparison of analyzers already compared (each by [`compare_outcomes`]).
+    pub fn new(
+        a: &str,
+        b: &str,
+        rules: Rules,
+        analyzers: Vec<AnalyzerDiff>,
+        unmatched: Vec<Unmatched>,
+    ) -> Comparison {
+        let changes = rank(&analyzers, rules.rank_by);
+        Comparison {
+            a: a.to_string(),
+            b: b.to_string(),
+            rules,
+            analyzers,
+            unmatched,
+            changes,
+        }
+    }
+}
+
+fn first_line(e: &Error) -> String {
+    e.to_string().lines().next().unwrap_or_default().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kstate_analyze::analyzer::Outcome;
+    use kstate_analyze::stats::Agg;
+
+    fn outcome(rows: &[(&str, &[u64])]) -> Outcome {
+        let mut o = Outcome {
+            info: kstate_analyze::analyzers::ALL[0],
+            by: "name",
+            rows: Vec::new(),
+            trace_start: None,
+            span: None,
+            lost: Default::default(),
+            counts: Default::default(),
+            tables: Vec::new(),
+            notes: Vec::new(),
+            errors: Vec::new(),
+        };
+        for (key, vals) in rows {
+            let mut agg = Agg::default();
+            for v in *vals {
+                agg.add(*v, false, false);
+            }
+            o.rows.push(Row {
+                key: key.to_string(),
+                agg,
+            });
+        }
+        o
+    }
+
+    #[test]
+    fn ratios_regressions_and_ranking() {
+        let slow = [100u64, 100, 100, 100, 100, 100];
+        let a = outcome(&[
+            ("write", &slow),
+            ("read", &[10, 10, 10, 10, 10]),
+            ("gone", &[5; 9]),
+            ("rare", &[1, 1]),
+        ]);
+        let b = outcome(&[
+            ("write", &[300, 300, 300, 300, 300, 300]),
+            ("read", &[11, 11, 11, 11, 11, 11, 11, 11, 11, 11]),
+            ("new", &[7; 6]),
+            ("rare", &[100, 100]),
+        ]);
+        let d = compare_outcomes(&a, &b, &Rules::default());
+        let key = |k: &str| d.keys.iter().find(|x| x.key == k).unwrap();
+        let w = key("write");
+        assert_eq!(w.ratio(Metric::P99), Some(3.0));
+        assert_eq!(w.diff(Metric::Total), Some(1200));
+        assert!(w.compared && w.regressed);
+        // read: twice the calls, each 10 % slower: not a p99 regression.
+        assert!(key("read").compared && !key("read").regressed);
+        assert_eq!(key("read").ratio(Metric::Count), Some(2.0));
+        // Too few samples to compare, however large the change.
+        assert!(!key("rare").compared && !key("rare").regressed);
+        assert_eq!((key("gone").b, key("new").a), (None, None));
+        // Keys of both first (by B's total), then A's only, then B's only.
+        let order: Vec<&str> = d.keys.iter().map(|k| k.key.as_str()).collect();
+        assert_eq!(order, ["write", "rare", "read", "gone", "new"]);
+        let ch = rank(&[d], &Metric::ALL);
+        assert_eq!(ch.len(), 2);
+        // write's total, avg and p99 tripled (|log2 3| = 1.58; the last of equals, p99,
+        // names it); read's total went 2.2x.
+        assert_eq!((ch[0].key.as_str(), ch[0].metric), ("write", Metric::P99));
+        assert!(ch[0].regressed);
+        assert_eq!(ch[1].key, "read");
+        assert!((ch[1].ratio - 2.2).abs() < 1e-9);
+    }
+}
