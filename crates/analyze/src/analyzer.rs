@@ -153,9 +153,31 @@ pub trait Analyzer: Sized {
     }
 }
 
-/// Events an analyzer needs and the file lacks.
+/// Events an analyzer needs and the file lacks, in words (`system:name` where it is an
+/// event), and whether what it lacks is call chains (`kstate record --stacks`), which a
+/// caller may do without by asking for another key.
 #[derive(Debug, Clone)]
-pub struct Missing(pub Vec<String>);
+pub struct Missing {
+    pub what: Vec<String>,
+    pub stacks: bool,
+}
+
+impl Missing {
+    /// Lacks the events (or fields) named in `what`.
+    pub fn events(what: Vec<String>) -> Missing {
+        Missing {
+            what,
+            stacks: false,
+        }
+    }
+    /// Lacks call chains: `what` says which and how to record them.
+    pub fn stacks(what: &str) -> Missing {
+        Missing {
+            what: vec![what.to_string()],
+            stacks: true,
+        }
+    }
+}
 
 /// Looks up `system:name` (or `name`); records the name in `missing` when absent.
 pub fn need<'t>(
@@ -881,7 +903,7 @@ fn missing_events(trace: &Trace, info: Info, what: &str) -> Error {
         .collect();
     let damage = trace
         .damage()
-        .find(|e| names.iter().any(|n| e.msg.contains(n)))
+        .find(|e| e.event.as_deref().is_some_and(|ev| names.contains(&ev)))
         .or_else(|| trace.damage().next());
     let msg = match damage {
         Some(e) => format!(
@@ -893,7 +915,11 @@ fn missing_events(trace: &Trace, info: Info, what: &str) -> Error {
             info.name, info.needs, info.preset
         ),
     };
-    Error::new(ErrorKind::Unsupported, None, msg).in_file(&trace.path)
+    let kind = ErrorKind::NotApplicable {
+        analyzer: info.name,
+        preset: info.preset,
+    };
+    Error::new(kind, None, msg).in_file(&trace.path)
 }
 
 /// One analyzer's pass over a time-ordered stream of events: what [`drive`] runs over a
@@ -947,8 +973,16 @@ impl<A: Analyzer> Pass<A> {
                 }
             },
         };
-        let (a, ids) = A::bind(trace, by).map_err(|Missing(ev)| {
-            missing_events(trace, info, &format!("has no {}", ev.join(", ")))
+        let (a, ids) = A::bind(trace, by).map_err(|m| {
+            let e = missing_events(trace, info, &format!("has no {}", m.what.join(", ")));
+            if m.stacks {
+                Error {
+                    kind: ErrorKind::MissingStacks,
+                    ..e
+                }
+            } else {
+                e
+            }
         })?;
         let start = start()?;
         let f = &cfg.filters;

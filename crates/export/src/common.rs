@@ -11,7 +11,7 @@ use kstate_analyze::analyzers;
 use kstate_analyze::fxmap::FxMap;
 use kstate_format::sections::{self, ids};
 use kstate_format::stream::merge::{Event, IdFilter, Merger};
-use kstate_format::{ErrorKind, Field, FieldRef, Trace};
+use kstate_format::{Field, FieldRef, Trace};
 
 /// A `char[16]` task name, NUL-padded.
 pub type Comm = [u8; 16];
@@ -275,7 +275,7 @@ pub fn run_analyzer(
             }
             Ok(Some(o))
         }
-        Err(e) if !explicit && e.kind == ErrorKind::Unsupported => Ok(None),
+        Err(e) if !explicit && e.kind.is_not_applicable() => Ok(None),
         Err(e) => Err(e.into()),
     }
 }

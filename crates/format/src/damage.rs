@@ -4,6 +4,7 @@
 //! input was bad however much of it could be read.
 
 use crate::sections;
+use crate::stream::merge::{IdFilter, Merger};
 use crate::{Error, Trace};
 
 /// Adds `e` to `list` unless the same problem at the same place is there already
@@ -33,4 +34,38 @@ pub fn in_section(trace: &Trace, id: u16, e: Error) -> Error {
         format!("kstate {name} section (option {id:#x}){at}: {msg}"),
     )
     .in_file(&trace.path)
+}
+
+/// What is damaged in `trace`, read through once: the file's own damage and each CPU
+/// stream's (a page that does not decode, records whose id has no event format), each
+/// once. For commands that copy pages without decoding them (`convert`, `split`): what
+/// the input lacks, the copy lacks too, and they must say so.
+pub fn scan(trace: &Trace) -> Vec<Error> {
+    let mut damage = Vec::new();
+    for e in trace.damage() {
+        note(&mut damage, e);
+    }
+    let mut m = match Merger::new(trace, None, IdFilter::all()) {
+        Ok(m) => m,
+        Err(e) => {
+            note(&mut damage, &e);
+            return damage;
+        }
+    };
+    loop {
+        match m.next() {
+            Ok(Some(ev)) => {
+                let id = ev.id;
+                if trace.events.get(id).is_none() {
+                    m.count_no_format(id);
+                }
+            }
+            Ok(None) => break,
+            Err(e) => note(&mut damage, &e),
+        }
+    }
+    for e in m.no_format_errors() {
+        note(&mut damage, &e);
+    }
+    damage
 }

@@ -23,6 +23,32 @@ pub enum ErrorKind {
     /// The input the user named cannot be opened or read (missing, not permitted): bad
     /// input, like a corrupt file.
     Input,
+    /// An analysis does not apply to the trace: the events it reads are not in it (a
+    /// survey leaves it out; asked for by name, it is bad input). `preset` is the
+    /// `kstate record -e` preset that records them.
+    NotApplicable {
+        analyzer: &'static str,
+        preset: &'static str,
+    },
+    /// The call chains an analysis needs are not in the trace (`kstate record --stacks`):
+    /// it can still be run by another key.
+    MissingStacks,
+    /// A part of the file the events do not need was lost to damage, and the trace is
+    /// read without it.
+    LostSection(LostPart),
+}
+
+/// The part of a trace.dat lost to damage ([`ErrorKind::LostSection`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LostPart {
+    /// The ftrace formats section: needed only by records of ftrace's own events.
+    FtraceFormats,
+    Kallsyms,
+    PrintkFormats,
+    Cmdlines,
+    /// One event's format, which does not parse: its records are left out
+    /// ([`Error::event`] names it).
+    EventFormat,
 }
 
 impl ErrorKind {
@@ -31,6 +57,15 @@ impl ErrorKind {
     /// against 1).
     pub fn is_bad_input(self) -> bool {
         self != ErrorKind::Io
+    }
+
+    /// Whether the error says an analysis does not apply to the trace (its events or
+    /// call chains are not in it) rather than that something is wrong.
+    pub fn is_not_applicable(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::NotApplicable { .. } | ErrorKind::MissingStacks
+        )
     }
 }
 
@@ -43,6 +78,9 @@ pub struct Error {
     /// The CPU whose stream the problem is in, where it is in one: what a reader skips
     /// there is that CPU's events from the offset on.
     pub cpu: Option<u32>,
+    /// The event (`system:name`) the problem is about, where it is about one (a format
+    /// that does not parse): whoever needs that event names this as what hides it.
+    pub event: Option<String>,
     pub msg: String,
 }
 
@@ -55,6 +93,7 @@ impl Error {
             path: None,
             offset,
             cpu: None,
+            event: None,
             msg: msg.into(),
         }
     }

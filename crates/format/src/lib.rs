@@ -38,7 +38,7 @@ pub mod varint;
 pub mod writer;
 
 pub use bytes::Endian;
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, ErrorKind, LostPart, Result};
 pub use event_format::{EventFormat, Field, FieldKind, FormatAt};
 pub use events::{CpuEvents, Item};
 pub use layout::PageLayout;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, LostPart, Result};
 use crate::sniff::{self, Kind, HEAD};
 use crate::trace::{Trace, MAX_CPUS};
 
@@ -148,9 +148,6 @@ fn read_as(path: &Path, kind: Kind) -> Result<Trace> {
     }
 }
 
-/// How v7.rs records a damaged ftrace formats section that it read around.
-const LOST_FTRACE: &str = "lost the ftrace formats section (the events are read without it): ";
-
 /// A damaged ftrace formats section is lost like kallsyms when no record needs it (most
 /// recordings have no ftrace event: no function, print or bprint); when one does, its
 /// records could be read only as unknown events, so the file is refused, saying which
@@ -160,7 +157,7 @@ fn needs_no_lost_formats(trace: Trace) -> Result<Trace> {
     let Some(lost) = trace
         .lost_sections
         .iter()
-        .find(|e| e.msg.starts_with(LOST_FTRACE))
+        .find(|e| e.kind == ErrorKind::LostSection(LostPart::FtraceFormats))
     else {
         return Ok(trace);
     };
@@ -190,11 +187,13 @@ fn needs_no_lost_formats(trace: Trace) -> Result<Trace> {
         1 => " (and records of another event unknown without it)".to_string(),
         k => format!(" (and records of {k} other events unknown without it)"),
     };
+    // The lost section's problem, as v7.rs worded it after its own preamble.
+    let problem = lost.msg.split_once("): ").map_or(&*lost.msg, |(_, p)| p);
     let mut e = lost.clone();
+    e.kind = ErrorKind::Corrupt;
     e.msg = format!(
         "the ftrace formats section is damaged, and {n} records of event id {id}{others} \
-         need it (ftrace's own events, such as print or bprint, are described only there): {}",
-        &lost.msg[LOST_FTRACE.len()..]
+         need it (ftrace's own events, such as print or bprint, are described only there): {problem}"
     );
     Err(e)
 }

@@ -5,8 +5,9 @@
 //! "changes": [{"analyzer", "key", "metric", "unit", "a", "b", "ratio", "regressed"}],
 //! "analyzers": [{"analyzer", "by", "unit", "rows": [{"key", "a": NUMS | null,
 //! "b": NUMS | null, "ratio": {METRIC: x | null}, "diff": {METRIC: n | null}, "compared",
-//! "regressed"}]}], "unmatched": [{"analyzer", "why"}]}` with NUMS `{"count", "total",
-//! "avg", "p99"}` in the analyzer's `unit` (`ns`, `bytes`, ...; counts are plain).
+//! "regressed"}]}], "unmatched": [{"analyzer", "why"}], "damage": [...]}` with NUMS `{"count", "total",
+//! "avg", "p99"}` in the analyzer's `unit` (`ns`, `bytes`, ...; counts are plain), and
+//! "damage" what was skipped in A or B ([`crate::damage::json`]).
 
 use std::io::{self, Write};
 
@@ -120,7 +121,7 @@ fn json(c: &Comparison, w: &mut dyn Write) -> io::Result<()> {
             json_str(&u.why)
         )?;
     }
-    writeln!(w, "]}}")
+    writeln!(w, "],\"damage\":{}}}", crate::damage::json(&c.damage))
 }
 
 fn csv(c: &Comparison, w: &mut dyn Write) -> io::Result<()> {

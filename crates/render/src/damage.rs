@@ -33,6 +33,7 @@ fn kind(k: ErrorKind) -> &'static str {
         ErrorKind::BadMagic => "bad magic",
         ErrorKind::Unsupported => "unsupported",
         ErrorKind::Io => "io",
+        ErrorKind::LostSection(_) => "lost section",
         _ => "input",
     }
 }

@@ -319,7 +319,11 @@ fn recording_text(d: &Description, s: &mut String) {
                 fmt_secs(r.stop_ts)
             );
             if let Some(why) = &r.cut_short {
-                let _ = writeln!(s, "  CUT SHORT:   {} (nothing after it was recorded)", p(why));
+                let _ = writeln!(
+                    s,
+                    "  CUT SHORT:   {} (nothing after it was recorded)",
+                    p(why)
+                );
             }
             let _ = writeln!(s, "  buffer:      {} KiB per CPU", r.buffer_kib_per_cpu);
             let _ = writeln!(

@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kstate_format::sections::Recording;
-use kstate_format::ErrorKind;
 
 use crate::survey::{recording, stat_pass};
 use kstate_analyze::analyzer::{AnyPass, Config, Mode};
@@ -147,7 +146,7 @@ pub fn summarize(
                 passes.push((info, pass));
             }
             Ok(None) => {}
-            Err(e) if e.kind == ErrorKind::Unsupported && !explicit => {
+            Err(e) if e.kind.is_not_applicable() && !explicit => {
                 out.skipped.push((info.name.to_string(), e.msg));
             }
             Err(e) => return Err(e.into()),

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use kstate_format::{Error, ErrorKind, Trace};
+use kstate_format::{Error, Trace};
 
 use kstate_analyze::analyzer::{Config, LogRow, LogSink, Mode, Outcome};
 use kstate_analyze::analyzers;
@@ -152,7 +152,7 @@ pub fn top_locks(trace: &Trace, filters: &Filters) -> Result<TopLocks, Error> {
     let futex = match (info.run)(trace, &cfg, &mut sum) {
         Ok(o) => o,
         // No call chains: by lock alone.
-        Err(e) if e.kind == ErrorKind::Unsupported || e.msg.contains("--stacks") => {
+        Err(e) if e.kind.is_not_applicable() => {
             sum = Sum::default();
             let mut cfg = Config::new(Mode::Log);
             cfg.filters = filters.clone();

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use kstate_format::sections::{self, Recording, Snapshot};
-use kstate_format::{Error, ErrorKind, Trace};
+use kstate_format::{Error, Trace};
 
 use crate::findings::Finding;
 use crate::timeline::{Collector, TimeAxis};
@@ -200,7 +200,12 @@ pub struct Stats {
 /// The statistics passes of every analyzer of [`analyzers::ALL`].
 pub fn stats(trace: &Trace, tgids: &FxMap<i32, i32>) -> Stats {
     let mut damage = Vec::new();
-    let recording = section(trace, sections::ids::RECORDING, &mut damage, Recording::decode);
+    let recording = section(
+        trace,
+        sections::ids::RECORDING,
+        &mut damage,
+        Recording::decode,
+    );
     let ev = trace_events(trace, &mut damage);
     let mut stats = Vec::new();
     let mut skipped = Vec::new();
@@ -213,12 +218,12 @@ pub fn stats(trace: &Trace, tgids: &FxMap<i32, i32>) -> Stats {
                 stats.push((info, o))
             }
             Err(e) => {
-                if e.kind != ErrorKind::Unsupported {
+                if !e.kind.is_not_applicable() {
                     kstate_format::damage::note(&mut damage, &e);
                 }
                 skipped.push(Skipped {
                     info,
-                    why: if e.kind == ErrorKind::Unsupported {
+                    why: if e.kind.is_not_applicable() {
                         e.msg.clone()
                     } else {
                         e.to_string()
@@ -281,7 +286,8 @@ impl Stats {
                     match s {
                         Ok(s) => v.push(s),
                         Err(e) => {
-                            let e = kstate_format::damage::in_section(trace, sections::ids::SYSINFO, e);
+                            let e =
+                                kstate_format::damage::in_section(trace, sections::ids::SYSINFO, e);
                             kstate_format::damage::note(&mut damage, &e);
                             break;
                         }

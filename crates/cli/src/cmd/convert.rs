@@ -124,6 +124,6 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     // instance buffers are not: kstate reads the top-level buffer only).
     write_from_trace(&trace, &args.output, cfg, None)?;
     // The pages are copied as they are; what the input lacks, its copy lacks too.
-    let damage: Vec<_> = trace.damage().cloned().collect();
+    let damage = kstate_format::damage::scan(&trace);
     Ok(super::damage::finish(&damage))
 }

@@ -283,11 +283,17 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         } else {
             ev
         };
+        let id = ev.id;
         match step(&mut inputs[f], &ev, &args, several, &mut line) {
             Step::Next => {}
             Step::End => break,
             Step::Failed(e) => {
-                failure = Some(e);
+                // Named by the record's place, as every reader names it; where the file
+                // said already why (a format that does not parse), that is said instead.
+                let m = merge.file_mut(f);
+                m.count_no_format(id);
+                let placed = m.no_format_errors().into_iter().next().unwrap_or(e);
+                failure.get_or_insert(placed);
                 break;
             }
         }

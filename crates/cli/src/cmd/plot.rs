@@ -129,6 +129,12 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let axis = survey::axis_of(rec.as_ref(), &outs, None);
     let wl = survey::workload_of(trace, rec.as_ref());
     let a = survey::complete(trace, info, stat, tgids, axis, wl.clone());
+    // What the passes skipped as damaged, said after the chart of the rest.
+    let mut damage = Vec::new();
+    let passes = [&a.stat, &a.dist].into_iter().chain(stat2.as_ref());
+    for e in trace.damage().chain(passes.flat_map(|o| &o.errors)) {
+        kstate_format::damage::note(&mut damage, e);
+    }
     let svg = if args.stat {
         let mut a = a;
         if !args.key.is_empty() {
@@ -150,5 +156,5 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         svg::time_chart(&chart, args.size)
     };
     write_chart(&svg, &args.output)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(super::damage::finish(&damage))
 }

@@ -52,7 +52,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         let _ = writeln!(std::io::stdout(), "{}", out.display());
     }
     // The pages are copied as they are; what the input lacks, its copies lack too.
-    let damage: Vec<_> = trace.damage().cloned().collect();
+    let damage = kstate_format::damage::scan(&trace);
     Ok(super::damage::finish(&damage))
 }
 

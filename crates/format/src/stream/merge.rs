@@ -589,7 +589,13 @@ impl Merger {
             .iter()
             .filter_map(|s| {
                 let (path, place, id) = s.no_format.first.as_ref()?;
-                Some(no_format_error(path, s.cpu, s.no_format.records, *id, *place))
+                Some(no_format_error(
+                    path,
+                    s.cpu,
+                    s.no_format.records,
+                    *id,
+                    *place,
+                ))
             })
             .collect()
     }
@@ -979,7 +985,9 @@ impl CpuStream {
     /// page (or, for a direct stream, the head's record).
     fn count_no_format(&mut self, at: usize, id: u32) {
         match &self.direct {
-            Some(d) => self.no_format.note(d.path(), RecordPlace::At(self.head_at), id),
+            Some(d) => self
+                .no_format
+                .note(d.path(), RecordPlace::At(self.head_at), id),
             None => self.no_format.note_in_page(&*self.src, at, id),
         }
     }
@@ -1078,5 +1086,11 @@ impl FileMerge {
     /// The merge of file `i`, e.g. to name the record behind an error.
     pub fn file(&self, i: usize) -> &Merger {
         &self.files[i]
+    }
+
+    /// The merge of file `i`, to count the record it delivered last as damaged
+    /// ([`Merger::count_no_format`]).
+    pub fn file_mut(&mut self, i: usize) -> &mut Merger {
+        &mut self.files[i]
     }
 }

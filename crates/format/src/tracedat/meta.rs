@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::bytes::Endian;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, LostPart, Result};
 use crate::event_format::{EventFormat, FormatAt};
 use crate::layout::PageLayout;
 use crate::timeshift::TimeShift;
@@ -327,10 +327,7 @@ impl Meta {
             extra_options: self.extra_options,
             truncated: truncated.map(|e| e.in_file(path)),
             cut_short: None,
-            lost_sections: lost_sections
-                .into_iter()
-                .map(|e| e.in_file(path))
-                .collect(),
+            lost_sections: lost_sections.into_iter().map(|e| e.in_file(path)).collect(),
             spool: None,
             perf: None,
         }
@@ -340,18 +337,18 @@ impl Meta {
 /// The damage of an event format that does not parse (`e`; a damaged offset or size, a
 /// line cut short), found at `at`: its events are left out.
 fn unparsed_format(text: &[u8], system: &str, at: Option<FormatAt>, e: Error) -> Error {
-    let shown = std::str::from_utf8(text).ok().and_then(|t| {
-        let line = |key: &str| {
-            t.lines()
-                .find_map(|l| l.trim().strip_prefix(key).map(str::trim))
-                .filter(|v| !v.is_empty())
-        };
-        Some(match line("ID:") {
-            Some(id) => format!("{system}:{} (id {id})", line("name:")?),
-            None => format!("{system}:{}", line("name:")?),
-        })
-    });
-    let what = shown.unwrap_or_else(|| format!("an event of system {system}"));
+    let line = |key: &str| {
+        let t = std::str::from_utf8(text).ok()?;
+        t.lines()
+            .find_map(|l| l.trim().strip_prefix(key).map(str::trim))
+            .filter(|v| !v.is_empty())
+    };
+    let event = line("name:").map(|name| format!("{system}:{name}"));
+    let what = match (&event, line("ID:")) {
+        (Some(ev), Some(id)) => format!("{ev} (id {id})"),
+        (Some(ev), None) => ev.clone(),
+        (None, _) => format!("an event of system {system}"),
+    };
     let problem = e.msg.strip_prefix("event format: ").unwrap_or(&e.msg);
     let within = e.offset.unwrap_or(0);
     let (offset, place) = match at {
@@ -365,11 +362,13 @@ fn unparsed_format(text: &[u8], system: &str, at: Option<FormatAt>, e: Error) ->
         ),
         None => (None, String::new()),
     };
-    Error::new(
-        e.kind,
+    let mut lost = Error::new(
+        ErrorKind::LostSection(LostPart::EventFormat),
         offset,
         format!("the event format of {what} does not parse, and its events are left out: {problem}{place}"),
-    )
+    );
+    lost.event = event;
+    lost
 }
 
 fn expect_tag(inp: &mut impl Input, tag: &[u8]) -> Result<()> {

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use kstate_analyze::analyzer::{sort_rows, Config, Mode, NoLog, Outcome};
 use kstate_analyze::analyzers;
 use kstate_analyze::filter::{fmt_dur, Filters};
-use kstate_format::{ErrorKind, Trace};
+use kstate_format::Trace;
 use kstate_render::scale::RunTable;
 use kstate_views::profile;
 
@@ -196,7 +196,7 @@ fn analyzer_table(
     let o: Outcome = match (info.run)(trace, &cfg, &mut NoLog) {
         Ok(o) => o,
         // The recording enabled the events: none of them in the file means none fired.
-        Err(e) if e.kind == ErrorKind::Unsupported => return t,
+        Err(e) if e.kind.is_not_applicable() => return t,
         Err(e) => {
             t.empty = format!("{name} failed: {e}");
             return t;
