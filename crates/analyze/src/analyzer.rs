@@ -917,7 +917,6 @@ fn missing_events(trace: &Trace, info: Info, what: &str) -> Error {
     };
     let kind = ErrorKind::NotApplicable {
         analyzer: info.name,
-        preset: info.preset,
     };
     Error::new(kind, None, msg).in_file(&trace.path)
 }

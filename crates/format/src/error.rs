@@ -24,12 +24,9 @@ pub enum ErrorKind {
     /// input, like a corrupt file.
     Input,
     /// An analysis does not apply to the trace: the events it reads are not in it (a
-    /// survey leaves it out; asked for by name, it is bad input). `preset` is the
-    /// `kstate record -e` preset that records them.
-    NotApplicable {
-        analyzer: &'static str,
-        preset: &'static str,
-    },
+    /// survey leaves it out; asked for by name, it is bad input). The message says how
+    /// to record them. (One name only: every reader's error stays small.)
+    NotApplicable { analyzer: &'static str },
     /// The call chains an analysis needs are not in the trace (`kstate record --stacks`):
     /// it can still be run by another key.
     MissingStacks,
@@ -80,7 +77,7 @@ pub struct Error {
     pub cpu: Option<u32>,
     /// The event (`system:name`) the problem is about, where it is about one (a format
     /// that does not parse): whoever needs that event names this as what hides it.
-    pub event: Option<String>,
+    pub event: Option<Box<str>>,
     pub msg: String,
 }
 

@@ -211,7 +211,7 @@ pub fn json(d: &Description) -> serde_json::Value {
     o.insert("input".into(), input.unwrap_or(json!(null)));
     if let Some(r) = &sec.recording {
         let v = r.as_ref().map(|r| {
-            json!({
+            let mut v = json!({
                 "tool": r.tool, "command": r.command, "workload": r.workload,
                 "hostname": r.hostname, "clock": r.clock,
                 "wall_offset_ns": r.wall_offset_ns,
@@ -221,8 +221,12 @@ pub fn json(d: &Description) -> serde_json::Value {
                 "filters": r.filters, "pids": r.pids,
                 "sysinfo_interval_ms": r.sysinfo_interval_ms,
                 "workload_pid": r.workload_pid,
-                "cut_short": r.cut_short,
-            })
+            });
+            // Only a recording cut short has the member, so that others read as before.
+            if let (Some(why), Some(o)) = (&r.cut_short, v.as_object_mut()) {
+                o.insert("cut_short".into(), json!(why));
+            }
+            v
         });
         o.insert("recording".into(), json!(v));
     }

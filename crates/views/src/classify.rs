@@ -230,7 +230,6 @@ fn no_switches(trace: &Trace) -> Error {
         .or_else(|| trace.damage().next());
     let kind = ErrorKind::NotApplicable {
         analyzer: "classify",
-        preset: "perf",
     };
     let msg = match damage {
         Some(e) => format!(

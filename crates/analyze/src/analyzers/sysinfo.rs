@@ -59,7 +59,6 @@ fn run(trace: &Trace, cfg: &Config, log: &mut dyn LogSink) -> Result<Outcome, Er
     let Some(data) = trace.extra(ids::SYSINFO) else {
         let kind = ErrorKind::NotApplicable {
             analyzer: INFO.name,
-            preset: INFO.preset,
         };
         return Err(Error::new(
             kind,

@@ -367,7 +367,7 @@ fn unparsed_format(text: &[u8], system: &str, at: Option<FormatAt>, e: Error) ->
         offset,
         format!("the event format of {what} does not parse, and its events are left out: {problem}{place}"),
     );
-    lost.event = event;
+    lost.event = event.map(String::into_boxed_str);
     lost
 }
 
