@@ -22,8 +22,10 @@ use std::sync::Arc;
 
 use kstate_format::{Lost, PageSource, Trace};
 
-use crate::analyzer::{AnyPass, Config, Info, Outcome};
+use crate::analyzer::{AnyPass, Outcome};
 use crate::error::Error;
+use crate::fxmap::FxMap;
+use crate::Query;
 use kstate_format::stream::merge::{IdFilter, Merger};
 
 /// Pages of one CPU in a file that grows while it is read: whole pages up to the length
@@ -41,6 +43,14 @@ pub struct GrowingPages {
     /// Offset (after `base`) of `buf[0]`.
     buf_off: u64,
     started: bool,
+    /// Bytes of the file (from its start) read into memory so far: a watcher that alone
+    /// reads the file may give back the space before it.
+    read: Arc<AtomicU64>,
+    /// The most written and not yet read this keeps: an analysis that cannot keep up
+    /// skips the oldest unread pages past it (counted in `skipped`), so that what waits
+    /// for it stays bounded. None: it waits for everything (the file is kept anyway).
+    backlog_max: Option<u64>,
+    skipped: Arc<AtomicU64>,
 }
 
 /// Read-ahead: enough pages per read that a storm costs few system calls.
@@ -66,7 +76,27 @@ impl GrowingPages {
             filled: 0,
             buf_off: 0,
             started: false,
+            read: Arc::new(AtomicU64::new(base)),
+            backlog_max: None,
+            skipped: Arc::new(AtomicU64::new(0)),
         })
+    }
+
+    /// Bounds what waits unread (see `backlog_max`): at most `bytes` (whole pages, at
+    /// least one).
+    pub fn with_backlog_limit(mut self, bytes: u64) -> GrowingPages {
+        self.backlog_max = Some(bytes.max(self.page_size as u64));
+        self
+    }
+
+    /// Bytes of pages skipped unread so far (see [`GrowingPages::with_backlog_limit`]).
+    pub fn skipped_handle(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.skipped)
+    }
+
+    /// How far the file has been read (see `read`), as it grows.
+    pub fn read_handle(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.read)
     }
 }
 
@@ -83,8 +113,18 @@ impl PageSource for GrowingPages {
             return Ok(true);
         }
         // Read the next window of whole pages, as far as they are written.
-        let from = self.buf_off + next as u64;
+        let mut from = self.buf_off + next as u64;
         let written = self.limit.load(Ordering::Acquire);
+        if let Some(max) = self.backlog_max {
+            let behind = written.saturating_sub(from);
+            if behind > max {
+                // Half the bound left to read: skipping is rare, not every window.
+                let ps = self.page_size as u64;
+                let to = written.saturating_sub(max / 2) / ps * ps;
+                self.skipped.fetch_add(to - from, Ordering::Relaxed);
+                from = to;
+            }
+        }
         let pages = (written.saturating_sub(from) as usize / self.page_size)
             .min((WINDOW / self.page_size).max(1));
         if pages == 0 {
@@ -99,6 +139,8 @@ impl PageSource for GrowingPages {
         self.filled = len;
         self.at = 0;
         self.started = true;
+        self.read
+            .store(self.base + from + len as u64, Ordering::Release);
         Ok(true)
     }
     fn page(&self) -> &[u8] {
@@ -136,6 +178,9 @@ pub struct Interval {
     /// One per analyzer, in the order they were asked for.
     pub outcomes: Vec<Outcome>,
     pub cpus: Vec<CpuActivity>,
+    /// The last interval, cut short by the end of the recording: shorter than the
+    /// others (never empty: it ends where the recording stopped).
+    pub partial: bool,
 }
 
 /// Analyzers running over growing per-CPU page streams, reporting per interval.
@@ -169,7 +214,7 @@ impl Live {
     pub fn new(
         mut trace: Trace,
         sources: Vec<(u32, Box<dyn PageSource>)>,
-        analyzers: &[(&'static Info, Config)],
+        analyzers: &[Query],
         start: u64,
         interval: u64,
     ) -> Result<Live, Error> {
@@ -178,14 +223,8 @@ impl Live {
         trace.cpu_count = trace.cpu_count.max(cpus);
         let mut passes = Vec::new();
         let mut route: Vec<Vec<u16>> = vec![Vec::new(); trace.events.id_limit()];
-        for (i, (info, cfg)) in analyzers.iter().enumerate() {
-            let Some(live) = info.live else {
-                return Err(Error::Query(format!(
-                    "analyzer {} reads no events and cannot run live",
-                    info.name
-                )));
-            };
-            let (pass, ids) = live(&trace, cfg)?;
+        for (i, query) in analyzers.iter().enumerate() {
+            let (pass, ids) = Live::pass(&trace, query)?;
             for id in ids {
                 if let Some(r) = route.get_mut(id as usize) {
                     r.push(i as u16);
@@ -208,6 +247,25 @@ impl Live {
                 closed: Vec::new(),
             },
         })
+    }
+
+    /// `query`'s pass over a recording being made (`trace`: its metadata), and the event
+    /// ids it reads; an error where the analyzer reads no events or `trace` lacks them.
+    fn pass(trace: &Trace, query: &Query) -> Result<(Box<dyn AnyPass>, Vec<u32>), Error> {
+        query.check()?;
+        let Some(live) = query.analyzer.live else {
+            return Err(Error::Query(format!(
+                "analyzer {} reads no events and cannot run live",
+                query.analyzer.name
+            )));
+        };
+        Ok(live(trace, &query.config(&FxMap::default()))?)
+    }
+
+    /// Whether `query` can run live on a recording whose metadata `trace` holds (its
+    /// analyzer reads events, and `trace` has them).
+    pub fn applies(trace: &Trace, query: &Query) -> bool {
+        Live::pass(trace, query).is_ok()
     }
 
     /// The recording's metadata.
@@ -261,9 +319,12 @@ impl Live {
         Ok(std::mem::take(&mut self.iv.closed))
     }
 
-    /// The recording has ended and every page is in: analyses the rest and returns the
-    /// intervals left, the last one cut short where the events end.
-    pub fn finish(mut self) -> Result<Vec<Interval>, Error> {
+    /// The recording has ended (at `stop`, ns on the trace clock; 0 where unknown) and
+    /// every page is in: analyses the rest and returns the intervals left, the last one
+    /// cut short where the recording stopped (or its events end, if later), marked
+    /// [`Interval::partial`] and never of zero length, so that rates divide by the time
+    /// it really covers.
+    pub fn finish(mut self, stop: u64) -> Result<Vec<Interval>, Error> {
         if let Err(e) = self.merger.end_live() {
             self.iv.damaged(e);
         }
@@ -272,10 +333,10 @@ impl Live {
             last = Some(ts);
         }
         let iv = &mut self.iv;
-        let end = match last {
-            Some(ts) => ts.saturating_add(1).max(iv.start),
-            None => iv.start,
-        };
+        let end = last
+            .map_or(0, |ts| ts.saturating_add(1))
+            .max(stop)
+            .max(iv.start.saturating_add(1));
         let span = (iv.start, end);
         let cpus = iv.take_cpus();
         let mut done = std::mem::take(&mut iv.closed);
@@ -293,6 +354,7 @@ impl Live {
             end: span.1,
             outcomes,
             cpus,
+            partial: true,
         });
         Ok(done)
     }
@@ -378,6 +440,7 @@ impl Intervals {
             end: span.1,
             outcomes,
             cpus,
+            partial: false,
         });
         self.start = span.1;
     }

@@ -43,7 +43,7 @@ enum Msg {
 
 /// Runs analyzer `A` with `cfg.threads` decoder threads feeding one pass; the results
 /// are those of [`drive`], which runs instead where the trace cannot be cut.
-pub fn drive_piped<A: Analyzer>(
+pub(crate) fn drive_piped<A: Analyzer>(
     trace: &Trace,
     cfg: &Config,
     log: &mut dyn LogSink,

@@ -39,7 +39,7 @@ use kstate_format::stream::merge::{Event, IdFilter, Merger};
 use kstate_format::stream::slice_plan::{Plan, Size};
 
 /// An analyzer whose pass can be cut into time slices.
-pub trait Sliced: Analyzer + Send {
+pub(crate) trait Sliced: Analyzer + Send {
     /// Whether this binding (its keying) can be sliced.
     fn sliceable(&self) -> bool {
         true
@@ -68,7 +68,7 @@ const SLICES_PER_THREAD: usize = 4;
 /// Runs analyzer `A` over `trace` on `cfg.threads` threads where its results stay those
 /// of one pass ([`drive`]); otherwise, or if a slice meets what slicing cannot join
 /// exactly, runs the one pass.
-pub fn drive_sliced<A: Sliced>(
+pub(crate) fn drive_sliced<A: Sliced>(
     trace: &Trace,
     cfg: &Config,
     log: &mut dyn LogSink,

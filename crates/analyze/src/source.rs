@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use kstate_format::Trace;
 
-use crate::analyzer::{sort_rows, Config, LogSink, Mode, NoLog, Outcome};
+use crate::analyzer::{sort_rows, AnyPass, Config, LogSink, Mode, NoLog, Outcome};
 use crate::error::Error;
 use crate::filter::Filters;
 use crate::fxmap::FxMap;
@@ -36,17 +36,22 @@ impl Source {
 
     /// A trace opened elsewhere; `label` names it in results (usually its path).
     pub fn new(trace: Trace, label: String) -> Source {
-        // A Parquet directory's trace path is its host directory, where convert put them.
-        let tgids = if trace.path.is_dir() {
-            saved_tgids(&trace.path)
-        } else {
-            FxMap::default()
-        };
+        let tgids = Source::saved_tgids(&trace);
         Source {
             trace,
             label,
             tgids,
             pages: None,
+        }
+    }
+
+    /// Thread id -> thread-group id that a raw capture saved beside its pages (empty for
+    /// other files). A Parquet directory's trace path is its host directory, where
+    /// convert put them.
+    pub fn saved_tgids(trace: &Trace) -> FxMap<i32, i32> {
+        match trace.path.is_dir() {
+            true => saved_tgids(&trace.path),
+            false => FxMap::default(),
         }
     }
 
@@ -126,6 +131,17 @@ impl Source {
         Ok(())
     }
 
+    /// A pass of `query`'s analyzer that the caller feeds from its own time-ordered merge
+    /// (several analyzers over one read of the file), with the event ids it wants.
+    pub fn start(&self, query: &Query) -> Result<(Box<dyn AnyPass>, Vec<u32>), Error> {
+        query.check()?;
+        let live = query
+            .analyzer
+            .live
+            .ok_or_else(|| Error::Query(format!("{} cannot share a pass", query.analyzer.name)))?;
+        Ok(live(&self.trace, &query.config(&self.tgids))?)
+    }
+
     /// [`Source::run`] for a statistics or distribution query, which streams no rows.
     pub fn aggregate(&self, query: &Query) -> Result<Outcome, Error> {
         self.run(query, &mut NoLog)
@@ -160,7 +176,12 @@ impl Query {
                 names.join(", ")
             ))
         })?;
-        Ok(Query {
+        Ok(Query::of(analyzer))
+    }
+
+    /// A statistics query to `analyzer`.
+    pub fn of(analyzer: &'static Info) -> Query {
+        Query {
             analyzer,
             by: None,
             mode: Mode::Stat,
@@ -169,7 +190,25 @@ impl Query {
             sort: None,
             top: None,
             threads: 1,
-        })
+        }
+    }
+
+    /// The query in `mode`.
+    pub fn mode(mut self, mode: Mode) -> Query {
+        self.mode = mode;
+        self
+    }
+
+    /// The query keyed by `by` (one of the analyzer's keyings; `None` for its default).
+    pub fn keyed(mut self, by: Option<&str>) -> Query {
+        self.by = by.map(str::to_string);
+        self
+    }
+
+    /// The query restricted by `filters`.
+    pub fn filters(mut self, filters: Filters) -> Query {
+        self.filters = filters;
+        self
     }
 
     /// The combinations no analyzer can answer, refused before any event is read.
@@ -193,7 +232,7 @@ impl Query {
         self.by.as_deref().unwrap_or(self.analyzer.by[0].0)
     }
 
-    fn config(&self, tgids: &FxMap<i32, i32>) -> Config {
+    pub(crate) fn config(&self, tgids: &FxMap<i32, i32>) -> Config {
         let mut cfg = Config::new(self.mode);
         cfg.by = self.by.clone();
         cfg.filters = self.filters.clone();

@@ -6,9 +6,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use kstate_analyze::analyzer::{Config, LogRow, LogSink, Mode};
+use kstate_analyze::analyzer::{LogRow, LogSink, Mode};
 use kstate_analyze::live::{GrowingPages, Interval, Live};
-use kstate_analyze::{analyzers, Query, Source};
+use kstate_analyze::{Query, Source};
 use kstate_format::page::read_header;
 use kstate_format::{DataLoc, PageSource, Trace};
 
@@ -69,11 +69,7 @@ fn run_live(path: &Path, interval: u64) -> (Vec<Interval>, u64) {
         .unwrap();
     let queries: Vec<_> = ANALYZERS
         .iter()
-        .map(|(a, by)| {
-            let mut cfg = Config::new(Mode::Stat);
-            cfg.by = Some(by.to_string());
-            (analyzers::find(a).unwrap(), cfg)
-        })
+        .map(|(a, by)| Query::new(a).unwrap().keyed(Some(by)))
         .collect();
     let mut live = Live::new(trace.clone(), sources, &queries, start, interval).unwrap();
     let mut out = Vec::new();
@@ -95,7 +91,7 @@ fn run_live(path: &Path, interval: u64) -> (Vec<Interval>, u64) {
             out.extend(live.advance(h).unwrap());
         }
     }
-    out.extend(live.finish().unwrap());
+    out.extend(live.finish(0).unwrap());
     (out, start)
 }
 

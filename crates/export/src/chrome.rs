@@ -20,6 +20,7 @@ use std::path::Path;
 
 use crate::error::Error;
 use kstate_analyze::analyzer::{Info, Kind, LogRow, LogSink, Unit};
+use kstate_analyze::Source;
 use kstate_format::output::NewFile;
 use kstate_format::stream::merge::{IdFilter, Merger};
 use kstate_format::value::write_json_str;
@@ -87,7 +88,8 @@ pub struct Summary {
     pub damage: Vec<kstate_format::Error>,
 }
 
-pub fn write(trace: &Trace, out: &Path, names: &[String]) -> Result<Summary, Error> {
+pub fn write(source: &Source, out: &Path, names: &[String]) -> Result<Summary, Error> {
+    let trace = source.trace();
     let (selected, explicit) = common::select(names)?;
     let f = NewFile::create(out).map_err(|e| Error::write(out, e))?;
     let mut j = Json {
@@ -117,7 +119,7 @@ pub fn write(trace: &Trace, out: &Path, names: &[String]) -> Result<Summary, Err
             counters: Default::default(),
             rows: 0,
         };
-        match common::run_analyzer(trace, info, explicit, &mut sink, &mut sum.damage)? {
+        match common::run_analyzer(source, info, explicit, &mut sink, &mut sum.damage)? {
             Some(_) => {
                 let tracks = sink.tids.len() + sink.counters.len();
                 sum.analyzers.push((info.name, sink.rows, tracks));

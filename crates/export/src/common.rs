@@ -3,12 +3,12 @@
 //! out on tracks where no two slices overlap.
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use crate::error::Error;
-use kstate_analyze::analyzer::{Config, Info, LogSink, Mode, Outcome};
+use kstate_analyze::analyzer::{Info, LogSink, Mode, Outcome};
 use kstate_analyze::analyzers;
 use kstate_analyze::fxmap::FxMap;
+use kstate_analyze::{Query, Source};
 use kstate_format::sections::{self, ids};
 use kstate_format::stream::merge::{Event, IdFilter, Merger};
 use kstate_format::{Field, FieldRef, Trace};
@@ -232,50 +232,23 @@ pub fn select(names: &[String]) -> Result<(Vec<&'static Info>, bool), Error> {
     Ok((v, true))
 }
 
-/// tid -> tgid from a raw capture's saved_tgids, as `kstate analyze` reads it.
-fn saved_tgids(path: &Path) -> FxMap<i32, i32> {
-    let mut m = FxMap::default();
-    if let Ok(text) = std::fs::read_to_string(path.join("saved_tgids")) {
-        for line in text.lines() {
-            let mut w = line.split_whitespace();
-            if let (Some(Ok(t)), Some(Ok(g))) = (w.next().map(str::parse), w.next().map(str::parse))
-            {
-                if g != 0 {
-                    m.insert(t, g);
-                }
-            }
-        }
-    }
-    m
-}
-
-/// The configuration `kstate analyze NAME --log FILE` uses.
-pub fn log_config(trace: &Trace) -> Config {
-    let mut cfg = Config::new(Mode::Log);
-    if trace.path.is_dir() {
-        cfg.tgids = saved_tgids(&trace.path);
-    }
-    cfg
-}
-
 /// Runs one analyzer with its `--log` rows going to `sink`. `Ok(None)` when the trace
 /// lacks its events and it was not asked for by name.
 pub fn run_analyzer(
-    trace: &Trace,
-    info: &Info,
+    source: &Source,
+    info: &'static Info,
     explicit: bool,
     sink: &mut dyn LogSink,
     damage: &mut Vec<kstate_format::Error>,
 ) -> Result<Option<Outcome>, Error> {
-    let cfg = log_config(trace);
-    match (info.run)(trace, &cfg, sink) {
+    match source.run(&Query::of(info).mode(Mode::Log), sink) {
         Ok(o) => {
             for e in &o.errors {
                 kstate_format::damage::note(damage, e);
             }
             Ok(Some(o))
         }
-        Err(e) if !explicit && e.kind.is_not_applicable() => Ok(None),
+        Err(e) if !explicit && e.not_applicable().is_some() => Ok(None),
         Err(e) => Err(e.into()),
     }
 }
@@ -283,7 +256,7 @@ pub fn run_analyzer(
 /// Thread groups as far as the trace tells them (kstate's process table, a raw capture's
 /// saved_tgids), and task names (saved comms), for viewers' thread names.
 pub fn tasks(trace: &Trace) -> (FxMap<i32, i32>, HashMap<i32, String>) {
-    let mut tgids = log_config(trace).tgids;
+    let mut tgids = Source::saved_tgids(trace);
     if let Some(b) = trace.extra(ids::PROCESSES) {
         if let Ok(ps) = sections::decode_processes(b) {
             for p in ps {

@@ -59,6 +59,16 @@ impl std::error::Error for Error {
     }
 }
 
+/// The engine's errors: the trace unreadable as the reader said, or a question refused.
+impl From<kstate_analyze::Error> for Error {
+    fn from(e: kstate_analyze::Error) -> Error {
+        match e {
+            kstate_analyze::Error::Trace(e) => Error::Read(e),
+            e => Error::Unsupported(e.to_string()),
+        }
+    }
+}
+
 impl From<kstate_format::Error> for Error {
     fn from(e: kstate_format::Error) -> Error {
         Error::Read(e)

@@ -63,6 +63,17 @@ impl From<kstate_format::Error> for Error {
     }
 }
 
+/// An unreadable trace as the reader said; a question the engine refused is the
+/// arguments' fault.
+impl From<kstate_analyze::Error> for Error {
+    fn from(e: kstate_analyze::Error) -> Error {
+        match e {
+            kstate_analyze::Error::Trace(e) => Error::Trace(e),
+            e => Error::Usage(e.to_string()),
+        }
+    }
+}
+
 /// A chart in a format this build cannot write is the arguments' fault; the rasterizer or
 /// the file system failing is the system's.
 impl From<kstate_render::error::Error> for Error {

@@ -277,7 +277,7 @@ fn unknown(spec: &str, available: &BTreeSet<(String, String)>) -> Error {
 }
 
 /// Levenshtein distance, for suggestions.
-fn distance(a: &str, b: &str) -> usize {
+pub fn distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut row: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {

@@ -1,11 +1,13 @@
-//! The flight recorder of `kstate watch --keep`: only the last N seconds of pages stay on
-//! disk, and a window around a moment (an alarm) can be written out as a normal trace.dat.
+//! The flight recorder of `kstate watch --keep`: only the last N seconds (or bytes) of
+//! pages are kept, and a window around a moment (an alarm) can be written out as a normal
+//! trace.dat.
 //!
 //! The capture's page files keep growing in length (the live analysis reads them by
 //! offset), but pages older than the window are punched out of them
-//! (`FALLOC_FL_PUNCH_HOLE`), which gives their disk space back: disk use stays within the
-//! window's worth of pages. Each page's place and first timestamp are indexed as the
-//! readers write them.
+//! (`FALLOC_FL_PUNCH_HOLE`), which gives their space back: the pages kept stay within the
+//! window's worth. The files are in memory (`reader::Store::Memory`: nothing is written
+//! to disk until a save) or, for windows larger than memory, on disk. Each page's place
+//! and first timestamp are indexed as the readers write them.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -21,7 +23,8 @@ use crate::watch::Ongoing;
 
 pub struct Flight {
     keep_ns: u64,
-    /// `--keep SIZE`: the pages on disk, every CPU's together, never take more bytes.
+    /// `--keep SIZE` (or the memory a time window may take): the pages kept, every CPU's
+    /// together, take no more bytes, except those a save to come holds (up to twice).
     keep_bytes: Option<u64>,
     layout: PageLayout,
     cpus: Vec<CpuPages>,
@@ -32,7 +35,6 @@ pub struct Flight {
 
 struct CpuPages {
     cpu: u32,
-    path: PathBuf,
     file: File,
     /// Bytes indexed so far.
     indexed: u64,
@@ -91,7 +93,6 @@ impl Flight {
                     .map_err(|e| Error::io("opening", &c.path, e))?;
                 Ok(CpuPages {
                     cpu: c.cpu,
-                    path: c.path.clone(),
                     file,
                     indexed: 0,
                     pages: VecDeque::new(),
@@ -109,10 +110,11 @@ impl Flight {
         })
     }
 
-    /// Bounds the pages on disk in bytes (`--keep 50M`) rather than in time: the oldest
-    /// pages of any CPU go first, whatever a save to come wanted (it says what it lost).
+    /// Bounds the pages kept in bytes too (`--keep 50M`, or the memory a time window may
+    /// take): the oldest pages of any CPU go first, except those a save to come holds,
+    /// which stay until the pages kept reach twice the bound (a save that lost its start
+    /// says so).
     pub fn bounded_by_bytes(mut self, bytes: u64) -> Flight {
-        self.keep_ns = u64::MAX;
         self.keep_bytes = Some(bytes);
         self
     }
@@ -122,13 +124,23 @@ impl Flight {
         self.cpus.iter().map(|c| c.indexed - c.punched).sum()
     }
 
-    /// Indexes the pages written since the last call, and gives back the disk space of
-    /// pages older than the window before `horizon` and before `hold` (a save to come).
-    pub fn update(&mut self, ongoing: &Ongoing, horizon: u64, hold: Option<u64>) {
+    /// Indexes the pages written since the last call, and gives back the space of pages
+    /// older than the window before `horizon` and before `hold` (a save to come). Pages
+    /// from `unread` on (the live analysis has yet to read them, in the same files) are
+    /// never given back: what waits for the analysis is bounded by the analysis.
+    pub fn update(
+        &mut self,
+        ongoing: &Ongoing,
+        horizon: u64,
+        hold: Option<u64>,
+        unread: Option<u64>,
+    ) {
         let ps = self.layout.page_size as u64;
+        let unread = unread.unwrap_or(u64::MAX);
         let keep_from = horizon
             .saturating_sub(self.keep_ns)
-            .min(hold.unwrap_or(u64::MAX));
+            .min(hold.unwrap_or(u64::MAX))
+            .min(unread);
         let mut head = vec![0u8; self.layout.data_offset];
         for (c, o) in self.cpus.iter_mut().zip(&ongoing.cpus) {
             let written = o.tap.written();
@@ -161,7 +173,9 @@ impl Flight {
         // span the whole burst of another CPU: choosing by start gave back the page that
         // held an alarm's call). Pages are counted once indexed (whole pages), so a
         // partly written one beyond them is at most a page per CPU more on disk.
+        let hold = hold.unwrap_or(u64::MAX);
         while self.kept_bytes() > bound {
+            let over_twice = self.kept_bytes() > bound.saturating_mul(2);
             let Some(c) = self
                 .cpus
                 .iter_mut()
@@ -170,6 +184,12 @@ impl Flight {
             else {
                 break;
             };
+            // A save to come holds its pages (up to twice the bound), the analysis those
+            // it has yet to read.
+            let next = c.pages.get(1).map_or(u64::MAX, |p| p.1);
+            if next >= unread || (next >= hold && !over_twice) {
+                break;
+            }
             if !c.drop_first(ps, &mut self.dropped_pages, &mut self.dropped_bytes) {
                 break;
             }
@@ -190,6 +210,7 @@ impl Flight {
     /// Writes the pages covering [from, to] (ns on the trace clock) of every CPU as a
     /// trace.dat at `out`, with the capture's metadata and kstate `sections` (id,
     /// payload). The file appears whole or not at all.
+    /// `comms` (pid -> name) adds to the names the capture had at its start.
     pub fn save(
         &self,
         capture: &Path,
@@ -197,9 +218,14 @@ impl Flight {
         to: u64,
         out: &Path,
         sections: Vec<(u16, Vec<u8>)>,
+        comms: &[(i32, String)],
     ) -> Result<()> {
         let mut trace = Trace::open(capture)?;
         trace.extra_options.extend(sections);
+        trace.comms.extend(comms.iter().cloned());
+        // Pages in memory are not in the capture's directory, which then counts none.
+        let cpus = self.cpus.iter().map(|c| c.cpu + 1).max().unwrap_or(0);
+        trace.cpu_count = trace.cpu_count.max(cpus);
         let ps = self.layout.page_size as u64;
         trace.cpu_data.clear();
         for c in &self.cpus {
@@ -218,7 +244,9 @@ impl Flight {
                 cpu: c.cpu,
                 file_bytes: size,
                 loc: DataLoc::Plain {
-                    path: c.path.clone(),
+                    // Through our own descriptor: the reader's (a memory file's only
+                    // name) is closed once the recording has stopped.
+                    path: PathBuf::from(format!("/proc/self/fd/{}", c.file.as_raw_fd())),
                     offset,
                     size,
                 },

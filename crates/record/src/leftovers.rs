@@ -20,7 +20,7 @@ pub struct Leftover {
 
 /// Whether `pid` is a running kstate (a recycled pid running something else is not, nor
 /// a killed one not yet reaped).
-fn recorder_alive(pid: i32) -> bool {
+pub fn recorder_alive(pid: i32) -> bool {
     let kstate =
         std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "kstate");
     let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {

@@ -35,6 +35,7 @@ pub mod watch;
 pub mod workload;
 
 pub use error::{Error, Result};
+pub use reader::Store;
 pub use session::{
     default_subbuf_kib, record, record_watched, CpuSummary, Options, SampleSummary, Summary,
     DEFAULT_BUFFER_KIB,

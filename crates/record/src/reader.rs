@@ -108,6 +108,22 @@ pub struct CpuOutcome {
 pub struct CpuReader {
     handle: JoinHandle<CpuOutcome>,
     tap: Arc<Tap>,
+    /// Where its pages go (a memory file's `/proc/self/fd/N`).
+    path: PathBuf,
+}
+
+/// Where a reader puts the pages it moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Store {
+    /// A scratch file on disk (`scratch_file`), for the trace.dat at the end.
+    Disk,
+    /// A file in memory, read back and given back by a watcher (see
+    /// [`ScratchFile::in_memory`]).
+    Memory,
+    /// A file in memory whose pages are given back as soon as they are written: pages
+    /// nobody reads (a watch's completions beside a pid filter, when no trace.dat is
+    /// written).
+    Discard,
 }
 
 /// What a watcher of the recording (`kstate watch`) sees of one reader: how far its
@@ -198,11 +214,18 @@ impl CpuReader {
         pipe_raw: &Path,
         scratch: &Path,
         page_size: usize,
+        store: Store,
         ctl: Arc<Control>,
     ) -> Result<CpuReader> {
         let src = open_nonblock(pipe_raw)?;
-        let dst = ScratchFile::create(scratch, page_size)?;
-        let scratch = scratch.to_path_buf();
+        let dst = match store {
+            Store::Disk => ScratchFile::create(scratch, page_size)?,
+            Store::Memory | Store::Discard => {
+                ScratchFile::in_memory(&format!("cpu{cpu}"), page_size)?
+            }
+        };
+        let scratch = dst.path().to_path_buf();
+        let path = scratch.clone();
         let tap = Arc::new(Tap::new()?);
         let reader_tap = Arc::clone(&tap);
         let handle = std::thread::Builder::new()
@@ -217,6 +240,7 @@ impl CpuReader {
                     splice_ok: true,
                     tap: reader_tap,
                     carried: 0,
+                    discard: store == Store::Discard,
                 };
                 if let Err(e) = r.run(&ctl) {
                     ctl.fail(e);
@@ -229,7 +253,12 @@ impl CpuReader {
                 }
             })
             .map_err(|e| Error::new(format!("starting the CPU {cpu} reader thread: {e}")))?;
-        Ok(CpuReader { handle, tap })
+        Ok(CpuReader { handle, tap, path })
+    }
+
+    /// Where the reader writes its pages.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// The reader's progress, for a watcher.
@@ -270,6 +299,8 @@ struct Mover {
     /// Event bytes already read from the page the kernel is writing (by reads of it
     /// while partly filled); 0 once a page has been handed over whole.
     carried: usize,
+    /// Pages are given back as soon as they are written ([`Store::Discard`]).
+    discard: bool,
 }
 
 /// The pipe between kernel and file: 1 MiB when the system allows it, so one splice moves
@@ -322,6 +353,9 @@ impl Mover {
                 if data < self.page_size / 8 {
                     flush_after = (flush_after * 2).min(FLUSH_MAX);
                 }
+            }
+            if self.discard {
+                self.dst.discard_written();
             }
             self.tap
                 .written

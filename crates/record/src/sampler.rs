@@ -5,7 +5,7 @@
 //! addresses (once is enough for all events).
 //!
 //! One thread copies whatever the kernel wrote into each CPU's perf ring buffer, unparsed,
-//! into a scratch file in the SAMPLES section's layout (`kstate_format::samples`); the
+//! into a scratch file in the SAMPLES section's layout (`kstate_format::sections::samples`); the
 //! recorder embeds that file whole when it assembles the trace.dat. Processes that already
 //! run get their executable mappings from /proc/PID/maps at the start, as perf does.
 

@@ -13,7 +13,7 @@
 //! buffered writes.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -52,6 +52,58 @@ impl ScratchFile {
             direct,
             allocated: 0,
         })
+    }
+
+    /// A scratch "file" in memory (`memfd_create`), for a recording whose pages are read
+    /// as they come and given back (`kstate watch` without `-o`): nothing goes to the
+    /// disk, the memory is the kernel's page cache of the file (shared memory, not the
+    /// process's heap), punched holes free it, and it vanishes with the process however
+    /// it dies. Its path, `/proc/self/fd/N`, opens it again within this process.
+    pub fn in_memory(name: &str, page_size: usize) -> Result<ScratchFile> {
+        let cname = std::ffi::CString::new(format!("kstate-{name}"))
+            .map_err(|_| Error::new(format!("a memory file name with a NUL byte: {name:?}")))?;
+        // SAFETY: a valid NUL-terminated name; the descriptor is checked below.
+        let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(Error::os(
+                format!("creating the memory file for {name}"),
+                std::io::Error::last_os_error(),
+            ));
+        }
+        // SAFETY: a fresh descriptor owned here.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let path = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        Ok(ScratchFile {
+            fd,
+            path,
+            page: PageBuf::new(page_size)?,
+            written: 0,
+            direct: false,
+            // Memory is not reserved ahead: it is taken as pages arrive.
+            allocated: u64::MAX,
+        })
+    }
+
+    /// Where the file can be opened again (a memory file's `/proc/self/fd/N`).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Gives back the space of everything written so far (the file keeps its length,
+    /// the bytes read back as zeros): for pages nobody will read.
+    pub fn discard_written(&mut self) {
+        if self.written == 0 {
+            return;
+        }
+        // SAFETY: fallocate on our own descriptor with a valid range.
+        unsafe {
+            libc::fallocate(
+                self.fd.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                0,
+                self.written as libc::off_t,
+            )
+        };
     }
 
     /// Bytes written to the file so far.
@@ -208,7 +260,6 @@ impl Drop for PageBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::FromRawFd;
 
     fn pipe() -> (OwnedFd, OwnedFd) {
         let mut fds = [0 as RawFd; 2];

@@ -16,7 +16,7 @@ use crate::end::{wait_briefly, EndWaiter};
 use crate::error::{Error, Result};
 use crate::events::{self, Selection};
 use crate::instance::{self, Instance};
-use crate::reader::{Control, CpuReader};
+use crate::reader::{Control, CpuReader, Store};
 use crate::sampler::{self, SampleSpec};
 use crate::scratch_dir::{Capture, EventText, Scratch};
 use crate::system;
@@ -86,6 +86,12 @@ pub struct Options {
     /// User-lock hold times (`--holds`): uprobes on the C library's mutex lock and
     /// unlock ([`crate::uprobes`]).
     pub holds: bool,
+    /// Where the readers put the pages while recording (a watcher reading them as they
+    /// come can have them in memory).
+    pub pages: Store,
+    /// No trace.dat is written at the end: the pages were the watcher's to read and give
+    /// back (`kstate watch` without `-o`). No disk is set aside for the file either.
+    pub no_output: bool,
 }
 
 /// The tracepoint `--stacks` takes call chains at.
@@ -114,6 +120,8 @@ impl Options {
             standby: Vec::new(),
             stack_bytes: sampler::DEFAULT_STACK_BYTES,
             holds: false,
+            pages: Store::Disk,
+            no_output: false,
         }
     }
 }
@@ -499,7 +507,10 @@ fn prepare(opts: &Options, plan: &Plan) -> Result<Output> {
     cfg.version = Some(opts.tool.clone());
     let writer = TraceWriter::create(&opts.output, cfg)?;
     let scratch = Scratch::create(&opts.output)?;
-    let reserve = assemble::reserve(&scratch.path("reserve"), plan.reserve_bytes);
+    let reserve = match opts.no_output {
+        true => None,
+        false => assemble::reserve(&scratch.path("reserve"), plan.reserve_bytes),
+    };
     let formats = event_formats(tfs, &inst, sel.events.iter().chain(&plan.standby))?;
     let printk = tracefs::read(&tfs.path("printk_formats")).unwrap_or_default();
     // The scratch directory is a capture `kstate info/dump/recover` read as it is, from
@@ -569,6 +580,7 @@ fn start(opts: &Options, plan: &Plan, out: &Output) -> Result<Live> {
             &inst.path(&format!("per_cpu/cpu{cpu}/trace_pipe_raw")),
             &scratch.path(&format!("{}{cpu}", Scratch::CPU_PREFIX)),
             out.layout.page_size,
+            opts.pages,
             Arc::clone(&ctl),
         )?);
     }
@@ -585,6 +597,12 @@ fn start(opts: &Options, plan: &Plan, out: &Output) -> Result<Live> {
                 &side.inst.path(&format!("per_cpu/cpu{cpu}/trace_pipe_raw")),
                 &scratch.path(&format!("{SIDE_DIR}/cpu{cpu}")),
                 out.layout.page_size,
+                // Without a file at the end nobody reads them (the live analysis reads
+                // the main pages).
+                match opts.no_output {
+                    true => Store::Discard,
+                    false => opts.pages,
+                },
                 Arc::clone(&ctl),
             )?);
         }
@@ -752,7 +770,7 @@ fn run(
             .zip(&live.readers.readers)
             .map(|(&cpu, r)| OngoingCpu {
                 cpu,
-                path: out.scratch.path(&format!("{}{cpu}", Scratch::CPU_PREFIX)),
+                path: r.path().to_path_buf(),
                 tap: r.tap(),
             })
             .collect(),
@@ -761,6 +779,9 @@ fn run(
         clock: plan.clock.clone(),
         buffer_kib: opts.buffer_kib,
         pids: live.pids.clone(),
+        wall_offset: live.wall_offset,
+        processes: live.processes.clone(),
+        no_output: opts.no_output,
         events: plan
             .sel
             .events
@@ -786,7 +807,10 @@ fn run(
         )));
     }
     watcher.started(&end.capture)?;
-    let mut next_tick = tick_every.map(|d| end.started + d);
+    // Each tick comes just after an interval's end plus the time events may take to be
+    // committed, so that its horizon is past the end and the interval is reported (and
+    // its alarms act) at that tick, not a whole interval later.
+    let mut next_tick = tick_every.map(|d| end.started + d + crate::watch::TICK_LAG);
     let mut flushes = 0u64;
     match live.gated.take() {
         Some(g) => match g.release() {
@@ -991,6 +1015,9 @@ fn assemble(
             notify(&format!("warning: removing uprobes {}: {e}", u.system()));
         }
     }
+    if opts.no_output {
+        return Ok(unwritten(opts, plan, live, end, data));
+    }
     let Output {
         mut writer,
         scratch,
@@ -1122,6 +1149,55 @@ fn assemble(
         samples,
         stacks,
     })
+}
+
+/// The summary of a recording whose pages went to a watcher and no file
+/// ([`Options::no_output`]): the kernel's counts per CPU, no file.
+fn unwritten(opts: &Options, plan: Plan, live: Live, end: End, data: Stopped) -> Summary {
+    let cpus = data
+        .outcomes
+        .iter()
+        .zip(data.stats)
+        .map(|(o, stats)| CpuSummary {
+            count: CpuCount {
+                cpu: o.cpu,
+                lost: stats.as_ref().map_or(0, |s| s.overrun),
+                ..CpuCount::default()
+            },
+            stats,
+        })
+        .collect();
+    let duration_ns = match (live.user_clock, data.stop_ts > end.start_ts) {
+        (Some(_), true) => data.stop_ts - end.start_ts,
+        _ => data.elapsed.as_nanos() as u64,
+    };
+    Summary {
+        output: opts.output.clone(),
+        file_bytes: 0,
+        duration_ns,
+        clock: plan.clock,
+        buffer_kib: opts.buffer_kib,
+        cpus,
+        events_enabled: plan
+            .sel
+            .events
+            .iter()
+            .map(|(s, e)| format!("{s}:{e}"))
+            .collect(),
+        missing_events: plan.sel.missing,
+        stale_instances_removed: plan.stale,
+        stopped_by: end
+            .stopped_by
+            .or_else(|| data.disk_full.as_ref().map(|_| "stopped: disk full".into())),
+        disk_full: data.disk_full,
+        workload_status: end.workload_status,
+        recorder_cpu_ns: system::self_cpu_ns(),
+        recording_cpu_ns: data.recording_cpu_ns,
+        sysinfo_snapshots: 0,
+        spliced: data.outcomes.iter().all(|o| o.spliced),
+        samples: None,
+        stacks: None,
+    }
 }
 
 /// Puts a sampler's records into the file as section `id`. A copier that failed (a full

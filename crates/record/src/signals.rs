@@ -44,3 +44,27 @@ pub fn name(sig: i32) -> &'static str {
         _ => "a signal",
     }
 }
+
+static SAVE_ASKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn note_save(_: libc::c_int) {
+    SAVE_ASKED.store(true, Ordering::SeqCst);
+}
+
+/// SIGUSR1 asks a watch's flight recorder for a save now, instead of ending the process
+/// (its default): installed by the watch that can save.
+pub fn install_save_request() {
+    // SAFETY: as in `install`: the handler only stores to an atomic.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = note_save as extern "C" fn(libc::c_int) as usize;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut());
+    }
+}
+
+/// Whether SIGUSR1 came since the last call.
+pub fn save_requested() -> bool {
+    SAVE_ASKED.swap(false, Ordering::SeqCst)
+}

@@ -153,6 +153,34 @@ pub fn parse_cpu_list(s: &str) -> Vec<u32> {
     v
 }
 
+/// MemAvailable of /proc/meminfo in bytes: what can be used without swapping.
+pub fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+/// Bytes the files under `dir` take on disk (links not followed).
+pub fn disk_use(dir: &std::path::Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.flatten()
+        .map(|e| match std::fs::symlink_metadata(e.path()) {
+            Ok(m) if m.is_dir() => disk_use(&e.path()),
+            Ok(m) => std::os::unix::fs::MetadataExt::blocks(&m) * 512,
+            Err(_) => 0,
+        })
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -78,6 +78,14 @@ pub struct Ongoing {
     pub events: Vec<String>,
     /// The processes traced (threads of `-p`, the command), empty for the whole system.
     pub pids: Vec<i32>,
+    /// Add to a trace-clock time to get ns since the Unix epoch (where the clock has a
+    /// user-space twin).
+    pub wall_offset: Option<i64>,
+    /// The process table when tracing started.
+    pub processes: Vec<kstate_format::sections::Process>,
+    /// No trace.dat will be written (`Options::no_output`): the watcher alone reads the
+    /// page files and may give their space back as it goes.
+    pub no_output: bool,
 }
 
 /// One CPU's page file and how far it is written.
@@ -91,6 +99,10 @@ pub struct OngoingCpu {
 /// event stamped just before a flush may still be being written as its reader reads.
 /// Nothing stays uncommitted this long.
 const COMMIT_MARGIN_NS: u64 = 1_000_000;
+
+/// How long after an interval's end its tick comes: past [`COMMIT_MARGIN_NS`], so the
+/// horizon the tick gets is past the end.
+pub const TICK_LAG: Duration = Duration::from_millis(3);
 
 /// How long a flush may take before the watcher is told what moved so far.
 const FLUSH_WAIT: Duration = Duration::from_secs(2);

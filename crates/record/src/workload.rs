@@ -96,7 +96,9 @@ impl Gated {
         drop(self.release);
         match self.spawner.join() {
             Ok(Ok(child)) => Ok(child),
-            Ok(Err(e)) => Err(Error::new(format!("cannot run {}: {e}", self.argv0))),
+            // The system's reason kept whole: a command not found or not executable is
+            // told apart (shells exit 127 and 126 for them).
+            Ok(Err(e)) => Err(Error::os(format!("cannot run {}", self.argv0), e)),
             Err(_) => Err(Error::new("the thread starting the command panicked")),
         }
     }

@@ -213,7 +213,7 @@ impl App {
         let derivable = !q.filters.keys.is_empty()
             && q.mode != Mode::Log
             && q.top.is_none()
-            && q.analyzer.live.is_some();
+            && q.analyzer.is_live();
         let o = if !derivable {
             let source = self.files[f].source.as_ref().map_err(|e| e.clone())?;
             source.aggregate(q).map_err(|e| e.to_string())?

@@ -20,10 +20,10 @@ use std::sync::{Arc, Mutex};
 use kstate_format::sections::Recording;
 
 use crate::survey::{recording, stat_pass};
-use kstate_analyze::analyzer::{AnyPass, Config, Mode};
+use kstate_analyze::analyzer::AnyPass;
 use kstate_analyze::stats::Agg;
 use kstate_analyze::Error;
-use kstate_analyze::{Info, Source};
+use kstate_analyze::{Info, Query, Source};
 use kstate_format::stream::merge::{IdFilter, Merger};
 
 /// Version of the summary layout (the columns and what the rows mean); a summary of
@@ -127,11 +127,9 @@ pub fn summarize(
     let mut passes: Vec<(&'static Info, Box<dyn AnyPass>)> = Vec::new();
     let mut route: Vec<Vec<usize>> = vec![Vec::new(); trace.events.id_limit()];
     for info in all {
-        let mut cfg = Config::new(Mode::Stat);
-        cfg.tgids = source.tgids().clone();
-        let started = match info.live {
-            Some(live) => live(trace, &cfg).map(Some),
-            None => stat_pass(trace, info, None, source.tgids()).map(|o| {
+        let started = match info.is_live() {
+            true => source.start(&Query::of(info)).map(Some),
+            false => stat_pass(source, info, None).map(|o| {
                 outcomes.push((info, o));
                 None
             }),
@@ -146,10 +144,11 @@ pub fn summarize(
                 passes.push((info, pass));
             }
             Ok(None) => {}
-            Err(e) if e.kind.is_not_applicable() && !explicit => {
-                out.skipped.push((info.name.to_string(), e.msg));
+            Err(e) if !explicit && e.not_applicable().is_some() => {
+                let why = e.not_applicable().unwrap_or_default().to_string();
+                out.skipped.push((info.name.to_string(), why));
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         }
     }
     let mut merger = Merger::new(trace, None, IdFilter::all())?;

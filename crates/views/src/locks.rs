@@ -14,12 +14,11 @@
 
 use std::collections::BTreeMap;
 
-use kstate_format::{Error, Trace};
-
-use kstate_analyze::analyzer::{Config, LogRow, LogSink, Mode, Outcome};
+use kstate_analyze::analyzer::{LogRow, LogSink, Mode, Outcome};
 use kstate_analyze::analyzers;
 use kstate_analyze::analyzers::lockwait::kernel_holds_note;
 use kstate_analyze::filter::Filters;
+use kstate_analyze::{Error, Query, Source};
 
 /// The note for a lock waited on whose holds the probes did not see.
 pub const HOLD_NOT_SEEN: &str =
@@ -129,38 +128,39 @@ impl LogSink for Holds {
 }
 
 /// Hold times per lock where the recording has `--holds`' probes; None where not.
-fn holds(trace: &Trace, filters: &Filters) -> Result<Option<Holds>, Error> {
-    if trace.events.find(analyzers::lockhold::LOCK).is_none() {
+fn holds(source: &Source, filters: &Filters) -> Result<Option<Holds>, Error> {
+    if source
+        .trace()
+        .events
+        .find(analyzers::lockhold::LOCK)
+        .is_none()
+    {
         return Ok(None);
     }
     let info = analyzers::find("lockhold").expect("lockhold analyzer");
-    let mut cfg = Config::new(Mode::Log);
-    cfg.filters = filters.clone();
     let mut h = Holds::default();
-    (info.run)(trace, &cfg, &mut h)?;
+    let query = Query::of(info).mode(Mode::Log).filters(filters.clone());
+    source.run(&query, &mut h)?;
     Ok(Some(h))
 }
 
 /// Futex waits per lock (by caller where the trace has the call chains) and holds where
 /// it has the probes, for the threads and time `filters` select.
-pub fn top_locks(trace: &Trace, filters: &Filters) -> Result<TopLocks, Error> {
+pub fn top_locks(source: &Source, filters: &Filters) -> Result<TopLocks, Error> {
+    let trace = source.trace();
     let info = analyzers::find("futex").expect("futex analyzer");
     let mut sum = Sum::default();
-    let mut cfg = Config::new(Mode::Log);
-    cfg.filters = filters.clone();
-    cfg.by = Some("caller".into());
-    let futex = match (info.run)(trace, &cfg, &mut sum) {
+    let by_lock = Query::of(info).mode(Mode::Log).filters(filters.clone());
+    let futex = match source.run(&by_lock.clone().keyed(Some("caller")), &mut sum) {
         Ok(o) => o,
         // No call chains: by lock alone.
-        Err(e) if e.kind.is_not_applicable() => {
+        Err(e) if e.not_applicable().is_some() => {
             sum = Sum::default();
-            let mut cfg = Config::new(Mode::Log);
-            cfg.filters = filters.clone();
-            (info.run)(trace, &cfg, &mut sum)?
+            source.run(&by_lock, &mut sum)?
         }
         Err(e) => return Err(e),
     };
-    let held = holds(trace, filters)?;
+    let held = holds(source, filters)?;
     let mut notes = futex.notes.clone();
     if held.is_none() {
         notes.push("hold times: not recorded (kstate record --holds)".into());

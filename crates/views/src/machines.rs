@@ -124,10 +124,7 @@ pub struct Machines {
 pub fn survey(sources: &[Source]) -> Result<Machines, Error> {
     let named: Vec<(&str, &Trace)> = sources.iter().map(|s| (s.label(), s.trace())).collect();
     let roles = roles(&named).map_err(Error::Query)?;
-    let stats: Vec<survey::Stats> = sources
-        .iter()
-        .map(|s| survey::stats(s.trace(), s.tgids()))
-        .collect();
+    let stats: Vec<survey::Stats> = sources.iter().map(survey::stats).collect();
     let axis = TimeAxis {
         t0: stats.iter().map(|s| s.axis.t0).min().unwrap_or(0),
         t1: stats.iter().map(|s| s.axis.t1).max().unwrap_or(1),
@@ -135,7 +132,7 @@ pub fn survey(sources: &[Source]) -> Result<Machines, Error> {
     let span = Span::new(axis.t0, axis.t1.max(axis.t0 + 1), BINS)?;
     let mut machines = Vec::new();
     for ((source, stats), role) in sources.iter().zip(stats).zip(roles) {
-        let survey = stats.finish(source.trace(), source.label(), source.tgids(), axis);
+        let survey = stats.finish(source, axis);
         let lanes = overview(source, span, &Filters::default()).map_err(|e| e.to_string());
         machines.push(Machine {
             role,

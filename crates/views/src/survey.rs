@@ -12,10 +12,9 @@ use kstate_format::{Error, Trace};
 
 use crate::findings::Finding;
 use crate::timeline::{Collector, TimeAxis};
-use kstate_analyze::analyzer::{sort_rows, Buckets, Config, Mode, NoLog, Outcome};
-use kstate_analyze::fxmap::FxMap;
-use kstate_analyze::Source;
+use kstate_analyze::analyzer::{Buckets, Mode, Outcome};
 use kstate_analyze::{analyzers, Info};
+use kstate_analyze::{Query, Source};
 use kstate_format::stream::merge::{IdFilter, Merger};
 
 /// One analyzer's results over a file.
@@ -62,17 +61,11 @@ pub struct Survey {
 
 /// The statistics pass of one analyzer, rows sorted by total (as `kstate analyze`).
 pub fn stat_pass(
-    trace: &Trace,
+    source: &Source,
     info: &'static Info,
     by: Option<&str>,
-    tgids: &FxMap<i32, i32>,
-) -> Result<Outcome, kstate_format::Error> {
-    let mut cfg = Config::new(Mode::Stat);
-    cfg.by = by.map(str::to_string);
-    cfg.tgids = tgids.clone();
-    let mut o = (info.run)(trace, &cfg, &mut NoLog)?;
-    let _ = sort_rows(&mut o.rows, "total", info.flag_column, None);
-    Ok(o)
+) -> Result<Outcome, kstate_analyze::Error> {
+    source.aggregate(&Query::of(info).keyed(by))
 }
 
 /// The common axis: the recording's start and stop where the file says, widened to the
@@ -106,29 +99,18 @@ pub fn axis_of(
 
 /// The distribution and log passes of an analyzer whose statistics pass is done.
 pub fn complete(
-    trace: &Trace,
+    source: &Source,
     info: &'static Info,
     stat: Outcome,
-    tgids: &FxMap<i32, i32>,
     axis: TimeAxis,
     workload: Option<HashSet<i32>>,
 ) -> Analysis {
-    let by = Some(stat.by.to_string());
-    let mut cfg = Config::new(Mode::Dist(Buckets::Log10));
-    cfg.by = by.clone();
-    cfg.tgids = tgids.clone();
-    let dist = match (info.run)(trace, &cfg, &mut NoLog) {
-        Ok(mut o) => {
-            let _ = sort_rows(&mut o.rows, "total", info.flag_column, None);
-            o
-        }
-        Err(_) => stat.clone(),
-    };
+    let by = Some(stat.by);
+    let dist = source
+        .aggregate(&Query::of(info).keyed(by).mode(Mode::Dist(Buckets::Log10)))
+        .unwrap_or_else(|_| stat.clone());
     let mut track = Collector::new(axis, workload, &stat);
-    let mut cfg = Config::new(Mode::Log);
-    cfg.by = by;
-    cfg.tgids = tgids.clone();
-    let _ = (info.run)(trace, &cfg, &mut track);
+    let _ = source.run(&Query::of(info).keyed(by).mode(Mode::Log), &mut track);
     track.finish();
     Analysis {
         info,
@@ -174,14 +156,9 @@ pub fn workload_of(trace: &Trace, rec: Option<&Recording>) -> Option<HashSet<i32
 /// Every analyzer whose events the source's file has, with the findings ranked (what
 /// `kstate report` and `kstate run` show).
 pub fn of(source: &Source) -> Survey {
-    survey(source.trace(), source.label(), source.tgids())
-}
-
-/// Runs every analyzer of [`analyzers::ALL`] whose events the file has.
-pub fn survey(trace: &Trace, file: &str, tgids: &FxMap<i32, i32>) -> Survey {
-    let s = stats(trace, tgids);
+    let s = stats(source);
     let axis = s.axis;
-    s.finish(trace, file, tgids, axis)
+    s.finish(source, axis)
 }
 
 /// The first half of a survey: every analyzer's statistics pass and the time axis they
@@ -198,7 +175,8 @@ pub struct Stats {
 }
 
 /// The statistics passes of every analyzer of [`analyzers::ALL`].
-pub fn stats(trace: &Trace, tgids: &FxMap<i32, i32>) -> Stats {
+pub fn stats(source: &Source) -> Stats {
+    let trace = source.trace();
     let mut damage = Vec::new();
     let recording = section(
         trace,
@@ -210,7 +188,7 @@ pub fn stats(trace: &Trace, tgids: &FxMap<i32, i32>) -> Stats {
     let mut stats = Vec::new();
     let mut skipped = Vec::new();
     for info in analyzers::ALL {
-        match stat_pass(trace, info, None, tgids) {
+        match stat_pass(source, info, None) {
             Ok(o) => {
                 for e in &o.errors {
                     kstate_format::damage::note(&mut damage, e);
@@ -218,16 +196,14 @@ pub fn stats(trace: &Trace, tgids: &FxMap<i32, i32>) -> Stats {
                 stats.push((info, o))
             }
             Err(e) => {
-                if !e.kind.is_not_applicable() {
-                    kstate_format::damage::note(&mut damage, &e);
+                if let (None, kstate_analyze::Error::Trace(t)) = (e.not_applicable(), &e) {
+                    kstate_format::damage::note(&mut damage, t);
                 }
                 skipped.push(Skipped {
                     info,
-                    why: if e.kind.is_not_applicable() {
-                        e.msg.clone()
-                    } else {
-                        e.to_string()
-                    },
+                    why: e
+                        .not_applicable()
+                        .map_or_else(|| e.to_string(), str::to_string),
                 })
             }
         }
@@ -270,13 +246,8 @@ fn section<T>(
 
 impl Stats {
     /// The distribution and log passes on `axis`, and the findings.
-    pub fn finish(
-        self,
-        trace: &Trace,
-        file: &str,
-        tgids: &FxMap<i32, i32>,
-        axis: TimeAxis,
-    ) -> Survey {
+    pub fn finish(self, source: &Source, axis: TimeAxis) -> Survey {
+        let (trace, file) = (source.trace(), source.label());
         let mut damage = self.damage;
         let snapshots = match trace.extra(sections::ids::SYSINFO) {
             None => Vec::new(),
@@ -306,7 +277,7 @@ impl Stats {
         let workload = workload_of(trace, self.recording.as_ref());
         let mut analyses = Vec::new();
         for (info, stat) in self.stats {
-            let a = complete(trace, info, stat, tgids, axis, workload.clone());
+            let a = complete(source, info, stat, axis, workload.clone());
             for e in &a.dist.errors {
                 kstate_format::damage::note(&mut damage, e);
             }

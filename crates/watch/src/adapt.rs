@@ -25,9 +25,14 @@ pub struct Log {
     sent: usize,
     left_out: u64,
     start: u64,
-    /// While the dashboard owns the terminal, lines wait here for its end.
+    /// While the dashboard owns the terminal, lines wait here for its end (at most
+    /// `HELD_MAX`; the rest counted).
     pub held: Option<Vec<String>>,
+    pub held_out: u64,
 }
+
+/// Lines held for after the dashboard at most.
+const HELD_MAX: usize = 1000;
 
 impl Log {
     pub fn new(start: u64) -> Log {
@@ -37,6 +42,7 @@ impl Log {
             left_out: 0,
             start,
             held: None,
+            held_out: 0,
         }
     }
 
@@ -53,7 +59,10 @@ impl Log {
                 ts.saturating_sub(self.start) as f64 / 1e9
             );
             match &mut self.held {
-                Some(h) => h.push(line),
+                // Bounded: a long watch that loses events every interval would hold
+                // hours of lines.
+                Some(h) if h.len() < HELD_MAX => h.push(line),
+                Some(_) => self.held_out += 1,
                 None => eprintln!("{line}"),
             }
         }
@@ -74,13 +83,9 @@ impl Log {
         &self.entries[from..]
     }
 
-    /// Entries in [from, to].
-    pub fn between(&self, from: u64, to: u64) -> Vec<Entry> {
-        self.entries
-            .iter()
-            .filter(|e| (from..=to).contains(&e.ts))
-            .cloned()
-            .collect()
+    /// Every entry kept.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
     }
 
     /// Every entry, and one saying how many were left out, if any.

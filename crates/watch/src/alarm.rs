@@ -142,21 +142,24 @@ pub struct Rule {
 }
 
 impl Rule {
-    /// Parses a rule, or says what is wrong with it.
+    /// Parses a rule, or says what is wrong with it, pointing at the character.
     pub fn parse(text: &str) -> Result<Rule, String> {
         let t = text.trim();
-        let bad = |why: String| format!("alarm rule {t:?}: {why}");
-        if t.contains('{') && !t.contains('}') {
-            return Err(bad("the key filter must end with '}'".into()));
-        }
+        let bad = |at: usize, why: String| point(t, at, &why);
         // Past the key filter, whose '=' is not a comparison.
-        let from = t.find('}').map_or(0, |i| i + 1);
+        let from = match (t.find('{'), t.find('}')) {
+            (Some(open), None) => {
+                return Err(bad(open, "the key filter must end with '}'".into()));
+            }
+            (_, Some(close)) => close + 1,
+            (None, None) => 0,
+        };
         let op_at = t[from..]
             .find(['>', '<', '='])
             .map(|i| i + from)
-            .ok_or_else(|| bad("no comparison (>, >=, <, <=, ==)".into()))?;
+            .ok_or_else(|| bad(t.len(), "no comparison (>, >=, <, <=, ==)".into()))?;
         let (lhs, rest) = t.split_at(op_at);
-        let (op, rest) = [
+        let (op, len) = [
             (">=", Op::Ge),
             ("<=", Op::Le),
             ("==", Op::Eq),
@@ -164,23 +167,32 @@ impl Rule {
             ("<", Op::Lt),
         ]
         .iter()
-        .find_map(|(s, op)| rest.strip_prefix(s).map(|r| (*op, r)))
+        .find_map(|(s, op)| rest.starts_with(s).then_some((*op, s.len())))
         .ok_or_else(|| {
-            bad(format!(
-                "{:?} is not a comparison (>, >=, <, <=, ==)",
-                &rest[..1]
-            ))
+            bad(
+                op_at,
+                format!("{:?} is not a comparison (>, >=, <, <=, ==)", &rest[..1]),
+            )
         })?;
-        let subject = parse_subject(lhs.trim()).map_err(bad)?;
+        let subject = parse_subject(lhs.trim_end(), t)?;
+        let after_op = op_at + len;
+        let rest = &t[after_op..];
+        let value_at = after_op + (rest.len() - rest.trim_start().len());
         let mut words = rest.split_whitespace();
         let value = words
             .next()
-            .ok_or_else(|| bad("no value after the comparison".into()))?;
-        let time = match &subject {
-            Subject::Analyzer { info, stat, .. } => stat.in_unit() && info.unit == Unit::Ns,
-            Subject::Lost => false,
-        };
-        let threshold = match time {
+            .ok_or_else(|| bad(t.len(), "no value after the comparison".into()))?;
+        if value.starts_with(['>', '<', '=', '!']) {
+            return Err(bad(
+                value_at,
+                format!(
+                    "{:?} after the comparison: expected a value (the comparisons are >, >=, \
+                     <, <=, ==)",
+                    &value[..1]
+                ),
+            ));
+        }
+        let threshold = match subject.takes_time() {
             true => parse_duration(value).map(|ns| ns as f64),
             false => value
                 .parse::<f64>()
@@ -188,13 +200,17 @@ impl Rule {
                 .filter(|v| v.is_finite())
                 .ok_or_else(|| format!("{value:?} is not a number")),
         }
-        .map_err(bad)?;
+        .map_err(|why| bad(value_at, why))?;
+        let word_at = |w: &str| t.rfind(w).unwrap_or(t.len());
         let window = match (words.next(), words.next()) {
             (None, _) => Window::Last,
             (Some(w @ ("over" | "for")), Some(d)) => {
-                let ns = parse_duration(d).map_err(bad)?;
+                let ns = parse_duration(d).map_err(|why| bad(word_at(d), why))?;
                 if ns == 0 {
-                    return Err(bad(format!("'{w} {d}': the time must be positive")));
+                    return Err(bad(
+                        word_at(d),
+                        format!("'{w} {d}': the time must be positive"),
+                    ));
                 }
                 match w {
                     "over" => Window::Over(ns),
@@ -202,16 +218,17 @@ impl Rule {
                 }
             }
             (Some(w @ ("over" | "for")), None) => {
-                return Err(bad(format!("'{w}' needs a time, e.g. '{w} 3s'")))
+                return Err(bad(t.len(), format!("'{w}' needs a time, e.g. '{w} 3s'")))
             }
             (Some(w), _) => {
-                return Err(bad(format!(
-                    "expected 'over TIME' or 'for TIME' after the value, not {w:?}"
-                )))
+                return Err(bad(
+                    word_at(w),
+                    format!("expected 'over TIME' or 'for TIME' after the value, not {w:?}"),
+                ))
             }
         };
         if let Some(w) = words.next() {
-            return Err(bad(format!("unexpected {w:?} at the end")));
+            return Err(bad(word_at(w), format!("unexpected {w:?} at the end")));
         }
         Ok(Rule {
             text: t.to_string(),
@@ -230,10 +247,29 @@ impl Rule {
         }
     }
 
+    /// The key the rule selects (`{NAME=KEY}`), if any.
+    pub fn key(&self) -> Option<&(String, String)> {
+        match &self.subject {
+            Subject::Analyzer { key, .. } => key.as_ref(),
+            Subject::Lost => None,
+        }
+    }
+
+    /// Whether the rule looks at a rate (samples per second).
+    pub fn is_rate(&self) -> bool {
+        matches!(
+            self.subject,
+            Subject::Analyzer {
+                stat: Stat::Rate,
+                ..
+            }
+        )
+    }
+
     /// A value of the rule's statistic for people: `312.5ms`, `17`.
     pub fn fmt_value(&self, v: f64) -> String {
         match &self.subject {
-            Subject::Analyzer { info, stat, .. } if stat.in_unit() => {
+            Subject::Analyzer { info, .. } if self.subject.takes_time() => {
                 info.unit.fmt(v.round() as u64)
             }
             _ if v.fract() == 0.0 => format!("{v}"),
@@ -242,7 +278,41 @@ impl Rule {
     }
 }
 
-fn parse_subject(s: &str) -> Result<Subject, String> {
+impl Subject {
+    /// Whether its values are times (the threshold then needs a unit).
+    fn takes_time(&self) -> bool {
+        match self {
+            Subject::Analyzer { info, stat, .. } => {
+                stat.in_unit()
+                    && info.unit == Unit::Ns
+                    && !(*stat == Stat::Level && has_level(info))
+            }
+            Subject::Lost => false,
+        }
+    }
+}
+
+/// Whether the analyzer reports a level of its own (runq: the run-queue length per CPU,
+/// in its table), which `level` then means instead of the highest value.
+fn has_level(info: &Info) -> bool {
+    info.traits.level != kstate_analyze::analyzer::Traits::DEFAULT.level
+}
+
+/// `why`, with the rule and a caret under its character `at` (a byte offset).
+fn point(rule: &str, at: usize, why: &str) -> String {
+    let col = rule
+        .get(..at.min(rule.len()))
+        .map_or(0, |s| s.chars().count());
+    format!(
+        "alarm rule {rule:?}: {why} (at character {})\n    {rule}\n    {}^",
+        col + 1,
+        " ".repeat(col)
+    )
+}
+
+/// ANALYZER.STAT[{NAME=KEY}] or `lost`, which starts `rule` (for the messages).
+fn parse_subject(s: &str, rule: &str) -> Result<Subject, String> {
+    let bad = |at: usize, why: String| point(rule, at, &why);
     if s == "lost" {
         return Ok(Subject::Lost);
     }
@@ -250,58 +320,95 @@ fn parse_subject(s: &str) -> Result<Subject, String> {
         Some((h, f)) => {
             let f = f
                 .strip_suffix('}')
-                .ok_or_else(|| format!("{s:?}: the key filter must end with '}}'"))?;
+                .ok_or_else(|| bad(s.len(), format!("{s:?}: the key filter must end with '}}'")))?;
             (h.trim(), Some(f))
         }
         None => (s, None),
     };
-    let (name, stat) = head.split_once('.').ok_or_else(|| {
-        format!("{head:?}: expected ANALYZER.STATISTIC (e.g. syscall.p99) or lost")
+    let (name, stat_name) = head.split_once('.').ok_or_else(|| {
+        bad(
+            0,
+            format!("{head:?}: expected ANALYZER.STATISTIC (e.g. syscall.p99) or lost"),
+        )
     })?;
     let info = analyzers::find(name).ok_or_else(|| {
         let names: Vec<&str> = analyzers::ALL
             .iter()
-            .filter(|i| i.live.is_some())
+            .filter(|i| i.is_live())
             .map(|i| i.name)
             .collect();
-        format!("no analyzer {name:?}; there are: {}", names.join(", "))
+        bad(
+            0,
+            format!("no analyzer {name:?}; there are: {}", names.join(", ")),
+        )
     })?;
-    if info.live.is_none() {
-        return Err(format!(
-            "analyzer {name} reads no events and cannot be watched"
+    if !info.is_live() {
+        return Err(bad(
+            0,
+            format!("analyzer {name} reads no events and cannot be watched"),
         ));
     }
-    let stat =
-        Stat::parse(stat).ok_or_else(|| format!("no statistic {stat:?}; there are: {STATS}"))?;
+    let stat_at = name.len() + 1;
+    let stat = Stat::parse(stat_name).ok_or_else(|| {
+        bad(
+            stat_at,
+            format!("no statistic {stat_name:?}; there are: {STATS}"),
+        )
+    })?;
+    if stat == Stat::Level && info.unit == Unit::Ns && !has_level(info) {
+        return Err(bad(
+            stat_at,
+            format!(
+                "{name} has no level: its values are times ({}); use max for the longest",
+                info.value
+            ),
+        ));
+    }
     let mut by = info.by[0].0;
     let key = match filter {
         None => None,
         Some(f) => {
+            let open = s.find('{').unwrap_or(0) + 1;
+            if let Some(comma) = f.find(',') {
+                return Err(bad(
+                    open + comma,
+                    format!(
+                        "one key filter per rule: {{{f}}} has more than one (write a rule \
+                         for each)"
+                    ),
+                ));
+            }
             let (k, v) = f
                 .split_once('=')
-                .ok_or_else(|| format!("key filter {{{f}}}: expected {{NAME=KEY}}"))?;
+                .ok_or_else(|| bad(open, format!("key filter {{{f}}}: expected {{NAME=KEY}}")))?;
             let (k, v) = (k.trim(), v.trim());
             if v.is_empty() {
-                return Err(format!("key filter {{{f}}}: no key after '='"));
+                return Err(bad(
+                    open + f.len(),
+                    format!("key filter {{{f}}}: no key after '='"),
+                ));
             }
             let describes = |what: &str| info.by[0].1.contains(what);
+            // The keying whose keys are tasks (`comm-tid`), for {comm=...}.
+            let tasks = info.by.iter().find(|(_, d)| d.contains("(comm-"));
             match info.by.iter().find(|(n, _)| *n == k) {
                 Some((n, _)) => by = n,
                 None if k == "key" => {}
                 None if k == "dev" && describes("device") => {}
                 None if k == "comm" && describes("comm") => {}
+                None if k == "comm" && tasks.is_some() => by = tasks.map_or(by, |t| t.0),
                 None => {
                     let mut names: Vec<&str> = info.by.iter().map(|b| b.0).collect();
                     names.push("key");
                     if describes("device") {
                         names.push("dev");
                     }
-                    if describes("comm") {
+                    if describes("comm") || tasks.is_some() {
                         names.push("comm");
                     }
-                    return Err(format!(
-                        "{name} has no key {k:?}; it offers: {}",
-                        names.join(", ")
+                    return Err(bad(
+                        open,
+                        format!("{name} has no key {k:?}; it offers: {}", names.join(", ")),
                     ));
                 }
             }
@@ -325,21 +432,21 @@ pub fn parse_duration(s: &str) -> Result<u64, String> {
         .map_err(|_| format!("{s:?}: not a time with a known unit (ns, us, ms, s)"))
 }
 
-/// Whether `key` is the one `want` names: the whole key, or one of its parts.
-fn key_matches(key: &str, want: &str) -> bool {
-    if key == want {
-        return true;
-    }
-    // comm-tid: the comm or the id.
-    if let Some((comm, id)) = key.rsplit_once('-') {
-        if comm == want || id == want {
-            return true;
-        }
-    }
-    // 0000fe00-W(vda): the device.
-    key.split_once('(')
+/// Whether `key` is the one filter `name`=`want` selects: for `comm` the task's name part
+/// (of `comm-tid`), for `dev` the device part (`…(vda)`), otherwise the whole key or one
+/// of those parts or the id.
+fn key_matches(key: &str, name: &str, want: &str) -> bool {
+    let task = key.rsplit_once('-');
+    let comm = task.is_some_and(|(c, _)| c == want);
+    let dev = key
+        .split_once('(')
         .and_then(|(_, r)| r.strip_suffix(')'))
-        .is_some_and(|d| d == want)
+        .is_some_and(|d| d == want);
+    match name {
+        "comm" => key == want || comm,
+        "dev" => dev,
+        _ => key == want || comm || dev || task.is_some_and(|(_, id)| id == want),
+    }
 }
 
 /// A rule that fired.
@@ -368,6 +475,11 @@ pub struct Firing {
 pub struct Alarms {
     rules: Vec<RuleState>,
     quiet: u64,
+    /// Rates are not judged on intervals shorter than this (the last, cut short by the
+    /// end of the recording: a handful of samples over a few microseconds is no rate).
+    min_rate_span: u64,
+    /// Warnings for people, not yet taken ([`Alarms::take_warnings`]).
+    warnings: Vec<String>,
 }
 
 struct RuleState {
@@ -378,10 +490,14 @@ struct RuleState {
     was_true: bool,
     /// Becoming true again within the quiet time, since the last firing.
     suppressed: u64,
+    /// Intervals seen, and whether its key filter ever selected a key.
+    intervals: u64,
+    matched: bool,
 }
 
 impl Alarms {
-    pub fn new(rules: Vec<Rule>, quiet_ns: u64) -> Alarms {
+    /// `interval_ns`: the watch's interval (rates ignore intervals under a tenth of it).
+    pub fn new(rules: Vec<Rule>, quiet_ns: u64, interval_ns: u64) -> Alarms {
         Alarms {
             rules: rules
                 .into_iter()
@@ -391,9 +507,13 @@ impl Alarms {
                     last_fired: None,
                     was_true: false,
                     suppressed: 0,
+                    intervals: 0,
+                    matched: false,
                 })
                 .collect(),
             quiet: quiet_ns,
+            min_rate_span: interval_ns / 10,
+            warnings: Vec::new(),
         }
     }
 
@@ -401,11 +521,43 @@ impl Alarms {
         self.rules.iter().map(|r| &r.rule)
     }
 
+    /// Warnings since the last call: a key filter that selected nothing in the first
+    /// interval (said once per rule: a typo such as `{name=reed}` never fires).
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    /// Per rule, the onsets held back by the quiet time since its last firing and not
+    /// reported by a later one (for the summary at the end): rule, count, last firing.
+    pub fn held_back(&self) -> Vec<(&str, u64, Option<u64>)> {
+        self.rules
+            .iter()
+            .filter(|r| r.suppressed > 0)
+            .map(|r| (r.rule.text.as_str(), r.suppressed, r.last_fired))
+            .collect()
+    }
+
     /// Takes one interval's results; returns the rules that fire.
     pub fn check(&mut self, iv: &Interval) -> Vec<Firing> {
         let mut fired = Vec::new();
         for r in &mut self.rules {
-            let (agg, top) = select(&r.rule.subject, iv);
+            let (agg, top, seen) = select(&r.rule.subject, iv);
+            r.intervals += 1;
+            // A system call this machine has is no typo: it may just not be made yet.
+            r.matched |= top.is_some() || known_call(&r.rule);
+            if r.intervals == 1 && !r.matched {
+                if let Some((k, v)) = r.rule.key() {
+                    self.warnings.push(format!(
+                        "alarm rule {:?}: no key matches {k}={v} in the first interval \
+                         ({}); it fires only if one appears",
+                        r.rule.text,
+                        match seen.is_empty() {
+                            true => "no keys at all yet".to_string(),
+                            false => format!("keys seen: {}", seen.join(", ")),
+                        }
+                    ));
+                }
+            }
             r.history.push_back((iv.start, iv.end, agg, top));
             let span = match r.rule.window {
                 Window::Last => 0,
@@ -420,6 +572,13 @@ impl Alarms {
                     break;
                 }
             }
+            // A rate over a sliver of time is no rate: such an interval's samples count
+            // in a window over it, but it decides nothing on its own.
+            let sliver = |(s, e): (u64, u64)| e - s < self.min_rate_span;
+            let over = matches!(r.rule.window, Window::Over(_));
+            if r.rule.is_rate() && sliver((iv.start, iv.end)) && !over {
+                continue;
+            }
             let covered = iv.end - r.history[0].0 >= span;
             let stat = match &r.rule.subject {
                 Subject::Analyzer { stat, .. } => *stat,
@@ -430,6 +589,7 @@ impl Alarms {
                     let values: Vec<f64> = r
                         .history
                         .iter()
+                        .filter(|(s, e, _, _)| !(r.rule.is_rate() && sliver((*s, *e))))
                         .map(|(s, e, a, _)| stat.of(a, e - s))
                         .collect();
                     let holds =
@@ -437,11 +597,15 @@ impl Alarms {
                     (values.last().copied().unwrap_or(0.0), holds)
                 }
                 _ => {
+                    let window = iv.end - r.history[0].0;
+                    if r.rule.is_rate() && window < self.min_rate_span {
+                        continue;
+                    }
                     let mut all = Agg::default();
                     for (_, _, a, _) in &r.history {
                         all.merge(a);
                     }
-                    let v = stat.of(&all, iv.end - r.history[0].0);
+                    let v = stat.of(&all, window);
                     (v, r.rule.op.holds(v, r.rule.threshold))
                 }
             };
@@ -474,9 +638,46 @@ impl Alarms {
     }
 }
 
-/// The samples `subject` looks at in one interval, merged over the selected keys, and
-/// the key with the largest value among them.
-fn select(subject: &Subject, iv: &Interval) -> (Agg, Option<String>) {
+/// Where this machine's system-call table is known: the names a `syscall` rule's
+/// `{name=...}` can match.
+fn calls() -> &'static [&'static str] {
+    match cfg!(target_arch = "x86_64") {
+        true => kstate_analyze::analyzers::syscall_x86_64::X86_64,
+        false => &[],
+    }
+}
+
+/// Whether `rule` selects a system call by a name this machine has.
+fn known_call(rule: &Rule) -> bool {
+    match &rule.subject {
+        Subject::Analyzer { info, by, key, .. } if info.name == "syscall" && *by == "name" => key
+            .as_ref()
+            .is_some_and(|(_, v)| calls().contains(&v.as_str())),
+        _ => false,
+    }
+}
+
+impl Rule {
+    /// The system call a `syscall` rule's `{name=...}` names when this machine (whose
+    /// table is known) has none by that name: a typo such as `{name=reed}` never fires.
+    /// With the machine's names, for suggestions.
+    pub fn unknown_call(&self) -> Option<(&str, &'static [&'static str])> {
+        let Subject::Analyzer { info, by, key, .. } = &self.subject else {
+            return None;
+        };
+        let (_, v) = key.as_ref()?;
+        let unknown = info.name == "syscall" && *by == "name" && !calls().is_empty();
+        (unknown && !known_call(self)).then_some((v.as_str(), calls()))
+    }
+}
+
+/// Keys named in a warning at most.
+const SEEN_SHOWN: usize = 8;
+
+/// The samples `subject` looks at in one interval, merged over the selected keys, the
+/// key with the largest value among them, and (when a key filter selected nothing) a
+/// few of the keys there were.
+fn select(subject: &Subject, iv: &Interval) -> (Agg, Option<String>, Vec<String>) {
     let mut agg = Agg::default();
     match subject {
         Subject::Lost => {
@@ -489,16 +690,27 @@ fn select(subject: &Subject, iv: &Interval) -> (Agg, Option<String>) {
                     agg.max = agg.max.max(n);
                 }
             }
-            (agg, None)
+            (agg, None, Vec::new())
         }
-        Subject::Analyzer { info, by, key, .. } => {
-            let mut top: Option<(u64, &str)> = None;
+        Subject::Analyzer {
+            info,
+            by,
+            key,
+            stat,
+        } => {
             let o = iv
                 .outcomes
                 .iter()
                 .find(|o| o.info.name == info.name && o.by == *by);
+            if *stat == Stat::Level && has_level(info) {
+                return level(o, key.as_ref(), agg);
+            }
+            let mut top: Option<(u64, &str)> = None;
             for row in o.iter().flat_map(|o| &o.rows) {
-                if key.as_ref().is_some_and(|(_, k)| !key_matches(&row.key, k)) {
+                if key
+                    .as_ref()
+                    .is_some_and(|(n, k)| !key_matches(&row.key, n, k))
+                {
                     continue;
                 }
                 agg.merge(&row.agg);
@@ -506,9 +718,55 @@ fn select(subject: &Subject, iv: &Interval) -> (Agg, Option<String>) {
                     top = Some((row.agg.max, &row.key));
                 }
             }
-            (agg, top.map(|(_, k)| k.to_string()))
+            let seen = match (key, top) {
+                (Some(_), None) => o
+                    .iter()
+                    .flat_map(|o| &o.rows)
+                    .take(SEEN_SHOWN)
+                    .map(|r| r.key.clone())
+                    .collect(),
+                _ => Vec::new(),
+            };
+            (agg, top.map(|(_, k)| k.to_string()), seen)
         }
     }
+}
+
+/// An analyzer's own level (runq: the longest run queue of any CPU, or of the CPU
+/// `{cpu=N}` names), from its table's `max_` column, as one sample.
+fn level(
+    o: Option<&kstate_analyze::analyzer::Outcome>,
+    key: Option<&(String, String)>,
+    mut agg: Agg,
+) -> (Agg, Option<String>, Vec<String>) {
+    let mut top: Option<(u64, String)> = None;
+    for t in o.iter().flat_map(|o| &o.tables) {
+        let Some(col) = t.columns.iter().position(|c| c.starts_with("max_")) else {
+            continue;
+        };
+        for row in &t.rows {
+            let name = match row.first() {
+                Some(kstate_analyze::analyzer::Cell::Int(i)) => i.to_string(),
+                Some(kstate_analyze::analyzer::Cell::Text(s)) => s.clone(),
+                _ => continue,
+            };
+            if key.is_some_and(|(_, k)| *k != name) {
+                continue;
+            }
+            let v = match row.get(col) {
+                Some(kstate_analyze::analyzer::Cell::Int(i)) => *i,
+                Some(kstate_analyze::analyzer::Cell::Float(f)) => *f as u64,
+                _ => continue,
+            };
+            if top.as_ref().is_none_or(|(m, _)| v > *m) {
+                top = Some((v, format!("{} {name}", t.columns[0])));
+            }
+        }
+    }
+    if let Some((v, _)) = &top {
+        agg.add(*v, false, false);
+    }
+    (agg, top.map(|(_, k)| k), Vec::new())
 }
 
 #[cfg(test)]
@@ -574,6 +832,33 @@ mod tests {
         }
     }
 
+    #[test]
+    fn errors_point_at_the_character_and_filters_take_comm_and_levels() {
+        let e = Rule::parse("syscall.max >> 1ms").unwrap_err();
+        assert!(e.contains("\">\" after the comparison"), "{e}");
+        assert!(
+            e.ends_with("(at character 14)\n    syscall.max >> 1ms\n                 ^"),
+            "{e}"
+        );
+        let e = Rule::parse("syscall.max{name=read,tid=1} > 1ms").unwrap_err();
+        assert!(e.contains("one key filter per rule"), "{e}");
+        assert!(e.contains("(at character 22)"), "{e}");
+        let e = Rule::parse("syscall.p98 > 1ms").unwrap_err();
+        assert!(e.contains("(at character 9)"), "{e}");
+        // comm selects the task keying where the default keying has none.
+        let r = Rule::parse("syscall.max{comm=bash} > 1ms").unwrap();
+        assert_eq!(r.query().unwrap().1, "tid");
+        let r = Rule::parse("offcpu.max{comm=bash} > 1ms").unwrap();
+        assert_eq!(r.query().unwrap().1, "pid");
+        // runq.level is a queue length (no time unit); syscall has no level.
+        let r = Rule::parse("runq.level >= 4").unwrap();
+        assert_eq!(r.threshold, 4.0);
+        assert_eq!(r.fmt_value(5.0), "5");
+        let e = Rule::parse("syscall.level > 3").unwrap_err();
+        assert!(e.contains("syscall has no level"), "{e}");
+        assert!(Rule::parse("blkqueue.level >= 32").is_ok());
+    }
+
     /// A 300 ms interval ending at `end_ms` with `lost` events lost on one CPU.
     fn losing(end_ms: u64, lost: u64) -> Interval {
         Interval {
@@ -586,13 +871,18 @@ mod tests {
                 bytes: 100,
                 lost: Some(lost),
             }],
+            partial: false,
         }
     }
 
     #[test]
     fn a_flipping_condition_fires_no_more_often_than_the_quiet_time() {
         // The auditor's case: true, false, true ... every 300 ms over 3 s, quiet 10 s.
-        let mut alarms = Alarms::new(vec![Rule::parse("lost > 0").unwrap()], 10_000_000_000);
+        let mut alarms = Alarms::new(
+            vec![Rule::parse("lost > 0").unwrap()],
+            10_000_000_000,
+            300_000_000,
+        );
         let mut fired = Vec::new();
         for i in 1..=10u64 {
             let lost = if i % 2 == 1 { 5 } else { 0 };
@@ -613,11 +903,13 @@ mod tests {
 
     #[test]
     fn keys_match_by_part() {
-        assert!(key_matches("write", "write"));
-        assert!(key_matches("bash-42", "42"));
-        assert!(key_matches("bash-42", "bash"));
-        assert!(key_matches("0000fe00-W(vda)", "vda"));
-        assert!(!key_matches("writev", "write"));
-        assert!(!key_matches("bash-421", "42"));
+        assert!(key_matches("write", "name", "write"));
+        assert!(key_matches("bash-42", "tid", "42"));
+        assert!(key_matches("bash-42", "key", "bash"));
+        assert!(key_matches("bash-42", "comm", "bash"));
+        assert!(!key_matches("bash-42", "comm", "42"));
+        assert!(key_matches("0000fe00-W(vda)", "dev", "vda"));
+        assert!(!key_matches("writev", "name", "write"));
+        assert!(!key_matches("bash-421", "tid", "42"));
     }
 }

@@ -14,6 +14,9 @@ pub enum Error {
     System(String),
     /// Recording failed.
     Recording(kstate_record::Error),
+    /// The command to watch could not be run (not found, not executable): the exit
+    /// status a shell gives for it (127, 126) and why.
+    CommandNotRun { status: u8, message: String },
 }
 
 impl Error {
@@ -27,6 +30,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Arguments(msg) | Error::System(msg) => f.write_str(msg),
+            Error::CommandNotRun { message, .. } => f.write_str(message),
             Error::Recording(e) => e.fmt(f),
         }
     }
@@ -42,7 +46,7 @@ mod tests {
     fn refusals_are_bad_arguments_and_the_systems_failures_are_not() {
         let refused = Error::Arguments(crate::Rule::parse("nonsense").unwrap_err());
         assert!(refused.is_bad_input(), "{refused}");
-        let text = "alarm rule \"nonsense\": no comparison (>, >=, <, <=, ==)";
+        let text = "alarm rule \"nonsense\": no comparison (>, >=, <, <=, ==) (at character 9)\n    nonsense\n            ^";
         assert_eq!(refused.to_string(), text);
 
         let system = Error::System("tracefs: not mounted".into());

@@ -1,6 +1,5 @@
 //! Overload checks between ticks. A CPU's ring buffer can fill in well under an interval
-//! (a getppid storm fills 256 KiB in milliseconds, the default buffer in about half a
-//! second), so deciding once per interval shed events only after the kernel had lost
+//! (a getppid storm fills 256 KiB in milliseconds, 1 MiB in about half a second), so deciding once per interval shed events only after the kernel had lost
 //! some. A thread of its own reads every CPU's unread fill every [`CHECK_EVERY`] and sheds
 //! as soon as one is half unread; the tick hands it what may be shed and takes its log
 //! entries. One lock serialises its switching with the tick's escalations, so an event is
@@ -15,8 +14,9 @@ use kstate_format::sections::watch_log::Kind;
 use kstate_record::overload::{Overload, Step};
 use kstate_record::watch::Switch;
 
-/// How often the fill is checked: the default 1 MiB buffer of a busy CPU fills in about
-/// half a second, so a check every 100 ms sees it half unread before it is full.
+/// How often the fill is checked: a 1 MiB buffer of a busy CPU fills in about half a
+/// second (the default 8 MiB in a few), so a check every 100 ms sees it half unread
+/// before it is full.
 pub const CHECK_EVERY: Duration = Duration::from_millis(100);
 
 /// What the guard and the tick share.

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! {"start_ns", "end_ns", "t": seconds from the start to the interval's end,
+//!  "partial": the last interval, cut short where the recording stopped (never empty),
 //!  "analyzers": {NAME or NAME/BY: {"by", "unit", "events", "count", "total", "min", "max",
 //!                "p50", "p99" (of every key), "rows": [{"key", "count", "total", "min",
 //!                "max", "avg", "p50", "p99"}, ...] (the largest totals), "tables": {...},
@@ -62,6 +63,9 @@ pub fn interval(
         "start_ns": iv.start,
         "end_ns": iv.end,
         "t": round(iv.end.saturating_sub(start) as f64 / 1e9),
+        // The last interval, cut short where the recording stopped: its rates divide
+        // by its own (shorter) length.
+        "partial": iv.partial,
         "analyzers": analyzers,
         "cpus": cpus,
         "alarms": alarms.iter().map(|f| firing(f, start)).collect::<Vec<_>>(),

@@ -1,23 +1,26 @@
 //! The watch as the recorder drives it: every tick the live analysis advances, each
-//! finished interval is reported (dashboard or JSON line) and its alarms fire (a line,
-//! the alarm log, --on-alarm, a flight-recorder save to come), and the adaptation steps.
+//! finished interval is reported (dashboard or JSON line, metrics) and its alarms fire
+//! (a line, the alarm log, --on-alarm, a flight-recorder save), the adaptation steps, and
+//! the pages the analysis has read are given back (without -o nothing keeps them).
 
 use std::io::Write;
-use std::path::PathBuf;
-use std::process::Child;
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::alarm::{Alarms, Firing, Rule};
-use kstate_analyze::analyzer::{Config, Mode};
 use kstate_analyze::live::{GrowingPages, Interval, Live};
-use kstate_analyze::{analyzers, Info};
-use kstate_format::sections::{self, ids};
+use kstate_analyze::{analyzers, Info, Query};
+use kstate_format::sections::{ids, Process};
 use kstate_format::{sections::watch_log, PageSource, Trace};
 use kstate_record::flight::Flight;
 use kstate_record::watch::{Flow, Ongoing, Watcher};
 
 use crate::adapt::Adapt;
+use crate::hooks::Hooks;
 use crate::json;
+use crate::metrics;
+use crate::saves::{self, Saves};
 use crate::tty::Dashboard;
 use crate::Options;
 
@@ -34,47 +37,59 @@ const SHOWN: &[(&str, &str)] = &[
     ("softirq", ""),
 ];
 
+/// Without -o, the most of a CPU's pages that wait for the live analysis: one that cannot
+/// keep up skips the oldest past it (and says so) rather than hold ever more memory.
+const BACKLOG_PER_CPU: u64 = 128 << 20;
+
+/// Pages skipped by an analysis that cannot keep up are logged at most this often (ns).
+const SKIP_NOTE_EVERY: u64 = 10_000_000_000;
+
+/// How the flight recorder is to be set up once the recording has started.
+pub struct FlightPlan {
+    pub policy: saves::Policy,
+    /// A cap in bytes on the pages kept beside a time window (the memory they may take).
+    pub memory_cap: Option<u64>,
+}
+
 pub struct Watch {
     interval: Duration,
     top: usize,
     rules: Vec<Rule>,
     alarms: Alarms,
     alarm_log: Option<std::fs::File>,
-    on_alarm: Option<String>,
-    children: Vec<Child>,
+    hooks: Option<Hooks>,
     live: Option<Live>,
     /// When tracing started (intervals count from it).
     start: u64,
     buffer_bytes: u64,
-    fired: u64,
     /// JSON lines, else the dashboard.
     json: bool,
     dashboard: Option<Dashboard>,
-    /// The alarm lines the dashboard showed, printed when it is gone.
-    fired_lines: Vec<String>,
-    /// Flight recorder (--keep): the window kept, how long after an alarm a save goes
-    /// on, where saves go, and the saves to come (file, from, to).
-    keep: Option<u64>,
-    /// `--keep SIZE`: the flight recorder's pages bounded in bytes instead (`keep` is
-    /// then none: a save reaches back as far as the pages kept).
-    keep_bytes: Option<u64>,
-    after: u64,
-    save_dir: PathBuf,
-    flight: Option<Flight>,
-    saves: Vec<(PathBuf, u64, u64)>,
-    capture: PathBuf,
-    /// --keep as the user reads it.
-    keep_text: Option<String>,
+    plan: Option<FlightPlan>,
+    saves: Option<Saves>,
     adapt: Adapt,
-    /// The events recorded from the start and the trace clock, for the saves' RECORDING
-    /// section.
+    /// Without -o: the page files are read back by the analysis only, which gives back
+    /// what it has read (per CPU: the file, and up to where it was given back).
+    give_back: Option<Vec<(std::fs::File, u64)>>,
+    /// Per CPU, how far the analysis has read its page file.
+    read: Vec<Arc<std::sync::atomic::AtomicU64>>,
+    /// Per CPU, the bytes of pages the analysis skipped (it could not keep up), and how
+    /// many were logged.
+    skipped: Vec<(u32, Arc<std::sync::atomic::AtomicU64>, u64)>,
+    /// When skipped pages were last logged.
+    skip_noted: Option<u64>,
+    /// What the saves say about the recording.
     ongoing_events: Vec<String>,
     clock: String,
-    /// The command watched and the processes traced, for the same.
     command: Vec<String>,
     pids: Vec<i32>,
+    wall_offset: Option<i64>,
+    processes: Vec<Process>,
     /// The live analysis is behind the recording (logged once until it catches up).
     behind: bool,
+    metrics: Option<Arc<Mutex<metrics::State>>>,
+    /// Lines held while the dashboard owns the terminal, printed after it.
+    held: Vec<String>,
 }
 
 impl Watch {
@@ -84,6 +99,8 @@ impl Watch {
         rules: Vec<Rule>,
         alarm_log: Option<std::fs::File>,
         adapt: Adapt,
+        plan: Option<FlightPlan>,
+        metrics: Option<Arc<Mutex<metrics::State>>>,
     ) -> Watch {
         Watch {
             interval: args.interval,
@@ -91,63 +108,110 @@ impl Watch {
             rules,
             alarms,
             alarm_log,
-            on_alarm: args.on_alarm.clone(),
-            children: Vec::new(),
+            hooks: args
+                .on_alarm
+                .clone()
+                .map(|c| Hooks::new(c, args.on_alarm_timeout.unwrap_or(crate::ON_ALARM_TIMEOUT))),
             live: None,
             start: 0,
             buffer_bytes: args.buffer_kib * 1024,
-            fired: 0,
             json: args.json || !std::io::IsTerminal::is_terminal(&std::io::stdout()),
             dashboard: None,
-            fired_lines: Vec::new(),
-            keep: args
-                .keep
-                .and_then(|k| k.time())
-                .map(|k| k.as_nanos() as u64),
-            keep_bytes: match args.keep {
-                Some(crate::Keep::Bytes(b)) => Some(b),
-                _ => None,
-            },
-            after: args.after.as_nanos() as u64,
-            save_dir: args.save_dir.clone(),
-            flight: None,
-            saves: Vec::new(),
-            capture: PathBuf::new(),
-            keep_text: args.keep.map(|k| k.to_string()),
+            plan,
+            saves: None,
             adapt,
+            give_back: None,
+            read: Vec::new(),
+            skipped: Vec::new(),
+            skip_noted: None,
             ongoing_events: Vec::new(),
             clock: String::new(),
             command: args.command.clone(),
             pids: Vec::new(),
+            wall_offset: None,
+            processes: Vec::new(),
             behind: false,
+            metrics,
+            held: Vec::new(),
         }
     }
 
-    /// After the recording: waits for the --on-alarm commands, and prints the lines the
-    /// dashboard held back.
+    /// After the recording: waits for the --on-alarm commands (each no longer than its
+    /// timeout), and prints what the dashboard held back and what was never reported:
+    /// firings held back by --alarm-every, saves not made.
     pub fn finish(&mut self) {
-        for mut c in self.children.drain(..) {
-            let _ = c.wait();
+        if let Some(h) = &mut self.hooks {
+            for o in h.finish() {
+                eprintln!("kstate: {}", o.text);
+            }
         }
-        for l in self
-            .fired_lines
-            .iter()
-            .chain(self.adapt.log.held.iter().flatten())
-        {
+        for l in self.held.iter().chain(self.adapt.log.held.iter().flatten()) {
             eprintln!("{l}");
         }
+        for (rule, n, last) in self.alarms.held_back() {
+            eprintln!(
+                "kstate: ALARM {rule}: became true {n} more time{} after its last firing{}, \
+                 held back by --alarm-every and not reported",
+                if n == 1 { "" } else { "s" },
+                last.map_or(String::new(), |t| format!(
+                    " (at {:.3} s)",
+                    t.saturating_sub(self.start) as f64 / 1e9
+                ))
+            );
+        }
+        if let Some(s) = &self.saves {
+            if s.skipped_max + s.skipped_gap > 0 {
+                eprintln!(
+                    "kstate: flight recorder: {} save{} written; {} not made past --max-saves, \
+                     {} within --save-gap",
+                    s.written.len(),
+                    if s.written.len() == 1 { "" } else { "s" },
+                    s.skipped_max,
+                    s.skipped_gap
+                );
+            }
+        }
     }
 
-    fn report(&mut self, intervals: Vec<Interval>) -> kstate_record::Result<()> {
+    /// A line for the user: on standard error, or held for after the dashboard.
+    fn say(&mut self, line: String) {
+        match &self.dashboard {
+            Some(d) => {
+                d.status(line.trim_start_matches("kstate: ").to_string());
+                self.held.push(line);
+            }
+            None => eprintln!("{line}"),
+        }
+    }
+
+    fn report(&mut self, intervals: Vec<Interval>, now: u64) -> kstate_record::Result<()> {
         for iv in intervals {
             self.adapt.interval(&iv);
             let firings = self.alarms.check(&iv);
+            for w in self.alarms.take_warnings() {
+                self.say(format!("kstate: warning: {w}"));
+            }
             for f in &firings {
                 self.fire(f);
                 self.adapt.alarm(f);
             }
+            if let Some(m) = &self.metrics {
+                let mut m = metrics::lock(m);
+                m.interval(&iv, &firings);
+                if !firings.is_empty() && now > iv.end {
+                    m.alarm_latency((now - iv.end) as f64 / 1e9);
+                }
+            }
+            if let (Some(s), false) = (&mut self.saves, iv.partial) {
+                let bytes: u64 = iv.cpus.iter().map(|c| c.bytes).sum();
+                let secs = (iv.end - iv.start) as f64 / 1e9;
+                if let Some(w) = s.check_size(bytes as f64 / secs, self.interval.as_nanos() as u64)
+                {
+                    self.say(format!("kstate: warning: {w}"));
+                }
+            }
             if let Some(d) = &self.dashboard {
-                d.update(iv, &firings);
+                d.update(iv, &firings, &own_threads());
                 continue;
             }
             let mut out = std::io::stdout().lock();
@@ -161,9 +225,10 @@ impl Watch {
                 .iter()
                 .map(|e| serde_json::json!({"ts": e.ts, "kind": e.kind, "text": e.text}))
                 .collect::<Vec<_>>());
-            // The flight recorder's pages on disk after the last tick, and what it gave
-            // back so far (a size bound can be checked against it).
-            if let Some(fl) = &self.flight {
+            // The flight recorder's pages after the last tick, and what it gave back so
+            // far (a size bound can be checked against it).
+            if let Some(s) = &self.saves {
+                let fl = s.flight();
                 line["flight"] = serde_json::json!({
                     "kept_bytes": fl.kept_bytes(),
                     "dropped_pages": fl.dropped_pages,
@@ -180,7 +245,6 @@ impl Watch {
     }
 
     fn fire(&mut self, f: &Firing) {
-        self.fired += 1;
         let rel = |t: u64| (t.saturating_sub(self.start)) as f64 / 1e9;
         // On the dashboard, the alarm shows in its panel.
         if self.dashboard.is_none() {
@@ -195,45 +259,108 @@ impl Watch {
                 crate::held_back(f)
             );
         }
-        if self.keep.is_some() || self.keep_bytes.is_some() {
-            // A size bound: from as far back as the pages kept reach.
-            let keep = self.keep.unwrap_or(u64::MAX);
-            let name: String = f
-                .rule
-                .chars()
-                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-                .take(60)
-                .collect();
-            let at = f.end.saturating_sub(self.start) / 1_000_000;
-            let file = self
-                .save_dir
-                .join(format!("kstate-alarm-{name}-{at}ms.dat"));
-            let from = f.end.saturating_sub(keep).max(self.start);
-            self.saves.push((file, from, f.end + self.after));
+        if let Some(s) = &mut self.saves {
+            if let Err(why) = s.ask(&f.rule, f.end, self.start, false) {
+                let text = format!("{}: {why}", f.rule);
+                self.adapt.log.add(f.end, watch_log::Kind::SAVE, text, true);
+            }
         }
         if let Some(log) = &mut self.alarm_log {
             let _ = writeln!(log, "{}", json::firing(f, self.start));
         }
-        self.children
-            .retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
-        if let Some(cmd) = &self.on_alarm {
-            let spawned = std::process::Command::new("/bin/sh")
-                .arg("-c")
-                .arg(cmd)
-                .env("KSTATE_ALARM_RULE", &f.rule)
-                .env("KSTATE_ALARM_VALUE", f.value.to_string())
-                .env("KSTATE_ALARM_THRESHOLD", f.threshold.to_string())
-                .env("KSTATE_ALARM_KEY", f.key.clone().unwrap_or_default())
-                .env("KSTATE_ALARM_START", f.start.to_string())
-                .env("KSTATE_ALARM_END", f.end.to_string())
-                .stdin(std::process::Stdio::null())
-                .spawn();
-            match spawned {
-                Ok(c) => self.children.push(c),
-                Err(e) => eprintln!("kstate: --on-alarm: {e}"),
+        if let Some(h) = &mut self.hooks {
+            if let Some(o) = h.fire(f) {
+                self.adapt
+                    .log
+                    .add(f.end, watch_log::Kind::HOOK, o.text, true);
             }
         }
     }
+
+    /// The --on-alarm commands that ended badly since the last tick, into the log.
+    fn poll_hooks(&mut self, now: u64) {
+        let Some(h) = &mut self.hooks else {
+            return;
+        };
+        for o in h.poll() {
+            self.adapt.log.add(now, watch_log::Kind::HOOK, o.text, true);
+        }
+    }
+
+    /// Logs the pages the analysis skipped, at most every [`SKIP_NOTE_EVERY`] (a storm
+    /// it cannot keep up with skips at every tick).
+    fn note_skipped(&mut self, now: u64) {
+        if self
+            .skip_noted
+            .is_some_and(|t| now.saturating_sub(t) < SKIP_NOTE_EVERY)
+        {
+            return;
+        }
+        for (cpu, n, told) in &mut self.skipped {
+            let n = n.load(std::sync::atomic::Ordering::Relaxed);
+            if n > *told {
+                self.skip_noted = Some(now);
+                let text = format!(
+                    "the live analysis cannot keep up: {} MiB of cpu {cpu}'s pages skipped \
+                     unanalysed since the last note ({} MiB in all); its figures miss \
+                     those events",
+                    (n - *told) >> 20,
+                    n >> 20
+                );
+                *told = n;
+                self.adapt.log.add(now, watch_log::Kind::BEHIND, text, true);
+            }
+        }
+    }
+
+    /// What every save says about the recording besides its pages.
+    fn save_context(&self) -> saves::Context<'_> {
+        saves::Context {
+            start: self.start,
+            log: self.adapt.log.entries(),
+            clock: &self.clock,
+            events: &self.ongoing_events,
+            command: &self.command,
+            pids: &self.pids,
+            buffer_kib: self.buffer_bytes / 1024,
+            wall_offset: self.wall_offset,
+            processes: &self.processes,
+        }
+    }
+
+    /// Gives back the page-file space the analysis has read (without -o or --keep
+    /// nothing else reads it): a few pages per CPU stay.
+    fn give_back_read(&mut self) {
+        let Some(files) = &mut self.give_back else {
+            return;
+        };
+        for ((file, done), read) in files.iter_mut().zip(&self.read) {
+            let read = read.load(std::sync::atomic::Ordering::Acquire);
+            if read > *done {
+                // SAFETY: fallocate on our own descriptor with a valid range.
+                unsafe {
+                    libc::fallocate(
+                        file.as_raw_fd(),
+                        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                        *done as libc::off_t,
+                        (read - *done) as libc::off_t,
+                    )
+                };
+                *done = read;
+            }
+        }
+    }
+}
+
+/// kstate's own threads now (the readers, the guard, the dashboard's, ...).
+fn own_threads() -> Vec<i32> {
+    std::fs::read_dir("/proc/self/task")
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 impl Watcher for Watch {
@@ -250,17 +377,15 @@ impl Watcher for Watch {
         if trace.uname.is_none() {
             trace.uname = kstate_record::system::uname();
         }
-        let mut queries: Vec<(&'static Info, Config)> = Vec::new();
+        let mut queries: Vec<Query> = Vec::new();
         let mut add = |info: &'static Info, by: &str| {
             if queries
                 .iter()
-                .any(|(i, c)| i.name == info.name && c.by.as_deref().unwrap_or(info.by[0].0) == by)
+                .any(|q| q.analyzer.name == info.name && q.by() == by)
             {
                 return;
             }
-            let mut cfg = Config::new(Mode::Stat);
-            cfg.by = Some(by.to_string());
-            queries.push((info, cfg));
+            queries.push(Query::of(info).keyed(Some(by)));
         };
         for (name, by) in SHOWN {
             let Some(info) = analyzers::find(name) else {
@@ -268,11 +393,7 @@ impl Watcher for Watch {
             };
             let by = if by.is_empty() { info.by[0].0 } else { by };
             // Shown where this recording has its events.
-            if info.live.is_some_and(|l| {
-                let mut cfg = Config::new(Mode::Stat);
-                cfg.by = Some(by.to_string());
-                l(&trace, &cfg).is_ok()
-            }) {
+            if Live::applies(&trace, &Query::of(info).keyed(Some(by))) {
                 add(info, by);
             }
         }
@@ -281,20 +402,26 @@ impl Watcher for Watch {
                 add(info, by);
             }
         }
-        let sources = ongoing
-            .cpus
-            .iter()
-            .map(|c| {
-                GrowingPages::open(&c.path, 0, ongoing.page_size, c.tap.written_handle())
-                    .map(|p| (c.cpu, Box::new(p) as Box<dyn PageSource>))
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| err(e.to_string()))?;
+        let mut sources = Vec::new();
+        for c in &ongoing.cpus {
+            let mut p = GrowingPages::open(&c.path, 0, ongoing.page_size, c.tap.written_handle())
+                .map_err(|e| err(e.to_string()))?;
+            // Without a file at the end, what waits for an analysis that cannot keep up
+            // is bounded (in memory, or on disk with --keep-on-disk).
+            if ongoing.no_output {
+                p = p.with_backlog_limit(BACKLOG_PER_CPU);
+                self.skipped.push((c.cpu, p.skipped_handle(), 0));
+            }
+            self.read.push(p.read_handle());
+            sources.push((c.cpu, Box::new(p) as Box<dyn PageSource>));
+        }
         self.start = ongoing.start_ts;
         self.adapt.log.set_start(ongoing.start_ts);
         self.ongoing_events = ongoing.events.clone();
         self.clock = ongoing.clock.clone();
         self.pids = ongoing.pids.clone();
+        self.wall_offset = ongoing.wall_offset;
+        self.processes = ongoing.processes.clone();
         let live = Live::new(
             trace,
             sources,
@@ -304,15 +431,38 @@ impl Watcher for Watch {
         )
         .map_err(|e| err(e.to_string()))?;
         self.live = Some(live);
-        self.capture = ongoing.dir.clone();
         self.adapt.start(ongoing)?;
-        self.flight = match (self.keep, self.keep_bytes) {
-            (Some(keep), _) => Some(Flight::new(ongoing, keep)?),
-            (None, Some(bytes)) => Some(Flight::new(ongoing, u64::MAX)?.bounded_by_bytes(bytes)),
-            (None, None) => None,
-        };
+        match self.plan.take() {
+            Some(plan) => {
+                let flight = Flight::new(ongoing, plan.policy.keep_ns.unwrap_or(u64::MAX))?;
+                let flight = match plan.policy.keep_bytes.or(plan.memory_cap) {
+                    Some(b) => flight.bounded_by_bytes(b),
+                    None => flight,
+                };
+                self.saves = Some(Saves::new(flight, plan.policy, ongoing.dir.clone()));
+            }
+            None if ongoing.no_output => {
+                let files = ongoing
+                    .cpus
+                    .iter()
+                    .map(|c| {
+                        std::fs::OpenOptions::new()
+                            .write(true)
+                            .open(&c.path)
+                            .map(|f| (f, 0))
+                            .map_err(|e| err(format!("opening {}: {e}", c.path.display())))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                self.give_back = Some(files);
+            }
+            None => {}
+        }
         if !self.json {
-            self.dashboard = Some(Dashboard::start(ongoing.start_ts, self.buffer_bytes));
+            self.dashboard = Some(Dashboard::start(
+                ongoing.start_ts,
+                self.buffer_bytes,
+                self.saves.is_some(),
+            ));
             self.adapt.log.held = Some(Vec::new());
         }
         Ok(())
@@ -329,7 +479,9 @@ impl Watcher for Watch {
             .advance_until(horizon, Some(deadline))
             .map_err(|e| kstate_record::Error::new(e.to_string()))?;
         let position = live.position();
-        self.report(done)?;
+        self.report(done, ongoing.now())?;
+        self.give_back_read();
+        self.note_skipped(horizon);
         // Horizon 0: a reader did not move its pages in time, so how far the recording
         // has got is not known this tick (taken as 0, the analysis looked caught up, and
         // the log said so at 0.000 s).
@@ -337,6 +489,35 @@ impl Watcher for Watch {
             self.note_lag(horizon, position);
         }
         self.adapt.tick(ongoing, horizon)?;
+        self.poll_hooks(horizon);
+        if self.saves.is_some() {
+            let manual = kstate_record::signals::save_requested()
+                | self.dashboard.as_ref().is_some_and(|d| d.save_asked());
+            if manual && horizon > 0 {
+                let start = self.start;
+                if let Some(Err(why)) = self
+                    .saves
+                    .as_mut()
+                    .map(|s| s.ask("manual", horizon, start, true))
+                {
+                    self.adapt.log.add(
+                        horizon,
+                        watch_log::Kind::SAVE,
+                        format!("manual: {why}"),
+                        true,
+                    );
+                }
+            }
+            let mut saves = self.saves.take();
+            let said = saves
+                .as_mut()
+                .map(|s| s.tick(ongoing, horizon, position, &self.save_context()))
+                .unwrap_or_default();
+            self.saves = saves;
+            for (at, text) in said {
+                self.adapt.log.add(at, watch_log::Kind::SAVE, text, true);
+            }
+        }
         if let Some(d) = &self.dashboard {
             // The alarms are on it already.
             for e in self.adapt.log.unsent() {
@@ -345,26 +526,8 @@ impl Watcher for Watch {
                 }
             }
         }
-        if self.flight.is_some() {
-            // Pages a save to come may want stay: the pending saves', and the window
-            // before any interval not yet analysed (its alarms are still to come).
-            // A size bound (no window) holds nothing back: the flight recorder drops the
-            // oldest pages past the size whatever a save wanted.
-            let keep = self.keep.unwrap_or(0);
-            // An analysis far behind holds no more than twice the window and --after: the
-            // disk bound holds, and a save that lost its start says so.
-            let hold = self
-                .saves
-                .iter()
-                .map(|s| s.1)
-                .min()
-                .unwrap_or(u64::MAX)
-                .min(position.saturating_sub(keep))
-                .max(horizon.saturating_sub(2 * keep + self.after));
-            if let Some(fl) = &mut self.flight {
-                fl.update(ongoing, horizon, Some(hold));
-            }
-            self.save_due(horizon);
+        if let Some(m) = &self.metrics {
+            metrics::lock(m).ring(&ongoing.ring_stats(), self.buffer_bytes);
         }
         Ok(Flow::Go)
     }
@@ -374,13 +537,15 @@ impl Watcher for Watch {
         let Some(live) = self.live.take() else {
             return Ok(());
         };
+        // Tracing is off: now is after every event, and where the last interval ends.
+        let stop = ongoing.now();
         let done = live
-            .finish()
+            .finish(stop)
             .map_err(|e| kstate_record::Error::new(e.to_string()))?;
         // Behind until the end: the rest was analysed now, up to the last interval's end,
         // which is when it caught up on the trace clock.
         let reached = done.last().map(|iv| iv.end);
-        let reported = self.report(done);
+        let reported = self.report(done, stop);
         if let (true, Some(end)) = (self.behind, reached) {
             self.behind = false;
             self.adapt.log.add(
@@ -394,14 +559,21 @@ impl Watcher for Watch {
         self.dashboard = None;
         // Saves cut short by the end of the recording (its command ended, Ctrl-C,
         // SIGTERM) hold what there is, up to the end, and say so.
-        if let Some(fl) = &mut self.flight {
-            fl.update(ongoing, 0, Some(0));
-        }
-        let stop = match ongoing.now() {
+        let stop = match stop {
             0 => reached.unwrap_or(u64::MAX),
             now => now,
         };
-        self.save_cut_short(stop);
+        if self.saves.is_some() {
+            let mut saves = self.saves.take();
+            let said = saves
+                .as_mut()
+                .map(|s| s.finish(ongoing, stop, &self.save_context()))
+                .unwrap_or_default();
+            self.saves = saves;
+            for (at, text) in said {
+                self.adapt.log.add(at, watch_log::Kind::SAVE, text, true);
+            }
+        }
         reported
     }
 
@@ -411,70 +583,21 @@ impl Watcher for Watch {
 }
 
 impl Watch {
-    /// Writes the flight-recorder saves whose time has come.
-    fn save_due(&mut self, horizon: u64) {
-        let (due, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.saves)
-            .into_iter()
-            .partition(|s| s.2 <= horizon);
-        self.saves = rest;
-        for (file, from, to) in due {
-            self.save(file, from, to, false);
-        }
-    }
-
-    /// At the end of the recording (`stop`, trace clock): writes the saves still to
-    /// come, each up to `stop`, saying so where that is before its end.
-    fn save_cut_short(&mut self, stop: u64) {
-        for (file, from, to) in std::mem::take(&mut self.saves) {
-            match to > stop {
-                true => self.save(file, from, stop.max(from), true),
-                false => self.save(file, from, to, false),
-            }
-        }
-    }
-
-    /// Writes one save of [from, to]; `cut_short`: the recording ended at `to`, before
-    /// the --after the alarm asked for.
-    fn save(&self, file: PathBuf, from: u64, to: u64, cut_short: bool) {
-        let Some(fl) = &self.flight else {
-            return;
-        };
-        let rel = |t: u64| t.saturating_sub(self.start) as f64 / 1e9;
-        let kept_from = fl.oldest().unwrap_or(from).max(from);
-        let sections = self.save_sections(fl, from, kept_from, to, cut_short);
-        match fl.save(&self.capture, from, to, &file, sections) {
-            Ok(()) => eprintln!(
-                "kstate: saved {} ({:.3}..{:.3} s{}; {} older pages, {} MiB, were dropped before it)",
-                file.display(),
-                rel(kept_from),
-                rel(to),
-                match cut_short {
-                    true => ", cut short: the recording ended before --after ran out",
-                    false => "",
-                },
-                fl.dropped_pages,
-                fl.dropped_bytes >> 20
-            ),
-            Err(e) => eprintln!("kstate: saving {}: {e}", file.display()),
-        }
-    }
-}
-
-impl Watch {
     /// Logs when the live analysis falls behind the recording by more than three
     /// intervals (or the flight recorder's window), and when it has caught up.
     fn note_lag(&mut self, horizon: u64, position: u64) {
         let every = self.interval.as_nanos() as u64;
         let behind = horizon.saturating_sub(position);
-        let limit = (3 * every).max(self.keep.unwrap_or(0));
+        let keep = self.saves.as_ref().map_or(0, |s| s.keep_ns().unwrap_or(0));
+        let limit = (3 * every).max(keep);
         let text = match (self.behind, behind) {
             (false, b) if b > limit => format!(
                 "the live analysis is {:.1} s behind the recording: its intervals and \
                  alarms come late{}",
                 b as f64 / 1e9,
-                match self.keep {
-                    Some(_) => "; the flight recorder keeps no more than twice its window and --after for them",
-                    None => "",
+                match keep {
+                    0 => "",
+                    _ => "; the flight recorder keeps no more than twice its window and --after for them",
                 }
             ),
             (true, b) if b <= 2 * every => "the live analysis has caught up".to_string(),
@@ -484,65 +607,5 @@ impl Watch {
         self.adapt
             .log
             .add(horizon, watch_log::Kind::BEHIND, text, true);
-    }
-
-    /// A save's own sections: how it was made (RECORDING) and the watch log of its
-    /// window, led by what the flight recorder had already given back.
-    fn save_sections(
-        &self,
-        fl: &Flight,
-        from: u64,
-        kept_from: u64,
-        to: u64,
-        cut_short: bool,
-    ) -> Vec<(u16, Vec<u8>)> {
-        let keep = self.keep_text.as_deref().unwrap_or("?");
-        let mut text = format!(
-            "flight recorder (--keep {keep}): {} older pages ({} bytes) given back before this window",
-            fl.dropped_pages, fl.dropped_bytes
-        );
-        if kept_from > from && self.keep_bytes.is_some() {
-            text.push_str(&format!(
-                "; the {} kept (every CPU's pages together, {} bytes now) reach back to {:.3} s",
-                keep,
-                fl.kept_bytes(),
-                kept_from.saturating_sub(self.start) as f64 / 1e9
-            ));
-        } else if kept_from > from && fl.dropped_pages > 0 {
-            text.push_str(&format!(
-                "; its first {:.3} s were given back too (the watch fell behind)",
-                (kept_from - from) as f64 / 1e9
-            ));
-        }
-        if cut_short {
-            text.push_str(&format!(
-                "; cut short: the recording ended at {:.3} s, before the --after this save \
-                 asked for, so it ends there",
-                to.saturating_sub(self.start) as f64 / 1e9
-            ));
-        }
-        let mut log = vec![watch_log::Entry {
-            ts: kept_from,
-            kind: watch_log::Kind::DROPPED.into(),
-            text,
-        }];
-        log.extend(self.adapt.log.between(from, to));
-        let rec = sections::Recording {
-            workload: self.command.clone(),
-            pids: self.pids.clone(),
-            tool: format!("kstate {}", env!("CARGO_PKG_VERSION")),
-            command: std::env::args().collect(),
-            hostname: kstate_record::system::hostname(),
-            clock: self.clock.clone(),
-            start_ts: kept_from,
-            stop_ts: to,
-            buffer_kib_per_cpu: self.buffer_bytes / 1024,
-            events: self.ongoing_events.clone(),
-            ..sections::Recording::default()
-        };
-        vec![
-            (ids::RECORDING, rec.encode()),
-            (ids::WATCH_LOG, watch_log::encode(&log)),
-        ]
     }
 }

@@ -45,11 +45,12 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
-    let trace = super::open(&args.input)?;
+    let source = super::source(&args.input)?;
+    let trace = source.trace();
     match args.to {
         Target::Dat => {}
         Target::ChromeJson => {
-            let s = chrome::write(&trace, &args.output, &args.analyzers)?;
+            let s = chrome::write(&source, &args.output, &args.analyzers)?;
             let a: Vec<String> = s
                 .analyzers
                 .iter()
@@ -71,13 +72,13 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             return Ok(super::damage::finish(&s.damage));
         }
         Target::Perfetto => {
-            let s = perfetto::write(&trace, &args.output, &args.analyzers)?;
+            let s = perfetto::write(&source, &args.output, &args.analyzers)?;
             eprintln!("kstate: {}: {s}", args.output.display());
             return Ok(super::damage::finish(&s.damage));
         }
         #[cfg(feature = "parquet")]
         Target::Parquet => {
-            let s = kstate_export::parquet::write(&trace, &args.output, &args.analyzers)?;
+            let s = kstate_export::parquet::write(&source, &args.output, &args.analyzers)?;
             let t: Vec<String> = s.tables.iter().map(|(n, r)| format!("{n} {r}")).collect();
             eprintln!(
                 "kstate: {}: {} events; tables (rows): {}",
@@ -122,8 +123,8 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     cfg.version = Some(format!("kstate {}", env!("CARGO_PKG_VERSION")));
     // The events, metadata, clock options and kstate's sections are kept (a trace.dat's
     // instance buffers are not: kstate reads the top-level buffer only).
-    write_from_trace(&trace, &args.output, cfg, None)?;
+    write_from_trace(trace, &args.output, cfg, None)?;
     // The pages are copied as they are; what the input lacks, its copy lacks too.
-    let damage = kstate_format::damage::scan(&trace);
+    let damage = kstate_format::damage::scan(trace);
     Ok(super::damage::finish(&damage))
 }

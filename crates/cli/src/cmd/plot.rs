@@ -86,7 +86,7 @@ fn find(name: &str) -> Result<&'static kstate_analyze::Info, Error> {
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
     let source = super::source(&args.file)?;
-    let (trace, tgids) = (source.trace(), source.tgids());
+    let trace = source.trace();
     let rec = survey::recording(trace);
     let info = find(&args.analyzer)?;
     if info.traits.snapshots {
@@ -99,7 +99,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         }
         let stats: Vec<_> = analyzers::ALL
             .iter()
-            .filter_map(|i| survey::stat_pass(trace, i, None, tgids).ok())
+            .filter_map(|i| survey::stat_pass(&source, i, None).ok())
             .take(1)
             .collect();
         let mut axis = survey::axis_of(rec.as_ref(), &stats.iter().collect::<Vec<_>>(), None);
@@ -119,16 +119,16 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             "--with draws twin axes over time: use it with --log".into()
         ));
     }
-    let stat = survey::stat_pass(trace, info, args.by.as_deref(), tgids)?;
+    let stat = survey::stat_pass(&source, info, args.by.as_deref())?;
     let stat2 = match with {
-        Some(w) => Some(survey::stat_pass(trace, w, None, tgids)?),
+        Some(w) => Some(survey::stat_pass(&source, w, None)?),
         None => None,
     };
     let mut outs = vec![&stat];
     outs.extend(stat2.as_ref());
     let axis = survey::axis_of(rec.as_ref(), &outs, None);
     let wl = survey::workload_of(trace, rec.as_ref());
-    let a = survey::complete(trace, info, stat, tgids, axis, wl.clone());
+    let a = survey::complete(&source, info, stat, axis, wl.clone());
     // What the passes skipped as damaged, said after the chart of the rest.
     let mut damage = Vec::new();
     let passes = [&a.stat, &a.dist].into_iter().chain(stat2.as_ref());
@@ -149,7 +149,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         svg::dist_chart(&charts::dist_chart(&a, args.top), args.size)
     } else {
         let b = match (with, stat2) {
-            (Some(w), Some(s)) => Some(survey::complete(trace, w, s, tgids, axis, wl)),
+            (Some(w), Some(s)) => Some(survey::complete(&source, w, s, axis, wl)),
             _ => None,
         };
         let chart = charts::log_chart(&a, b.as_ref(), &axis, &args.key, args.top, Vec::new());

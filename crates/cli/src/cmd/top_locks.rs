@@ -115,13 +115,13 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
             (path, scratch)
         }
     };
-    let trace = super::open(&file)?;
+    let source = super::source(&file)?;
     let filters = Filters {
         window: a.window,
         pids: a.pid.clone(),
         ..Filters::default()
     };
-    let mut t = locks::top_locks(&trace, &filters)?;
+    let mut t = locks::top_locks(&source, &filters)?;
     let span = t.span_ns;
     t.locks.truncate(a.top);
     let shown = match &a.file {

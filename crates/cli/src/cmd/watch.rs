@@ -37,6 +37,21 @@ Escalation (--escalate 'RULE -> EVENTS [for TIME]'): when the alarm RULE fires, 
   --shed events and any escalated ones are turned off (before the buffer is full) until\n\
   every CPU has been calm for five intervals. Alarms, escalations, shedding and losses are printed, and written into the\n\
   recording (-o) and the flight recorder's files: `kstate info` lists them.\n\n\
+Disk: without -o the pages are read from memory as they come and given back once\n\
+  analysed: a few pages per CPU of memory, no disk (a private directory in $TMPDIR holds\n\
+  the event formats, about the size of /proc/kallsyms; a watch killed with SIGKILL leaves\n\
+  it, and the next watch removes it). With -o every page goes to disk: the whole\n\
+  recording. With --keep the window is kept in memory (a size must fit in half the memory\n\
+  available; a time window is capped there) and only saves are written: at most\n\
+  --max-saves files of about the window each; --keep-on-disk keeps the window on disk\n\
+  instead. An analysis that cannot keep up skips pages past 128 MiB per CPU (logged).\n\n\
+Flight recorder saves: DIR/kstate-alarm-RULE-2026-11-28T14:03:07Z.dat (UTC; -2, -3 ... when\n\
+  the name is taken: nothing is overwritten), with the wall-clock offset, the process\n\
+  table and the watch log. SIGUSR1 or the dashboard's w key saves the window now\n\
+  (kstate-save-manual-TIME.dat).\n\n\
+Metrics (--metrics 127.0.0.1:9464): OpenMetrics (or the classic text format) at /metrics,\n\
+  counted from the start: per analyzer and key a histogram of its values, per CPU events,\n\
+  losses and buffer fill, alarms fired per rule.\n\n\
     Run as root. Like kstate record, events go into a private tracefs instance that is\n\
     removed on exit (Ctrl-C, SIGTERM too). With -o the recording is kept as a trace.dat.\n\n",
     super::exit_status::exit_status_help!()))]
@@ -81,26 +96,44 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     alarm_log: Option<PathBuf>,
     /// Run this shell command when an alarm fires, with KSTATE_ALARM_RULE, _VALUE,
-    /// _THRESHOLD, _KEY, _START, _END (ns on the trace clock) in its environment
+    /// _THRESHOLD, _KEY, _START, _END (ns on the trace clock) in its environment; a
+    /// failure is logged
     #[arg(long, value_name = "CMD")]
     on_alarm: Option<String>,
-    /// A rule fires at most this often (held-back firings are counted in the next)
-    #[arg(long, value_name = "TIME", default_value = "10s", value_parser = numbers::duration)]
-    alarm_every: Duration,
-    /// Flight recorder: keep only the last TIME of the recording on disk (or the newest
-    /// SIZE of pages, every CPU's together: 50M, 1G, from 1M to 1024G), and when an alarm
-    /// fires write a trace.dat from TIME before it (or as far back as the pages kept
-    /// reach) to --after after it, named after the alarm, into --save-dir. Older pages
-    /// are given back as it goes, checked every interval: with TIME the disk holds at
-    /// most twice TIME and --after of them, however far the live analysis falls behind
+    /// An --on-alarm command still running after this long is killed (with its process
+    /// group) and logged [default: 10s]
+    #[arg(long, value_name = "TIME", value_parser = numbers::duration)]
+    on_alarm_timeout: Option<Duration>,
+    /// A rule fires at most this often (held-back firings are counted in the next, and
+    /// summed at the end) [default: 10s]
+    #[arg(long, value_name = "TIME", value_parser = numbers::duration)]
+    alarm_every: Option<Duration>,
+    /// Flight recorder: keep only the last TIME of the recording, in memory (or the
+    /// newest SIZE of pages, every CPU's together: 50M, 1G, from 1M to 1024G), and when
+    /// an alarm fires write a trace.dat from TIME before it (or as far back as the pages
+    /// kept reach) to --after after it, named after the alarm and the time, into
+    /// --save-dir. Older pages are given back as it goes, checked every interval
     #[arg(long, value_name = "TIME|SIZE", value_parser = keep)]
     keep: Option<kstate_watch::Keep>,
-    /// With --keep: how long after the alarm the saved recording goes on
-    #[arg(long, value_name = "TIME", default_value = "2s", value_parser = numbers::duration)]
-    after: Duration,
-    /// With --keep: where the saved recordings go
-    #[arg(long, value_name = "DIR", default_value = ".")]
-    save_dir: PathBuf,
+    /// With --keep: keep the window on disk (in $TMPDIR), for windows larger than
+    /// memory; the disk then holds at most twice TIME and --after, however far the live
+    /// analysis falls behind
+    #[arg(long)]
+    keep_on_disk: bool,
+    /// With --keep: how long after the alarm the saved recording goes on [default: 2s]
+    #[arg(long, value_name = "TIME", value_parser = numbers::duration)]
+    after: Option<Duration>,
+    /// With --keep: where the saved recordings go; checked before recording [default: .]
+    #[arg(long, value_name = "DIR")]
+    save_dir: Option<PathBuf>,
+    /// With --keep: at most N saves in this run (later alarms are logged, not saved)
+    /// [default: 100]
+    #[arg(long, value_name = "N", value_parser = numbers::int::<usize>(1..=1_000_000))]
+    max_saves: Option<usize>,
+    /// With --keep: no save sooner than TIME after the last (manual saves excepted)
+    /// [default: 0s]
+    #[arg(long, value_name = "TIME", value_parser = numbers::duration)]
+    save_gap: Option<Duration>,
     /// When an alarm fires, turn more events on for a while: 'RULE -> EVENTS [for TIME]'
     /// (see below); repeatable
     #[arg(long = "escalate", value_name = "RULE")]
@@ -109,6 +142,9 @@ pub struct Args {
     /// events always may); as -e takes them
     #[arg(long = "shed", value_name = "SPEC")]
     shed: Vec<String>,
+    /// Serve the figures for Prometheus at http://ADDR/metrics (e.g. 127.0.0.1:9464)
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
     /// The command to run while watching
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -175,15 +211,28 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         alarm_file: args.alarm_file,
         alarm_log: args.alarm_log,
         on_alarm: args.on_alarm,
+        on_alarm_timeout: args.on_alarm_timeout,
         alarm_every: args.alarm_every,
         keep: args.keep,
         after: args.after,
         save_dir: args.save_dir,
+        max_saves: args.max_saves,
+        save_gap: args.save_gap,
+        keep_on_disk: args.keep_on_disk,
+        metrics: args.metrics,
         escalations: args.escalations,
         shed: args.shed,
         command: args.command,
     };
-    Ok(match kstate_watch::run(opts)? {
+    let ended = match kstate_watch::run(opts) {
+        // As a shell does: 127 for a command not found, 126 for one not executable.
+        Err(kstate_watch::Error::CommandNotRun { status, message }) => {
+            eprintln!("kstate: {message}");
+            return Ok(ExitCode::from(status));
+        }
+        r => r?,
+    };
+    Ok(match ended {
         // The command's own status when it failed, as `kstate record` exits.
         kstate_watch::Ended::Complete(status) => {
             super::exit_status::failed(status).unwrap_or(ExitCode::SUCCESS)

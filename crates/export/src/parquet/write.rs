@@ -39,6 +39,7 @@ use parquet::schema::types::{ColumnPath, Type};
 use super::meta::write_meta;
 use kstate_analyze::analyzer::{Info, Kind, LogRow, LogSink, Unit};
 use kstate_analyze::fxmap::FxMap;
+use kstate_analyze::Source;
 use kstate_format::output::NewFile;
 use kstate_format::parquet::meta::{Conversion, Loss};
 use kstate_format::parquet::{
@@ -336,7 +337,8 @@ fn host(trace: &Trace) -> String {
         .collect()
 }
 
-pub fn write(trace: &Trace, out: &Path, names: &[String]) -> Result<Summary, Error> {
+pub fn write(source: &Source, out: &Path, names: &[String]) -> Result<Summary, Error> {
+    let trace = source.trace();
     let (selected, explicit) = common::select(names)?;
     let dir = out.join(format!("host={}", host(trace)));
     if let Ok(rd) = std::fs::read_dir(&dir) {
@@ -362,7 +364,7 @@ pub fn write(trace: &Trace, out: &Path, names: &[String]) -> Result<Summary, Err
         }
     }
     let (ev, logs) = std::thread::scope(|s| {
-        let logs = s.spawn(|| analyzer_tables(trace, &dir, &selected, explicit));
+        let logs = s.spawn(|| analyzer_tables(source, &dir, &selected, explicit));
         let ev = event_tables(trace, &dir);
         (ev, logs.join().expect("the analyzer thread panicked"))
     });
@@ -804,7 +806,7 @@ impl LogSink for LogTable<'_> {
 type Tables = (Vec<(String, u64)>, Vec<&'static str>);
 
 fn analyzer_tables(
-    trace: &Trace,
+    source: &Source,
     dir: &Path,
     selected: &[&'static Info],
     explicit: bool,
@@ -822,7 +824,7 @@ fn analyzer_tables(
         // A damaged trace is refused here, as the events' tables refuse it: a directory
         // of tables is a trace of its own, and must not pass a part off as the whole.
         let mut damage = Vec::new();
-        let r = common::run_analyzer(trace, info, explicit, &mut sink, &mut damage);
+        let r = common::run_analyzer(source, info, explicit, &mut sink, &mut damage);
         if let Some(e) = sink.err.take() {
             return Err(e);
         }

@@ -28,6 +28,7 @@ use std::path::Path;
 
 use crate::error::Error;
 use kstate_analyze::analyzer::{Info, Kind, LogRow, LogSink, Unit};
+use kstate_analyze::Source;
 use kstate_format::output::NewFile;
 use kstate_format::stream::merge::{IdFilter, Merger};
 use kstate_format::{Lost, Trace};
@@ -174,7 +175,8 @@ impl fmt::Display for Summary {
     }
 }
 
-pub fn write(trace: &Trace, path: &Path, names: &[String]) -> Result<Summary, Error> {
+pub fn write(source: &Source, path: &Path, names: &[String]) -> Result<Summary, Error> {
+    let trace = source.trace();
     let (selected, explicit) = common::select(names)?;
     let f = NewFile::create(path).map_err(|e| Error::write(path, e))?;
     let mut o = Out {
@@ -202,7 +204,7 @@ pub fn write(trace: &Trace, path: &Path, names: &[String]) -> Result<Summary, Er
             counters: HashMap::new(),
             rows: 0,
         };
-        match common::run_analyzer(trace, info, explicit, &mut sink, &mut sum.damage)? {
+        match common::run_analyzer(source, info, explicit, &mut sink, &mut sum.damage)? {
             Some(_) => {
                 let tracks = sink.uuids.len() + sink.counters.len();
                 sum.analyzers.push((info.name, sink.rows, tracks));

@@ -33,6 +33,10 @@ impl Kind {
     pub const BEHIND: &'static str = "behind";
     /// The flight recorder gave back the disk space of pages older than its window.
     pub const DROPPED: &'static str = "dropped";
+    /// A flight-recorder save: written (its file), or not made (--max-saves, --save-gap).
+    pub const SAVE: &'static str = "save";
+    /// An --on-alarm command that failed or ran past its timeout.
+    pub const HOOK: &'static str = "hook";
 }
 
 /// One entry.

@@ -12,6 +12,7 @@ pub mod record;
 pub mod sample;
 pub mod stacks;
 pub mod ui;
+pub mod watch;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -128,6 +129,13 @@ pub enum Bench {
     /// One fixed-work run in this process (used by `bench sample`)
     #[command(hide = true)]
     SamplePass(sample::PassArgs),
+    /// `kstate watch` for hours: bytes written per second by each way of keeping pages
+    /// under the same system-call storm, then a soak (flight recorder, alarms, metrics)
+    /// with RSS, memory, disk, CPU and alarm latency each minute
+    Watch(watch::Args),
+    /// The steady storm of `bench watch` (RATE getppid calls a second for SECONDS)
+    #[command(hide = true)]
+    WatchStorm(watch::StormArgs),
 }
 
 pub fn run(b: Bench) -> Result<ExitCode, Error> {
@@ -147,6 +155,8 @@ pub fn run(b: Bench) -> Result<ExitCode, Error> {
         Bench::Stacks(a) => stacks::run(a),
         Bench::Ui(a) => ui::run(a),
         Bench::SamplePass(a) => sample::pass(a),
+        Bench::Watch(a) => watch::run(a),
+        Bench::WatchStorm(a) => watch::storm(a),
         Bench::MallocPass(a) => malloc::pass(a),
         Bench::Read {
             file,

@@ -118,15 +118,15 @@ pub fn run(a: Args) -> Result<ExitCode, Error> {
                 String::from_utf8_lossy(&out.stderr).trim()
             )));
         }
-        let trace = kstate_format::Trace::open(&file)?;
-        let scope = kstate_views::workload::workload_scope(&trace);
-        let fig = kstate_views::classify::figures(&trace, scope.as_ref())?;
+        let source = kstate_analyze::Source::open(&file)?;
+        let scope = kstate_views::workload::workload_scope(source.trace());
+        let fig = kstate_views::classify::figures(source.trace(), scope.as_ref())?;
         let (kind, evidence) = kstate_views::classify::verdict(&fig);
         let tables = match a.output {
-            Some(_) => report::tables(&trace, scope.as_ref(), a.sample),
+            Some(_) => report::tables(&source, scope.as_ref(), a.sample),
             None => Vec::new(),
         };
-        drop(trace);
+        drop(source);
         if keep.is_none() {
             let _ = std::fs::remove_file(&file);
         }

@@ -4,9 +4,10 @@
 
 use std::collections::HashSet;
 
-use kstate_analyze::analyzer::{sort_rows, Config, Mode, NoLog, Outcome};
+use kstate_analyze::analyzer::Outcome;
 use kstate_analyze::analyzers;
 use kstate_analyze::filter::{fmt_dur, Filters};
+use kstate_analyze::{Query, Source};
 use kstate_format::Trace;
 use kstate_render::scale::RunTable;
 use kstate_views::profile;
@@ -69,16 +70,16 @@ pub fn figures(f: &Figures) -> Vec<(String, String)> {
 }
 
 /// The run's tables: profile (when sampled), kernel locks, user-space locks, block.
-pub fn tables(trace: &Trace, scope: Option<&HashSet<i32>>, sampled: bool) -> Vec<RunTable> {
+pub fn tables(source: &Source, scope: Option<&HashSet<i32>>, sampled: bool) -> Vec<RunTable> {
     let tids: Vec<i32> = scope
         .map(|s| s.iter().copied().collect())
         .unwrap_or_default();
     let mut out = Vec::new();
     if sampled {
-        out.push(profile_table(trace, &tids));
+        out.push(profile_table(source.trace(), &tids));
     }
     out.push(analyzer_table(
-        trace,
+        source,
         "lockwait",
         &tids,
         "kernel locks",
@@ -88,7 +89,7 @@ pub fn tables(trace: &Trace, scope: Option<&HashSet<i32>>, sampled: bool) -> Vec
         |_| true,
     ));
     out.push(analyzer_table(
-        trace,
+        source,
         "futex",
         &tids,
         "user-space locks",
@@ -98,7 +99,7 @@ pub fn tables(trace: &Trace, scope: Option<&HashSet<i32>>, sampled: bool) -> Vec
         |k| k.ends_with(" wait"),
     ));
     out.push(analyzer_table(
-        trace,
+        source,
         "biotime",
         &[],
         "block requests",
@@ -170,7 +171,7 @@ fn share(n: u64, of: u64) -> f64 {
 }
 
 fn analyzer_table(
-    trace: &Trace,
+    source: &Source,
     name: &str,
     tids: &[i32],
     title: &str,
@@ -191,19 +192,20 @@ fn analyzer_table(
         t.empty = format!("no {name} analyzer");
         return t;
     };
-    let mut cfg = Config::new(Mode::Stat);
-    cfg.filters.tids = tids.to_vec();
-    let o: Outcome = match (info.run)(trace, &cfg, &mut NoLog) {
+    let filters = Filters {
+        tids: tids.to_vec(),
+        ..Filters::default()
+    };
+    let o: Outcome = match source.aggregate(&Query::of(info).filters(filters)) {
         Ok(o) => o,
         // The recording enabled the events: none of them in the file means none fired.
-        Err(e) if e.kind.is_not_applicable() => return t,
+        Err(e) if e.not_applicable().is_some() => return t,
         Err(e) => {
             t.empty = format!("{name} failed: {e}");
             return t;
         }
     };
-    let mut rows = o.rows;
-    let _ = sort_rows(&mut rows, "total", info.flag_column, None);
+    let rows = o.rows;
     t.header[0] = o.by.to_string();
     t.rows = rows
         .iter()

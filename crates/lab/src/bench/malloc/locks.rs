@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use crate::Error;
 use kstate_analyze::filter::Filters;
-use kstate_format::Trace;
+use kstate_analyze::Source;
 use kstate_views::locks::{self, Lock};
 use serde_json::{json, Value};
 
@@ -84,8 +84,8 @@ pub fn view(
     })?;
     let result: Value = serde_json::from_str(text.trim())
         .map_err(|e| err(format!("{}: not the harness's JSON: {e}", res.display())))?;
-    let trace = Trace::open(&dat)?;
-    let t = locks::top_locks(&trace, &Filters::default())?;
+    let source = Source::open(&dat)?;
+    let t = locks::top_locks(&source, &Filters::default())?;
     if let Some(e) = t.futex.errors.first() {
         return Err(err(format!("{}: {e}", dat.display())));
     }
