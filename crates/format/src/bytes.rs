@@ -44,6 +44,40 @@ impl Endian {
         })
     }
 
+    /// Reads from the start of a slice the caller has checked is long enough (a record
+    /// whose size was checked against its fields).
+    pub(crate) fn r16(self, b: &[u8]) -> u16 {
+        self.u16([b[0], b[1]])
+    }
+    pub(crate) fn r32(self, b: &[u8]) -> u32 {
+        self.u32([b[0], b[1], b[2], b[3]])
+    }
+    pub(crate) fn r64(self, b: &[u8]) -> u64 {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&b[..8]);
+        self.u64(a)
+    }
+
+    /// `v` in this byte order.
+    pub fn u16_bytes(self, v: u16) -> [u8; 2] {
+        match self {
+            Endian::Little => v.to_le_bytes(),
+            Endian::Big => v.to_be_bytes(),
+        }
+    }
+    pub fn u32_bytes(self, v: u32) -> [u8; 4] {
+        match self {
+            Endian::Little => v.to_le_bytes(),
+            Endian::Big => v.to_be_bytes(),
+        }
+    }
+    pub fn u64_bytes(self, v: u64) -> [u8; 8] {
+        match self {
+            Endian::Little => v.to_le_bytes(),
+            Endian::Big => v.to_be_bytes(),
+        }
+    }
+
     /// Writes the low `out.len()` bytes (1, 2, 4 or 8) of `v` in this byte order.
     pub fn put_uint(self, out: &mut [u8], v: u64) {
         let n = out.len();

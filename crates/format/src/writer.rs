@@ -168,13 +168,13 @@ impl Out {
         Ok(())
     }
     fn u16(&mut self, v: u16, what: &str) -> Result<()> {
-        self.bytes(&u16_bytes(self.endian, v), what)
+        self.bytes(&self.endian.u16_bytes(v), what)
     }
     fn u32(&mut self, v: u32, what: &str) -> Result<()> {
-        self.bytes(&u32_bytes(self.endian, v), what)
+        self.bytes(&self.endian.u32_bytes(v), what)
     }
     fn u64(&mut self, v: u64, what: &str) -> Result<()> {
-        self.bytes(&u64_bytes(self.endian, v), what)
+        self.bytes(&self.endian.u64_bytes(v), what)
     }
     /// Overwrites a u32/u64 written earlier (a size or offset known only later).
     fn patch(&mut self, at: u64, value: &[u8], what: &str) -> Result<()> {
@@ -196,25 +196,6 @@ impl Out {
             self.pos += pad;
         }
         Ok(())
-    }
-}
-
-fn u16_bytes(e: Endian, v: u16) -> [u8; 2] {
-    match e {
-        Endian::Little => v.to_le_bytes(),
-        Endian::Big => v.to_be_bytes(),
-    }
-}
-fn u32_bytes(e: Endian, v: u32) -> [u8; 4] {
-    match e {
-        Endian::Little => v.to_le_bytes(),
-        Endian::Big => v.to_be_bytes(),
-    }
-}
-fn u64_bytes(e: Endian, v: u64) -> [u8; 8] {
-    match e {
-        Endian::Little => v.to_le_bytes(),
-        Endian::Big => v.to_be_bytes(),
     }
 }
 
@@ -252,7 +233,7 @@ impl Strings {
 
 /// Appends `u64 size` + bytes, the framing of most metadata files.
 fn put_sized64(buf: &mut Vec<u8>, e: Endian, data: &[u8]) {
-    buf.extend_from_slice(&u64_bytes(e, data.len() as u64));
+    buf.extend_from_slice(&e.u64_bytes(data.len() as u64));
     buf.extend_from_slice(data);
 }
 
@@ -268,7 +249,9 @@ fn header_info_body(e: Endian, header_page: &[u8], header_event: &[u8]) -> Vec<u
 
 /// Body of the FTRACE_EVENTS section.
 fn ftrace_body(e: Endian, formats: &[Vec<u8>]) -> Result<Vec<u8>> {
-    let mut b = u32_bytes(e, size32(formats.len(), "ftrace event count")?).to_vec();
+    let mut b = e
+        .u32_bytes(size32(formats.len(), "ftrace event count")?)
+        .to_vec();
     for f in formats {
         put_sized64(&mut b, e, f);
     }
@@ -277,11 +260,13 @@ fn ftrace_body(e: Endian, formats: &[Vec<u8>]) -> Result<Vec<u8>> {
 
 /// Body of the EVENT_FORMATS section.
 fn events_body(e: Endian, systems: &[(String, Vec<Vec<u8>>)]) -> Result<Vec<u8>> {
-    let mut b = u32_bytes(e, size32(systems.len(), "event system count")?).to_vec();
+    let mut b = e
+        .u32_bytes(size32(systems.len(), "event system count")?)
+        .to_vec();
     for (name, formats) in systems {
         b.extend_from_slice(name.as_bytes());
         b.push(0);
-        b.extend_from_slice(&u32_bytes(e, size32(formats.len(), "event count")?));
+        b.extend_from_slice(&e.u32_bytes(size32(formats.len(), "event count")?));
         for f in formats {
             put_sized64(&mut b, e, f);
         }
@@ -291,7 +276,7 @@ fn events_body(e: Endian, systems: &[(String, Vec<Vec<u8>>)]) -> Result<Vec<u8>>
 
 /// Body of the KALLSYMS and PRINTK sections (32-bit size).
 fn sized32_body(e: Endian, data: &[u8], what: &str) -> Result<Vec<u8>> {
-    let mut b = u32_bytes(e, size32(data.len(), what)?).to_vec();
+    let mut b = e.u32_bytes(size32(data.len(), what)?).to_vec();
     b.extend_from_slice(data);
     Ok(b)
 }
@@ -304,16 +289,16 @@ fn buffer_option(
     page_size: u32,
     cpus: &[CpuEntry],
 ) -> Vec<u8> {
-    let mut b = u64_bytes(e, section).to_vec();
+    let mut b = e.u64_bytes(section).to_vec();
     b.push(0); // "" names the top-level buffer
     b.extend_from_slice(clock.as_bytes());
     b.push(0);
-    b.extend_from_slice(&u32_bytes(e, page_size));
-    b.extend_from_slice(&u32_bytes(e, cpus.len() as u32));
+    b.extend_from_slice(&e.u32_bytes(page_size));
+    b.extend_from_slice(&e.u32_bytes(cpus.len() as u32));
     for c in cpus {
-        b.extend_from_slice(&u32_bytes(e, c.cpu));
-        b.extend_from_slice(&u64_bytes(e, c.offset));
-        b.extend_from_slice(&u64_bytes(e, c.size));
+        b.extend_from_slice(&e.u32_bytes(c.cpu));
+        b.extend_from_slice(&e.u64_bytes(c.offset));
+        b.extend_from_slice(&e.u64_bytes(c.size));
     }
     b
 }
@@ -322,13 +307,13 @@ fn buffer_option(
 fn options_body(e: Endian, options: &[(u16, Vec<u8>)], next: u64) -> Result<Vec<u8>> {
     let mut b = Vec::new();
     for (oid, data) in options {
-        b.extend_from_slice(&u16_bytes(e, *oid));
-        b.extend_from_slice(&u32_bytes(e, size32(data.len(), "option")?));
+        b.extend_from_slice(&e.u16_bytes(*oid));
+        b.extend_from_slice(&e.u32_bytes(size32(data.len(), "option")?));
         b.extend_from_slice(data);
     }
-    b.extend_from_slice(&u16_bytes(e, id::DONE));
-    b.extend_from_slice(&u32_bytes(e, 8));
-    b.extend_from_slice(&u64_bytes(e, next));
+    b.extend_from_slice(&e.u16_bytes(id::DONE));
+    b.extend_from_slice(&e.u32_bytes(8));
+    b.extend_from_slice(&e.u64_bytes(next));
     Ok(b)
 }
 
@@ -436,7 +421,7 @@ impl TraceWriter {
         h.extend_from_slice(b"tracing7\0");
         h.push(u8::from(self.cfg.endian == Endian::Big));
         h.push(self.cfg.long_size as u8);
-        h.extend_from_slice(&u32_bytes(self.cfg.endian, self.cfg.page_size as u32));
+        h.extend_from_slice(&self.cfg.endian.u32_bytes(self.cfg.page_size as u32));
         let (name, version) = match self.cfg.compression {
             Compression::None => ("none", ""),
             // trace-cmd checks only the name; the version names the encoder honestly.
@@ -538,9 +523,9 @@ impl TraceWriter {
     pub fn clock_options(&mut self, map: &ClockMap, shift: Option<&TimeShift>) {
         let e = self.cfg.endian;
         if map.mult != 0 {
-            let mut p = u32_bytes(e, map.mult).to_vec();
-            p.extend_from_slice(&u32_bytes(e, map.shift));
-            p.extend_from_slice(&u64_bytes(e, map.tsc_offset));
+            let mut p = e.u32_bytes(map.mult).to_vec();
+            p.extend_from_slice(&e.u32_bytes(map.shift));
+            p.extend_from_slice(&e.u64_bytes(map.tsc_offset));
             self.meta.extras.push((id::TSC2NSEC, p));
         }
         if map.offset != 0 {
@@ -788,7 +773,7 @@ impl TraceWriter {
         let buffer_at = self.buffer_section.unwrap_or_default();
         let size = self.out.pos - buffer_at - SECTION_HEADER_LEN;
         self.out
-            .patch(buffer_at + 8, &u64_bytes(e, size), "flyrecord section size")?;
+            .patch(buffer_at + 8, &e.u64_bytes(size), "flyrecord section size")?;
 
         let at = match self.metadata_at.take() {
             Some(at) if !self.metadata_late => at,
@@ -796,7 +781,7 @@ impl TraceWriter {
         };
         let mut options: Vec<(u16, Vec<u8>)> = at
             .into_iter()
-            .map(|(sid, at)| (sid, u64_bytes(e, at).to_vec()))
+            .map(|(sid, at)| (sid, e.u64_bytes(at).to_vec()))
             .collect();
 
         self.cpus.sort_by_key(|c| c.cpu);
@@ -804,7 +789,7 @@ impl TraceWriter {
             .cfg
             .cpu_count
             .unwrap_or_else(|| self.cpus_seen.iter().max().map_or(0, |c| c + 1));
-        options.push((id::CPUCOUNT, u32_bytes(e, cpu_count).to_vec()));
+        options.push((id::CPUCOUNT, e.u32_bytes(cpu_count).to_vec()));
         let clock = self.cfg.clock.clone().unwrap_or_else(|| "local".into());
         // trace-cmd decides from this whether timestamps are nanoseconds (local, global,
         // mono, ...) or raw counts (counter, x86-tsc) when printing.
@@ -831,7 +816,7 @@ impl TraceWriter {
 
         self.out.patch(
             self.options_offset_at,
-            &u64_bytes(e, options_at),
+            &e.u64_bytes(options_at),
             "options offset in the file header",
         )
     }
@@ -922,7 +907,7 @@ impl CpuWriter<'_> {
             self.flush_chunk()?;
             self.w
                 .out
-                .patch(self.start, &u32_bytes(e, self.chunks), "chunk count")?;
+                .patch(self.start, &e.u32_bytes(self.chunks), "chunk count")?;
             // trace-cmd records the chunks' bytes without the 4-byte count.
             size = self.w.out.pos - self.start - 4;
         }

@@ -64,26 +64,14 @@ impl Instance {
     /// While an instance that copies the markers has its tracing off (disable_on_free did
     /// that to a killed recorder's), the kernel fails every write to the top-level
     /// trace_marker (EBADF): every application's markers on the machine, until the next
-    /// recorder removes the instance. A shell in a process group of its own (a terminal's
-    /// Ctrl-C or a kill of the recorder's group does not reach it) waits for the end of
-    /// a pipe only the recorder holds (kstate's files are close-on-exec, so the shell
-    /// holds nothing of the instance open) and then switches the option off.
+    /// recorder removes the instance. disable_on_free alone cannot undo that (it turns
+    /// tracing off, which is what breaks the markers), so a watchdog is needed: a child
+    /// forked here (no shell, no exec) in a process group of its own (a terminal's Ctrl-C
+    /// or a kill of the recorder's group does not reach it), holding nothing open but the
+    /// end of a pipe only the recorder holds; when that pipe closes it switches the
+    /// option off.
     pub fn guard_trace_marker(&self) -> Option<MarkerGuard> {
-        use std::os::unix::process::CommandExt;
-        use std::process::{Command, Stdio};
-        let child = Command::new("/bin/sh")
-            .args([
-                "-c",
-                "read x; echo 0 > \"$0\"",
-                self.path("options/copy_trace_marker").to_str()?,
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .ok()?;
-        Some(MarkerGuard { child })
+        MarkerGuard::spawn(&self.path("options/copy_trace_marker"))
     }
 
     /// Starts tracing, and then (`copy_markers`) the copy of applications' markers: the
@@ -131,16 +119,82 @@ impl Instance {
     }
 }
 
-/// See [`Instance::guard_trace_marker`]. Dropped, it lets the shell finish (the option of
-/// a removed instance is gone by then, and the write fails quietly) and reaps it.
+/// See [`Instance::guard_trace_marker`]. Dropped, it lets the watchdog finish (the
+/// option of a removed instance is gone by then, and the write fails quietly) and reaps it.
 pub struct MarkerGuard {
-    child: std::process::Child,
+    pid: libc::pid_t,
+    pipe: Option<std::os::fd::OwnedFd>,
+}
+
+impl MarkerGuard {
+    fn spawn(option: &Path) -> Option<MarkerGuard> {
+        use std::os::fd::{FromRawFd, OwnedFd};
+        use std::os::unix::ffi::OsStrExt;
+        // Everything the child needs is made before the fork: after it, in a copy of a
+        // process with other threads, only async-signal-safe calls are allowed.
+        let path = std::ffi::CString::new(option.as_os_str().as_bytes()).ok()?;
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 writes two descriptors into `fds`.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return None;
+        }
+        // SAFETY: fork is followed in the child by async-signal-safe calls only, and it
+        // never returns from `watch_pipe`.
+        match unsafe { libc::fork() } {
+            -1 => {
+                // SAFETY: both descriptors are ours and open.
+                unsafe {
+                    libc::close(fds[0]);
+                    libc::close(fds[1]);
+                }
+                None
+            }
+            0 => unsafe { watch_pipe(fds[0], &path) },
+            pid => {
+                // SAFETY: the read end is the child's now; the write end is ours alone.
+                unsafe { libc::close(fds[0]) };
+                let pipe = Some(unsafe { OwnedFd::from_raw_fd(fds[1]) });
+                Some(MarkerGuard { pid, pipe })
+            }
+        }
+    }
+}
+
+/// The watchdog's life: its own process group, nothing open but the pipe's read end,
+/// then wait for the pipe to close and write 0 to `option`.
+///
+/// # Safety
+/// Called in a freshly forked child only; it never returns.
+unsafe fn watch_pipe(read_end: libc::c_int, option: &std::ffi::CStr) -> ! {
+    libc::setpgid(0, 0);
+    libc::dup2(read_end, 0);
+    // Nothing of the recorder stays open here (free_buffer above all: its close is what
+    // stops tracing when the recorder dies). close_range is Linux 5.9+; else one by one.
+    if libc::syscall(libc::SYS_close_range, 1u32, u32::MAX, 0u32) != 0 {
+        for fd in 1..4096 {
+            libc::close(fd);
+        }
+    }
+    let mut b = [0u8; 64];
+    loop {
+        let n = libc::read(0, b.as_mut_ptr().cast(), b.len());
+        if n == 0 || (n < 0 && *libc::__errno_location() != libc::EINTR) {
+            break;
+        }
+    }
+    let fd = libc::open(option.as_ptr(), libc::O_WRONLY);
+    if fd >= 0 {
+        libc::write(fd, b"0\n".as_ptr().cast(), 2);
+    }
+    libc::_exit(0)
 }
 
 impl Drop for MarkerGuard {
     fn drop(&mut self) {
-        drop(self.child.stdin.take());
-        let _ = self.child.wait();
+        drop(self.pipe.take());
+        let mut status = 0;
+        // SAFETY: the child is ours and not yet reaped.
+        unsafe { libc::waitpid(self.pid, &mut status, 0) };
     }
 }
 

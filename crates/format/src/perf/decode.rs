@@ -11,27 +11,6 @@ use crate::error::{Error, Result};
 use crate::fxmap::{FxMap, FxSet};
 use crate::Endian;
 
-/// Reads from the start of a slice that the caller has checked is long enough.
-trait Rd {
-    fn r16(self, b: &[u8]) -> u16;
-    fn r32(self, b: &[u8]) -> u32;
-    fn r64(self, b: &[u8]) -> u64;
-}
-
-impl Rd for Endian {
-    fn r16(self, b: &[u8]) -> u16 {
-        self.u16([b[0], b[1]])
-    }
-    fn r32(self, b: &[u8]) -> u32 {
-        self.u32([b[0], b[1], b[2], b[3]])
-    }
-    fn r64(self, b: &[u8]) -> u64 {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(&b[..8]);
-        self.u64(a)
-    }
-}
-
 /// `perf_event_attr.type`
 pub mod event_type {
     pub const HARDWARE: u32 = 0;
