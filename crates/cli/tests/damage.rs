@@ -151,6 +151,14 @@ fn marked(v: &Value, d: &Damaged, what: &str) {
     );
 }
 
+/// Where the command printed JSON (an analysis that could not run prints none), it is
+/// marked.
+fn marked_json(o: &Output, d: &Damaged, what: &str) {
+    if !o.stdout.is_empty() {
+        marked(&serde_json::from_slice(&o.stdout).unwrap(), d, what);
+    }
+}
+
 #[test]
 fn every_command_names_the_damage_and_exits_2() {
     let dir = tempfile::tempdir().unwrap();
@@ -189,13 +197,7 @@ fn every_command_names_the_damage_and_exits_2() {
         // took its events) says the damage may hide them.
         let o = run(&["analyze", "runq", "--format", "json", f]);
         says(&o, &d, "analyze runq");
-        if !o.stdout.is_empty() {
-            marked(
-                &serde_json::from_slice(&o.stdout).unwrap(),
-                &d,
-                "analyze --format json",
-            );
-        }
+        marked_json(&o, &d, "analyze --format json");
 
         let html = out("report.html");
         let o = run(&["report", f, "-o", s(&html)]);
@@ -216,13 +218,7 @@ fn every_command_names_the_damage_and_exits_2() {
         says(&run(&["classify", f]), &d, "classify");
         let o = run(&["compare", "--format", "json", s(&whole), f]);
         says(&o, &d, "compare");
-        if !o.stdout.is_empty() {
-            marked(
-                &serde_json::from_slice(&o.stdout).unwrap(),
-                &d,
-                "compare --format json",
-            );
-        }
+        marked_json(&o, &d, "compare --format json");
         let svg = out("plot.svg");
         let o = run(&["plot", "runq", "-o", s(&svg), f]);
         says(&o, &d, "plot");
