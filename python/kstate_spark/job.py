@@ -5,7 +5,7 @@
         --sql sql/fleet_quantiles.sql --result /tmp/fleet.json '/data/traces/*.dat'
 
 Each executor runs the `kstate` binary shipped with the job (`--files`, found with
-SparkFiles; built with `--features parquet`) on its share of the recordings:
+SparkFiles; in kstate's default build) on its share of the recordings:
 `kstate summarize FILE -o TMP`, one streaming pass per file. The summary's rows (a few
 hundred per recording, docs/bucket-scheme.md) come back as rows of a DataFrame that is
 appended to one Parquet dataset partitioned by host and date (of the recording's start).

@@ -54,7 +54,7 @@ enum Command {
     /// Perfetto or Parquet (--to)
     Convert(cmd::convert::Args),
     /// Summarize recordings for a fleet: per analyzer and key the statistics and the
-    /// mergeable histogram, one small Parquet file per recording (needs the parquet feature)
+    /// mergeable histogram, one small Parquet file per recording (the parquet feature, on by default)
     Summarize(cmd::summarize::Args),
     /// Merge a fleet's summaries: per group (host, kernel, command) merged count, total and
     /// p50/p99/p99.9 to the bucket, and the outlier groups

@@ -21,5 +21,7 @@ pub mod error;
 #[cfg(feature = "parquet")]
 pub mod parquet;
 pub mod perfetto;
+#[cfg(test)]
+mod writer_tests;
 
 pub use error::Error;

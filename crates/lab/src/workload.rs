@@ -613,10 +613,7 @@ fn lock_callers(threads: usize, iters: u64) {
 
 /// One in four, by a hash (splitmix64) of the thread and the iteration.
 fn seldom(t: usize, i: u64) -> bool {
-    let mut z = ((t as u64) << 40 ^ i).wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    (z ^ (z >> 31)) % 4 == 3
+    crate::bench::colour::layout::splitmix((t as u64) << 40 ^ i) % 4 == 3
 }
 
 /// Threads allocating and freeing in `malloc_churn`; with `arenas` set, glibc's arena
@@ -857,11 +854,13 @@ mod spin {
         let mut acc = 0u64;
         let mut i = 0u64;
         while super::cpu_ns() - cpu0 < ms * 1_000_000 {
-            // Two calls through A for each through B.
+            // Two calls through A for each through B, in no fixed order: a repeating
+            // pattern (A, A, B) has a period that sampling at a fixed rate can lock onto
+            // and give one caller more than its share. The counts printed are the truth.
             #[allow(unused_unsafe)]
             // SAFETY: the callees only compute on their argument.
             unsafe {
-                if i % 3 == 2 {
+                if crate::bench::colour::layout::splitmix(i) % 3 == 2 {
                     acc = acc.wrapping_add(kstate_spin_caller_b(ITERS));
                     b += 1;
                 } else {

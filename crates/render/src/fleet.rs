@@ -229,11 +229,8 @@ mod tests {
     /// as the one group it holds.
     #[test]
     fn csv_cells_that_look_like_formulas_are_text() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/fixtures/external/lisa-sched_load/trace.dat"
-        );
-        let mut s = summarize(&Source::open(path.as_ref()).unwrap(), &[], false).unwrap();
+        let path = kstate_testdata::path("lisa-sched_load/trace.dat");
+        let mut s = summarize(&Source::open(&path).unwrap(), &[], false).unwrap();
         s.meta.host = "=HYPERLINK(\"x\")".into();
         let f = Fleet::new(GroupBy::Host, None, None).of(&[s]);
         let mut out = Vec::new();

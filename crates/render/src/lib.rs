@@ -41,6 +41,8 @@ pub mod rundir;
 pub mod scale;
 pub mod svg;
 pub mod utc;
+#[cfg(test)]
+mod writer_tests;
 
 use std::io::{self, Write};
 

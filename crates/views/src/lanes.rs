@@ -445,11 +445,8 @@ mod tests {
 
     #[test]
     fn lanes_of_a_real_trace() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/fixtures/external/lisa-sched_load/trace.dat"
-        );
-        let source = Source::open(path.as_ref()).unwrap();
+        let path = kstate_testdata::path("lisa-sched_load/trace.dat");
+        let source = Source::open(&path).unwrap();
         let q = Query::new("runq").unwrap();
         let out = source.aggregate(&q).unwrap();
         let (a, b) = out.span.unwrap();

@@ -10,7 +10,7 @@
 //! `kstate watch` and the report print what they return.
 //!
 //! ```
-//! # let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/fixtures/external/lisa-sched_load/trace.dat");
+//! # let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/lisa-sched_load/trace.dat");
 //! let source = kstate_analyze::Source::open(path.as_ref())?;
 //! // Every analyzer that applies, with the findings ranked by the share of time explained.
 //! let survey = kstate_views::survey::of(&source);

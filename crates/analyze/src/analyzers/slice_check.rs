@@ -21,11 +21,8 @@ fn tid(i: u64) -> u64 {
 
 /// Only the formats are used: the records are made here.
 pub fn formats() -> Trace {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures/external/lisa-sched_load/trace.dat"
-    );
-    let mut trace = Trace::open(path.as_ref()).unwrap();
+    let path = kstate_testdata::path("lisa-sched_load/trace.dat");
+    let mut trace = Trace::open(&path).unwrap();
     assert_eq!(trace.layout.endian, Endian::Little);
     // The runs' CPUs: a slice knows every CPU's task once each has switched in it.
     trace.cpu_count = CPUS as u32;

@@ -20,7 +20,7 @@ pub enum Target {
     ChromeJson,
     /// Perfetto protobuf trace: native CPU scheduling tracks and analyzer slices
     Perfetto,
-    /// A directory of Parquet tables (DuckDB, pandas, Spark); needs the `parquet` feature
+    /// A directory of Parquet tables (DuckDB, pandas, Spark); the `parquet` feature, on by default
     Parquet,
 }
 

@@ -178,11 +178,8 @@ mod tests {
 
     #[test]
     fn pages_hold_what_the_merge_reads() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/fixtures/external/lisa-sched_load/trace.dat"
-        );
-        let trace = Trace::open(path.as_ref()).unwrap();
+        let path = kstate_testdata::path("lisa-sched_load/trace.dat");
+        let trace = Trace::open(&path).unwrap();
         let index = PageIndex::build(&trace).unwrap();
         assert!(index.len() > 10);
         // Every event lies in a page that says it holds its id, at or after the page's time.

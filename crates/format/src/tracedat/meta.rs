@@ -236,7 +236,7 @@ impl Meta {
                 }
                 // The option also carries a TSC offset (bytes 8..16), but trace-cmd 3.1.6
                 // does not subtract it when converting (checked against `trace-cmd report`
-                // in tests/tracedat.rs), so neither do we: timestamps must match its output.
+                // in tests/format/tracedat.rs), so neither do we: timestamps must match its output.
                 self.clock_map.mult = mult;
                 self.clock_map.shift = shift;
             }

@@ -98,7 +98,8 @@ impl Layout {
     }
 }
 
-fn splitmix(x: u64) -> u64 {
+/// splitmix64's output function: a fixed pseudo-random mix of `x`.
+pub(crate) fn splitmix(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
