@@ -24,6 +24,7 @@ mod cachesim;
 mod cachesim_sets;
 mod classify;
 mod compare;
+mod damage;
 mod deep_formats;
 mod docs;
 mod dump_plugins;

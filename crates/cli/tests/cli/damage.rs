@@ -5,7 +5,7 @@
 //! page header overwritten, an event format that does not parse, and an event id whose
 //! format is gone.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
