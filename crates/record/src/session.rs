@@ -1075,6 +1075,11 @@ fn assemble(
         pids: live.pids.clone(),
         sysinfo_interval_ms: opts.sysinfo_interval_ms,
         workload_pid: end.workload_pid,
+        // Said in the file too: whoever reads it later learns what it lacks.
+        cut_short: data
+            .disk_full
+            .as_ref()
+            .map(|e| format!("the disk filled: {e}")),
     };
     writer.extra_option(sections::ids::RECORDING, &rec.encode())?;
     writer.extra_option(

@@ -160,7 +160,7 @@ impl Analyzer for Syscall {
             }
         }
         if ids.is_empty() {
-            return Err(Missing(missing));
+            return Err(Missing::events(missing));
         }
         Ok((s, ids))
     }
