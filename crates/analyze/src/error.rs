@@ -27,11 +27,12 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 impl Error {
-    /// Why the analyzer asked for does not apply to this file (its events are not in it),
-    /// for the lists of what a survey skipped; `None` for every other failure.
+    /// Why the analyzer asked for does not apply to this file (its events or call chains
+    /// are not in it: [`kstate_format::ErrorKind::is_not_applicable`]), for the lists of
+    /// what a survey skipped; `None` for every other failure.
     pub fn not_applicable(&self) -> Option<&str> {
         match self {
-            Error::Trace(e) if e.kind == kstate_format::ErrorKind::Unsupported => Some(&e.msg),
+            Error::Trace(e) if e.kind.is_not_applicable() => Some(&e.msg),
             _ => None,
         }
     }

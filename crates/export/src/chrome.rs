@@ -84,6 +84,8 @@ pub struct Summary {
     /// (analyzer, slices, tracks)
     pub analyzers: Vec<(&'static str, u64, usize)>,
     pub skipped: Vec<&'static str>,
+    /// What was skipped as damaged: the output holds the rest.
+    pub damage: Vec<kstate_format::Error>,
 }
 
 pub fn write(source: &Source, out: &Path, names: &[String]) -> Result<Summary, Error> {
@@ -97,7 +99,10 @@ pub fn write(source: &Source, out: &Path, names: &[String]) -> Result<Summary, E
     };
     j.w.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")
         .map_err(Error::Stream)?;
-    let mut sum = Summary::default();
+    let mut sum = Summary {
+        damage: common::declared_damage(trace),
+        ..Summary::default()
+    };
     sched(trace, &mut j, &mut sum)?;
     markers(trace, &mut j, &mut sum)?;
     let mut next_tid = LANE_TID;
@@ -114,7 +119,7 @@ pub fn write(source: &Source, out: &Path, names: &[String]) -> Result<Summary, E
             counters: Default::default(),
             rows: 0,
         };
-        match common::run_analyzer(source, info, explicit, &mut sink)? {
+        match common::run_analyzer(source, info, explicit, &mut sink, &mut sum.damage)? {
             Some(_) => {
                 let tracks = sink.tids.len() + sink.counters.len();
                 sum.analyzers.push((info.name, sink.rows, tracks));
@@ -180,7 +185,7 @@ fn sched<W: Write>(trace: &Trace, j: &mut Json<W>, sum: &mut Summary) -> Result<
             Ok(None) => break,
             // A damaged CPU stream is dropped by the merge; the rest goes on.
             Err(e) => {
-                eprintln!("kstate: {e}");
+                kstate_format::damage::note(&mut sum.damage, &e);
                 continue;
             }
         };
@@ -198,7 +203,7 @@ fn sched<W: Write>(trace: &Trace, j: &mut Json<W>, sum: &mut Summary) -> Result<
 
 /// Trace markers as instant events on their CPU's track, named by their message.
 fn markers<W: Write>(trace: &Trace, j: &mut Json<W>, sum: &mut Summary) -> Result<(), Error> {
-    common::for_each_marker(trace, |cpu, ts, msg| {
+    common::for_each_marker(trace, &mut sum.damage, |cpu, ts, msg| {
         sum.markers += 1;
         let b = j.begin();
         b.extend_from_slice(b"{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"marker\",\"name\":");

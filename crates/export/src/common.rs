@@ -239,9 +239,15 @@ pub fn run_analyzer(
     info: &'static Info,
     explicit: bool,
     sink: &mut dyn LogSink,
+    damage: &mut Vec<kstate_format::Error>,
 ) -> Result<Option<Outcome>, Error> {
     match source.run(&Query::of(info).mode(Mode::Log), sink) {
-        Ok(o) => Ok(Some(o)),
+        Ok(o) => {
+            for e in &o.errors {
+                kstate_format::damage::note(damage, e);
+            }
+            Ok(Some(o))
+        }
         Err(e) if !explicit && e.not_applicable().is_some() => Ok(None),
         Err(e) => Err(e.into()),
     }
@@ -295,9 +301,10 @@ pub fn lane_name(analyzer: &str, cpu: u32, lane: usize) -> String {
 
 /// Calls `f(cpu, ts, text)` for each trace marker (ftrace `print`, `bprint`, `bputs`) in time
 /// order, with its message as `kstate dump` prints it (`TextFormatter::write_marker`).
-/// Markers whose format is not evaluated are left out.
+/// Markers whose format is not evaluated are left out; damage met is noted in `damage`.
 pub fn for_each_marker(
     trace: &Trace,
+    damage: &mut Vec<kstate_format::Error>,
     mut f: impl FnMut(u32, u64, &str) -> Result<(), Error>,
 ) -> Result<(), Error> {
     let ids = kstate_format::print_fmt::marker_ids(trace);
@@ -310,10 +317,10 @@ pub fn for_each_marker(
     loop {
         let ev = match m.next() {
             Ok(Some(ev)) => ev,
-            Ok(None) => return Ok(()),
+            Ok(None) => break,
             // A damaged CPU stream is dropped by the merge; the rest goes on.
             Err(e) => {
-                eprintln!("kstate: {e}");
+                kstate_format::damage::note(damage, &e);
                 continue;
             }
         };
@@ -322,4 +329,19 @@ pub fn for_each_marker(
             f(ev.cpu, ev.ts, &String::from_utf8_lossy(&msg))?;
         }
     }
+    for e in m.no_format_errors() {
+        kstate_format::damage::note(damage, &e);
+    }
+    Ok(())
+}
+
+/// What an export met beside what it wrote: the file's own damage, that of each merge
+/// (`merge_errors`), and each analyzer's ([`run_analyzer`]'s outcome). Notes `trace`'s
+/// own damage in `damage` to start with.
+pub fn declared_damage(trace: &Trace) -> Vec<kstate_format::Error> {
+    let mut damage = Vec::new();
+    for e in trace.damage() {
+        kstate_format::damage::note(&mut damage, e);
+    }
+    damage
 }

@@ -23,6 +23,29 @@ pub enum ErrorKind {
     /// The input the user named cannot be opened or read (missing, not permitted): bad
     /// input, like a corrupt file.
     Input,
+    /// An analysis does not apply to the trace: the events it reads are not in it (a
+    /// survey leaves it out; asked for by name, it is bad input). The message says how
+    /// to record them. (One name only: every reader's error stays small.)
+    NotApplicable { analyzer: &'static str },
+    /// The call chains an analysis needs are not in the trace (`kstate record --stacks`):
+    /// it can still be run by another key.
+    MissingStacks,
+    /// A part of the file the events do not need was lost to damage, and the trace is
+    /// read without it.
+    LostSection(LostPart),
+}
+
+/// The part of a trace.dat lost to damage ([`ErrorKind::LostSection`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LostPart {
+    /// The ftrace formats section: needed only by records of ftrace's own events.
+    FtraceFormats,
+    Kallsyms,
+    PrintkFormats,
+    Cmdlines,
+    /// One event's format, which does not parse: its records are left out
+    /// ([`Error::event`] names it).
+    EventFormat,
 }
 
 impl ErrorKind {
@@ -32,6 +55,15 @@ impl ErrorKind {
     pub fn is_bad_input(self) -> bool {
         self != ErrorKind::Io
     }
+
+    /// Whether the error says an analysis does not apply to the trace (its events or
+    /// call chains are not in it) rather than that something is wrong.
+    pub fn is_not_applicable(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::NotApplicable { .. } | ErrorKind::MissingStacks
+        )
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -40,6 +72,12 @@ pub struct Error {
     pub path: Option<PathBuf>,
     /// Byte offset in `path` (or in the decompressed section it names) where the problem is.
     pub offset: Option<u64>,
+    /// The CPU whose stream the problem is in, where it is in one: what a reader skips
+    /// there is that CPU's events from the offset on.
+    pub cpu: Option<u32>,
+    /// The event (`system:name`) the problem is about, where it is about one (a format
+    /// that does not parse): whoever needs that event names this as what hides it.
+    pub event: Option<Box<str>>,
     pub msg: String,
 }
 
@@ -51,6 +89,8 @@ impl Error {
             kind,
             path: None,
             offset,
+            cpu: None,
+            event: None,
             msg: msg.into(),
         }
     }
@@ -81,6 +121,19 @@ impl Error {
         }
         self
     }
+    /// Places the problem in `cpu`'s stream (unless it is placed already).
+    pub fn on_cpu(mut self, cpu: u32) -> Error {
+        self.cpu.get_or_insert(cpu);
+        self
+    }
+    /// Whether `other` reports the same problem at the same place (two passes over one
+    /// file meet the same damage; it is reported once).
+    pub fn same_place(&self, other: &Error) -> bool {
+        self.path == other.path
+            && self.offset == other.offset
+            && self.cpu == other.cpu
+            && self.msg == other.msg
+    }
     /// Shifts a section-relative offset to a file offset.
     pub fn shifted(mut self, base: u64) -> Error {
         if let Some(off) = self.offset.as_mut() {
@@ -97,6 +150,9 @@ impl fmt::Display for Error {
         }
         if let Some(off) = self.offset {
             write!(f, "offset {off} (0x{off:x}): ")?;
+        }
+        if let Some(cpu) = self.cpu {
+            write!(f, "CPU {cpu}: ")?;
         }
         f.write_str(&self.msg)
     }

@@ -10,6 +10,7 @@
 pub mod built_pages;
 pub mod bytes;
 pub mod cores;
+pub mod damage;
 pub mod error;
 pub mod event_format;
 pub mod events;
@@ -39,7 +40,7 @@ pub mod varint;
 pub mod writer;
 
 pub use bytes::Endian;
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, ErrorKind, LostPart, Result};
 pub use event_format::{EventFormat, Field, FieldKind, FormatAt};
 pub use events::{CpuEvents, Item};
 pub use layout::PageLayout;

@@ -9,7 +9,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, LostPart, Result};
 use crate::open_options::OpenOptions;
 use crate::sniff::{self, Kind, HEAD};
 use crate::trace::{Trace, MAX_CPUS};
@@ -86,10 +86,12 @@ impl Trace {
         }
     }
 
-    /// Refuses CPU numbers    /// Refuses CPU numbers that would size per-CPU tables beyond [`MAX_CPUS`] (each reader
-    /// checks where it reads them, naming the offset; this holds for every container).
+    /// Refuses CPU numbers that would size per-CPU tables beyond [`MAX_CPUS`] (each reader
+    /// checks where it reads them, naming the offset; this holds for every container),
+    /// and takes in a recording's own word that it was cut short ([`Trace::cut_short`]).
     /// Readers outside this crate (kstate's Parquet tables) call it too.
-    pub fn checked(self) -> Result<Trace> {
+    pub fn checked(mut self) -> Result<Trace> {
+        self.cut_short = self.cut_short.take().or_else(|| self.said_cut_short());
         let worst = self
             .cpu_data
             .iter()
@@ -108,6 +110,24 @@ impl Trace {
     }
 }
 
+impl Trace {
+    /// The recording's own word that it was cut short (kstate's RECORDING section), as
+    /// the damage every reader reports: what came after was never recorded. (A section
+    /// that does not decode is reported where it is read.)
+    fn said_cut_short(&self) -> Option<Error> {
+        let rec = crate::sections::Recording::decode(self.extra(crate::sections::ids::RECORDING)?);
+        let why = rec.ok()?.cut_short?;
+        Some(
+            Error::new(
+                ErrorKind::Truncated,
+                None,
+                format!("the recording was cut short ({why}): nothing after it was recorded"),
+            )
+            .in_file(&self.path),
+        )
+    }
+}
+
 /// The reader for a file of `kind`, at `path`.
 fn read_as(path: &Path, kind: Kind, opts: &OpenOptions) -> Result<Trace> {
     match kind {
@@ -115,9 +135,6 @@ fn read_as(path: &Path, kind: Kind, opts: &OpenOptions) -> Result<Trace> {
         _ => needs_no_lost_formats(crate::tracedat::open(path)?),
     }
 }
-
-/// How v7.rs records a damaged ftrace formats section that it read around.
-const LOST_FTRACE: &str = "lost the ftrace formats section (the events are read without it): ";
 
 /// A damaged ftrace formats section is lost like kallsyms when no record needs it (most
 /// recordings have no ftrace event: no function, print or bprint); when one does, its
@@ -128,7 +145,7 @@ fn needs_no_lost_formats(trace: Trace) -> Result<Trace> {
     let Some(lost) = trace
         .lost_sections
         .iter()
-        .find(|e| e.msg.starts_with(LOST_FTRACE))
+        .find(|e| e.kind == ErrorKind::LostSection(LostPart::FtraceFormats))
     else {
         return Ok(trace);
     };
@@ -158,11 +175,13 @@ fn needs_no_lost_formats(trace: Trace) -> Result<Trace> {
         1 => " (and records of another event unknown without it)".to_string(),
         k => format!(" (and records of {k} other events unknown without it)"),
     };
+    // The lost section's problem, as v7.rs worded it after its own preamble.
+    let problem = lost.msg.split_once("): ").map_or(&*lost.msg, |(_, p)| p);
     let mut e = lost.clone();
+    e.kind = ErrorKind::Corrupt;
     e.msg = format!(
         "the ftrace formats section is damaged, and {n} records of event id {id}{others} \
-         need it (ftrace's own events, such as print or bprint, are described only there): {}",
-        &lost.msg[LOST_FTRACE.len()..]
+         need it (ftrace's own events, such as print or bprint, are described only there): {problem}"
     );
     Err(e)
 }

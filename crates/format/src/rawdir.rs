@@ -125,6 +125,7 @@ pub fn open(dir: &Path) -> Result<Trace> {
             .filter_map(|&(id, name)| Some((id, optional(name)?)))
             .collect(),
         truncated: None,
+        cut_short: None,
         lost_sections: Vec::new(),
         spool: None,
         perf: None,

@@ -183,8 +183,12 @@ pub struct Trace {
     pub trace_cmd_unreadable: Option<String>,
     /// Set when the container ended early; holds the error that stopped reading.
     pub truncated: Option<Error>,
-    /// Sections lost to damage that the events do not need (kallsyms, printk formats,
-    /// saved cmdlines): the trace is read without them, and this says which and where.
+    /// Set when the recording itself ended early and says so (kstate's RECORDING section:
+    /// the disk filled): the file is whole, but lacks what came after.
+    pub cut_short: Option<Error>,
+    /// Metadata lost to damage: sections the events do not need (kallsyms, printk
+    /// formats, saved cmdlines), and event formats that do not parse (their events are
+    /// left out). The trace is read without them, and this says which and where.
     pub lost_sections: Vec<Error>,
     /// The unnamed copy the trace is read from when it was compressed or came through a
     /// pipe (see `spool`); None for a file read in place.
@@ -210,10 +214,14 @@ impl Trace {
             .map(|(_, p)| p.as_slice())
     }
 
-    /// What makes the trace incomplete: where the container ended early, and the sections
-    /// lost to damage. Every front end reports these beside what it read.
+    /// What makes the trace incomplete: where the container ended early, a recording cut
+    /// short, and the metadata lost to damage. Every front end reports these beside what
+    /// it read.
     pub fn damage(&self) -> impl Iterator<Item = &Error> {
-        self.truncated.iter().chain(&self.lost_sections)
+        self.truncated
+            .iter()
+            .chain(&self.cut_short)
+            .chain(&self.lost_sections)
     }
 
     /// The file the readers open: the unnamed copy when there is one, else `path`.

@@ -952,6 +952,7 @@ fn recording(opts: &Options, plan: &Plan, live: &Live, end: &End, stop_ts: u64) 
         pids: live.pids.clone(),
         sysinfo_interval_ms: opts.sysinfo_interval_ms,
         workload_pid: end.workload_pid,
+        cut_short: None,
     }
 }
 
@@ -1124,7 +1125,12 @@ fn assemble(
         cpu_summaries.push(CpuSummary { count, stats: st });
     }
 
-    let rec = recording(opts, &plan, &live, &end, data.stop_ts);
+    let mut rec = recording(opts, &plan, &live, &end, data.stop_ts);
+    // Said in the file too: whoever reads it later learns what it lacks.
+    rec.cut_short = data
+        .disk_full
+        .as_ref()
+        .map(|e| format!("the disk filled: {e}"));
     writer.extra_option(sections::ids::RECORDING, &rec.encode())?;
     writer.extra_option(
         sections::ids::PROCESSES,

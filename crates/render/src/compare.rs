@@ -6,9 +6,10 @@
 //! "tail_ns_per_s", "regressed"}], "analyzers": [{"analyzer", "by", "unit", "rows":
 //! [{"key", "a": NUMS | null, "b": NUMS | null, "per_s": {"a": RATES | null, "b": RATES
 //! | null} | null, "ratio": {METRIC: x | null}, "diff": {METRIC: n | null},
-//! "added_ns_per_s", "compared", "regressed"}]}], "unmatched": [{"analyzer", "why"}]}`
-//! with NUMS `{"count", "total", "avg", "p99"}` in the analyzer's `unit` (`ns`, `bytes`,
-//! ...; counts are plain) and RATES `{"count", "total"}` per second of each side.
+//! "added_ns_per_s", "compared", "regressed"}]}], "unmatched": [{"analyzer", "why"}],
+//! "damage": [...]}` with NUMS `{"count", "total", "avg", "p99"}` in the analyzer's `unit`
+//! (`ns`, `bytes`, ...; counts are plain), RATES `{"count", "total"}` per second of each
+//! side, and "damage" what was skipped in A or B ([`crate::damage::json`]).
 //! `changes` is in the order of impact (see `kstate compare --help`); a change's `a` or
 //! `b` (and its ratio) is null for a key of one side only.
 
@@ -149,7 +150,7 @@ fn json(c: &Comparison, w: &mut dyn Write) -> io::Result<()> {
             json_str(&u.why)
         )?;
     }
-    writeln!(w, "]}}")
+    writeln!(w, "],\"damage\":{}}}", crate::damage::json(&c.damage))
 }
 
 fn csv(c: &Comparison, w: &mut dyn Write) -> io::Result<()> {

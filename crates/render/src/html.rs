@@ -89,6 +89,7 @@ pub fn render(r: &Survey, run: Option<&RunInfo>) -> String {
         "<h1>kstate report</h1><p><span class=\"cmd\">{}</span></p>",
         esc(&what)
     );
+    h.push_str(&crate::damage::html(&r.damage));
     summary(&mut h, r, run);
     let bands = charts::bands(r, 3);
     let size = svg::DEFAULT_SIZE;

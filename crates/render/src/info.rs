@@ -223,6 +223,7 @@ pub fn json(d: &Description) -> serde_json::Value {
         "unknown_event_ids": d.unknown_ids,
         "truncated": d.truncated(),
         "errors": d.errors.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+        "damage": crate::damage::json(&d.errors),
         "per_cpu": per_cpu,
     });
     let sec = &d.sections;
@@ -236,7 +237,7 @@ pub fn json(d: &Description) -> serde_json::Value {
     o.insert("input".into(), input.unwrap_or(json!(null)));
     if let Some(r) = &sec.recording {
         let v = r.as_ref().map(|r| {
-            json!({
+            let mut v = json!({
                 "tool": r.tool, "command": r.command, "workload": r.workload,
                 "hostname": r.hostname, "clock": r.clock,
                 "wall_offset_ns": r.wall_offset_ns,
@@ -246,7 +247,12 @@ pub fn json(d: &Description) -> serde_json::Value {
                 "filters": r.filters, "pids": r.pids,
                 "sysinfo_interval_ms": r.sysinfo_interval_ms,
                 "workload_pid": r.workload_pid,
-            })
+            });
+            // Only a recording cut short has the member, so that others read as before.
+            if let (Some(why), Some(o)) = (&r.cut_short, v.as_object_mut()) {
+                o.insert("cut_short".into(), json!(why));
+            }
+            v
         });
         o.insert("recording".into(), json!(v));
     }
@@ -342,6 +348,13 @@ fn recording_text(d: &Description, s: &mut String) {
                 fmt_secs(r.start_ts),
                 fmt_secs(r.stop_ts)
             );
+            if let Some(why) = &r.cut_short {
+                let _ = writeln!(
+                    s,
+                    "  CUT SHORT:   {} (nothing after it was recorded)",
+                    p(why)
+                );
+            }
             let _ = writeln!(s, "  buffer:      {} KiB per CPU", r.buffer_kib_per_cpu);
             let _ = writeln!(
                 s,

@@ -10,7 +10,8 @@
 //! - `--stat`: `{"analyzer", "by", "mode": "stat", "file", "window": [from_ns, to_ns] | null,
 //!   "filters": {...}, "lost_events": {"<cpu>": n | null}, "pairs": {...},
 //!   "rows": [{"key", "count", "total_ns", "avg_ns", "min_ns", "max_ns", "p50_ns",
-//!   "p99_ns"[, FLAG_COLUMN]}], TABLE_NAME: [{column: value}], "notes", "errors"}`
+//!   "p99_ns"[, FLAG_COLUMN]}], TABLE_NAME: [{column: value}], "notes", "errors",
+//!   "damage"}` ("errors" in words, "damage" the same problems as objects: [`damage`])
 //! - `--dist`: the same header, `"buckets": "log2" | "log10"`, and rows
 //!   `{"key", "count", "buckets": [{"lo_ns", "hi_ns" | null, "count"}]}` (non-empty range;
 //!   a bucket holds lo_ns <= v <= hi_ns for log2, lo_ns < v <= hi_ns for log10).
@@ -19,12 +20,13 @@
 //!   or the unit's name.
 //! - `--log`: `{"analyzer", "by", "mode": "log", "file", "filters", "rows": [{"ts", "key",
 //!   "dur_ns" | "level", "tid", "pid", "comm", "cpu"[, FLAG_COLUMN]}], "window",
-//!   "lost_events", "pairs", "notes", "errors"}`; rows in completion order, or with
+//!   "lost_events", "pairs", "notes", "errors", "damage"}`; rows in completion order, or with
 //!   `--sort` the first N rows in that order ([`sorted::SortedLog`]).
 
 pub mod charts;
 pub mod colour;
 pub mod compare;
+pub mod damage;
 pub mod error;
 pub mod flame;
 pub mod fleet;
@@ -143,9 +145,10 @@ fn json_trailer(o: &Outcome) -> String {
     let notes: Vec<String> = o.notes.iter().map(|n| json_str(n)).collect();
     let errors: Vec<String> = o.errors.iter().map(|e| json_str(&e.to_string())).collect();
     s.push_str(&format!(
-        ",\"notes\":[{}],\"errors\":[{}]}}",
+        ",\"notes\":[{}],\"errors\":[{}],\"damage\":{}}}",
         notes.join(","),
-        errors.join(",")
+        errors.join(","),
+        damage::json(&o.errors)
     ));
     s
 }

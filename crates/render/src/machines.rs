@@ -47,6 +47,12 @@ pub fn render(m: &Machines) -> String {
          <h1>kstate report: a host and its guests</h1><p><span class=\"cmd\">{0}</span></p>\n",
         esc(&title)
     );
+    let damage: Vec<_> = m
+        .machines
+        .iter()
+        .flat_map(|x| x.survey.damage.iter().cloned())
+        .collect();
+    h.push_str(&crate::damage::html(&damage));
     summary(&mut h, m);
     timeline(&mut h, m);
     for (i, mc) in m.machines.iter().enumerate() {

@@ -220,6 +220,26 @@ fn add(total: &mut u64, d: u64) {
     *total = total.saturating_add(d);
 }
 
+/// The trace has no sched_switch: never recorded, or (where the file is damaged) hidden
+/// by the damage, which is named then, the damage to sched_switch's own format first.
+fn no_switches(trace: &Trace) -> Error {
+    const SWITCH: &str = "sched:sched_switch";
+    let damage = trace
+        .damage()
+        .find(|e| e.event.as_deref() == Some(SWITCH))
+        .or_else(|| trace.damage().next());
+    let kind = ErrorKind::NotApplicable {
+        analyzer: "classify",
+    };
+    let msg = match damage {
+        Some(e) => format!(
+            "classify needs {SWITCH} but this trace has none; the file is damaged, which may hide them: {e}"
+        ),
+        None => format!("classify needs {SWITCH} (record -e perf)"),
+    };
+    Error::new(kind, None, msg)
+}
+
 fn bad(msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::Unsupported, None, msg)
 }
@@ -310,8 +330,7 @@ pub fn figures(trace: &Trace, scope: Option<&HashSet<i32>>) -> Result<Figures, E
     // The workload's threads when scoped; nothing otherwise (no workload CPU to count).
     let ours_only = |tid: i32| scope.is_some_and(|s| s.contains(&tid));
     let ev = |s: &str| trace.events.find(s);
-    let sw = ev("sched:sched_switch")
-        .ok_or_else(|| bad("classify needs sched:sched_switch (record -e perf)"))?;
+    let sw = ev("sched:sched_switch").ok_or_else(|| no_switches(trace))?;
     let fr = |e: &kstate_format::event_format::EventFormat, n: &str| -> Result<FieldRef, Error> {
         e.field(n)
             .map(FieldRef::from)
@@ -518,8 +537,13 @@ pub fn figures(trace: &Trace, scope: Option<&HashSet<i32>>) -> Result<Figures, E
             }
         }
     }
+    // Damage is an error here, not a verdict on what could be read: records skipped as
+    // damaged may have been any of the waits the verdict weighs.
     if let Some(e) = trace.damage().next() {
         return Err(e.clone());
+    }
+    if let Some(e) = m.no_format_errors().into_iter().next() {
+        return Err(e);
     }
     // What is still open at the end counts up to the end.
     (f.busy_ns, f.wl_busy_ns) = on_cpu.finish(last, ours_only);

@@ -262,6 +262,8 @@ pub struct Comparison {
     pub unmatched: Vec<Unmatched>,
     /// What changed most, largest first.
     pub changes: Vec<Change>,
+    /// What was skipped as damaged in A or B, each once: the figures cover the rest.
+    pub damage: Vec<kstate_format::Error>,
 }
 
 impl Comparison {
@@ -432,6 +434,7 @@ pub fn compare_sources(
     let mut unmatched = Vec::new();
     let mut has: [Vec<&str>; 2] = Default::default();
     let lengths = length(a, filters.window).zip(length(b, filters.window));
+    let mut damage = Vec::new();
     for info in list {
         let mut q = Query::new(info.name)?;
         q.filters = filters.clone();
@@ -440,6 +443,9 @@ pub fn compare_sources(
             if r {
                 has[side].push(info.name);
             }
+        }
+        for r in [&ra, &rb] {
+            note_damage(&mut damage, r);
         }
         match (ra, rb) {
             (Ok(oa), Ok(ob)) => diffs.push(compare_outcomes(&oa, &ob, &rules, lengths)),
@@ -458,18 +464,35 @@ pub fn compare_sources(
         }
     }
     if diffs.is_empty() {
-        return Err(Error::Query(nothing_in_common(
-            [a.label(), b.label()],
-            &has,
-        )));
+        let mut why = nothing_in_common([a.label(), b.label()], &has);
+        // Damage may be what hides the events: said with its place.
+        for (side, s) in ["A", "B"].into_iter().zip([a, b]) {
+            if let Some(e) = s.trace().damage().next() {
+                why.push_str(&format!(
+                    "\n{side} is damaged, which may hide its events: {e}"
+                ));
+            }
+        }
+        return Err(Error::Query(why));
     }
-    Ok(Comparison::new(
-        a.label(),
-        b.label(),
-        rules,
-        diffs,
-        unmatched,
-    ))
+    let mut c = Comparison::new(a.label(), b.label(), rules, diffs, unmatched);
+    c.damage = damage;
+    Ok(c)
+}
+
+/// Notes in `damage` what one side's run `r` skipped as damaged, or the damage that
+/// stopped it (not an analyzer that does not apply).
+fn note_damage(damage: &mut Vec<kstate_format::Error>, r: &Result<Outcome, Error>) {
+    match r {
+        Ok(o) => o
+            .errors
+            .iter()
+            .for_each(|e| kstate_format::damage::note(damage, e)),
+        Err(Error::Trace(e)) if !e.kind.is_not_applicable() => {
+            kstate_format::damage::note(damage, e)
+        }
+        Err(_) => {}
+    }
 }
 
 /// How long a recording lasted (ns): its first to its last event (from its page index,
@@ -526,6 +549,7 @@ impl Comparison {
             analyzers,
             unmatched,
             changes,
+            damage: Vec::new(),
         }
     }
 }

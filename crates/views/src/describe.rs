@@ -153,24 +153,7 @@ fn read_sections(trace: &Trace, errors: &mut Vec<Error>) -> Sections {
         match f(payload) {
             Ok(v) => Some(Some(v)),
             Err(e) => {
-                // The offset is into the section's payload, not the file: say so in words.
-                let at = e
-                    .offset
-                    .map(|o| format!(", byte {o} of its {} bytes", payload.len()))
-                    .unwrap_or_default();
-                let name = sections::section_name(id).unwrap_or("unknown");
-                let msg = e
-                    .msg
-                    .strip_prefix(&format!("{name} section: "))
-                    .unwrap_or(&e.msg);
-                errors.push(
-                    Error::new(
-                        e.kind,
-                        None,
-                        format!("kstate {name} section (option {id:#x}){at}: {msg}"),
-                    )
-                    .in_file(&trace.path),
-                );
+                errors.push(kstate_format::damage::in_section(trace, id, e));
                 Some(None)
             }
         }
@@ -218,18 +201,19 @@ pub fn describe(trace: &Trace) -> Result<Description<'_>, Error> {
                 c.events += 1;
                 c.first_ts.get_or_insert(ev.ts);
                 c.last_ts = Some(ev.ts);
-                match counts.get_mut(ev.id as usize) {
-                    Some(n) if trace.events.get(ev.id).is_some() => *n += 1,
-                    _ => unknown_ids += 1,
+                let id = ev.id;
+                match counts.get_mut(id as usize) {
+                    Some(n) if trace.events.get(id).is_some() => *n += 1,
+                    _ => {
+                        unknown_ids += 1;
+                        merger.count_no_format(id);
+                    }
                 }
             }
             Ok(None) => break,
             // A damaged CPU stream ends; the others go on, and the report says what happened.
             Err(e) => {
-                if !errors
-                    .iter()
-                    .any(|x| x.msg == e.msg && x.offset == e.offset)
-                {
+                if !errors.iter().any(|x| x.same_place(&e)) {
                     errors.push(e);
                 }
             }
@@ -258,16 +242,8 @@ pub fn describe(trace: &Trace) -> Result<Description<'_>, Error> {
         }
         _ => None,
     };
-    if unknown_ids > 0 {
-        errors.push(
-            Error::new(
-                ErrorKind::Corrupt,
-                None,
-                format!("{unknown_ids} events have an id with no event format"),
-            )
-            .in_file(&trace.path),
-        );
-    }
+    // Per CPU, with the place of the first.
+    errors.extend(merger.no_format_errors());
     Ok(Description {
         trace,
         cpus,
@@ -340,8 +316,12 @@ impl Description<'_> {
         v.dedup();
         v
     }
+    /// Whether the file ends early (a recording that says it was cut short is whole).
     pub fn truncated(&self) -> bool {
-        self.errors.iter().any(|e| e.kind == ErrorKind::Truncated)
+        let cut = self.trace.cut_short.as_ref();
+        self.errors
+            .iter()
+            .any(|e| e.kind == ErrorKind::Truncated && !cut.is_some_and(|c| c.same_place(e)))
     }
     /// Losses counted on the CPUs' streams (perf.data: its LOST records).
     pub fn lost_total(&self) -> u64 {

@@ -180,7 +180,7 @@ pub fn top_locks(source: &Source, filters: &Filters) -> Result<TopLocks, Error> 
     let futex = match source.run(&by_lock.clone().keyed(Some("caller")), &mut sum) {
         Ok(o) => o,
         // No call chains: by lock alone.
-        Err(e) if e.not_applicable().is_some() || e.to_string().contains("--stacks") => {
+        Err(e) if e.not_applicable().is_some() => {
             sum = Sum::default();
             source.run(&by_lock, &mut sum)?
         }

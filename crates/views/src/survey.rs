@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use kstate_format::sections::{self, Recording, Snapshot};
-use kstate_format::Trace;
+use kstate_format::{Error, Trace};
 
 use crate::findings::Finding;
 use crate::timeline::{Collector, TimeAxis};
@@ -54,6 +54,9 @@ pub struct Survey {
     /// What `kstate watch` did and saw while recording (alarms, escalations, shedding,
     /// losses), from the file's WATCH_LOG section.
     pub watch_log: Vec<kstate_format::sections::watch_log::Entry>,
+    /// What was skipped as damaged or cut short, each once, with its file, CPU and
+    /// offset: the figures cover the rest. Every front end shows it.
+    pub damage: Vec<Error>,
 }
 
 /// The statistics pass of one analyzer, rows sorted by total (as `kstate analyze`).
@@ -66,10 +69,19 @@ pub fn stat_pass(
 }
 
 /// The common axis: the recording's start and stop where the file says, widened to the
-/// events the analyses saw; else from the first to the last event seen.
-pub fn axis_of(rec: Option<&Recording>, stats: &[&Outcome]) -> TimeAxis {
+/// events the analyses saw; else from the first to the last event seen by the analyses,
+/// or where none applies, of the file (`events`).
+pub fn axis_of(
+    rec: Option<&Recording>,
+    stats: &[&Outcome],
+    events: Option<(u64, u64)>,
+) -> TimeAxis {
     let first = stats.iter().filter_map(|o| o.trace_start).min();
     let last = stats.iter().filter_map(|o| o.span.map(|s| s.1)).max();
+    let (first, last) = match (first, last, events) {
+        (None, None, Some((a, b))) => (Some(a), Some(b)),
+        (f, l, _) => (f, l),
+    };
     match rec {
         Some(r) if r.stop_ts > r.start_ts => TimeAxis {
             t0: r.start_ts.min(first.unwrap_or(u64::MAX)),
@@ -158,23 +170,42 @@ pub struct Stats {
     skipped: Vec<Skipped>,
     /// The file's own axis.
     pub axis: TimeAxis,
+    events: Events,
+    damage: Vec<Error>,
 }
 
 /// The statistics passes of every analyzer of [`analyzers::ALL`].
 pub fn stats(source: &Source) -> Stats {
     let trace = source.trace();
-    let recording = recording(trace);
+    let mut damage = Vec::new();
+    let recording = section(
+        trace,
+        sections::ids::RECORDING,
+        &mut damage,
+        Recording::decode,
+    );
+    let ev = trace_events(trace, &mut damage);
     let mut stats = Vec::new();
     let mut skipped = Vec::new();
     for info in analyzers::ALL {
         match stat_pass(source, info, None) {
-            Ok(o) => stats.push((info, o)),
-            Err(e) => skipped.push(Skipped {
-                info,
-                why: e
-                    .not_applicable()
-                    .map_or_else(|| e.to_string(), str::to_string),
-            }),
+            Ok(o) => {
+                for e in &o.errors {
+                    kstate_format::damage::note(&mut damage, e);
+                }
+                stats.push((info, o))
+            }
+            Err(e) => {
+                if let (None, kstate_analyze::Error::Trace(t)) = (e.not_applicable(), &e) {
+                    kstate_format::damage::note(&mut damage, t);
+                }
+                skipped.push(Skipped {
+                    info,
+                    why: e
+                        .not_applicable()
+                        .map_or_else(|| e.to_string(), str::to_string),
+                })
+            }
         }
     }
     // A guest's RECORDING start and stop are on its own clock, not the host's its events
@@ -183,12 +214,33 @@ pub fn stats(source: &Source) -> Stats {
     let axis = axis_of(
         recording.as_ref().filter(|_| !shifted),
         &stats.iter().map(|(_, o)| o).collect::<Vec<_>>(),
+        ev.first.zip(ev.last),
     );
     Stats {
         recording,
         stats,
         skipped,
         axis,
+        events: ev,
+        damage,
+    }
+}
+
+/// Kstate's section `id` of `trace`, decoded; a damaged one is noted in `damage` (the
+/// survey goes on without it).
+fn section<T>(
+    trace: &Trace,
+    id: u16,
+    damage: &mut Vec<Error>,
+    decode: impl FnOnce(&[u8]) -> Result<T, Error>,
+) -> Option<T> {
+    let bytes = trace.extra(id)?;
+    match decode(bytes) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            kstate_format::damage::note(damage, &kstate_format::damage::in_section(trace, id, e));
+            None
+        }
     }
 }
 
@@ -196,15 +248,45 @@ impl Stats {
     /// The distribution and log passes on `axis`, and the findings.
     pub fn finish(self, source: &Source, axis: TimeAxis) -> Survey {
         let (trace, file) = (source.trace(), source.label());
-        let snapshots = snapshots(trace);
+        let mut damage = self.damage;
+        let snapshots = match trace.extra(sections::ids::SYSINFO) {
+            None => Vec::new(),
+            Some(b) => {
+                let mut v = Vec::new();
+                for s in sections::sysinfo_snapshots(b) {
+                    match s {
+                        Ok(s) => v.push(s),
+                        Err(e) => {
+                            let e =
+                                kstate_format::damage::in_section(trace, sections::ids::SYSINFO, e);
+                            kstate_format::damage::note(&mut damage, &e);
+                            break;
+                        }
+                    }
+                }
+                v
+            }
+        };
+        let watch_log = section(
+            trace,
+            sections::ids::WATCH_LOG,
+            &mut damage,
+            kstate_format::sections::watch_log::decode,
+        )
+        .unwrap_or_default();
         let workload = workload_of(trace, self.recording.as_ref());
         let mut analyses = Vec::new();
         for (info, stat) in self.stats {
-            analyses.push(complete(source, info, stat, axis, workload.clone()));
+            let a = complete(source, info, stat, axis, workload.clone());
+            for e in &a.dist.errors {
+                kstate_format::damage::note(&mut damage, e);
+            }
+            analyses.push(a);
         }
-        let ev = trace_events(trace);
+        let ev = self.events;
         let mut r = Survey {
-            watch_log: watch_log(trace),
+            watch_log,
+            damage,
             file: file.to_string(),
             axis,
             recording: self.recording,
@@ -224,6 +306,7 @@ impl Stats {
 }
 
 /// The events of a file: how many, the first and last timestamps, the losses per CPU.
+#[derive(Default)]
 struct Events {
     count: u64,
     first: Option<u64>,
@@ -231,21 +314,37 @@ struct Events {
     lost: BTreeMap<u32, Option<u64>>,
 }
 
-/// Events in the file and events lost per CPU (None: some loss uncounted).
-fn trace_events(trace: &Trace) -> Events {
-    let mut ev = Events {
-        count: 0,
-        first: None,
-        last: None,
-        lost: BTreeMap::new(),
+/// Events in the file and events lost per CPU (None: some loss uncounted); what is
+/// damaged is noted in `damage` (a damaged CPU stream ends there, the others go on).
+fn trace_events(trace: &Trace, damage: &mut Vec<Error>) -> Events {
+    for e in trace.damage() {
+        kstate_format::damage::note(damage, e);
+    }
+    let mut ev = Events::default();
+    let mut m = match Merger::new(trace, None, IdFilter::all()) {
+        Ok(m) => m,
+        Err(e) => {
+            kstate_format::damage::note(damage, &e);
+            return ev;
+        }
     };
-    let Ok(mut m) = Merger::new(trace, None, IdFilter::all()) else {
-        return ev;
-    };
-    while let Ok(Some(e)) = m.next() {
-        ev.count += 1;
-        ev.first.get_or_insert(e.ts);
-        ev.last = Some(e.ts);
+    loop {
+        match m.next() {
+            Ok(Some(e)) => {
+                ev.count += 1;
+                ev.first.get_or_insert(e.ts);
+                ev.last = Some(e.ts);
+                let id = e.id;
+                if trace.events.get(id).is_none() {
+                    m.count_no_format(id);
+                }
+            }
+            Ok(None) => break,
+            Err(e) => kstate_format::damage::note(damage, &e),
+        }
+    }
+    for e in m.no_format_errors() {
+        kstate_format::damage::note(damage, &e);
     }
     ev.lost = m
         .totals()

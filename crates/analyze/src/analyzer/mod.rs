@@ -164,9 +164,31 @@ pub(crate) trait Analyzer: Sized {
     }
 }
 
-/// Events an analyzer needs and the file lacks.
+/// Events an analyzer needs and the file lacks, in words (`system:name` where it is an
+/// event), and whether what it lacks is call chains (`kstate record --stacks`), which a
+/// caller may do without by asking for another key.
 #[derive(Debug, Clone)]
-pub struct Missing(pub Vec<String>);
+pub struct Missing {
+    pub what: Vec<String>,
+    pub stacks: bool,
+}
+
+impl Missing {
+    /// Lacks the events (or fields) named in `what`.
+    pub fn events(what: Vec<String>) -> Missing {
+        Missing {
+            what,
+            stacks: false,
+        }
+    }
+    /// Lacks call chains: `what` says which and how to record them.
+    pub fn stacks(what: &str) -> Missing {
+        Missing {
+            what: vec![what.to_string()],
+            stacks: true,
+        }
+    }
+}
 
 /// Looks up `system:name` (or `name`); records the name in `missing` when absent.
 pub fn need<'t>(

@@ -8,8 +8,8 @@ use kstate_format::{Error, ErrorKind, Lost, Trace};
 
 use super::out::{DAMAGED_REPORTED, SMALL_KEYS};
 use super::{
-    Analyzer, Buckets, Config, Counts, Info, Kind, LogRow, LogSink, Missing, Mode, NoLog, Out,
-    Outcome, Row, Tasks,
+    Analyzer, Buckets, Config, Counts, Info, Kind, LogRow, LogSink, Mode, NoLog, Out, Outcome, Row,
+    Tasks,
 };
 use crate::filter::{fmt_secs, TimeSel};
 use crate::fxmap::FxMap;
@@ -75,6 +75,9 @@ pub(crate) fn drive<A: Analyzer>(
             break;
         }
     }
+    for e in merger.no_format_errors() {
+        pass.skipped(e);
+    }
     if let (Some(w), true) = (window, stopped.is_some() || merger.seeked()) {
         pass.read_only(w, stopped);
     }
@@ -85,23 +88,34 @@ pub(crate) fn drive<A: Analyzer>(
 }
 
 /// An analyzer's events are missing from `trace` (`what`: how). Where the file is
-/// damaged the damage is named too: it may be what hides them (a perf.data whose data
-/// size runs past the end keeps its event descriptions out of reach).
+/// damaged the damage is named instead of advice to record them: it may be what hides
+/// them (a perf.data whose data size runs past the end keeps its event descriptions out
+/// of reach; an event format that does not parse leaves its events out). The damage that
+/// names one of the events is named first.
 fn missing_events(trace: &Trace, info: Info, what: &str) -> Error {
+    let names: Vec<&str> = info
+        .needs
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|n| n.contains(':'))
+        .collect();
     let damage = trace
         .damage()
-        .next()
-        .map(|e| format!("; the file is damaged, which may hide them: {e}"))
-        .unwrap_or_default();
-    Error::new(
-        ErrorKind::Unsupported,
-        None,
-        format!(
-            "analyzer {} needs {} but this trace {what}{damage}; record them with `kstate record -e {} ...`",
+        .find(|e| e.event.as_deref().is_some_and(|ev| names.contains(&ev)))
+        .or_else(|| trace.damage().next());
+    let msg = match damage {
+        Some(e) => format!(
+            "analyzer {} needs {} but this trace {what}; the file is damaged, which may hide them: {e}",
+            info.name, info.needs
+        ),
+        None => format!(
+            "analyzer {} needs {} but this trace {what}; record them with `kstate record -e {} ...`",
             info.name, info.needs, info.preset
         ),
-    )
-    .in_file(&trace.path)
+    };
+    let kind = ErrorKind::NotApplicable {
+        analyzer: info.name,
+    };
+    Error::new(kind, None, msg).in_file(&trace.path)
 }
 
 /// One analyzer's pass over a time-ordered stream of events: what [`drive`] runs over a
@@ -155,8 +169,16 @@ impl<A: Analyzer> Pass<A> {
                 }
             },
         };
-        let (a, ids) = A::bind(trace, by).map_err(|Missing(ev)| {
-            missing_events(trace, info, &format!("has no {}", ev.join(", ")))
+        let (a, ids) = A::bind(trace, by).map_err(|m| {
+            let e = missing_events(trace, info, &format!("has no {}", m.what.join(", ")));
+            if m.stacks {
+                Error {
+                    kind: ErrorKind::MissingStacks,
+                    ..e
+                }
+            } else {
+                e
+            }
         })?;
         let start = start()?;
         let f = &cfg.filters;
@@ -299,6 +321,14 @@ impl<A: Analyzer> Pass<A> {
     pub(crate) fn damaged_record(&mut self, e: Error) {
         self.damaged_records += 1;
         if self.damaged_records <= DAMAGED_REPORTED {
+            self.errors.push(e);
+        }
+    }
+
+    /// Records the merge skipped as damaged (their ids have no event format): the
+    /// figures cover the rest, and pairs across them were dropped as across a loss.
+    pub(crate) fn skipped(&mut self, e: Error) {
+        if !self.errors.iter().any(|x| x.same_place(&e)) {
             self.errors.push(e);
         }
     }

@@ -161,7 +161,7 @@ impl Analyzer for BlkQueue {
     fn bind(trace: &Trace, by: &str) -> Result<(Self, Vec<u32>), Missing> {
         let mut missing = Vec::new();
         let Some(rq) = RqEvents::bind(trace, &mut missing) else {
-            return Err(Missing(missing));
+            return Err(Missing::events(missing));
         };
         let ids = rq.ids.clone();
         Ok((

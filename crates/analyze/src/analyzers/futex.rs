@@ -167,13 +167,13 @@ impl Analyzer for Futex {
         let en = need(trace, "syscalls:sys_enter_futex", &mut missing);
         let ex = need(trace, "syscalls:sys_exit_futex", &mut missing);
         let (Some(en), Some(ex)) = (en, ex) else {
-            return Err(Missing(missing));
+            return Err(Missing::events(missing));
         };
         let (Some(uaddr), Some(op), Some(ret)) =
             (en.field("uaddr"), en.field("op"), ex.field("ret"))
         else {
-            return Err(Missing(vec![
-                "syscalls:sys_enter_futex with uaddr and op".into()
+            return Err(Missing::events(vec![
+                "syscalls:sys_enter_futex with uaddr and op".into(),
             ]));
         };
         let newtask = NewTask::bind(trace);
@@ -192,9 +192,9 @@ impl Analyzer for Futex {
             _ => Stacks::load(trace).ok().flatten(),
         };
         if by == "caller" && !stacks.as_ref().is_some_and(Stacks::has_chains) {
-            return Err(Missing(vec![
-                "call chains at futex() (record with `kstate record -e futex --stacks`)".into(),
-            ]));
+            return Err(Missing::stacks(
+                "call chains at futex() (record with `kstate record -e futex --stacks`)",
+            ));
         }
         Ok((
             Futex {

@@ -73,12 +73,12 @@ impl Analyzer for Irq {
         let en = need(trace, "irq:irq_handler_entry", &mut missing);
         let ex = need(trace, "irq:irq_handler_exit", &mut missing);
         let (Some(en), Some(ex)) = (en, ex) else {
-            return Err(Missing(missing));
+            return Err(Missing::events(missing));
         };
         let (Some(entry_irq), Some(name), Some(exit_irq)) =
             (en.field("irq"), en.field("name"), ex.field("irq"))
         else {
-            return Err(Missing(vec![
+            return Err(Missing::events(vec![
                 "irq:irq_handler_entry/exit with fields irq and name".into(),
             ]));
         };

@@ -107,7 +107,7 @@ impl Analyzer for Kmalloc {
             });
         }
         if allocs.is_empty() {
-            return Err(Missing(missing));
+            return Err(Missing::events(missing));
         }
         let by = match by {
             "cache" => By::Cache,

@@ -83,7 +83,7 @@ impl Analyzer for LockHold {
         let d = need(trace, LOCKED, &mut missing);
         let u = need(trace, UNLOCK, &mut missing);
         let (Some(l), Some(d), Some(u)) = (l, d, u) else {
-            return Err(Missing(missing));
+            return Err(Missing::events(missing));
         };
         let (Some(lm), Some(lc), Some(ret), Some(um)) = (
             l.field("mutex"),
@@ -91,7 +91,7 @@ impl Analyzer for LockHold {
             d.field("ret"),
             u.field("mutex"),
         ) else {
-            return Err(Missing(vec![
+            return Err(Missing::events(vec![
                 "kstate_mutex_* probes with mutex, caller and ret".into(),
             ]));
         };

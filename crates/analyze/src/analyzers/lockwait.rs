@@ -154,12 +154,12 @@ impl Analyzer for LockWait {
         let b = need(trace, "lock:contention_begin", &mut missing);
         let e = need(trace, "lock:contention_end", &mut missing);
         let (Some(b), Some(e)) = (b, e) else {
-            return Err(Missing(missing));
+            return Err(Missing::events(missing));
         };
         let (Some(begin_addr), Some(flags), Some(end_addr)) =
             (b.field("lock_addr"), b.field("flags"), e.field("lock_addr"))
         else {
-            return Err(Missing(vec![
+            return Err(Missing::events(vec![
                 "lock:contention_begin/end with fields lock_addr and flags".into(),
             ]));
         };

@@ -484,7 +484,7 @@ impl Analyzer for Microstate {
     fn bind(trace: &Trace, _by: &str) -> Result<(Self, Vec<u32>), Missing> {
         let mut missing = Vec::new();
         let Some(sw) = sched::switch(trace, &mut missing) else {
-            return Err(Missing(missing));
+            return Err(Missing::events(missing));
         };
         let wakeups = sched::wakeups(trace, &mut Vec::new());
         let states = trace

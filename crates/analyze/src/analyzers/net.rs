@@ -108,10 +108,12 @@ impl Analyzer for Net {
         let q = need(trace, "net:net_dev_queue", &mut missing);
         let x = xmit(trace, &mut missing);
         let (Some(q), Some(x)) = (q, x) else {
-            return Err(Missing(missing));
+            return Err(Missing::events(missing));
         };
         let Some(queue_skb) = q.field("skbaddr") else {
-            return Err(Missing(vec!["net:net_dev_queue (field skbaddr)".into()]));
+            return Err(Missing::events(vec![
+                "net:net_dev_queue (field skbaddr)".into()
+            ]));
         };
         let ids = vec![q.id, x.id];
         Ok((
@@ -192,7 +194,7 @@ impl Analyzer for NetSize {
     fn bind(trace: &Trace, _by: &str) -> Result<(Self, Vec<u32>), Missing> {
         let mut missing = Vec::new();
         let Some(x) = xmit(trace, &mut missing) else {
-            return Err(Missing(missing));
+            return Err(Missing::events(missing));
         };
         let ids = vec![x.id];
         Ok((

@@ -218,13 +218,13 @@ impl Analyzer for OffCpu {
     fn bind(trace: &Trace, by: &str) -> Result<(Self, Vec<u32>), Missing> {
         let mut missing = Vec::new();
         let Some(sw) = sched::switch(trace, &mut missing) else {
-            return Err(Missing(missing));
+            return Err(Missing::events(missing));
         };
         let by = By::named(by);
         let mut wmissing = Vec::new();
         let wakeups = sched::wakeups(trace, &mut wmissing);
         if by == By::Waker && wakeups.is_empty() {
-            return Err(Missing(wmissing));
+            return Err(Missing::events(wmissing));
         }
         let states = trace
             .events

@@ -67,7 +67,7 @@ impl Analyzer for Palloc {
         let a = need(trace, "kmem:mm_page_alloc", &mut missing);
         let f = need(trace, "kmem:mm_page_free", &mut missing);
         let (Some(a), Some(f)) = (a, f) else {
-            return Err(Missing(missing));
+            return Err(Missing::events(missing));
         };
         let fields = (|| {
             Some((
@@ -78,7 +78,7 @@ impl Analyzer for Palloc {
             ))
         })();
         let Some((a_order, a_mt, a_gfp, f_order)) = fields else {
-            return Err(Missing(vec![
+            return Err(Missing::events(vec![
                 "kmem:mm_page_alloc/free with order, migratetype, gfp_flags".into(),
             ]));
         };

@@ -135,7 +135,7 @@ impl Analyzer for Proc {
         let fork = need(trace, "sched:sched_process_fork", &mut missing);
         let exit = need(trace, "sched:sched_process_exit", &mut missing);
         let (Some(fork), Some(exit)) = (fork, exit) else {
-            return Err(Missing(missing));
+            return Err(Missing::events(missing));
         };
         let fork = (|| {
             Some(Fork {
@@ -154,7 +154,7 @@ impl Analyzer for Proc {
             })
         })();
         let (Some(fork), Some(exit)) = (fork, exit) else {
-            return Err(Missing(vec![
+            return Err(Missing::events(vec![
                 "sched:sched_process_fork/exit with the fields this analyzer reads".into(),
             ]));
         };

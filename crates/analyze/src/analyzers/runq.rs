@@ -449,10 +449,10 @@ impl Analyzer for Runq {
         let sw = sched::switch(trace, &mut missing);
         let wakeups = sched::wakeups(trace, &mut missing);
         let Some(sw) = sw else {
-            return Err(Missing(missing));
+            return Err(Missing::events(missing));
         };
         if wakeups.is_empty() {
-            return Err(Missing(missing));
+            return Err(Missing::events(missing));
         }
         let migrate = trace.events.find("sched:sched_migrate_task").and_then(|e| {
             Some(Migrate {

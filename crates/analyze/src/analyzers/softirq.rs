@@ -161,7 +161,7 @@ impl Analyzer for Softirq {
             ids.push(ev.id);
         }
         if !missing.is_empty() {
-            return Err(Missing(missing));
+            return Err(Missing::events(missing));
         }
         Ok((s, ids))
     }

@@ -169,7 +169,7 @@ impl Analyzer for Syscall {
             }
         }
         if ids.is_empty() {
-            return Err(Missing(missing));
+            return Err(Missing::events(missing));
         }
         s.bind_names(&mut ids);
         Ok((s, ids))

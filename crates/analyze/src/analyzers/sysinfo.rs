@@ -57,8 +57,11 @@ fn bare(name: &str) -> &str {
 
 fn run(trace: &Trace, cfg: &Config, log: &mut dyn LogSink) -> Result<Outcome, Error> {
     let Some(data) = trace.extra(ids::SYSINFO) else {
+        let kind = ErrorKind::NotApplicable {
+            analyzer: INFO.name,
+        };
         return Err(Error::new(
-            ErrorKind::Unsupported,
+            kind,
             None,
             "analyzer sysinfo needs memory snapshots, which only kstate recordings hold; record with `kstate record --sysinfo-interval 1000 ...`",
         )

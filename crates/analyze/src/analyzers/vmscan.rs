@@ -161,7 +161,7 @@ impl Analyzer for Vmscan {
             _ => missing.push("vmscan:mm_vmscan_kswapd_wake/sleep".into()),
         }
         if ids.is_empty() {
-            return Err(Missing(missing));
+            return Err(Missing::events(missing));
         }
         Ok((
             Vmscan {

@@ -237,9 +237,5 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             outcome.counts.broken_by_loss
         );
     }
-    if let Some(e) = outcome.errors.first() {
-        eprintln!("kstate: {e}");
-        return Ok(ExitCode::from(crate::EXIT_BAD_INPUT));
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(super::damage::finish(&outcome.errors))
 }

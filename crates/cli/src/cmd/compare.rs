@@ -88,6 +88,9 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             return Err(Error::Stdout(e));
         }
     }
+    if !c.damage.is_empty() {
+        return Ok(super::damage::finish(&c.damage));
+    }
     if args.threshold.is_some() && c.regressed() {
         return Ok(ExitCode::from(EXIT_REGRESSED));
     }

@@ -69,12 +69,12 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
                 if a.is_empty() { "" } else { "; " },
                 a.join(", ")
             );
-            return Ok(ExitCode::SUCCESS);
+            return Ok(super::damage::finish(&s.damage));
         }
         Target::Perfetto => {
             let s = perfetto::write(&source, &args.output, &args.analyzers)?;
             eprintln!("kstate: {}: {s}", args.output.display());
-            return Ok(ExitCode::SUCCESS);
+            return Ok(super::damage::finish(&s.damage));
         }
         #[cfg(feature = "parquet")]
         Target::Parquet => {
@@ -124,5 +124,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     // The events, metadata, clock options and kstate's sections are kept (a trace.dat's
     // instance buffers are not: kstate reads the top-level buffer only).
     write_from_trace(trace, &args.output, cfg, None)?;
-    Ok(ExitCode::SUCCESS)
+    // The pages are copied as they are; what the input lacks, its copy lacks too.
+    let damage = kstate_format::damage::scan(trace);
+    Ok(super::damage::finish(&damage))
 }

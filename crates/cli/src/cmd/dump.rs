@@ -137,7 +137,7 @@ fn step(
                 ErrorKind::Corrupt,
                 None,
                 format!(
-                    "event id {} on CPU {} at {} has no format",
+                    "event id {} on CPU {} at {} has no event format",
                     ev.id,
                     ev.cpu,
                     fmt_secs(ev.ts)
@@ -288,11 +288,24 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         } else {
             ev
         };
+        let id = ev.id;
         match step(&mut inputs[f], &ev, &args, several, &mut line) {
             Step::Next => {}
             Step::End => break,
             Step::Failed(e) => {
-                failure = Some(e);
+                // Placed at the record's page (the message names its CPU); where the file
+                // said already why (a format that does not parse), that is said instead.
+                let m = merge.file_mut(f);
+                m.count_no_format(id);
+                let placed = match m.no_format_errors().into_iter().next() {
+                    Some(p) => kstate_format::Error {
+                        msg: e.msg,
+                        cpu: None,
+                        ..p
+                    },
+                    None => e,
+                };
+                failure.get_or_insert(placed);
                 break;
             }
         }

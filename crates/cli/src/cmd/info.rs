@@ -32,12 +32,5 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         print!("{}", kstate_render::info::text(&report));
     }
     // The figures cover what could be read; what could not is said here, and exits 2.
-    for e in &report.errors {
-        eprintln!("kstate: {e}");
-    }
-    Ok(if report.errors.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(crate::EXIT_BAD_INPUT)
-    })
+    Ok(super::damage::finish(&report.errors))
 }

@@ -4,6 +4,7 @@ mod cachesim_sets;
 pub mod classify;
 pub mod compare;
 pub mod convert;
+pub mod damage;
 pub mod dump;
 pub mod exit_status;
 pub mod fleet;

@@ -102,7 +102,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             .filter_map(|i| survey::stat_pass(&source, i, None).ok())
             .take(1)
             .collect();
-        let mut axis = survey::axis_of(rec.as_ref(), &stats.iter().collect::<Vec<_>>());
+        let mut axis = survey::axis_of(rec.as_ref(), &stats.iter().collect::<Vec<_>>(), None);
         if rec.is_none() && stats.is_empty() {
             axis = TimeAxis {
                 t0: snaps[0].ts,
@@ -126,9 +126,15 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     };
     let mut outs = vec![&stat];
     outs.extend(stat2.as_ref());
-    let axis = survey::axis_of(rec.as_ref(), &outs);
+    let axis = survey::axis_of(rec.as_ref(), &outs, None);
     let wl = survey::workload_of(trace, rec.as_ref());
     let a = survey::complete(&source, info, stat, axis, wl.clone());
+    // What the passes skipped as damaged, said after the chart of the rest.
+    let mut damage = Vec::new();
+    let passes = [&a.stat, &a.dist].into_iter().chain(stat2.as_ref());
+    for e in trace.damage().chain(passes.flat_map(|o| &o.errors)) {
+        kstate_format::damage::note(&mut damage, e);
+    }
     let svg = if args.stat {
         let mut a = a;
         if !args.key.is_empty() {
@@ -150,5 +156,5 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         svg::time_chart(&chart, args.size)
     };
     write_chart(&svg, &args.output)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(super::damage::finish(&damage))
 }

@@ -44,7 +44,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     output::write(&args.output, html).map_err(|e| Error::output(&args.output, e))?;
     print_findings(&r, 5);
     eprintln!("kstate: wrote {}", args.output.display());
-    Ok(ExitCode::SUCCESS)
+    Ok(super::damage::finish(&r.damage))
 }
 
 /// A host and its guests on the host's clock.
@@ -79,5 +79,10 @@ fn machines(args: &Args) -> Result<ExitCode, Error> {
         }
     }
     eprintln!("kstate: wrote {}", args.output.display());
-    Ok(ExitCode::SUCCESS)
+    let damage: Vec<_> = m
+        .machines
+        .iter()
+        .flat_map(|x| x.survey.damage.iter().cloned())
+        .collect();
+    Ok(super::damage::finish(&damage))
 }

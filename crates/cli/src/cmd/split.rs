@@ -51,7 +51,9 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         // A closed pipe (`| head`) is not an error worth stopping the split for.
         let _ = writeln!(std::io::stdout(), "{}", out.display());
     }
-    Ok(ExitCode::SUCCESS)
+    // The pages are copied as they are; what the input lacks, its copies lack too.
+    let damage = kstate_format::damage::scan(&trace);
+    Ok(super::damage::finish(&damage))
 }
 
 /// Refuses an output directory that is itself a symbolic link (`split -o`, `run -o`), as

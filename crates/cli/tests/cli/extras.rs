@@ -77,6 +77,7 @@ fn sections() -> Sections {
             "sched:sched_migrate_task".into(),
         ],
         missing_events: vec!["sched:sched_nonexistent".into()],
+        cut_short: None,
         filters: vec!["sched:sched_switch:prev_pid != 0".into()],
         pids: vec![],
         sysinfo_interval_ms: 50,

@@ -869,13 +869,34 @@ fn a_full_disk_ends_the_recording_with_a_readable_file() {
     let s: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert!(s["disk_full"].is_string());
 
-    let i = info(&out);
+    // The file says it was cut short: `info` shows why, and every command that reads it
+    // says it lacks what came after, and exits 2 (the file is whole: not truncated).
+    let file = out.to_str().unwrap();
+    let o = run(&["info", "--json", file]);
+    assert_eq!(o.status.code(), Some(2));
+    let i: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(i["truncated"], false);
-    assert!(
-        i["errors"].as_array().unwrap().is_empty(),
-        "{}",
-        i["errors"]
-    );
+    let why = i["recording"]["cut_short"].as_str().unwrap();
+    assert!(why.contains("No space left on device"), "{why}");
+    assert_eq!(i["damage"].as_array().unwrap().len(), 1, "{}", i["damage"]);
+    let text = run(&["info", file]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("CUT SHORT:"));
+    // The report goes elsewhere: the disk is full.
+    let elsewhere = tmp();
+    let html = elsewhere.path().join("r.html");
+    for args in [
+        &["analyze", "syscall", file][..],
+        &["report", file, "-o", html.to_str().unwrap()],
+        &["dump", file],
+    ] {
+        let o = run(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        let said = format!("{file}: the recording was cut short (the disk filled: ");
+        assert!(err.contains(&said), "{args:?}: {err}");
+    }
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<section id=\"damage\">") && page.contains("cut short"));
     let events = i["events"].as_u64().unwrap();
     assert_eq!(events, s["events"].as_u64().unwrap());
     assert!(

@@ -821,9 +821,15 @@ fn analyzer_tables(
             err: None,
             names: Interned::default(),
         };
-        let r = common::run_analyzer(source, info, explicit, &mut sink);
+        // A damaged trace is refused here, as the events' tables refuse it: a directory
+        // of tables is a trace of its own, and must not pass a part off as the whole.
+        let mut damage = Vec::new();
+        let r = common::run_analyzer(source, info, explicit, &mut sink, &mut damage);
         if let Some(e) = sink.err.take() {
             return Err(e);
+        }
+        if let Some(e) = damage.into_iter().next() {
+            return Err(e.into());
         }
         match r? {
             Some(_) => {

@@ -154,6 +154,8 @@ pub struct Summary {
     /// (analyzer, rows, tracks)
     pub analyzers: Vec<(&'static str, u64, usize)>,
     pub skipped: Vec<&'static str>,
+    /// What was skipped as damaged: the output holds the rest.
+    pub damage: Vec<kstate_format::Error>,
 }
 
 impl fmt::Display for Summary {
@@ -183,7 +185,10 @@ pub fn write(source: &Source, path: &Path, names: &[String]) -> Result<Summary, 
         tracks_started: false,
         next_uuid: 0x6b73_7461_7465_0000,
     };
-    let mut sum = Summary::default();
+    let mut sum = Summary {
+        damage: common::declared_damage(trace),
+        ..Summary::default()
+    };
     system_info(trace, &mut o).map_err(Error::Stream)?;
     sched(trace, &mut o, &mut sum)?;
     markers(trace, &mut o, &mut sum)?;
@@ -199,7 +204,7 @@ pub fn write(source: &Source, path: &Path, names: &[String]) -> Result<Summary, 
             counters: HashMap::new(),
             rows: 0,
         };
-        match common::run_analyzer(source, info, explicit, &mut sink)? {
+        match common::run_analyzer(source, info, explicit, &mut sink, &mut sum.damage)? {
             Some(_) => {
                 let tracks = sink.uuids.len() + sink.counters.len();
                 sum.analyzers.push((info.name, sink.rows, tracks));
@@ -216,7 +221,7 @@ pub fn write(source: &Source, path: &Path, names: &[String]) -> Result<Summary, 
 /// track, named by their message as `kstate dump` prints it.
 fn markers<W: Write>(trace: &Trace, o: &mut Out<W>, sum: &mut Summary) -> Result<(), Error> {
     let mut uuid = None;
-    common::for_each_marker(trace, |_, ts, msg| {
+    common::for_each_marker(trace, &mut sum.damage, |_, ts, msg| {
         let u = match uuid {
             Some(u) => u,
             None => {
@@ -319,7 +324,7 @@ fn sched<W: Write>(trace: &Trace, o: &mut Out<W>, sum: &mut Summary) -> Result<(
                 Ok(Some(ev)) => ev,
                 Ok(None) => break,
                 Err(e) => {
-                    eprintln!("kstate: {e}");
+                    kstate_format::damage::note(&mut sum.damage, &e);
                     continue;
                 }
             };

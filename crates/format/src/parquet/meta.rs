@@ -363,6 +363,7 @@ pub fn open(dir: &Path) -> Result<Trace> {
         cpu_data,
         extra_options,
         truncated: None,
+        cut_short: None,
         lost_sections: Vec::new(),
         spool: None,
         perf: None,

@@ -283,6 +283,9 @@ pub struct Recording {
     pub sysinfo_interval_ms: u64,
     /// The traced command's pid, when kstate started one.
     pub workload_pid: Option<i32>,
+    /// Why the recording stopped before it was asked to, losing what came after (the
+    /// disk filled), as the recorder said it; None for a recording that ran its course.
+    pub cut_short: Option<String>,
 }
 
 impl Recording {
@@ -327,6 +330,9 @@ impl Recording {
         if let Some(p) = self.workload_pid {
             kv("workload_pid", &p.to_string());
         }
+        if let Some(why) = &self.cut_short {
+            kv("cut_short", why);
+        }
         s.into_bytes()
     }
 
@@ -361,6 +367,7 @@ impl Recording {
                     | "buffer_kib_per_cpu"
                     | "sysinfo_interval_ms"
                     | "workload_pid"
+                    | "cut_short"
             );
             if scalar {
                 if seen.contains(&key) {
@@ -387,6 +394,7 @@ impl Recording {
                 "pids" => r.pids.push(int_at(&v, vat, key)?),
                 "sysinfo_interval_ms" => r.sysinfo_interval_ms = int_at(&v, vat, key)?,
                 "workload_pid" => r.workload_pid = Some(int_at(&v, vat, key)?),
+                "cut_short" => r.cut_short = Some(v),
                 _ => {} // a newer kstate's key
             }
         }
@@ -1041,6 +1049,7 @@ mod tests {
             pids: vec![1, -1, i32::MAX, i32::MIN],
             sysinfo_interval_ms: 100,
             workload_pid: Some(4242),
+            cut_short: Some("the disk filled: writing out.dat: No space left\non device".into()),
         }
     }
 

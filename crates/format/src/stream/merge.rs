@@ -56,11 +56,25 @@ impl Event<'_> {
 pub struct IdFilter {
     /// Indexed by event id; None means every event.
     wanted: Option<Vec<bool>>,
+    /// Per id, what the stream does with a record (`WANTED`, `SKIP`, `NO_FORMAT`): made
+    /// from `wanted` and the trace's formats when a merge starts ([`IdFilter::bind`]).
+    verdicts: Vec<u8>,
 }
+
+/// A record of an event the merge delivers.
+const WANTED: u8 = 0;
+/// A record of an event the merge skips.
+const SKIP: u8 = 1;
+/// A record whose id has no event format: skipped too, but it is damage (a record of
+/// some event, perhaps a wanted one, whose id was overwritten) and is reported.
+const NO_FORMAT: u8 = 2;
 
 impl IdFilter {
     pub fn all() -> IdFilter {
-        IdFilter { wanted: None }
+        IdFilter {
+            wanted: None,
+            verdicts: Vec::new(),
+        }
     }
     pub fn only(ids: impl IntoIterator<Item = u32>) -> IdFilter {
         let mut wanted = Vec::new();
@@ -73,15 +87,91 @@ impl IdFilter {
         }
         IdFilter {
             wanted: Some(wanted),
+            verdicts: Vec::new(),
         }
+    }
+    /// Makes the verdicts for `trace`'s formats. A filter that takes every event (`all`)
+    /// delivers records without a format too: its reader says what they are.
+    fn bind(&mut self, trace: &Trace) {
+        let Some(w) = &self.wanted else { return };
+        self.verdicts = (0..trace.events.id_limit().max(w.len()))
+            .map(|id| match (w.get(id), trace.events.get(id as u32)) {
+                (_, None) => NO_FORMAT,
+                (Some(true), Some(_)) => WANTED,
+                _ => SKIP,
+            })
+            .collect();
     }
     #[inline]
-    fn accepts(&self, id: u32) -> bool {
+    fn verdict(&self, id: u32) -> u8 {
         match &self.wanted {
-            None => true,
-            Some(w) => w.get(id as usize).copied().unwrap_or(false),
+            None => WANTED,
+            Some(_) => self.verdicts.get(id as usize).copied().unwrap_or(NO_FORMAT),
         }
     }
+}
+
+/// Records of one CPU whose id has no event format: how many, and the first one's file
+/// and place.
+#[derive(Debug, Clone, Default)]
+struct NoFormat {
+    records: u64,
+    first: Option<(std::path::PathBuf, RecordPlace, u32)>,
+}
+
+impl NoFormat {
+    /// Counts a record of id `id` at byte `at` of `src`'s current page.
+    #[cold]
+    #[inline(never)]
+    fn note_in_page(&mut self, src: &dyn PageSource, at: usize, id: u32) {
+        let place = RecordPlace::InPage {
+            page: src.page_offset(),
+            at,
+        };
+        self.note(src.path(), place, id);
+    }
+
+    fn note(&mut self, path: &std::path::Path, place: RecordPlace, id: u32) {
+        self.records += 1;
+        if self.first.is_none() {
+            self.first = Some((path.to_path_buf(), place, id));
+        }
+    }
+}
+
+/// Where a record lies in its file: at a byte of a ring-buffer page, or (a container that
+/// holds records, not pages: perf.data) at a file offset of its own.
+#[derive(Debug, Clone, Copy)]
+pub enum RecordPlace {
+    InPage { page: u64, at: usize },
+    At(u64),
+}
+
+/// The error that reports `n` records without an event format on `cpu` of the file at
+/// `path`, the first of id `id` at `place`: one wording for every reader that meets them
+/// (a pass that skips them, `info` that counts them).
+pub fn no_format_error(
+    path: &std::path::Path,
+    cpu: u32,
+    n: u64,
+    id: u32,
+    place: RecordPlace,
+) -> Error {
+    let what = if n == 1 {
+        "1 event has an id with no event format".to_string()
+    } else {
+        format!("{n} events have an id with no event format")
+    };
+    let (offset, first) = match place {
+        RecordPlace::InPage { page, at } => (
+            page,
+            format!("the first, id {id}, is the record at byte {at} of this page"),
+        ),
+        RecordPlace::At(at) => (at, format!("the first, id {id}, is the record here")),
+    };
+    Error::corrupt(offset, format!("{what} ({first})"))
+        .on_cpu(cpu)
+        .in_file(path)
 }
 
 /// Per-CPU totals gathered while streaming.
@@ -174,6 +264,8 @@ struct CpuStream {
     page_no: usize,
     /// Pages at the start not read at all ([`Merger::indexed`], [`Merger::from_seeks`]).
     seek_pages: usize,
+    /// Records skipped for having no event format.
+    no_format: NoFormat,
 }
 
 pub struct Merger {
@@ -396,8 +488,11 @@ impl Merger {
                 index: None,
                 page_no: 0,
                 seek_pages: 0,
+                no_format: NoFormat::default(),
             })
             .collect();
+        let mut filter = filter;
+        filter.bind(trace);
         let mut m = Merger {
             streams,
             layout: trace.layout,
@@ -485,6 +580,40 @@ impl Merger {
     /// Totals per CPU so far (complete once `next` has returned None).
     pub fn totals(&self) -> Vec<(u32, CpuTotals)> {
         self.streams.iter().map(|s| (s.cpu, s.totals)).collect()
+    }
+
+    /// Per CPU, the records skipped so far for having no event format, as errors naming
+    /// the first one's place (empty for a merge of every event, which delivers them).
+    pub fn no_format_errors(&self) -> Vec<Error> {
+        self.streams
+            .iter()
+            .filter_map(|s| {
+                let (path, place, id) = s.no_format.first.as_ref()?;
+                Some(no_format_error(
+                    path,
+                    s.cpu,
+                    s.no_format.records,
+                    *id,
+                    *place,
+                ))
+            })
+            .collect()
+    }
+
+    /// Counts the event [`Merger::next`] returned last as one whose id `id` has no event
+    /// format, for a merge of every event (which delivers such records: its reader finds
+    /// them out); [`Merger::no_format_errors`] then reports them with those it skipped.
+    pub fn count_no_format(&mut self, id: u32) {
+        if let Some(s) = self.delivered.and_then(|i| self.streams.get_mut(i)) {
+            if let Some((_, start, _)) = s.head {
+                s.count_no_format(start, id);
+            }
+        }
+    }
+
+    /// Whether records were skipped for having no event format.
+    pub fn met_no_format(&self) -> bool {
+        self.streams.iter().any(|s| s.no_format.records > 0)
     }
 
     /// The next event in time order. After an error the failing CPU is dropped and the
@@ -605,16 +734,15 @@ impl Merger {
         };
         let at = s.head.map_or(0, |(_, start, _)| start);
         if let Some(d) = &s.direct {
-            return Error::corrupt(s.head_at, format!("CPU {}: {problem}", s.cpu))
+            return Error::corrupt(s.head_at, problem.to_string())
+                .on_cpu(s.cpu)
                 .in_file(d.path());
         }
         Error::corrupt(
             s.src.page_offset(),
-            format!(
-                "CPU {}: the record at byte {at} of this page: {problem}",
-                s.cpu
-            ),
+            format!("the record at byte {at} of this page: {problem}"),
         )
+        .on_cpu(s.cpu)
         .in_file(s.src.path())
     }
 
@@ -679,7 +807,15 @@ impl Merger {
                     Err(e) => return Err(s.fail(e)),
                 };
                 let id = endian.uint(page, r.start, 2).unwrap_or(u64::MAX) as u32;
-                if !filter.accepts(id) {
+                let verdict = filter.verdict(id);
+                if verdict != WANTED {
+                    if verdict == NO_FORMAT {
+                        // Skipped, and taken as an event lost on this CPU so that no
+                        // pair spans it: it may have been any event (the switch that
+                        // ended a wait, the exit of a call).
+                        s.no_format.note_in_page(&*s.src, r.start, id);
+                        s.pending_lost = merge_lost(s.pending_lost, Lost::Count(1));
+                    }
                     continue;
                 }
                 let ts = match shift {
@@ -845,6 +981,17 @@ impl CpuStream {
         }
     }
 
+    /// Counts a record without an event format: its id `id`, at `at` of the current
+    /// page (or, for a direct stream, the head's record).
+    fn count_no_format(&mut self, at: usize, id: u32) {
+        match &self.direct {
+            Some(d) => self
+                .no_format
+                .note(d.path(), RecordPlace::At(self.head_at), id),
+            None => self.no_format.note_in_page(&*self.src, at, id),
+        }
+    }
+
     /// Ends this stream and turns a page-relative error into one naming the file offset.
     fn fail(&mut self, e: Error) -> Error {
         self.head = None;
@@ -860,10 +1007,7 @@ impl CpuStream {
         self.direct = None;
         self.batch.clear();
         self.batch_bytes = BatchBytes::default();
-        Error {
-            msg: format!("CPU {}: {}", self.cpu, e.msg),
-            ..e
-        }
+        e.on_cpu(self.cpu)
     }
 }
 
@@ -942,5 +1086,11 @@ impl FileMerge {
     /// The merge of file `i`, e.g. to name the record behind an error.
     pub fn file(&self, i: usize) -> &Merger {
         &self.files[i]
+    }
+
+    /// The merge of file `i`, to count the record it delivered last as damaged
+    /// ([`Merger::count_no_format`]).
+    pub fn file_mut(&mut self, i: usize) -> &mut Merger {
+        &mut self.files[i]
     }
 }

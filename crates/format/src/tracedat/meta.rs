@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::bytes::Endian;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, LostPart, Result};
 use crate::event_format::{EventFormat, FormatAt};
 use crate::layout::PageLayout;
 use crate::timeshift::TimeShift;
@@ -285,12 +285,19 @@ impl Meta {
                     .flat_map(|(s, fs)| fs.into_iter().map(move |f| (s.clone(), f))),
             )
             .collect();
+        let mut lost_sections = self.lost_sections;
         for (i, (system, text)) in format_texts.iter().enumerate() {
             // trace-cmd counts formats it cannot parse and carries on; records of such an
             // event show up downstream as an unknown id rather than sinking the whole file.
-            if let Ok(mut ev) = EventFormat::parse(text, system, long_size) {
-                ev.at = format_at.get(i).copied();
-                events.insert(ev);
+            // Said as damage, with its place, so that no reader takes its events for never
+            // recorded.
+            let at = format_at.get(i).copied();
+            match EventFormat::parse(text, system, long_size) {
+                Ok(mut ev) => {
+                    ev.at = at;
+                    events.insert(ev);
+                }
+                Err(e) => lost_sections.push(unparsed_format(text, system, at, e)),
             }
         }
         Trace {
@@ -319,15 +326,49 @@ impl Meta {
             cpu_data,
             extra_options: self.extra_options,
             truncated: truncated.map(|e| e.in_file(path)),
-            lost_sections: self
-                .lost_sections
-                .into_iter()
-                .map(|e| e.in_file(path))
-                .collect(),
+            cut_short: None,
+            lost_sections: lost_sections.into_iter().map(|e| e.in_file(path)).collect(),
             spool: None,
             perf: None,
         }
     }
+}
+
+/// The damage of an event format that does not parse (`e`; a damaged offset or size, a
+/// line cut short), found at `at`: its events are left out.
+fn unparsed_format(text: &[u8], system: &str, at: Option<FormatAt>, e: Error) -> Error {
+    let line = |key: &str| {
+        let t = std::str::from_utf8(text).ok()?;
+        t.lines()
+            .find_map(|l| l.trim().strip_prefix(key).map(str::trim))
+            .filter(|v| !v.is_empty())
+    };
+    let event = line("name:").map(|name| format!("{system}:{name}"));
+    let what = match (&event, line("ID:")) {
+        (Some(ev), Some(id)) => format!("{ev} (id {id})"),
+        (Some(ev), None) => ev.clone(),
+        (None, _) => format!("an event of system {system}"),
+    };
+    let problem = e.msg.strip_prefix("event format: ").unwrap_or(&e.msg);
+    let within = e.offset.unwrap_or(0);
+    let (offset, place) = match at {
+        Some(FormatAt::File(at)) => (Some(at + within), String::new()),
+        Some(FormatAt::Section { section, at }) => (
+            Some(section),
+            format!(
+                " (at byte {} of the decompressed event formats section)",
+                at + within
+            ),
+        ),
+        None => (None, String::new()),
+    };
+    let mut lost = Error::new(
+        ErrorKind::LostSection(LostPart::EventFormat),
+        offset,
+        format!("the event format of {what} does not parse, and its events are left out: {problem}{place}"),
+    );
+    lost.event = event.map(String::into_boxed_str);
+    lost
 }
 
 fn expect_tag(inp: &mut impl Input, tag: &[u8]) -> Result<()> {

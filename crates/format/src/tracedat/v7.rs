@@ -12,7 +12,7 @@ use std::fs::File;
 use std::path::Path;
 
 use crate::bytes::{Endian, Reader};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, LostPart, Result};
 use crate::trace::{CpuData, DataLoc, MAX_CPUS};
 
 use super::compress::{decompress_section, Codec, CompressedData};
@@ -217,6 +217,12 @@ pub(crate) fn read(
                     "lost the {what} section (the events are read without it): {}",
                     e.msg
                 );
+                e.kind = ErrorKind::LostSection(match id {
+                    opt::KALLSYMS => LostPart::Kallsyms,
+                    opt::PRINTK => LostPart::PrintkFormats,
+                    opt::CMDLINES => LostPart::Cmdlines,
+                    _ => LostPart::FtraceFormats,
+                });
                 meta.lost_sections.push(e);
             }
             Err(e) => return Err(e),

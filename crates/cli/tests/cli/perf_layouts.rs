@@ -7,7 +7,7 @@
 //! between CPUs held one CPU's records so far out of order). And a lossy recording's
 //! losses counted once, as `perf report` counts them.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::path::Path;
