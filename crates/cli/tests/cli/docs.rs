@@ -78,6 +78,7 @@ doc_tests! {
     recording => "docs/recording.md",
     ui => "docs/ui.md",
     watch => "docs/watch.md",
+    why => "docs/why.md",
     write_stall => "docs/write-stall.md",
 }
 
