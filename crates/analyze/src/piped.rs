@@ -138,7 +138,7 @@ pub(crate) fn drive_piped<A: Analyzer>(
         }
         Ok(!pass.met_damage(declared))
     })?;
-    if !done || pass.events() == 0 {
+    if !done || pass.measured_events() == 0 {
         return drive::<A>(trace, cfg, log);
     }
     let o = pass.finish(trace, log)?;

@@ -153,7 +153,7 @@ fn run_slices<A: Sliced>(trace: &Trace, cfg: &Config) -> Result<Option<Outcome>,
         return Ok(None);
     }
     let (all, _) = joined.expect("at least two slices");
-    if all.events() == 0 {
+    if all.measured_events() == 0 {
         // No events at all: the one pass words the error.
         return Ok(None);
     }

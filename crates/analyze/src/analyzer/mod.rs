@@ -133,6 +133,12 @@ pub(crate) trait Analyzer: Sized {
     /// Handles one event (only the ids `bind` returned are delivered).
     fn event(&mut self, ev: &Event<'_>, out: &mut Out);
 
+    /// Whether events of `id` are what this analyzer measures, not helpers it also reads
+    /// (those that name tasks): a trace with none of its own has nothing for it.
+    fn measures(&self, _id: u32) -> bool {
+        true
+    }
+
     /// Called after the last event; returns how many pairs were still open.
     fn finish(&mut self, out: &mut Out) -> u64;
 

@@ -81,7 +81,7 @@ pub(crate) fn drive<A: Analyzer>(
     if let (Some(w), true) = (window, stopped.is_some() || merger.seeked()) {
         pass.read_only(w, stopped);
     }
-    if pass.out.counts.events == 0 && pass.errors.is_empty() {
+    if pass.measured_events() == 0 && pass.errors.is_empty() {
         return Err(missing_events(trace, A::INFO, "holds none of those events"));
     }
     pass.finish(trace, log)
@@ -446,8 +446,13 @@ impl<A: Analyzer> Pass<A> {
     }
 
     /// Events handed over so far.
-    pub(crate) fn events(&self) -> u64 {
-        self.out.counts.events
+    /// Events read of the kinds the analyzer measures (see [`Analyzer::measures`]).
+    pub(crate) fn measured_events(&self) -> u64 {
+        self.ids
+            .iter()
+            .filter(|&&id| self.a.measures(id))
+            .filter_map(|&id| self.per_id.get(id as usize))
+            .sum()
     }
 
     /// Damage met so far beyond what the file declared when opened.

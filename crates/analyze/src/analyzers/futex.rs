@@ -220,6 +220,10 @@ impl Analyzer for Futex {
         ))
     }
 
+    fn measures(&self, id: u32) -> bool {
+        id == self.enter || id == self.exit
+    }
+
     fn event(&mut self, ev: &Event<'_>, out: &mut Out) {
         let (p, e) = (ev.payload, ev.endian);
         let tid = ev.pid();

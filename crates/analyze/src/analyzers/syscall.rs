@@ -175,6 +175,10 @@ impl Analyzer for Syscall {
         Ok((s, ids))
     }
 
+    fn measures(&self, id: u32) -> bool {
+        self.roles.get(id as usize) != Some(&Role::Names)
+    }
+
     #[inline(always)]
     fn event(&mut self, ev: &Event<'_>, out: &mut Out) {
         let id = ev.id as usize;

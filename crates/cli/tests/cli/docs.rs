@@ -46,6 +46,7 @@ const DOCS: &[&str] = &[
     "docs/recording.md",
     "docs/ui.md",
     "docs/watch.md",
+    "docs/why.md",
     "docs/write-stall.md",
 ];
 
