@@ -23,6 +23,7 @@ pub mod leftovers;
 mod merge;
 mod names;
 pub mod overload;
+mod own;
 pub mod reader;
 pub mod sample_copy;
 pub mod sampler;

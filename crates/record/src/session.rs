@@ -1,6 +1,7 @@
 //! One recording from start to finish: set up the instance, move pages while the workload
 //! runs, stop, and write the trace.dat with kstate's extra sections.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus};
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::events::{self, Selection};
 use crate::instance::{self, Instance};
 use crate::names::{self, TaskNames};
+use crate::own::OwnFilter;
 use crate::reader::{Control, CpuReader, Store};
 use crate::sampler::{self, SampleSpec};
 use crate::scratch_dir::{Capture, EventText, Scratch};
@@ -389,6 +391,8 @@ struct Output {
     cpus: Vec<u32>,
     /// Completions recorded beside a pid filter (see [`Side`]).
     side: Option<Side>,
+    /// The `--filter` expressions written, by filter file of the main instance.
+    user_filters: BTreeMap<String, String>,
 }
 
 /// Events that finish work the traced processes started but run in interrupt context of
@@ -471,7 +475,7 @@ fn prepare(opts: &Options, plan: &Plan) -> Result<Output> {
         .filter(|e| !to_side.contains(e))
         .cloned()
         .collect();
-    setup_instance(&inst, opts, sel, &main_events, opts.buffer_kib, clock)?;
+    let user_filters = setup_instance(&inst, opts, sel, &main_events, opts.buffer_kib, clock)?;
     let marker_guard = copy_trace_marker(&inst);
     let free_buffer = inst.hold_free_buffer();
     // The instance's header_page describes its sub-buffer ("page") size.
@@ -545,6 +549,7 @@ fn prepare(opts: &Options, plan: &Plan) -> Result<Output> {
         printk,
         cpus,
         side,
+        user_filters,
     })
 }
 
@@ -626,11 +631,13 @@ fn start(opts: &Options, plan: &Plan, out: &Output) -> Result<Live> {
         .transpose()?;
 
     // The recorder's own threads (polling, splicing, sampling) stay out of the recording.
-    let mut own: Vec<String> = workload::threads_of(std::process::id() as i32)
-        .iter()
-        .map(|t| t.to_string())
-        .collect();
-    let _ = inst.write("set_event_notrace_pid", &own.join(" "));
+    let mut own = workload::threads_of(std::process::id() as i32);
+    let mut own_filter = OwnFilter::new(
+        tfs,
+        plan.sel.events.iter().chain(&plan.standby),
+        &out.user_filters,
+    );
+    own_filter.apply(inst, &own);
     let gated = match opts.command.is_empty() {
         true => None,
         false => Some(workload::spawn_gated(&opts.command)?),
@@ -685,8 +692,8 @@ fn start(opts: &Options, plan: &Plan, out: &Output) -> Result<Live> {
             &scratch.path("samples"),
         );
         let (running, tids, what) = start_sampler(opened, &live.ctl)?;
-        own.extend(tids.iter().map(|t| t.to_string()));
-        let _ = inst.write("set_event_notrace_pid", &own.join(" "));
+        own.extend(tids.iter().copied());
+        own_filter.apply(inst, &own);
         live.samplers = Some((running, what));
     }
     // --holds names its locks and callers through the mappings these chains carry.
@@ -711,8 +718,8 @@ fn start(opts: &Options, plan: &Plan, out: &Output) -> Result<Live> {
             &scratch.path("stacks"),
         );
         let (running, tids, what) = start_sampler(opened, &live.ctl)?;
-        own.extend(tids.iter().map(|t| t.to_string()));
-        let _ = inst.write("set_event_notrace_pid", &own.join(" "));
+        own.extend(tids.iter().copied());
+        own_filter.apply(inst, &own);
         live.stackers = Some((running, what));
     }
     Ok(live)
@@ -1394,7 +1401,7 @@ fn setup_instance(
     enable: &[(String, String)],
     buffer_kib: u64,
     clock: &str,
-) -> Result<()> {
+) -> Result<BTreeMap<String, String>> {
     inst.write("buffer_size_kb", &buffer_kib.to_string())
         .map_err(|e| {
             e.context(format_args!(
@@ -1414,17 +1421,19 @@ fn setup_instance(
     }
     // Older kernels lack the watermark file; the readers' poll timeout covers them.
     let _ = inst.write("buffer_percent", &BUFFER_PERCENT.to_string());
+    let mut written = BTreeMap::new();
     for f in &opts.filters {
-        apply_filter(inst, sel, f)?;
+        written.extend(apply_filter(inst, sel, f)?);
     }
     for (s, e) in enable {
         inst.write(&format!("events/{s}/{e}/enable"), "1")?;
     }
-    Ok(())
+    Ok(written)
 }
 
 /// `EVENT:EXPR` into the kernel's filter file(s); the kernel's own complaint on error.
-fn apply_filter(inst: &Instance, sel: &Selection, spec: &str) -> Result<()> {
+/// Returns the filter files written, with their expressions.
+fn apply_filter(inst: &Instance, sel: &Selection, spec: &str) -> Result<Vec<(String, String)>> {
     let bad = || {
         Error::bad_argument(format!(
             "--filter '{spec}': expected EVENT:EXPR (EVENT is system:event, event or system)"
@@ -1451,8 +1460,8 @@ fn apply_filter(inst: &Instance, sel: &Selection, spec: &str) -> Result<()> {
             "--filter '{spec}': '{head}' is not among the events being recorded"
         )));
     }
-    for (file, expr) in targets {
-        if let Err(e) = inst.write(&file, expr.trim()) {
+    for (file, expr) in &targets {
+        if let Err(e) = inst.write(file, expr.trim()) {
             let why = kernel_error(inst, &file).unwrap_or_else(|| e.to_string());
             // The expression is the user's: a bad argument (exit 2), as `--help` says.
             return Err(Error::bad_argument(format!(
@@ -1460,7 +1469,10 @@ fn apply_filter(inst: &Instance, sel: &Selection, spec: &str) -> Result<()> {
             )));
         }
     }
-    Ok(())
+    Ok(targets
+        .into_iter()
+        .map(|(file, expr)| (file, expr.trim().to_string()))
+        .collect())
 }
 
 /// The kernel's explanation of a refused write: the last entry of the instance's
