@@ -51,6 +51,10 @@ pub struct GrowingPages {
     /// for it stays bounded. None: it waits for everything (the file is kept anyway).
     backlog_max: Option<u64>,
     skipped: Arc<AtomicU64>,
+    /// Offset (from the file's start) before which another reader of the file (a flight
+    /// recorder held to its size) has given the pages back: they read as zeros and are
+    /// skipped unread (counted in `skipped`). It is raised before the space is given back.
+    given_back: Option<Arc<AtomicU64>>,
 }
 
 /// Read-ahead: enough pages per read that a storm costs few system calls.
@@ -79,6 +83,7 @@ impl GrowingPages {
             read: Arc::new(AtomicU64::new(base)),
             backlog_max: None,
             skipped: Arc::new(AtomicU64::new(0)),
+            given_back: None,
         })
     }
 
@@ -87,6 +92,19 @@ impl GrowingPages {
     pub fn with_backlog_limit(mut self, bytes: u64) -> GrowingPages {
         self.backlog_max = Some(bytes.max(self.page_size as u64));
         self
+    }
+
+    /// Skips the pages another reader gave back (see `given_back`).
+    pub fn with_given_back(mut self, offset: Arc<AtomicU64>) -> GrowingPages {
+        self.given_back = Some(offset);
+        self
+    }
+
+    /// Where pages given back end, as an offset after `base`.
+    fn given_back(&self) -> u64 {
+        self.given_back
+            .as_ref()
+            .map_or(0, |g| g.load(Ordering::Acquire).saturating_sub(self.base))
     }
 
     /// Bytes of pages skipped unread so far (see [`GrowingPages::with_backlog_limit`]).
@@ -125,16 +143,39 @@ impl PageSource for GrowingPages {
                 from = to;
             }
         }
+        let ps = self.page_size as u64;
+        let gone = self.given_back().div_ceil(ps) * ps;
+        if gone > from {
+            self.skipped
+                .fetch_add(gone.min(written).saturating_sub(from), Ordering::Relaxed);
+            from = from.max(gone.min(written / ps * ps));
+        }
         let pages = (written.saturating_sub(from) as usize / self.page_size)
             .min((WINDOW / self.page_size).max(1));
         if pages == 0 {
             return Ok(false);
         }
-        let len = pages * self.page_size;
+        let mut len = pages * self.page_size;
         self.buf.resize(len, 0);
         self.file
             .read_exact_at(&mut self.buf[..len], self.base + from)
             .map_err(|e| kstate_format::Error::io(&self.path, e))?;
+        // Pages given back while they were read may be zeros: they go too.
+        let gone = (self.given_back().div_ceil(ps) * ps).saturating_sub(from);
+        if gone > 0 {
+            let cut = (gone as usize).min(len);
+            self.buf.drain(..cut);
+            self.skipped.fetch_add(cut as u64, Ordering::Relaxed);
+            from += cut as u64;
+            len -= cut;
+            if len == 0 {
+                self.filled = 0;
+                self.buf_off = from;
+                self.started = false;
+                self.read.store(self.base + from, Ordering::Release);
+                return self.advance();
+            }
+        }
         self.buf_off = from;
         self.filled = len;
         self.at = 0;

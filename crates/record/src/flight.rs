@@ -14,6 +14,8 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use kstate_format::writer::{write_from_trace, WriterConfig};
 use kstate_format::{DataLoc, PageLayout, Trace};
@@ -42,6 +44,9 @@ struct CpuPages {
     pages: VecDeque<(u64, u64)>,
     /// Everything before this offset has been punched out.
     punched: u64,
+    /// `punched` as the live analysis sees it, raised before the space is given back:
+    /// pages it had yet to read are skipped, not read as zeros.
+    given_back: Arc<AtomicU64>,
 }
 
 impl CpuPages {
@@ -52,6 +57,7 @@ impl CpuPages {
             return false;
         };
         let end = off + ps;
+        self.given_back.store(end, Ordering::Release);
         // SAFETY: fallocate on our own descriptor with a valid range.
         let r = unsafe {
             libc::fallocate(
@@ -97,6 +103,7 @@ impl Flight {
                     indexed: 0,
                     pages: VecDeque::new(),
                     punched: 0,
+                    given_back: Arc::new(AtomicU64::new(0)),
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -119,6 +126,13 @@ impl Flight {
         self
     }
 
+    /// Per CPU, where the pages given back end (see `CpuPages::given_back`), for the live
+    /// analysis that reads the same files.
+    pub fn given_back(&self, cpu: u32) -> Option<Arc<AtomicU64>> {
+        let c = self.cpus.iter().find(|c| c.cpu == cpu)?;
+        Some(Arc::clone(&c.given_back))
+    }
+
     /// Bytes of pages on disk now (written and not given back).
     pub fn kept_bytes(&self) -> u64 {
         self.cpus.iter().map(|c| c.indexed - c.punched).sum()
@@ -126,8 +140,8 @@ impl Flight {
 
     /// Indexes the pages written since the last call, and gives back the space of pages
     /// older than the window before `horizon` and before `hold` (a save to come). Pages
-    /// from `unread` on (the live analysis has yet to read them, in the same files) are
-    /// never given back: what waits for the analysis is bounded by the analysis.
+    /// from `unread` on (the live analysis has yet to read them, in the same files) stay
+    /// until a size bound is exceeded twice (the analysis then skips them).
     pub fn update(
         &mut self,
         ongoing: &Ongoing,
@@ -184,10 +198,10 @@ impl Flight {
             else {
                 break;
             };
-            // A save to come holds its pages (up to twice the bound), the analysis those
-            // it has yet to read.
+            // A save to come holds its pages, the analysis those it has yet to read, up
+            // to twice the bound: past it the analysis skips them (and says so).
             let next = c.pages.get(1).map_or(u64::MAX, |p| p.1);
-            if next >= unread || (next >= hold && !over_twice) {
+            if (next >= unread || next >= hold) && !over_twice {
                 break;
             }
             if !c.drop_first(ps, &mut self.dropped_pages, &mut self.dropped_bytes) {

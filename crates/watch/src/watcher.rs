@@ -402,6 +402,17 @@ impl Watcher for Watch {
                 add(info, by);
             }
         }
+        // The flight recorder first: the analysis skips the pages it gives back.
+        let flight = match &self.plan {
+            Some(plan) => {
+                let flight = Flight::new(ongoing, plan.policy.keep_ns.unwrap_or(u64::MAX))?;
+                Some(match plan.policy.keep_bytes.or(plan.memory_cap) {
+                    Some(b) => flight.bounded_by_bytes(b),
+                    None => flight,
+                })
+            }
+            None => None,
+        };
         let mut sources = Vec::new();
         for c in &ongoing.cpus {
             let mut p = GrowingPages::open(&c.path, 0, ongoing.page_size, c.tap.written_handle())
@@ -410,6 +421,11 @@ impl Watcher for Watch {
             // is bounded (in memory, or on disk with --keep-on-disk).
             if ongoing.no_output {
                 p = p.with_backlog_limit(BACKLOG_PER_CPU);
+            }
+            if let Some(g) = flight.as_ref().and_then(|f| f.given_back(c.cpu)) {
+                p = p.with_given_back(g);
+            }
+            if ongoing.no_output || flight.is_some() {
                 self.skipped.push((c.cpu, p.skipped_handle(), 0));
             }
             self.read.push(p.read_handle());
@@ -432,16 +448,11 @@ impl Watcher for Watch {
         .map_err(|e| err(e.to_string()))?;
         self.live = Some(live);
         self.adapt.start(ongoing)?;
-        match self.plan.take() {
-            Some(plan) => {
-                let flight = Flight::new(ongoing, plan.policy.keep_ns.unwrap_or(u64::MAX))?;
-                let flight = match plan.policy.keep_bytes.or(plan.memory_cap) {
-                    Some(b) => flight.bounded_by_bytes(b),
-                    None => flight,
-                };
+        match (self.plan.take(), flight) {
+            (Some(plan), Some(flight)) => {
                 self.saves = Some(Saves::new(flight, plan.policy, ongoing.dir.clone()));
             }
-            None if ongoing.no_output => {
+            _ if ongoing.no_output => {
                 let files = ongoing
                     .cpus
                     .iter()
@@ -455,7 +466,7 @@ impl Watcher for Watch {
                     .collect::<Result<Vec<_>, _>>()?;
                 self.give_back = Some(files);
             }
-            None => {}
+            _ => {}
         }
         if !self.json {
             self.dashboard = Some(Dashboard::start(
