@@ -71,7 +71,9 @@ pub(crate) fn drive<A: Analyzer>(
         if let Some(msg) = pass.event(&ev, log)? {
             pass.damaged_record(merger.record_error(&msg));
         }
-        if cfg.probe {
+        // A probe asks whether the analyzer has anything: its first own event says so
+        // (not a helper's, such as the switches that name tasks).
+        if cfg.probe && pass.a.measures(ev.id) {
             break;
         }
     }
