@@ -5,9 +5,10 @@
 //! Events, each where recorded: sched:sched_process_fork (the child's comm, its parent's
 //! at the fork), sched:sched_process_exec (the kernel names the task after the file's last
 //! component, cut to 15 bytes), task:task_newtask (the new task's comm), task:task_rename
-//! (the new comm), and sched:sched_switch (prev_comm and next_comm, for tasks not named
-//! yet: a switch is far more frequent than a birth, and a name it gives could only repeat
-//! one already known).
+//! (the new comm), and sched:sched_switch (prev_comm and next_comm). Each sets the name
+//! it carries, so a task is named as it was last seen: the same whether the trace is read
+//! in one pass or in time slices (a later slice's names overlay the earlier's), which a
+//! switch naming only tasks not named yet was not (a slice starts knowing none).
 
 use kstate_format::{Field, FieldRef, Trace};
 
@@ -80,10 +81,8 @@ impl TaskNames {
         {
             for (pid, comm) in [(prev, prev_comm), (next, next_comm)] {
                 let pid = pid.get_i64(p, e).unwrap_or(0) as i32;
-                if !out.tasks.knows(pid) {
-                    if let Some(c) = comm.str(p, e) {
-                        out.tasks.set_comm(pid, c.as_bytes());
-                    }
+                if let Some(c) = comm.str(p, e) {
+                    out.tasks.set_comm(pid, c.as_bytes());
                 }
             }
             return;
