@@ -37,6 +37,9 @@ const VALUES: [&str; 17] = [
 /// with SIGINT as a user would: it was accepted, which is a sane answer.
 const LET_RUN: Duration = Duration::from_secs(3);
 
+/// Values of one option tried at once.
+const AT_ONCE: usize = 4;
+
 enum End {
     Exited(i32, String),
     Stopped,
@@ -130,15 +133,37 @@ fn check_any(
         End::Exited(c, _) => Some(c),
         End::Stopped => None,
     };
-    for v in values {
-        let mut args: Vec<String> = prefix.iter().map(|s| s.to_string()).collect();
-        args.push(match positional {
-            true => v.clone(),
-            false => format!("{}={v}", names[0]),
-        });
-        args.extend(suffix.iter().map(|s| s.to_string()));
-        let End::Exited(code, err) = kstate(&args) else {
-            continue;
+    let runs: Vec<Vec<String>> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let mut args: Vec<String> = prefix.iter().map(|s| s.to_string()).collect();
+            args.push(match positional {
+                true => v.clone(),
+                false => format!("{}={v}", names[0]),
+            });
+            args.extend(suffix.iter().map(|s| s.to_string()));
+            // Runs at once write files of their own.
+            if fresh.is_none() {
+                for k in 1..args.len() {
+                    if args[k - 1] == "-o" {
+                        // Before the extension: plot's format is the file's.
+                        let p = Path::new(&args[k]);
+                        let ext = p.extension().map(|e| e.to_string_lossy().into_owned());
+                        let base = p.with_extension("").to_string_lossy().into_owned();
+                        args[k] = match ext {
+                            Some(e) => format!("{base}.{i}.{e}"),
+                            None => format!("{base}.{i}"),
+                        };
+                    }
+                }
+            }
+            args
+        })
+        .collect();
+    let judge = |args: &[String], end: End| {
+        let End::Exited(code, err) = end else {
+            return;
         };
         let shown = args.join(" ");
         assert_ne!(code, 101, "kstate {shown} panicked:\n{err}");
@@ -149,6 +174,23 @@ fn check_any(
                 "kstate {shown} failed ({code}) without naming {}:\n{err}",
                 names[0]
             );
+        }
+    };
+    // Runs that share an output directory go one at a time; the others a few at once
+    // (most wait: a value accepted runs for LET_RUN).
+    match fresh {
+        Some(_) => runs.iter().for_each(|a| judge(a, kstate(a))),
+        None => {
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            std::thread::scope(|s| {
+                for _ in 0..AT_ONCE {
+                    s.spawn(|| loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(a) = runs.get(i) else { break };
+                        judge(a, kstate(a));
+                    });
+                }
+            });
         }
     }
 }
