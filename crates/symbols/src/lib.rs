@@ -11,6 +11,7 @@
 mod cover;
 pub mod data;
 pub mod elf;
+mod entry_exit;
 pub mod ksyms;
 pub mod samples;
 pub mod stacks;

@@ -26,6 +26,7 @@ use kstate_format::perf::decode::{regs, SampleRec, CONTEXT_USER};
 use object::{Object, ObjectSection};
 
 use crate::cover::{Cfi, Cover, Svmas};
+use crate::entry_exit::{Code, Stage};
 use crate::symbolizer::Map;
 
 /// Return addresses walked at most per chain.
@@ -74,6 +75,8 @@ struct FileCfi {
     sections: ExplicitModuleSectionInfo<Bytes>,
     /// The same CFI, for checking addresses; None without CFI.
     cfi: Option<Arc<Cfi>>,
+    /// Its code, read where a function without CFI was sampled.
+    code: Arc<Code>,
 }
 
 fn section<'d, R: object::ReadRef<'d>>(
@@ -127,6 +130,7 @@ impl FileCfi {
         };
         Some(FileCfi {
             build_id,
+            code: Arc::new(Code::new(path, segments.clone())),
             segments,
             sections: info,
             cfi: cfi.map(Arc::new),
@@ -156,7 +160,7 @@ fn debug_frame_by_build_id(id: &[u8]) -> Option<Bytes> {
 #[derive(Clone)]
 enum Place {
     /// A file with CFI, loaded at this bias.
-    Cfi(Arc<Cfi>, u64),
+    Cfi(Arc<Cfi>, u64, Arc<Code>),
     /// Code without CFI (a file without it, anonymous or vdso code): frame pointers.
     NoCfi,
     /// A file gone or changed: the chain ends at this frame.
@@ -202,6 +206,9 @@ enum Step {
     /// Frame pointers, for a function without CFI in a file with CFI: framehop would
     /// take it for a leaf that has pushed nothing.
     FramePointer,
+    /// Out of such a function sampled before its frame is set up or after it is taken
+    /// down.
+    EntryExit(Stage),
 }
 
 /// Unwinds the user chains of one section's samples.
@@ -213,6 +220,9 @@ pub struct ChainUnwinder<'m> {
     cache: CacheX86_64,
     /// What a file's CFI says of an address (by the file's `Cfi` and SVMA).
     covers: HashMap<(usize, u64), Cover>,
+    /// How far a function without CFI had set up its frame (by the file's `Code` and
+    /// SVMA of the sampled instruction).
+    stages: HashMap<(usize, u64), Stage>,
     pub counts: ChainCounts,
 }
 
@@ -224,6 +234,7 @@ impl<'m> ChainUnwinder<'m> {
             processes: HashMap::new(),
             cache: CacheX86_64::new(),
             covers: HashMap::new(),
+            stages: HashMap::new(),
             counts: ChainCounts::default(),
         }
     }
@@ -273,14 +284,26 @@ impl<'m> ChainUnwinder<'m> {
                     used_fp = true;
                     Step::Framehop
                 }
-                Some(Place::Cfi(cfi, base)) => {
+                Some(Place::Cfi(cfi, base, code)) => {
                     let svma = look.wrapping_sub(*base);
                     let key = (Arc::as_ptr(cfi) as usize, svma);
                     match *self.covers.entry(key).or_insert_with(|| cfi.cover(svma)) {
                         Cover::Covered => Step::Framehop,
                         Cover::Uncovered => {
                             used_fp = true;
-                            Step::FramePointer
+                            // Only the sampled instruction can be outside the frame: a
+                            // return address is inside its caller's body.
+                            let stage = match out.len() {
+                                1 => *self
+                                    .stages
+                                    .entry((Arc::as_ptr(code) as usize, svma))
+                                    .or_insert_with(|| code.stage(svma)),
+                                _ => Stage::Body,
+                            };
+                            match stage {
+                                Stage::Body => Step::FramePointer,
+                                s => Step::EntryExit(s),
+                            }
                         }
                         Cover::Corrupt => break End::Cut,
                     }
@@ -292,6 +315,9 @@ impl<'m> ChainUnwinder<'m> {
                     .unwind_frame(addr, &mut regs, &mut self.cache, &mut read)
                     .map_err(|_| ()),
                 Step::FramePointer => frame_pointer_step(&mut regs, &mut read),
+                Step::EntryExit(stage) => {
+                    crate::entry_exit::step(stage, &mut regs, &mut read).map(Some)
+                }
             };
             let ra = match next {
                 Ok(Some(ra)) => ra,
@@ -300,7 +326,9 @@ impl<'m> ChainUnwinder<'m> {
                     // Whether the kernel's frame-pointer walk got this frame's caller right.
                     keeps_fp = match (step, p.place(look)) {
                         (Step::FramePointer, _) => true,
-                        (_, Some(Place::Cfi(cfi, base))) => {
+                        // %rbp was still the caller's: the kernel walked through it.
+                        (Step::EntryExit(_), _) => false,
+                        (_, Some(Place::Cfi(cfi, base, _))) => {
                             cfi.keeps_frame_pointer(look.wrapping_sub(*base))
                         }
                         _ => true,
@@ -457,7 +485,7 @@ fn add_module(
         base,
         f.sections.clone(),
     ));
-    Place::Cfi(cfi.clone(), base)
+    Place::Cfi(cfi.clone(), base, f.code.clone())
 }
 
 #[cfg(test)]
