@@ -278,20 +278,29 @@ fn glibc_malloc_lock_is_taken_from_the_harness_function() {
         .unwrap();
     // The harness's own code: malloc_churn is the one function that calls malloc/free.
     assert_eq!(top, "kstate_lab::workload::malloc_churn", "{arena}");
-    // Most chains were unwound through CFI to their root (`N unwound by CFI, ...`); the
-    // main thread's, from a wait in join, may end past the stack copy, counted as cut.
-    let notes = v["notes"][0].as_str().unwrap();
-    let count = |what: &str| -> u64 {
-        let before = notes.split(what).next().unwrap();
-        before
-            .rsplit([' ', ','])
-            .find(|w| !w.is_empty())
+    // Most chains named the lock's caller. They are not judged by reaching their thread's
+    // root: a futex() chain copies 1 KiB of stack (the recorder's default for --stacks),
+    // enough to pass glibc's and std's lock machinery, not always to reach the root; in
+    // a debug build malloc_churn's threads need 1 to 2 KiB (here 18 of 5,003 chains
+    // reached it with 1 KiB, 115 of 117 with 2 KiB), and their chains are counted as cut
+    // short at the end of the copy. A chain that ended inside the lock machinery names
+    // no caller (`[unknown caller]`: std's thread set-up, a few waits per thread).
+    let waits = |named: bool| -> u64 {
+        arena["callers"]
+            .as_array()
             .unwrap()
-            .parse()
-            .unwrap()
+            .iter()
+            .filter(|c| c["caller"] != "[no chain]")
+            .filter(|c| (c["caller"] != "[unknown caller]") == named)
+            .map(|c| c["waits"].as_u64().unwrap())
+            .sum()
     };
-    let (cfi, cut) = (count(" unwound by CFI"), count(" cut short"));
-    assert!(cfi > cut, "{notes}");
+    assert!(waits(true) > waits(false), "{arena}");
+    let notes = v["notes"][0].as_str().unwrap();
+    assert!(
+        notes.starts_with("user chains at syscalls:sys_enter_futex: "),
+        "{notes}"
+    );
 
     // The oracle: perf's DWARF unwinding of the futex calls made inside malloc/free.
     let perf = perf_malloc_lock_callers(&workload, tmp.path());
