@@ -261,7 +261,7 @@ pub fn json(p: &Profile, f: &Filters) -> serde_json::Value {
         "callers": p.callers.as_ref().map(|v| view_json(p, v)),
         "callees": p.callees.as_ref().map(|v| view_json(p, v)),
         "warnings": p.warnings,
-        "user_chains": {"cfi": p.chains.cfi, "frame_pointers": p.chains.fp, "cut": p.chains.cut},
+        "user_chains": {"cfi": p.chains.cfi, "frame_pointers": p.chains.fp, "cut": p.chains.cut, "cut_at_copy_end": p.chains.copy_end},
     })
 }
 

@@ -45,6 +45,10 @@ pub struct ChainCounts {
     pub fp: u64,
     /// Ended early: stack copy cut short, a file gone or changed, corrupt CFI.
     pub cut: u64,
+    /// Of those, ended at the end of the stack copy: the frames above lay past what was
+    /// copied (`--stack-bytes`), which is no fault of the chain. A futex() chain's 1 KiB
+    /// copy reaches the lock's caller, not always its thread's root.
+    pub copy_end: u64,
 }
 
 impl ChainCounts {
@@ -56,12 +60,18 @@ impl ChainCounts {
         self.cfi += o.cfi;
         self.fp += o.fp;
         self.cut += o.cut;
+        self.copy_end += o.copy_end;
     }
 
-    /// `N unwound by CFI, N by frame pointers, N cut short`, for output headers.
+    /// `N unwound by CFI, N by frame pointers, N cut short (N at the end of the stack
+    /// copy)`, for output headers.
     pub fn describe(&self) -> String {
+        let at_end = match self.copy_end {
+            0 => String::new(),
+            n => format!(" ({n} at the end of the stack copy)"),
+        };
         format!(
-            "{} unwound by CFI, {} by frame pointers, {} cut short",
+            "{} unwound by CFI, {} by frame pointers, {} cut short{at_end}",
             self.cfi, self.fp, self.cut
         )
     }
@@ -381,6 +391,10 @@ impl<'m> ChainUnwinder<'m> {
         match (end, used_fp) {
             (End::Root, false) => self.counts.cfi += 1,
             (End::Root, true) => self.counts.fp += 1,
+            (End::ShortCopy, _) => {
+                self.counts.cut += 1;
+                self.counts.copy_end += 1;
+            }
             _ => self.counts.cut += 1,
         }
         // The kernel's part stays; its user part (if any) gives way to ours.
