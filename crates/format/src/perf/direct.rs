@@ -84,7 +84,7 @@ impl Pick {
                 if l.trailer_cpu(body) != Some(self.cpu) || body.len() < 16 {
                     return None;
                 }
-                let n = u64::from_le_bytes(body[8..16].try_into().unwrap());
+                let n = Endian::Little.r64(&body[8..]);
                 (n > 0).then_some(Item::Lost(n))
             }
             // The rest (pipe mode's tracing data included) the record reader passes.

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::bytes::Endian;
 use crate::error::{Error, Result};
 use crate::open_options::OpenOptions;
 use crate::perf::records::Records;
@@ -298,8 +299,8 @@ fn record_start(
             let Some(h) = buf.get(p..p + 8) else {
                 return false;
             };
-            let kind = u32::from_le_bytes(h[..4].try_into().unwrap());
-            let size = u16::from_le_bytes(h[6..8].try_into().unwrap()) as usize;
+            let kind = Endian::Little.r32(h);
+            let size = Endian::Little.r16(&h[6..]) as usize;
             let known = matches!(kind, 1..=21 | 64..=82);
             if !known || size < 8 || !size.is_multiple_of(8) {
                 return false;
@@ -415,7 +416,7 @@ impl Part {
                 }
             }
             RECORD_COMM if b.len() >= 8 => {
-                let tid = i32::from_le_bytes(b[4..8].try_into().unwrap());
+                let tid = Endian::Little.r32(&b[4..]) as i32;
                 let name = &b[8..];
                 let name = &name[..name.iter().position(|&c| c == 0).unwrap_or(name.len())];
                 self.comms

@@ -188,7 +188,7 @@ impl SampleLayout {
             .filter(|&&f| st & f != 0)
             .count();
         let at = start + before;
-        Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().unwrap()))
+        Some(Endian::Little.r32(b.get(at..at + 4)?))
     }
 }
 
@@ -269,7 +269,7 @@ impl Layouts {
     pub(crate) fn for_sample(&self, b: &[u8]) -> Option<&SampleLayout> {
         match self {
             Layouts::One(l) => Some(l),
-            Layouts::ById(m) => m.get(u64::from_le_bytes(b.get(..8)?.try_into().unwrap())),
+            Layouts::ById(m) => m.get(Endian::Little.r64(b.get(..8)?)),
         }
     }
     pub(crate) fn for_other(&self, b: &[u8]) -> Option<&SampleLayout> {
@@ -277,7 +277,7 @@ impl Layouts {
             Layouts::One(l) => Some(l),
             Layouts::ById(m) => {
                 let at = b.len().checked_sub(8)?;
-                m.get(u64::from_le_bytes(b[at..].try_into().unwrap()))
+                m.get(Endian::Little.r64(&b[at..]))
             }
         }
     }
@@ -442,7 +442,7 @@ impl PageSource for CpuPages {
                         continue;
                     };
                     if l.trailer_cpu(b) == Some(self.cpu) && b.len() >= 16 {
-                        let n = u64::from_le_bytes(b[8..16].try_into().unwrap());
+                        let n = Endian::Little.r64(&b[8..]);
                         if n > 0 {
                             self.builder.lost(n);
                         }
