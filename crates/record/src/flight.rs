@@ -235,6 +235,13 @@ impl Flight {
         comms: &[(i32, String)],
     ) -> Result<()> {
         let mut trace = Trace::open(capture)?;
+        // The save's own sections replace the capture's of the same kind: the capture's
+        // RECORDING (kept current every second for `kstate recover`) spans the whole
+        // recording up to its last refresh, and a reader takes the first of a kind (a
+        // save claimed to stop before events it held, and to start before its pages).
+        trace
+            .extra_options
+            .retain(|(id, _)| !sections.iter().any(|(s, _)| s == id));
         trace.extra_options.extend(sections);
         trace.comms.extend(comms.iter().cloned());
         // Pages in memory are not in the capture's directory, which then counts none.

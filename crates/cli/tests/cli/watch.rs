@@ -1089,6 +1089,44 @@ fn a_flight_save_cut_short_by_sigterm_ends_where_the_recording_did() {
     );
 }
 
+/// A save made after the recorder's first second: the recorder keeps the capture's own
+/// RECORDING section current every second (for `kstate recover`), and the save's took
+/// second place to it, so the file claimed the whole recording up to that refresh (it
+/// stopped before events it held, began long before its window, missed its alarm).
+#[test]
+fn a_save_after_the_first_second_claims_its_own_window_not_the_recording_so_far() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(KSTATE)
+        .args(["watch", "--json", "-e", "syscall", "--interval", "250ms"])
+        .args(["--keep", "1s", "--after", "200ms", "--save-dir"])
+        .arg(dir.path())
+        .args(["--alarm", "syscall.max{name=clock_nanosleep} > 1s"])
+        .args(["--", "sh", "-c", "sleep 1.5; sleep 0.6"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let saved: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+    assert_eq!(saved.len(), 1, "{err}");
+    let file = saved[0].path();
+    let info = kstate_json(&["info", "--json", file.to_str().unwrap()]);
+    let (start, stop) = (
+        info["recording"]["start_ts"].as_u64().unwrap(),
+        info["recording"]["stop_ts"].as_u64().unwrap(),
+    );
+    let alarm = watch_log(&file)
+        .into_iter()
+        .find(|e| e.1 == "alarm")
+        .unwrap_or_else(|| panic!("no alarm logged in the save: {err}"))
+        .0;
+    // The window is the alarm's: no more than --keep before it, exactly --after past it.
+    assert_eq!(stop, alarm + 200_000_000, "{start}..{stop}, alarm {alarm}: {err}");
+    assert!(
+        start <= alarm && alarm - start <= 1_000_000_000,
+        "{start}..{stop}, alarm {alarm}: {err}"
+    );
+}
+
 /// A busy start (60000 short calls, some 10 MiB of events) and then the 300 ms call with
 /// little after it: a 4 MiB flight recorder must give pages back, yet keep the call.
 const BUSY_THEN_SLEEP: &str = "dd if=/dev/zero of=/dev/null bs=512 count=60000 2>/dev/null; \
