@@ -557,6 +557,10 @@ impl Watcher for Watch {
         // which is when it caught up on the trace clock.
         let reached = done.last().map(|iv| iv.end);
         let reported = self.report(done, stop);
+        // What the last pass skipped is said too, however soon after the last note (it
+        // skipped seconds of a storm that ended the recording, and nothing said so).
+        self.skip_noted = None;
+        self.note_skipped(reached.unwrap_or(stop));
         if let (true, Some(end)) = (self.behind, reached) {
             self.behind = false;
             self.adapt.log.add(

@@ -1120,7 +1120,11 @@ fn a_save_after_the_first_second_claims_its_own_window_not_the_recording_so_far(
         .unwrap_or_else(|| panic!("no alarm logged in the save: {err}"))
         .0;
     // The window is the alarm's: no more than --keep before it, exactly --after past it.
-    assert_eq!(stop, alarm + 200_000_000, "{start}..{stop}, alarm {alarm}: {err}");
+    assert_eq!(
+        stop,
+        alarm + 200_000_000,
+        "{start}..{stop}, alarm {alarm}: {err}"
+    );
     assert!(
         start <= alarm && alarm - start <= 1_000_000_000,
         "{start}..{stop}, alarm {alarm}: {err}"
@@ -1872,6 +1876,54 @@ fn comm_filters_work_typos_are_warned_and_runq_level_is_the_queue_length() {
         assert_eq!(a["value"].as_f64().unwrap() as u64, max, "{a}");
         assert!(a["threshold_text"] == "0", "{a}");
     }
+}
+
+/// A task named by its switch-in keeps that name through an exec until it is next switched
+/// out: `sh -c 'exec chrt -f 10 dd ...'` (real-time, so no ordinary task preempts it) made
+/// its calls as `kstate-PID` (the name it was forked with) until it exited, and
+/// `{comm=dd}` missed them (2 runs of 2). A rule that selects by comm has the watch record
+/// exec and rename events, which name the task as it is.
+#[test]
+fn a_comm_filter_matches_a_task_by_its_name_after_exec() {
+    let out = Command::new(KSTATE)
+        .args([
+            "watch",
+            "--json",
+            "-e",
+            "syscall,sched",
+            "--interval",
+            "250ms",
+        ])
+        // A ring buffer that holds the whole storm: dd starves the reader of its CPU a
+        // while, and pages overwritten would take the exec event with them.
+        .args(["-b", "65536"])
+        .args(["--alarm", "syscall.count{comm=dd} >= 1000"])
+        .args(["--alarm", "syscall.count{comm=kstate} >= 1000"])
+        .args(["--alarm-every", "10ms", "--", "sh", "-c"])
+        .arg("exec chrt -f 10 dd if=/dev/zero of=/dev/null bs=1 count=150000 status=none")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let fired: Vec<(String, String)> = lines_of(&out.stdout)
+        .iter()
+        .flat_map(|l| l["alarms"].as_array().unwrap().clone())
+        .map(|a| {
+            (
+                a["alarm"].as_str().unwrap().to_string(),
+                a["key"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        fired.iter().any(|(r, _)| r.contains("comm=dd")),
+        "{fired:?}: {err}"
+    );
+    // dd's calls are never its pre-exec name's.
+    assert!(
+        !fired.iter().any(|(r, _)| r.contains("comm=kstate")),
+        "{fired:?}: {err}"
+    );
 }
 
 /// Issue 38 §10: `--escalate` turned events on an interval late (alarm at 6.000 s,
