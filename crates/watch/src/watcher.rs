@@ -300,12 +300,17 @@ impl Watch {
             let n = n.load(std::sync::atomic::Ordering::Relaxed);
             if n > *told {
                 self.skip_noted = Some(now);
+                // In KiB below a MiB: "0 MiB skipped" read as nothing skipped.
+                let size = |b: u64| match b < 1 << 20 {
+                    true => format!("{} KiB", b.div_ceil(1024)),
+                    false => format!("{} MiB", b >> 20),
+                };
                 let text = format!(
-                    "the live analysis cannot keep up: {} MiB of cpu {cpu}'s pages skipped \
-                     unanalysed since the last note ({} MiB in all); its figures miss \
-                     those events",
-                    (n - *told) >> 20,
-                    n >> 20
+                    "the live analysis cannot keep up: {} of cpu {cpu}'s pages skipped \
+                     unanalysed since the last note ({} in all); its figures miss those \
+                     events",
+                    size(n - *told),
+                    size(n)
                 );
                 *told = n;
                 self.adapt.log.add(now, watch_log::Kind::BEHIND, text, true);
