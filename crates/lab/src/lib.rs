@@ -10,7 +10,6 @@
 //! not depend on this one.
 
 pub mod bench;
-pub mod cache;
 pub mod cachegrind;
 mod error;
 pub mod scale;

@@ -1462,7 +1462,7 @@ fn apply_filter(inst: &Instance, sel: &Selection, spec: &str) -> Result<Vec<(Str
     }
     for (file, expr) in &targets {
         if let Err(e) = inst.write(file, expr.trim()) {
-            let why = kernel_error(inst, &file).unwrap_or_else(|| e.to_string());
+            let why = kernel_error(inst, file).unwrap_or_else(|| e.to_string());
             // The expression is the user's: a bad argument (exit 2), as `--help` says.
             return Err(Error::bad_argument(format!(
                 "--filter '{spec}': the kernel refused it: {why}"

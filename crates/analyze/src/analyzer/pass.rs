@@ -84,7 +84,12 @@ pub(crate) fn drive<A: Analyzer>(
         pass.read_only(w, stopped);
     }
     if pass.measured_events() == 0 && pass.errors.is_empty() {
-        return Err(missing_events(trace, A::INFO, "holds none of those events"));
+        let windowed = pass.sel.include != (0, u64::MAX) || pass.sel.exclude.is_some();
+        let what = match windowed {
+            true => "holds none of those events in the time --window asks for",
+            false => "holds none of those events",
+        };
+        return Err(missing_events(trace, A::INFO, what));
     }
     pass.finish(trace, log)
 }

@@ -85,6 +85,11 @@ struct Cause {
     ctx: Ctx,
     /// Decided when the wake-up was met (not an interrupt's).
     fixed: Option<String>,
+    /// A stretch after the thread went to sleep, back on a CPU with no wake-up between:
+    /// woken while it was still going to sleep if a wake-up of it comes (going back)
+    /// before its switch in, and then the stretch stands as it is (`keep`); else `fixed`.
+    early: bool,
+    keep: bool,
     /// sched_wakeup only: a hard-irq context may be the IPI of a queued wake-up.
     queued: bool,
     rq: Option<(Rq, u64)>,
@@ -118,6 +123,8 @@ impl Cause {
         Cause {
             ctx,
             fixed: None,
+            early: false,
+            keep: false,
             queued: false,
             rq: None,
             issue: None,
@@ -137,7 +144,7 @@ impl Cause {
 
     /// Everything looked for is found (or known not to be in the recording).
     fn ready(&self) -> bool {
-        !self.searching && self.want == Want::Nothing
+        !self.searching && self.want == Want::Nothing && !self.early
     }
 }
 
@@ -177,6 +184,8 @@ pub(crate) struct Walker {
     seen_root: bool,
     lost: (u64, bool),
     loss_near_path: u64,
+    /// The cause waiting for an early wake-up of the current thread (see `Cause::early`).
+    early: Option<u32>,
 }
 
 impl Walker {
@@ -208,6 +217,7 @@ impl Walker {
             seen_root: false,
             lost: (0, false),
             loss_near_path: 0,
+            early: None,
         }
     }
 
@@ -249,6 +259,7 @@ impl Walker {
     }
 
     fn loss(&mut self, r: &Rec) {
+        self.early_wake(false);
         if r.ts >= self.window.0 && r.ts <= self.window.1 {
             match r.lost {
                 Lost::Count(n) => self.lost.0 += n,
@@ -372,7 +383,9 @@ impl Walker {
                 break;
             };
             if let Some(c) = cause.and_then(|c| self.causes.remove(&c)) {
-                (seg.state, seg.detail) = decide(&c, names);
+                if !c.keep {
+                    (seg.state, seg.detail) = decide(&c, names);
+                }
             }
             while let Some(&(ts, begin)) = self.marks.front() {
                 if ts < seg.start {
@@ -395,6 +408,7 @@ impl Walker {
         let Some(c) = self.causes.get_mut(&id) else {
             return;
         };
+        c.early = false;
         if c.searching {
             c.searching = false;
             if let Some(list) = self.pending.get_mut(c.cpu as usize) {
@@ -436,6 +450,15 @@ impl Walker {
 
     fn step(&mut self, r: &Rec) {
         let x = self.cur.tid;
+        if self.early.is_some() {
+            // Back to the thread's switch in (or a frame below it) with no wake-up met.
+            if let Kind::Switch { prev, next, .. } = r.kind {
+                let on_path = |t: i32| t == x || self.on_stack.contains_key(&t);
+                if on_path(prev) || on_path(next) {
+                    self.early_wake(false);
+                }
+            }
+        }
         match r.kind {
             Kind::Switch {
                 prev,
@@ -513,11 +536,15 @@ impl Walker {
                     Phase::Runnable { .. } => {
                         if prev == x && next != x {
                             self.held(r, next);
-                            if !prev_runnable {
+                            let early = !prev_runnable && self.has.waking && self.early.is_none();
+                            if !prev_runnable && !early {
                                 // Asleep here, and back on a CPU with no wake-up seen.
                                 self.phase = Phase::Unknown(self.no_wakeup_why());
                             }
                             self.close(r.ts);
+                            if early {
+                                self.await_early_wake(r.ts);
+                            }
                             self.phase = Phase::Running { cpu: r.cpu };
                         } else {
                             self.misfit(r);
@@ -538,8 +565,10 @@ impl Walker {
                     self.seen_root = true;
                 }
                 match self.phase {
-                    // A running task woken (it had not gone to sleep yet): no change.
-                    Phase::Running { .. } | Phase::Blocked(_) => {}
+                    // A running task woken (it had not gone to sleep yet): no change, but
+                    // the stretch after its switch out was spent waiting for a CPU.
+                    Phase::Running { .. } => self.early_wake(true),
+                    Phase::Blocked(_) => {}
                     Phase::Start => {
                         self.phase = Phase::Runnable {
                             cpu: r.cpu,
@@ -587,6 +616,37 @@ impl Walker {
             held_by: prev,
             holders: Vec::new(),
         };
+    }
+
+    /// The thread went to sleep at `ts` (its stretch after, just closed) and came back with
+    /// no wake-up seen: the wake-up may have come while it was still on its way off the
+    /// CPU (the waker's event before the switch), which the walk meets next, going back.
+    fn await_early_wake(&mut self, ts: u64) {
+        let start = ts.max(self.window.0);
+        let tid = self.cur.tid;
+        let why = self.no_wakeup_why();
+        let Some(last) = self
+            .held
+            .back_mut()
+            .filter(|(s, c)| c.is_none() && s.start == start && s.tid == tid)
+        else {
+            return;
+        };
+        let mut c = Cause::new(Ctx::Soft);
+        (c.early, c.fixed) = (true, Some(why));
+        let id = self.next_cause;
+        self.next_cause += 1;
+        self.causes.insert(id, c);
+        last.1 = Some(id);
+        self.early = Some(id);
+    }
+
+    /// Ends the wait for an early wake-up: `woken` if it came.
+    fn early_wake(&mut self, woken: bool) {
+        if let Some(c) = self.early.take().and_then(|id| self.causes.get_mut(&id)) {
+            c.early = false;
+            c.keep = woken;
+        }
     }
 
     fn no_wakeup_why(&self) -> String {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::error::Error;
-use kstate_lab::cache::valgrind;
+use kstate_cachesim::valgrind;
 use kstate_lab::cachegrind::{self, Cachegrind};
 use kstate_views::profile::compare;
 

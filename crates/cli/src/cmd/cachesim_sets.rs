@@ -1,9 +1,9 @@
-//! `kstate cachesim --sets`: printing what [`kstate_lab::cache::valgrind::lackey`]
+//! `kstate cachesim --sets`: printing what [`kstate_cachesim::valgrind::lackey`]
 //! found, each site's spread over one cache level's sets, as text or one JSON line.
 
-use kstate_lab::cache::sets::Symbols;
-use kstate_lab::cache::valgrind::Lackey;
-use kstate_lab::cache::Level;
+use kstate_cachesim::sets::Symbols;
+use kstate_cachesim::valgrind::Lackey;
+use kstate_cachesim::Level;
 use serde_json::json;
 
 /// How much to show, from the command line.

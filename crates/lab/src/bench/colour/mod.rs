@@ -15,9 +15,9 @@ use std::process::ExitCode;
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
-use crate::cache::sim::Hierarchy;
-use crate::cache::{model, Geometry, Level};
 use crate::Error;
+use kstate_cachesim::sim::Hierarchy;
+use kstate_cachesim::{model, Geometry, Level};
 use serde_json::{json, Value};
 
 use layout::{Layout, Region};

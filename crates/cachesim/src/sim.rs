@@ -4,7 +4,7 @@
 //! placement effect colouring is about. Sets are created when first touched, so a large
 //! last-level cache costs only the sets a stream uses.
 
-use crate::cache::Level;
+use crate::Level;
 use kstate_format::fxmap::FxMap;
 
 /// One simulated cache.

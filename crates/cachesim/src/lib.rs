@@ -2,6 +2,10 @@
 //! simulation of an address stream ([`sim`]), seed 001's colouring model ([`model`]) and
 //! the detector of accesses that pile into few sets ([`sets`], fed by valgrind lackey's
 //! address trace).
+//!
+//! It reads no trace and may import only `kstate-format` (errors, maps) and
+//! `kstate-symbols` (ELF symbols for the sites); `kstate cachesim` and the lab's colour
+//! benchmark use it.
 
 pub mod geometry;
 pub mod model;

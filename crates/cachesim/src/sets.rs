@@ -16,7 +16,7 @@ use std::io::BufRead;
 
 use kstate_format::{Error, ErrorKind};
 
-use crate::cache::{model, Level};
+use crate::{model, Level};
 use kstate_format::fxmap::FxMap;
 use kstate_symbols::elf::ElfImage;
 

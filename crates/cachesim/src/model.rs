@@ -7,7 +7,7 @@
 //! which is the same number whenever the stride is at most one way's span (then
 //! `fit = ways * way / stride = s / stride`); a larger stride leaves `fit = ways`.
 
-use crate::cache::Level;
+use crate::Level;
 
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 {

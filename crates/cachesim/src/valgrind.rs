@@ -1,5 +1,5 @@
 //! Running a command under valgrind for `kstate cachesim`: cachegrind's simulated caches
-//! (its output file, read by [`crate::cachegrind`]) and lackey's address trace (read as it
+//! (its output file, read by `kstate_lab::cachegrind`) and lackey's address trace (read as it
 //! is written into a [`Detector`]). The front end keeps only its arguments and printing.
 
 use std::io::BufReader;
@@ -9,8 +9,8 @@ use std::process::{Command, ExitStatus, Stdio};
 
 use kstate_format::{Error, ErrorKind};
 
-use super::sets::{read_lackey, Detector, Trace};
-use super::{Geometry, Level};
+use crate::sets::{read_lackey, Detector, Trace};
+use crate::{Geometry, Level};
 
 /// A refusal of what the user asked (a missing valgrind, a bad cache size, a failed run).
 pub fn usage(msg: impl Into<String>) -> Error {
@@ -64,7 +64,7 @@ pub struct CachegrindRun<'a> {
 
 /// What a cachegrind run left.
 pub struct Simulated {
-    /// cachegrind's output file, for [`crate::cachegrind::parse`].
+    /// cachegrind's output file, for `kstate_lab::cachegrind::parse`.
     pub text: String,
     pub version: String,
     pub status: ExitStatus,
