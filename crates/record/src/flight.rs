@@ -210,13 +210,16 @@ impl Flight {
         }
     }
 
-    /// From when every CPU's pages are still on disk: the latest of the CPUs' first kept
-    /// page starts. (The earliest would claim a stretch for which a CPU whose older pages
-    /// were given back holds nothing: a save said it began before a call whose start it
-    /// had lost.)
+    /// From when every CPU's pages are still on disk: the latest first kept page start of
+    /// the CPUs that gave pages back, None when none has. (The earliest would claim a
+    /// stretch for which a CPU whose older pages were given back holds nothing: a save
+    /// said it began before a call whose start it had lost.) A CPU that has given nothing
+    /// back holds everything since the start, however late its first page began: a CPU
+    /// quiet until 0.796 s made a save of an alarm at 0.750 s begin after it.
     pub fn oldest(&self) -> Option<u64> {
         self.cpus
             .iter()
+            .filter(|c| c.punched > 0)
             .filter_map(|c| c.pages.front().map(|p| p.1))
             .max()
     }
@@ -235,6 +238,13 @@ impl Flight {
         comms: &[(i32, String)],
     ) -> Result<()> {
         let mut trace = Trace::open(capture)?;
+        // The save's own sections replace the capture's of the same kind: the capture's
+        // RECORDING (kept current every second for `kstate recover`) spans the whole
+        // recording up to its last refresh, and a reader takes the first of a kind (a
+        // save claimed to stop before events it held, and to start before its pages).
+        trace
+            .extra_options
+            .retain(|(id, _)| !sections.iter().any(|(s, _)| s == id));
         trace.extra_options.extend(sections);
         trace.comms.extend(comms.iter().cloned());
         // Pages in memory are not in the capture's directory, which then counts none.

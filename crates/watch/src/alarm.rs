@@ -584,6 +584,9 @@ impl Alarms {
                 Subject::Analyzer { stat, .. } => *stat,
                 Subject::Lost => Stat::Total,
             };
+            // A level nothing measured (no run queue seen yet) is no level of 0: `runq.level
+            // >= 0` fired at the start, before the analysis had seen a switch.
+            let measured = |a: &Agg| stat != Stat::Level || a.count > 0;
             let (value, holds) = match r.rule.window {
                 Window::For(_) => {
                     let values: Vec<f64> = r
@@ -592,8 +595,9 @@ impl Alarms {
                         .filter(|(s, e, _, _)| !(r.rule.is_rate() && sliver((*s, *e))))
                         .map(|(s, e, a, _)| stat.of(a, e - s))
                         .collect();
-                    let holds =
-                        covered && values.iter().all(|v| r.rule.op.holds(*v, r.rule.threshold));
+                    let holds = covered
+                        && r.history.iter().all(|(_, _, a, _)| measured(a))
+                        && values.iter().all(|v| r.rule.op.holds(*v, r.rule.threshold));
                     (values.last().copied().unwrap_or(0.0), holds)
                 }
                 _ => {
@@ -606,7 +610,7 @@ impl Alarms {
                         all.merge(a);
                     }
                     let v = stat.of(&all, window);
-                    (v, r.rule.op.holds(v, r.rule.threshold))
+                    (v, measured(&all) && r.rule.op.holds(v, r.rule.threshold))
                 }
             };
             let due = r
@@ -899,6 +903,18 @@ mod tests {
         assert!(alarms.check(&losing(10_800, 5)).is_empty());
         let f = alarms.check(&losing(20_800, 5));
         assert_eq!((f.len(), f[0].suppressed), (1, 0));
+    }
+
+    #[test]
+    fn a_level_nothing_measured_does_not_hold() {
+        // No run queue seen (the intervals before the first switch): no level, not 0.
+        for rule in ["runq.level >= 0", "runq.level >= 0 for 600ms"] {
+            let mut alarms = Alarms::new(vec![Rule::parse(rule).unwrap()], 1, 300_000_000);
+            for i in 1..=3u64 {
+                let f = alarms.check(&losing(i * 300, 0));
+                assert!(f.is_empty(), "{rule}: {f:?}");
+            }
+        }
     }
 
     #[test]

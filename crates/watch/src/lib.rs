@@ -14,6 +14,7 @@ mod hooks;
 mod json;
 mod leftovers;
 mod metrics;
+mod naming;
 mod saves;
 mod tty;
 mod watcher;
@@ -215,7 +216,10 @@ pub fn run(args: Options) -> Result<Ended, Error> {
     }
     kstate_record::check::arguments(&opts).map_err(|e| bad(e.to_string()))?;
     check_rules_events(&rules, &opts.events)?;
-    let recorded = resolve(&opts.events)?;
+    let mut recorded = resolve(&opts.events)?;
+    let renaming = naming::events_for(&rules, &recorded);
+    opts.events.extend(renaming.iter().cloned());
+    recorded.extend(renaming);
     let mut adapt_escalations = Vec::new();
     for e in escalations {
         let events: Vec<String> = resolve(&e.events)?

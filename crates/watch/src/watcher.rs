@@ -300,12 +300,17 @@ impl Watch {
             let n = n.load(std::sync::atomic::Ordering::Relaxed);
             if n > *told {
                 self.skip_noted = Some(now);
+                // In KiB below a MiB: "0 MiB skipped" read as nothing skipped.
+                let size = |b: u64| match b < 1 << 20 {
+                    true => format!("{} KiB", b.div_ceil(1024)),
+                    false => format!("{} MiB", b >> 20),
+                };
                 let text = format!(
-                    "the live analysis cannot keep up: {} MiB of cpu {cpu}'s pages skipped \
-                     unanalysed since the last note ({} MiB in all); its figures miss \
-                     those events",
-                    (n - *told) >> 20,
-                    n >> 20
+                    "the live analysis cannot keep up: {} of cpu {cpu}'s pages skipped \
+                     unanalysed since the last note ({} in all); its figures miss those \
+                     events",
+                    size(n - *told),
+                    size(n)
                 );
                 *told = n;
                 self.adapt.log.add(now, watch_log::Kind::BEHIND, text, true);
@@ -557,6 +562,10 @@ impl Watcher for Watch {
         // which is when it caught up on the trace clock.
         let reached = done.last().map(|iv| iv.end);
         let reported = self.report(done, stop);
+        // What the last pass skipped is said too, however soon after the last note (it
+        // skipped seconds of a storm that ended the recording, and nothing said so).
+        self.skip_noted = None;
+        self.note_skipped(reached.unwrap_or(stop));
         if let (true, Some(end)) = (self.behind, reached) {
             self.behind = false;
             self.adapt.log.add(

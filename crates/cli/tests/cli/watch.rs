@@ -1089,6 +1089,48 @@ fn a_flight_save_cut_short_by_sigterm_ends_where_the_recording_did() {
     );
 }
 
+/// A save made after the recorder's first second: the recorder keeps the capture's own
+/// RECORDING section current every second (for `kstate recover`), and the save's took
+/// second place to it, so the file claimed the whole recording up to that refresh (it
+/// stopped before events it held, began long before its window, missed its alarm).
+#[test]
+fn a_save_after_the_first_second_claims_its_own_window_not_the_recording_so_far() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(KSTATE)
+        .args(["watch", "--json", "-e", "syscall", "--interval", "250ms"])
+        .args(["--keep", "1s", "--after", "200ms", "--save-dir"])
+        .arg(dir.path())
+        .args(["--alarm", "syscall.max{name=clock_nanosleep} > 1s"])
+        .args(["--", "sh", "-c", "sleep 1.5; sleep 0.6"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let saved: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+    assert_eq!(saved.len(), 1, "{err}");
+    let file = saved[0].path();
+    let info = kstate_json(&["info", "--json", file.to_str().unwrap()]);
+    let (start, stop) = (
+        info["recording"]["start_ts"].as_u64().unwrap(),
+        info["recording"]["stop_ts"].as_u64().unwrap(),
+    );
+    let alarm = watch_log(&file)
+        .into_iter()
+        .find(|e| e.1 == "alarm")
+        .unwrap_or_else(|| panic!("no alarm logged in the save: {err}"))
+        .0;
+    // The window is the alarm's: no more than --keep before it, exactly --after past it.
+    assert_eq!(
+        stop,
+        alarm + 200_000_000,
+        "{start}..{stop}, alarm {alarm}: {err}"
+    );
+    assert!(
+        start <= alarm && alarm - start <= 1_000_000_000,
+        "{start}..{stop}, alarm {alarm}: {err}"
+    );
+}
+
 /// A busy start (60000 short calls, some 10 MiB of events) and then the 300 ms call with
 /// little after it: a 4 MiB flight recorder must give pages back, yet keep the call.
 const BUSY_THEN_SLEEP: &str = "dd if=/dev/zero of=/dev/null bs=512 count=60000 2>/dev/null; \
@@ -1834,6 +1876,54 @@ fn comm_filters_work_typos_are_warned_and_runq_level_is_the_queue_length() {
         assert_eq!(a["value"].as_f64().unwrap() as u64, max, "{a}");
         assert!(a["threshold_text"] == "0", "{a}");
     }
+}
+
+/// A task named by its switch-in keeps that name through an exec until it is next switched
+/// out: `sh -c 'exec chrt -f 10 dd ...'` (real-time, so no ordinary task preempts it) made
+/// its calls as `kstate-PID` (the name it was forked with) until it exited, and
+/// `{comm=dd}` missed them (2 runs of 2). A rule that selects by comm has the watch record
+/// exec and rename events, which name the task as it is.
+#[test]
+fn a_comm_filter_matches_a_task_by_its_name_after_exec() {
+    let out = Command::new(KSTATE)
+        .args([
+            "watch",
+            "--json",
+            "-e",
+            "syscall,sched",
+            "--interval",
+            "250ms",
+        ])
+        // A ring buffer that holds the whole storm: dd starves the reader of its CPU a
+        // while, and pages overwritten would take the exec event with them.
+        .args(["-b", "65536"])
+        .args(["--alarm", "syscall.count{comm=dd} >= 1000"])
+        .args(["--alarm", "syscall.count{comm=kstate} >= 1000"])
+        .args(["--alarm-every", "10ms", "--", "sh", "-c"])
+        .arg("exec chrt -f 10 dd if=/dev/zero of=/dev/null bs=1 count=150000 status=none")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let fired: Vec<(String, String)> = lines_of(&out.stdout)
+        .iter()
+        .flat_map(|l| l["alarms"].as_array().unwrap().clone())
+        .map(|a| {
+            (
+                a["alarm"].as_str().unwrap().to_string(),
+                a["key"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        fired.iter().any(|(r, _)| r.contains("comm=dd")),
+        "{fired:?}: {err}"
+    );
+    // dd's calls are never its pre-exec name's.
+    assert!(
+        !fired.iter().any(|(r, _)| r.contains("comm=kstate")),
+        "{fired:?}: {err}"
+    );
 }
 
 /// Issue 38 §10: `--escalate` turned events on an interval late (alarm at 6.000 s,
