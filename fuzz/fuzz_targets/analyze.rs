@@ -12,7 +12,6 @@
 //! Run with `-rss_limit_mb=2048`: growing past that is a finding.
 #![no_main]
 use kstate_analyze::fxmap::FxMap;
-use kstate_views::survey::survey;
 use kstate_format::Trace;
 use kstate_render::html;
 use libfuzzer_sys::fuzz_target;
@@ -44,18 +43,20 @@ fuzz_target!(|data: &[u8]| {
         .write_all(data)
         .unwrap();
     if let Ok(trace) = Trace::open(&path) {
-        let r = survey(&trace, "fuzz", &FxMap::default());
+        let source = kstate_analyze::Source::new(trace, "fuzz".into());
+        let trace = source.trace();
+        let r = kstate_views::survey::of(&source);
         let _ = html::render(&r, None);
-        let _ = kstate_views::classify::figures(&trace, None);
-        why(&trace);
-        let _ = kstate_views::classify::figures(&trace, Some(&[1].into_iter().collect()));
-        if let Some(s) = kstate_analyze::slices::ShortSlices::plan(&trace, 8192) {
+        let _ = kstate_views::classify::figures(trace, None);
+        why(trace);
+        let _ = kstate_views::classify::figures(trace, Some(&[1].into_iter().collect()));
+        if let Some(s) = kstate_analyze::slices::ShortSlices::plan(trace, 8192) {
             // Slices that all meet ([`Seams::meet`]) hold the one pass's events, in order.
             let all = kstate_format::stream::merge::IdFilter::all;
             let mut joined = Some(Vec::new());
             let mut before: Option<kstate_analyze::slices::Seams> = None;
             for k in 0..s.len() {
-                let Ok(mut w) = s.walk(&trace, all(), k) else {
+                let Ok(mut w) = s.walk(trace, all(), k) else {
                     joined = None;
                     continue;
                 };
@@ -81,7 +82,7 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             let one = || {
-                let mut m = kstate_format::stream::merge::Merger::new(&trace, None, all()).ok()?;
+                let mut m = kstate_format::stream::merge::Merger::new(trace, None, all()).ok()?;
                 let mut out = Vec::new();
                 while let Some(e) = m.next().ok()? {
                     out.push((e.ts, e.cpu, e.payload.to_vec()));
@@ -99,7 +100,7 @@ fuzz_target!(|data: &[u8]| {
             let mut out = Vec::new();
             let all = kstate_format::stream::merge::IdFilter::all();
             let Ok(mut m) =
-                kstate_format::stream::merge::Merger::threaded(&trace, None, all, threads)
+                kstate_format::stream::merge::Merger::threaded(trace, None, all, threads)
             else {
                 return None;
             };
@@ -121,9 +122,9 @@ fuzz_target!(|data: &[u8]| {
                 continue;
             }
             let run = |threads| {
-                let mut cfg = kstate_analyze::Config::new(kstate_analyze::Mode::Stat);
-                cfg.threads = threads;
-                (info.run)(&trace, &cfg, &mut kstate_analyze::analyzer::NoLog).map(|o| {
+                let mut q = kstate_analyze::Query::of(info).mode(kstate_analyze::Mode::Stat);
+                q.threads = threads;
+                source.run(&q, &mut kstate_analyze::analyzer::NoLog).map(|o| {
                     let mut rows: Vec<_> = o
                         .rows
                         .iter()
