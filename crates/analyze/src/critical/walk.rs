@@ -624,20 +624,17 @@ impl Walker {
     fn await_early_wake(&mut self, ts: u64) {
         let start = ts.max(self.window.0);
         let tid = self.cur.tid;
-        let why = self.no_wakeup_why();
-        let Some(last) = self
-            .held
-            .back_mut()
-            .filter(|(s, c)| c.is_none() && s.start == start && s.tid == tid)
-        else {
+        let fits =
+            |(s, c): &(Segment, Option<u32>)| c.is_none() && s.start == start && s.tid == tid;
+        if !self.held.back().is_some_and(fits) {
             return;
-        };
+        }
         let mut c = Cause::new(Ctx::Soft);
-        (c.early, c.fixed) = (true, Some(why));
-        let id = self.next_cause;
-        self.next_cause += 1;
-        self.causes.insert(id, c);
-        last.1 = Some(id);
+        (c.early, c.fixed) = (true, Some(self.no_wakeup_why()));
+        let id = self.new_cause(c);
+        if let Some(last) = self.held.back_mut() {
+            last.1 = Some(id);
+        }
         self.early = Some(id);
     }
 

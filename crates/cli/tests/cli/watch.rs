@@ -1089,6 +1089,18 @@ fn a_flight_save_cut_short_by_sigterm_ends_where_the_recording_did() {
     );
 }
 
+/// `watch --json -e syscall` of `sh -c script` with a 1 s flight recorder saving into
+/// `dir` `after` the `alarm` rule fires.
+fn keep_1s_saving(dir: &Path, after: &str, alarm: &str, script: &str) -> std::process::Output {
+    Command::new(KSTATE)
+        .args(["watch", "--json", "-e", "syscall", "--interval", "250ms"])
+        .args(["--keep", "1s", "--after", after, "--save-dir"])
+        .arg(dir)
+        .args(["--alarm", alarm, "--", "sh", "-c", script])
+        .output()
+        .unwrap()
+}
+
 /// A save made after the recorder's first second: the recorder keeps the capture's own
 /// RECORDING section current every second (for `kstate recover`), and the save's took
 /// second place to it, so the file claimed the whole recording up to that refresh (it
@@ -1096,14 +1108,12 @@ fn a_flight_save_cut_short_by_sigterm_ends_where_the_recording_did() {
 #[test]
 fn a_save_after_the_first_second_claims_its_own_window_not_the_recording_so_far() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(KSTATE)
-        .args(["watch", "--json", "-e", "syscall", "--interval", "250ms"])
-        .args(["--keep", "1s", "--after", "200ms", "--save-dir"])
-        .arg(dir.path())
-        .args(["--alarm", "syscall.max{name=clock_nanosleep} > 1s"])
-        .args(["--", "sh", "-c", "sleep 1.5; sleep 0.6"])
-        .output()
-        .unwrap();
+    let out = keep_1s_saving(
+        dir.path(),
+        "200ms",
+        "syscall.max{name=clock_nanosleep} > 1s",
+        "sleep 1.5; sleep 0.6",
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     let saved: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
@@ -1611,14 +1621,12 @@ fn saves_are_named_by_wall_clock_time_and_a_second_run_overwrites_nothing() {
     let mut fired = 0;
     let from = now_s();
     for _ in 0..2 {
-        let out = Command::new(KSTATE)
-            .args(["watch", "--json", "-e", "syscall", "--interval", "250ms"])
-            .args(["--keep", "1s", "--after", "250ms", "--save-dir"])
-            .arg(dir.path())
-            .args(["--alarm", "syscall.max{name=clock_nanosleep} > 200ms"])
-            .args(["--", "sh", "-c", "sleep 0.3; sleep 0.4"])
-            .output()
-            .unwrap();
+        let out = keep_1s_saving(
+            dir.path(),
+            "250ms",
+            "syscall.max{name=clock_nanosleep} > 200ms",
+            "sleep 0.3; sleep 0.4",
+        );
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{err}");
         fired += lines_of(&out.stdout)
