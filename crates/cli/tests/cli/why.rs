@@ -133,6 +133,31 @@ fn cut(path: &Value, (a, b): (u64, u64)) -> Vec<(u64, u64, i64, String, String)>
         .collect()
 }
 
+/// A path in brief, for a failure's message: time per thread and state (ms), largest
+/// first, and what the unknown stretches say.
+fn brief(path: &Value) -> String {
+    let mut per: std::collections::BTreeMap<(String, String), u64> = Default::default();
+    let mut unknown = std::collections::BTreeSet::new();
+    for s in path["segments"].as_array().unwrap() {
+        let (comm, state) = (
+            s["comm"].as_str().unwrap_or("?"),
+            s["state"].as_str().unwrap(),
+        );
+        *per.entry((comm.to_string(), state.to_string()))
+            .or_default() += n(&s["end_ns"]) - n(&s["start_ns"]);
+        if state == "unknown" {
+            unknown.insert(s["detail"].as_str().unwrap_or("").to_string());
+        }
+    }
+    let mut per: Vec<_> = per.into_iter().collect();
+    per.sort_by_key(|p| std::cmp::Reverse(p.1));
+    let per: Vec<String> = per
+        .iter()
+        .map(|((c, st), ns)| format!("{c}:{st} {:.1}", *ns as f64 / 1e6))
+        .collect();
+    format!("path (ms): {}; unknown: {unknown:?}", per.join(", "))
+}
+
 fn within(got: u64, want: u64, pct: f64, what: &str) {
     let err = (got as f64 - want as f64).abs() / want.max(1) as f64 * 100.0;
     assert!(
@@ -196,7 +221,11 @@ fn chain_path_names_the_sleep_the_disk_and_the_cpu() {
             sleep_run(r, c_tid),
             n(&t["sleep_ns"]),
             5.0,
-            &format!("request {i}: C's sleep"),
+            &format!(
+                "request {i}: C's sleep ({}; lost events {})",
+                brief(r),
+                a["lost_events"]
+            ),
         );
         let timer = thread_state(r, c_tid, "sleep");
         assert!(
