@@ -25,8 +25,11 @@ fn timeline_flame_graphs_and_triage_in_chromium() {
         &format!("exec {KSTATE} workload demo"),
         &demo,
     );
-    // The pair: B is A with a stall beside it (sixty sleeps of 20 ms), the system calls
-    // only (so that the stall has one key: the sleeps are in offcpu's S too, elsewhere).
+    // The pair: B is A with a stall beside it (three processes of sixty sleeps of 20 ms:
+    // about 2.9 s of sleep per second of recording), the system calls only (so that the
+    // stall has one key: the sleeps are in offcpu's S too, elsewhere). One sleeper added
+    // 0.96 s per second, and on a busy machine the demo's own futex waits varied by 1.2
+    // s per second between two runs.
     let a = dir.path().join("a.dat");
     let b = dir.path().join("b.dat");
     record_shell(
@@ -38,7 +41,9 @@ fn timeline_flame_graphs_and_triage_in_chromium() {
     record_shell(
         "syscall",
         &sample,
-        &format!("{KSTATE} workload sleep 60 20 & exec {KSTATE} workload demo"),
+        &format!(
+            "for i in 1 2 3; do {KSTATE} workload sleep 60 20 & done; exec {KSTATE} workload demo"
+        ),
         &b,
     );
     let s1 = UiServer::start(&[&demo], &[]);

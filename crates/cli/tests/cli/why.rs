@@ -99,46 +99,50 @@ fn thread_state(path: &Value, tid: i64, state: &str) -> u64 {
         .sum()
 }
 
+/// A path's segments, and where the first of `tid`'s timer sleeps is among them.
+fn sleep_at(path: &Value, tid: i64) -> (&[Value], Option<usize>) {
+    let segs = path["segments"].as_array().unwrap();
+    let at = segs
+        .iter()
+        .position(|s| s["tid"].as_i64() == Some(tid) && s["state"] == "sleep");
+    (segs, at)
+}
+
+fn span_ns(segs: &[Value]) -> u64 {
+    segs.iter()
+        .map(|s| n(&s["end_ns"]) - n(&s["start_ns"]))
+        .sum()
+}
+
 /// C's sleep as C times it: its stretch on the path from its timer sleep on (the sleep,
 /// then its wait for a CPU, then the unlock), up to the next thread's segment.
 fn sleep_run(path: &Value, tid: i64) -> u64 {
-    let segs = path["segments"].as_array().unwrap();
-    let Some(at) = segs
-        .iter()
-        .position(|s| s["tid"].as_i64() == Some(tid) && s["state"] == "sleep")
-    else {
+    let (segs, Some(at)) = sleep_at(path, tid) else {
         return 0;
     };
-    segs[at..]
+    let mine = segs[at..]
         .iter()
         .take_while(|s| s["tid"].as_i64() == Some(tid))
-        .map(|s| n(&s["end_ns"]) - n(&s["start_ns"]))
-        .sum()
+        .count();
+    span_ns(&segs[at..at + mine])
 }
 
 /// The part of C's sleep the path spent elsewhere: from C's segment before its sleep
 /// (C took the mutex and answered B) to the sleep's segment, the path is on B, which
 /// has to run (or wait for a CPU, 4-20 ms under load) before it blocks on the mutex
-/// and the path follows C again.
+/// and the path follows C again. (Where B blocked at once, C's sleep is its first
+/// segment on the path.)
 fn before_sleep(path: &Value, tid: i64) -> u64 {
-    let segs = path["segments"].as_array().unwrap();
-    let Some(at) = segs
-        .iter()
-        .position(|s| s["tid"].as_i64() == Some(tid) && s["state"] == "sleep")
-    else {
+    let (segs, Some(at)) = sleep_at(path, tid) else {
         return 0;
     };
-    // (Where B blocked at once, C's sleep is its first segment on the path.)
-    let Some(c_before) = segs[..at]
+    match segs[..at]
         .iter()
         .rposition(|s| s["tid"].as_i64() == Some(tid))
-    else {
-        return 0;
-    };
-    segs[c_before + 1..at]
-        .iter()
-        .map(|s| n(&s["end_ns"]) - n(&s["start_ns"]))
-        .sum()
+    {
+        Some(c) => span_ns(&segs[c + 1..at]),
+        None => 0,
+    }
 }
 
 /// The segments of `path` cut to `[a, b)`.
