@@ -4,7 +4,8 @@
 
 use std::io::BufReader;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 
 use kstate_format::{Error, ErrorKind};
@@ -70,16 +71,36 @@ pub struct Simulated {
     pub status: ExitStatus,
 }
 
-/// valgrind's scratch files live in a fresh directory of kstate's own (0700), removed on
-/// every way out: valgrind opens `--log-file` and `--cachegrind-out-file` with O_TRUNC,
-/// so a fixed name in a shared $TMPDIR would be written through a link another user
-/// planted there, as root (issue 24).
-struct Scratch(PathBuf);
+/// No gdbserver: its FIFOs in $TMPDIR would outlive a killed run, and kstate never
+/// attaches a debugger.
+const NO_VGDB: &str = "--vgdb=no";
 
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+/// An anonymous in-memory file (memfd) for valgrind's output, closed on exec except in
+/// the valgrind child. No name in any directory: nothing for another user to plant a link
+/// at (valgrind opens its files with O_TRUNC, as root; issue 24), and nothing left
+/// behind when kstate is interrupted or killed, which a scratch directory was.
+fn memfd(name: &str) -> Result<std::fs::File, Error> {
+    let c = std::ffi::CString::new(name).expect("no NUL in a constant");
+    // SAFETY: a NUL-terminated name; the descriptor returned is owned below.
+    let fd = unsafe { libc::memfd_create(c.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(Error::new(
+            ErrorKind::Io,
+            None,
+            format!("memfd_create: {}", std::io::Error::last_os_error()),
+        ));
     }
+    // SAFETY: a fresh descriptor nobody else owns.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// A memfd's whole text.
+fn text_of(f: &mut std::fs::File) -> std::io::Result<String> {
+    use std::io::{Read, Seek};
+    let mut s = String::new();
+    f.seek(std::io::SeekFrom::Start(0))?;
+    f.read_to_string(&mut s)?;
+    Ok(s)
 }
 
 /// Runs the command under cachegrind and returns its output file's text. `warn` is given
@@ -92,18 +113,15 @@ pub fn cachegrind(run: &CachegrindRun, mut warn: impl FnMut(&str)) -> Result<Sim
         ));
     }
     let version = version(run.valgrind)?;
-    let tmp = std::env::temp_dir();
-    let scratch = Scratch(
-        kstate_format::output::private_dir(&tmp, "kstate-cachesim-", "")
-            .map_err(|e| Error::io(&tmp, e))?,
-    );
-    let log = scratch.0.join("valgrind.log");
-    let out = scratch.0.join("cachegrind.out");
+    let (mut log, mut out) = (memfd("valgrind.log")?, memfd("cachegrind.out")?);
+    let fds = [log.as_raw_fd(), out.as_raw_fd()];
     let mut cmd = Command::new(run.valgrind);
+    // cachegrind takes its output as a path: the child's own view of the memfd.
     cmd.arg("--tool=cachegrind")
+        .arg(NO_VGDB)
         .arg("--cache-sim=yes")
-        .arg(format!("--cachegrind-out-file={}", out.display()))
-        .arg(format!("--log-file={}", log.display()));
+        .arg(format!("--cachegrind-out-file=/proc/self/fd/{}", fds[1]))
+        .arg(format!("--log-fd={}", fds[0]));
     if let Some(d1) = run.d1 {
         cmd.arg(format!("--D1={}", cache_spec("d1", d1)?));
     }
@@ -111,18 +129,34 @@ pub fn cachegrind(run: &CachegrindRun, mut warn: impl FnMut(&str)) -> Result<Sim
         cmd.arg(format!("--LL={}", cache_spec("ll", ll)?));
     }
     cmd.arg("--").args(run.command);
+    // SAFETY: fcntl is async-signal-safe; it clears close-on-exec on the two memfds in
+    // the child only.
+    unsafe {
+        cmd.pre_exec(move || {
+            for fd in fds {
+                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
     let status = cmd
         .status()
         .map_err(|e| usage(format!("running {}: {e}", run.valgrind.display())))?;
-    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    let log_text = text_of(&mut log).unwrap_or_default();
     for l in log_text.lines().filter(|l| l.contains("warning:")) {
         warn(l.trim_start_matches(|c: char| c == '-' || c == '=' || c.is_ascii_digit()));
     }
-    let text = std::fs::read_to_string(&out).map_err(|e| {
+    let text = text_of(&mut out).map_err(|e| e.to_string());
+    let text = text.and_then(|t| match t.is_empty() {
+        true => Err("it is empty".to_string()),
+        false => Ok(t),
+    });
+    let text = text.map_err(|e| {
         let tail: Vec<&str> = log_text.lines().rev().take(8).collect();
         usage(format!(
-            "cachegrind wrote no output ({}: {e}); valgrind exited with {status}{}",
-            out.display(),
+            "cachegrind wrote no output ({e}); valgrind exited with {status}{}",
             if tail.is_empty() {
                 String::new()
             } else {
@@ -189,7 +223,7 @@ pub fn lackey(valgrind: &Path, command: &[String], lvl: Level) -> Result<Lackey,
     let version = version(valgrind)?;
     let (r, w) = pipe()?;
     let mut child = Command::new(valgrind)
-        .args(["--tool=lackey", "--trace-mem=yes", "-v", "-v"])
+        .args(["--tool=lackey", NO_VGDB, "--trace-mem=yes", "-v", "-v"])
         .arg(format!("--log-fd={}", w.as_raw_fd()))
         .arg("--")
         .args(command)

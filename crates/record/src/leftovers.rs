@@ -39,13 +39,16 @@ fn same_dir(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// The leftovers of dead recorders for `output` (`OUTPUT.kstate-PID.XXXXXX.scratch`),
-/// oldest first.
-pub fn find(output: &Path) -> Vec<Leftover> {
-    let dir = kstate_format::output::parent_dir(output);
-    let Some(base) = output.file_name().and_then(|n| n.to_str()) else {
-        return Vec::new();
-    };
+/// A directory a dead kstate left in a directory it shares with others.
+pub struct DeadDir {
+    pub path: PathBuf,
+    pub pid: i32,
+    pub meta: std::fs::Metadata,
+}
+
+/// The directories in `dir` named `PREFIX PID . ... SUFFIX` whose kstate process `PID` no
+/// longer runs. Only real directories: a link planted at such a name is not followed.
+pub fn dead_dirs(dir: &Path, prefix: &str, suffix: &str) -> Vec<DeadDir> {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -53,32 +56,46 @@ pub fn find(output: &Path) -> Vec<Leftover> {
     for ent in rd.flatten() {
         let name = ent.file_name().to_string_lossy().into_owned();
         let Some(pid) = name
-            .strip_prefix(base)
-            .and_then(|r| r.strip_prefix(".kstate-"))
-            .filter(|r| r.ends_with(".scratch"))
+            .strip_prefix(prefix)
+            .filter(|r| r.ends_with(suffix))
             .and_then(|r| r.split('.').next())
             .and_then(|p| p.parse::<i32>().ok())
         else {
             continue;
         };
-        // Only real directories: a link planted at such a name is not followed.
         let Ok(meta) = std::fs::symlink_metadata(ent.path()) else {
             continue;
         };
-        if !meta.is_dir() || recorder_alive(pid) {
-            continue;
+        if meta.is_dir() && !recorder_alive(pid) {
+            found.push(DeadDir {
+                path: ent.path(),
+                pid,
+                meta,
+            });
         }
-        let output_tmp = std::fs::read_to_string(ent.path().join(RECORDER_FILE))
-            .ok()
-            .and_then(|t| t.lines().nth(2).map(PathBuf::from))
-            .filter(|t| same_dir(kstate_format::output::parent_dir(t), dir));
-        found.push(Leftover {
-            dir: ent.path(),
-            pid,
-            output_tmp,
-            modified: meta.modified().unwrap_or(std::time::UNIX_EPOCH),
-        });
     }
+    found
+}
+
+/// The leftovers of dead recorders for `output` (`OUTPUT.kstate-PID.XXXXXX.scratch`),
+/// oldest first.
+pub fn find(output: &Path) -> Vec<Leftover> {
+    let dir = kstate_format::output::parent_dir(output);
+    let Some(base) = output.file_name().and_then(|n| n.to_str()) else {
+        return Vec::new();
+    };
+    let mut found: Vec<Leftover> = dead_dirs(dir, &format!("{base}.kstate-"), ".scratch")
+        .into_iter()
+        .map(|d| Leftover {
+            output_tmp: std::fs::read_to_string(d.path.join(RECORDER_FILE))
+                .ok()
+                .and_then(|t| t.lines().nth(2).map(PathBuf::from))
+                .filter(|t| same_dir(kstate_format::output::parent_dir(t), dir)),
+            modified: d.meta.modified().unwrap_or(std::time::UNIX_EPOCH),
+            dir: d.path,
+            pid: d.pid,
+        })
+        .collect();
     found.sort_by_key(|l| l.modified);
     found
 }

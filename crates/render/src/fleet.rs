@@ -136,9 +136,9 @@ pub fn text(
     }
     writeln!(
         out,
-        "\noutliers (p99 > {} x the median of the groups' p99s): {}",
+        "\noutliers (p99 > {} x the median of the groups' p99s):{}",
         k,
-        if outliers.is_empty() { "none" } else { "" }
+        if outliers.is_empty() { " none" } else { "" }
     )?;
     for o in outliers {
         writeln!(

@@ -205,6 +205,28 @@ fn header(s: &mut String, f: &Frame, title: &str) {
     );
 }
 
+/// A chart drawn from a damaged or cut file, marked so under its title (in red, at the
+/// right): the image alone must not pass for a picture of the whole recording.
+/// `problems` is how many distinct problems the reader skipped.
+pub fn mark_damaged(svg: &str, problems: usize, size: Size) -> String {
+    let f = Frame::new(size);
+    let note = format!(
+        "damaged input: {problems} problem{} skipped; the chart shows what could be read",
+        if problems == 1 { "" } else { "s" }
+    );
+    let mark = format!(
+        r##"<text class="damaged" x="{:.1}" y="{:.1}" font-size="{:.1}" text-anchor="end" fill="#b00020">{}</text>"##,
+        f.right,
+        f.font * 2.9,
+        f.font * 0.85,
+        esc(&note)
+    );
+    match svg.rfind("</svg>") {
+        Some(at) => format!("{}{mark}{}", &svg[..at], &svg[at..]),
+        None => format!("{svg}{mark}"),
+    }
+}
+
 /// The chart title's font size and text for `width` pixels: 1.2x the chart's font,
 /// shrunk to 0.9x for a long title, then cut with an ellipsis (the whole title stays in
 /// the SVG's <title>, shown on hover).

@@ -36,43 +36,26 @@ pub fn create(base: &Path) -> std::io::Result<TempDir> {
 
 /// Removes the directories in `base` of watches no longer running; says what went.
 pub fn remove(base: &Path) -> Vec<String> {
-    let Ok(rd) = std::fs::read_dir(base) else {
-        return Vec::new();
-    };
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
     let mut told = Vec::new();
-    for ent in rd.flatten() {
-        let name = ent.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix(PREFIX)
-            .filter(|r| r.ends_with(SUFFIX))
-            .and_then(|r| r.split('.').next())
-            .and_then(|p| p.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        // Only real directories of our own: a link planted at such a name is not
-        // followed, another user's directory not touched.
-        let Ok(meta) = std::fs::symlink_metadata(ent.path()) else {
-            continue;
-        };
-        // SAFETY: geteuid has no preconditions.
-        let me = unsafe { libc::geteuid() };
-        if !meta.is_dir()
-            || std::os::unix::fs::MetadataExt::uid(&meta) != me
-            || kstate_record::leftovers::recorder_alive(pid)
-        {
+    for d in kstate_record::leftovers::dead_dirs(base, PREFIX, SUFFIX) {
+        // Another user's directory is not touched.
+        if std::os::unix::fs::MetadataExt::uid(&d.meta) != me {
             continue;
         }
-        let bytes = kstate_record::system::disk_use(&ent.path());
-        match std::fs::remove_dir_all(ent.path()) {
+        let bytes = kstate_record::system::disk_use(&d.path);
+        match std::fs::remove_dir_all(&d.path) {
             Ok(()) => told.push(format!(
-                "removed {} ({} KiB) left by watch {pid}, which no longer runs",
-                ent.path().display(),
-                bytes >> 10
+                "removed {} ({} KiB) left by watch {}, which no longer runs",
+                d.path.display(),
+                bytes >> 10,
+                d.pid
             )),
             Err(e) => told.push(format!(
-                "{} was left by watch {pid}, which no longer runs; removing it: {e}",
-                ent.path().display()
+                "{} was left by watch {}, which no longer runs; removing it: {e}",
+                d.path.display(),
+                d.pid
             )),
         }
     }

@@ -143,60 +143,86 @@ impl<'t> Backward<'t> {
 }
 
 /// Puts back, in a chunk's records (in time order), the switches some kernels do not
-/// trace when a CPU leaves idle (see [`crate::analyzers::sched::IdleExits`]): a task
-/// switched out on a CPU that no traced switch put on it, though it was woken onto that
-/// CPU, ran from the later of that wake-up and the CPU's last traced switch. Up to a
-/// CPU's first switch in the chunk its task is not known here, and nothing is inferred.
-/// Returns how many switches it put back.
+/// trace (see [`crate::analyzers::sched::IdleExits`]; this VM's 6.18 kernel misses the
+/// switch out of idle, and now and then one between two tasks): a task switched out on
+/// a CPU where no traced switch put it was switched in after everything else seen there
+/// — the CPU's last traced switch, the last event there of another task (or of the idle
+/// task), and its own wake-up if it was woken since it last ran — and is put there at
+/// the latest of those. Whichever CPU the wake-up named: sched_waking's `target_cpu` is
+/// where the task last ran, before the kernel chose where to wake it (a sleeper woken by
+/// its timer on CPU 0 runs on idle CPU 1). Nothing is inferred where events were lost
+/// on the CPU since that point, nor where nothing of the CPU came before the task's own
+/// events in the chunk. Returns how many switches it put back.
 pub fn infer_switch_ins(recs: &mut Vec<Rec>) -> u64 {
     use super::events::Kind;
     use crate::fxmap::FxMap;
-    let mut current: Vec<Option<(i32, u64, usize)>> = Vec::new();
-    let mut woken: FxMap<i32, (u32, u64, usize)> = FxMap::default();
+    /// What a chunk showed of one CPU so far.
+    #[derive(Clone, Copy, Default)]
+    struct Seen {
+        /// The task the last traced switch put there, when and where in the records.
+        switched: Option<(i32, u64, usize)>,
+        /// The last event there and the last one before it of another task.
+        last: Option<(i32, u64, usize)>,
+        before: Option<(i32, u64, usize)>,
+        /// Where in the records events were last lost on it.
+        lost: Option<usize>,
+    }
+    let mut cpus: Vec<Seen> = Vec::new();
+    let mut woken: FxMap<i32, (u64, usize)> = FxMap::default();
     let mut put: Vec<(usize, Rec)> = Vec::new();
     for (i, r) in recs.iter().enumerate() {
+        let c = r.cpu as usize;
+        if c >= cpus.len() {
+            cpus.resize(c + 1, Seen::default());
+        }
+        let seen = &mut cpus[c];
+        if r.lost != kstate_format::Lost::None {
+            seen.lost = Some(i);
+        }
         match r.kind {
-            Kind::Wake { pid, target, .. } if pid != 0 => {
-                woken.entry(pid).or_insert((target, r.ts, i));
+            Kind::Wake { pid, .. } if pid != 0 => {
+                woken.entry(pid).or_insert((r.ts, i));
             }
             Kind::Switch { prev, next, .. } => {
-                let c = r.cpu as usize;
-                if c >= current.len() {
-                    current.resize(c + 1, None);
-                }
-                if let (Some((on, last, last_i)), Some(&(to, woke, woke_i))) =
-                    (current[c], woken.get(&prev))
+                // The last sign of another task on the CPU before `prev` ran there.
+                let other = match seen.last {
+                    Some(l) if l.0 == prev => seen.before,
+                    l => l,
+                };
+                let bounds = [
+                    seen.switched.filter(|s| s.0 != prev),
+                    other.filter(|o| o.0 != prev),
+                    woken.get(&prev).map(|&(ts, at)| (prev, ts, at)),
+                ];
+                let untraced = prev != 0
+                    && match seen.switched {
+                        Some(s) => s.0 != prev,
+                        None => other.is_some_and(|o| o.0 != prev),
+                    };
+                let from = seen.switched.map_or(other.map_or(0, |o| o.0), |s| s.0);
+                if let (true, Some(&(_, ts, at))) =
+                    (untraced, bounds.iter().flatten().max_by_key(|b| b.2))
                 {
-                    if prev != 0 && on != prev && to == r.cpu {
-                        let (ts, after) = match woke_i > last_i {
-                            true => (woke, woke_i),
-                            false => (last, last_i),
-                        };
-                        put.push((
-                            after + 1,
-                            Rec {
-                                ts,
-                                cpu: r.cpu,
-                                pid: on,
-                                flags: 0,
-                                lost: kstate_format::Lost::None,
-                                kind: Kind::Switch {
-                                    prev: on,
-                                    next: prev,
-                                    prev_runnable: true,
-                                    prev_dead: false,
-                                },
-                            },
-                        ));
+                    if seen.lost.is_none_or(|l| l <= at) {
+                        put.push((at + 1, switch_in(ts, r.cpu, from, prev)));
                     }
                 }
-                current[c] = Some((next, r.ts, i));
+                seen.switched = Some((next, r.ts, i));
+                seen.last = None;
+                seen.before = None;
                 if !woken.is_empty() {
                     woken.remove(&prev);
                     woken.remove(&next);
                 }
             }
             _ => {}
+        }
+        if !matches!(r.kind, Kind::Switch { .. }) {
+            match seen.last {
+                Some(l) if l.0 == r.pid => {}
+                l => seen.before = l,
+            }
+            seen.last = Some((r.pid, r.ts, i));
         }
     }
     let n = put.len() as u64;
@@ -213,4 +239,111 @@ pub fn infer_switch_ins(recs: &mut Vec<Rec>) -> u64 {
         recs.extend(put.map(|p| p.1));
     }
     n
+}
+
+/// The switch from `from` to `to` on `cpu` at `ts` that the trace lacks.
+fn switch_in(ts: u64, cpu: u32, from: i32, to: i32) -> Rec {
+    Rec {
+        ts,
+        cpu,
+        pid: from,
+        flags: 0,
+        lost: kstate_format::Lost::None,
+        kind: super::events::Kind::Switch {
+            prev: from,
+            next: to,
+            prev_runnable: true,
+            prev_dead: false,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::events::Kind;
+    use super::*;
+
+    fn rec(ts: u64, cpu: u32, pid: i32, kind: Kind) -> Rec {
+        Rec {
+            ts,
+            cpu,
+            pid,
+            flags: 0,
+            lost: kstate_format::Lost::None,
+            kind,
+        }
+    }
+
+    fn wake(ts: u64, cpu: u32, pid: i32, whom: i32, target: u32) -> Rec {
+        let kind = Kind::Wake {
+            pid: whom,
+            new: false,
+            target,
+        };
+        rec(ts, cpu, pid, kind)
+    }
+
+    fn switch(ts: u64, cpu: u32, prev: i32, next: i32) -> Rec {
+        let kind = Kind::Switch {
+            prev,
+            next,
+            prev_runnable: false,
+            prev_dead: false,
+        };
+        rec(ts, cpu, prev, kind)
+    }
+
+    fn idle_irq(ts: u64, cpu: u32) -> Rec {
+        rec(ts, cpu, 0, Kind::SoftEntry { vec: 7 })
+    }
+
+    /// A sleeper woken by its timer on CPU 0 (sched_waking names CPU 0, where it slept)
+    /// runs on idle CPU 1 untraced; the switch that idled CPU 1 lies in an earlier chunk.
+    /// CPU 1's last event, in the idle task's context, says it was idle then: the
+    /// sleeper ran from the later of that and its wake-up. Without an event of CPU 1 in
+    /// idle nothing says what ran there: nothing is inferred.
+    #[test]
+    fn a_task_switched_out_where_the_cpu_was_idle_ran_from_its_wake_up() {
+        let mut recs = vec![
+            idle_irq(40, 1),
+            switch(50, 0, 7, 8),
+            wake(100, 0, 8, 42, 0),
+            switch(200, 1, 42, 0),
+        ];
+        assert_eq!(infer_switch_ins(&mut recs), 1);
+        let at: Vec<(u64, u32)> = recs.iter().map(|r| (r.ts, r.cpu)).collect();
+        assert_eq!(at, [(40, 1), (50, 0), (100, 0), (100, 1), (200, 1)]);
+        assert!(matches!(
+            recs[3].kind,
+            Kind::Switch {
+                prev: 0,
+                next: 42,
+                ..
+            }
+        ));
+        // CPU 1 still idle after the wake-up (an interrupt at 150): it ran from there.
+        let mut later = vec![
+            wake(100, 0, 8, 42, 0),
+            idle_irq(150, 1),
+            switch(200, 1, 42, 0),
+        ];
+        assert_eq!(infer_switch_ins(&mut later), 1);
+        assert_eq!(later[2].ts, 150);
+        let mut unknown = vec![wake(100, 0, 7, 42, 1), switch(200, 1, 42, 0)];
+        assert_eq!(infer_switch_ins(&mut unknown), 0);
+        assert_eq!(unknown.len(), 2);
+    }
+
+    /// The CPU's last traced switch put another task there; the woken task is switched
+    /// out there: it ran from its wake-up, whatever CPU sched_waking named.
+    #[test]
+    fn a_task_woken_on_another_cpu_ran_from_its_wake_up() {
+        let mut recs = vec![
+            switch(50, 1, 9, 0),
+            wake(100, 0, 8, 42, 0),
+            switch(200, 1, 42, 0),
+        ];
+        assert_eq!(infer_switch_ins(&mut recs), 1);
+        assert_eq!((recs[2].ts, recs[2].cpu), (100, 1));
+    }
 }

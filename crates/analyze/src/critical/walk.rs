@@ -1116,7 +1116,7 @@ pub(crate) fn run(trace: &Trace, q: &WalkQuery, sink: &mut dyn Sink) -> Result<W
     let mut notes = Vec::new();
     if inferred > 0 {
         notes.push(format!(
-            "{inferred} switch-ins inferred at the wake-up: this kernel did not trace some CPUs leaving idle"
+            "{inferred} switch-ins inferred: this kernel did not trace some switches (a CPU leaving idle, now and then one between two tasks); each is placed at the latest of the task's wake-up and the last sign of what the CPU ran before (an error of up to a tick)"
         ));
     }
     if back.held_whole {

@@ -110,8 +110,13 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             };
         }
         let chart = charts::memory_chart(&snaps, &axis, Vec::new());
-        write_chart(&svg::time_chart(&chart, args.size), &args.output)?;
-        return Ok(ExitCode::SUCCESS);
+        let mut damage = Vec::new();
+        for e in trace.damage().chain(stats.iter().flat_map(|o| &o.errors)) {
+            kstate_format::damage::note(&mut damage, e);
+        }
+        let svg = marked(svg::time_chart(&chart, args.size), &damage, args.size);
+        write_chart(&svg, &args.output)?;
+        return Ok(super::damage::finish(&damage));
     }
     let with = args.with.as_deref().map(find).transpose()?;
     if with.is_some() && (args.stat || args.dist) {
@@ -155,6 +160,14 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         let chart = charts::log_chart(&a, b.as_ref(), &axis, &args.key, args.top, Vec::new());
         svg::time_chart(&chart, args.size)
     };
-    write_chart(&svg, &args.output)?;
+    write_chart(&marked(svg, &damage, args.size), &args.output)?;
     Ok(super::damage::finish(&damage))
+}
+
+/// The chart, marked as drawn from a damaged file when the reader skipped something.
+fn marked(chart: String, damage: &[kstate_format::Error], size: Size) -> String {
+    match damage.len() {
+        0 => chart,
+        n => svg::mark_damaged(&chart, n, size),
+    }
 }

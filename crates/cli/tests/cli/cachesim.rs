@@ -210,3 +210,40 @@ fn missing_valgrind_and_bad_input_are_clear_errors() {
         assert!(err.contains(want), "{a:?}: {err}");
     }
 }
+
+/// A cachesim stopped by SIGKILL (kstate and valgrind alike, as a test harness or an OOM
+/// kill stops them) leaves nothing in $TMPDIR: valgrind writes into memory files, not a
+/// scratch directory that only a clean exit removed.
+#[test]
+fn a_killed_cachesim_leaves_nothing_in_tmpdir() {
+    use std::os::unix::process::CommandExt;
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let mut child = Command::new(KSTATE)
+        .args(["cachesim", "--", "sleep", "30"])
+        .env("TMPDIR", tmp.path())
+        .process_group(0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // valgrind is running the command once it has a child of its own under it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let pid = child.id() as i32;
+    let running = || {
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .is_ok_and(|c| !c.trim().is_empty())
+    };
+    while !running() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(running(), "valgrind did not start");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: kill of the child's own process group.
+    unsafe { libc::kill(-pid, libc::SIGKILL) };
+    child.wait().unwrap();
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+}

@@ -6,9 +6,11 @@
 //!
 //! The disk is shared with other jobs, whose stray slow writes can make the one writer's
 //! p99 as slow as the six's (1 pair in 4 measured: 3.79 ms against 4.04 ms, while the
-//! average still grew 3.5 x). So a pair whose p99 is not flagged is recorded again, at
-//! most [`ATTEMPTS`] pairs in all; the test fails if none is, and every later check is
-//! made on the pair that was. Needs root and tracefs; never skips.
+//! average still grew 3.5 x; in a full run of the suite, whose other tests write too, 3
+//! pairs in a row: 2.8-4.0 ms against 3.0-4.4 ms). So a pair whose p99 is not flagged is
+//! recorded again, a second later, at most [`ATTEMPTS`] pairs in all; the test fails if
+//! none is, and every later check is made on the pair that was. Needs root and tracefs;
+//! never skips.
 
 use serde_json::Value;
 use std::path::Path;
@@ -21,7 +23,7 @@ use support::{record_direct_writers, KSTATE};
 const WRITES: u64 = 200;
 
 /// Recording pairs tried before p99's regression is called absent (see the module's doc).
-const ATTEMPTS: usize = 3;
+const ATTEMPTS: usize = 5;
 
 /// One writer's or six writers' 6 x WRITES 256 KiB blocks in all: as many samples on each
 /// side, so that a p99 is not one stray slow write on a busy machine. Only the workload's
@@ -54,6 +56,10 @@ fn compare(a: &Path, b: &Path, extra: &[&str]) -> (Option<i32>, String) {
 fn pair_with_p99_regressed(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     let mut tried = Vec::new();
     for n in 0..ATTEMPTS {
+        if n > 0 {
+            // Out of the other writer's burst, if one caused it.
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
         let sub = dir.join(format!("pair{n}"));
         std::fs::create_dir_all(&sub).unwrap();
         let (one, six) = (record(&sub, 1), record(&sub, 6));

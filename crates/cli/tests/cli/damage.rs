@@ -173,6 +173,16 @@ fn every_command_names_the_damage_and_exits_2() {
         );
         assert!(o.stderr.is_empty() || !String::from_utf8_lossy(&o.stderr).contains("offset"));
     }
+    let chart = dir.path().join("whole.svg");
+    assert!(run(&["plot", "runq", "-o", s(&chart), s(&whole)])
+        .status
+        .success());
+    let chart = std::fs::read_to_string(&chart).unwrap();
+    assert!(
+        !chart.contains("damaged input"),
+        "a whole file's chart is marked"
+    );
+    let mut charts_drawn = 0;
     for d in damaged(&whole, dir.path()) {
         let f = s(&d.file);
         let out = |name: &str| {
@@ -222,6 +232,13 @@ fn every_command_names_the_damage_and_exits_2() {
         let svg = out("plot.svg");
         let o = run(&["plot", "runq", "-o", s(&svg), f]);
         says(&o, &d, "plot");
+        if let Ok(chart) = std::fs::read_to_string(&svg) {
+            charts_drawn += 1;
+            assert!(
+                chart.contains("damaged input: "),
+                "plot of {f}: the chart is not marked as drawn from a damaged file"
+            );
+        }
 
         for to in ["dat", "chrome-json", "perfetto"] {
             let o = run(&["convert", "--to", to, "-o", s(&out(to)), f]);
@@ -230,4 +247,5 @@ fn every_command_names_the_damage_and_exits_2() {
         let o = run(&["split", "--per-cpu", "-o", s(&out("split")), f]);
         says(&o, &d, "split");
     }
+    assert!(charts_drawn > 0, "no damaged file was charted");
 }

@@ -150,7 +150,15 @@ with sync_playwright() as p:
         d = v["rows"][0]["d"]
         for i in range(0, len(d), 6):
             if d[i + 2] == 1 and v["labels"][d[i + 3]].startswith("runnable, woken by") and d[i + 5] == 255:
-                runnable = (t, (d[i] + d[i + 1]) / 2 / 4000 * span)
+                # The drawable can join runnable stretches with the same waker around a
+                # running one shorter than a column: ask at the middle of each column.
+                for c in range(d[i], d[i + 1]):
+                    t_c = (c + 0.5) / 4000 * span
+                    got = api(URL, f"slice?row={t['id']}.0&t={t_c:.9f}")["slice"]
+                    if got and got["kind"] == "runnable":
+                        runnable = (t, t_c)
+                        break
+            if runnable:
                 break
         if runnable:
             break

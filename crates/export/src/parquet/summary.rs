@@ -24,6 +24,7 @@ use super::write::Table;
 use crate::error::{Error, Result};
 use kstate_analyze::hist::{bucket_range, SCHEME};
 use kstate_analyze::stats::Agg;
+use kstate_format::parquet::column::Vals;
 use kstate_format::parquet::ColType;
 use kstate_format::ErrorKind;
 use kstate_views::fleet::{KeyStat, Meta, Summary, SUMMARY_VERSION};
@@ -454,20 +455,12 @@ impl Reader<'_> {
     }
 }
 
-/// One column's decoded batch of values.
-enum Vals {
-    I32(Vec<i32>),
-    I64(Vec<i64>),
-    Bytes(Vec<ByteArray>),
-    /// Not a column of the summary, or not of its type: never read.
-    Skip,
-}
-
 /// One column of a row group, read a batch at a time.
 struct Col {
     reader: ColumnReader,
     optional: bool,
-    vals: Vals,
+    /// `None`: not a column of the summary, or not of its type: never read.
+    vals: Option<Vals>,
     def: Vec<i16>,
     /// Per row of the batch, the index of its value in `vals` (`u32::MAX`: null).
     at: Vec<u32>,
@@ -475,22 +468,18 @@ struct Col {
 
 impl Col {
     /// Integers may be stored as INT32 or INT64 (DuckDB writes `2` as INT32), strings
-    /// as byte arrays. A column of another type is not read (`Skip`): the second value
-    /// says whether the column is the summary's, so that the caller refuses the file at
-    /// its first row, once its scheme and version are known.
+    /// as byte arrays. A column of another type is not read: the second value says
+    /// whether the column is the summary's, so that the caller refuses the file at its
+    /// first row, once its scheme and version are known.
     fn new(reader: ColumnReader, optional: bool, i: usize) -> (Col, bool) {
-        let (vals, ok) = match (&reader, COLUMNS.get(i).map(|c| c.1)) {
-            (ColumnReader::Int32ColumnReader(_), Some(ColType::Int { .. })) => {
-                (Vals::I32(Vec::new()), true)
-            }
-            (ColumnReader::Int64ColumnReader(_), Some(ColType::Int { .. })) => {
-                (Vals::I64(Vec::new()), true)
-            }
-            (ColumnReader::ByteArrayColumnReader(_), Some(ColType::Str)) => {
-                (Vals::Bytes(Vec::new()), true)
-            }
-            _ => (Vals::Skip, false),
-        };
+        let vals = Vals::of(&reader).filter(|v| {
+            matches!(
+                (v, COLUMNS.get(i).map(|c| c.1)),
+                (Vals::I32(_) | Vals::I64(_), Some(ColType::Int { .. }))
+                    | (Vals::Bytes(_), Some(ColType::Str))
+            )
+        });
+        let ok = vals.is_some();
         let col = Col {
             reader,
             optional,
@@ -505,21 +494,13 @@ impl Col {
     fn read(&mut self, n: usize) -> parquet::errors::Result<usize> {
         self.def.clear();
         let def = self.optional.then_some(&mut self.def);
-        let (rows, _, _) = match (&mut self.reader, &mut self.vals) {
-            (ColumnReader::Int32ColumnReader(r), Vals::I32(v)) => {
-                v.clear();
-                r.read_records(n, def, None, v)?
-            }
-            (ColumnReader::Int64ColumnReader(r), Vals::I64(v)) => {
-                v.clear();
-                r.read_records(n, def, None, v)?
-            }
-            (ColumnReader::ByteArrayColumnReader(r), Vals::Bytes(v)) => {
-                v.clear();
-                r.read_records(n, def, None, v)?
-            }
+        let Some(vals) = self.vals.as_mut() else {
             // Refused at the first row (see `new`): not read.
-            _ => return Ok(n),
+            return Ok(n);
+        };
+        let rows = match vals.read(&mut self.reader, def, n) {
+            Some(rows) => rows?,
+            None => return Ok(n),
         };
         self.at.clear();
         if self.optional {
@@ -539,20 +520,11 @@ impl Col {
     }
 
     fn int(&self, r: usize) -> Option<i64> {
-        let i = *self.at.get(r)? as usize;
-        match &self.vals {
-            Vals::I32(v) => v.get(i).map(|&x| x as i64),
-            Vals::I64(v) => v.get(i).copied(),
-            Vals::Bytes(_) | Vals::Skip => None,
-        }
+        self.vals.as_ref()?.int(*self.at.get(r)? as usize)
     }
 
     fn bytes(&self, r: usize) -> Option<&[u8]> {
-        let i = *self.at.get(r)? as usize;
-        match &self.vals {
-            Vals::Bytes(v) => v.get(i).map(|b| b.data()),
-            _ => None,
-        }
+        self.vals.as_ref()?.bytes(*self.at.get(r)? as usize)
     }
 }
 

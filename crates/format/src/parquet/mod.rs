@@ -23,6 +23,8 @@ use std::path::{Path, PathBuf};
 use crate::{Error, ErrorKind, EventFormat, Field, FieldKind, Result, Trace};
 
 #[cfg(feature = "parquet")]
+pub mod column;
+#[cfg(feature = "parquet")]
 pub mod meta;
 #[cfg(feature = "parquet")]
 mod rebuild;

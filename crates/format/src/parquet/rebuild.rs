@@ -15,7 +15,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use parquet::column::reader::ColumnReader;
-use parquet::data_type::ByteArray;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 
 use crate::built_pages::{CpuStream, SpooledPages};
@@ -24,6 +23,7 @@ use crate::{
     Result,
 };
 
+use super::column::Vals;
 use super::meta::Loss;
 use super::{column_kind, common_type, field_columns, field_type, ColumnKind};
 
@@ -199,13 +199,6 @@ impl BuildPages for Rebuild {
     }
 }
 
-/// One column's decoded batch.
-enum Vals {
-    I32(Vec<i32>),
-    I64(Vec<i64>),
-    Bytes(Vec<ByteArray>),
-}
-
 struct Col {
     index: usize,
     reader: Option<ColumnReader>,
@@ -228,22 +221,9 @@ impl Col {
         self.next = 0;
         let def = self.optional.then_some(&mut self.def);
         let r = self.reader.as_mut().expect("a reader per row group");
-        let (rows, _, _) = match (r, &mut self.vals) {
-            (ColumnReader::Int32ColumnReader(r), Vals::I32(v)) => {
-                v.clear();
-                r.read_records(n, def, None, v)?
-            }
-            (ColumnReader::Int64ColumnReader(r), Vals::I64(v)) => {
-                v.clear();
-                r.read_records(n, def, None, v)?
-            }
-            (ColumnReader::ByteArrayColumnReader(r), Vals::Bytes(v)) => {
-                v.clear();
-                r.read_records(n, def, None, v)?
-            }
-            _ => unreachable!("types checked when the table was opened"),
-        };
-        Ok(rows)
+        self.vals
+            .read(r, def, n)
+            .expect("types checked when the table was opened")
     }
 
     #[inline]
@@ -254,9 +234,8 @@ impl Col {
         let i = self.next;
         self.next += 1;
         match &self.vals {
-            Vals::I32(v) => v.get(i).map_or(Value::Null, |x| Value::Int(i64::from(*x))),
-            Vals::I64(v) => v.get(i).map_or(Value::Null, |x| Value::Int(*x)),
-            Vals::Bytes(v) => v.get(i).map_or(Value::Null, |x| Value::Bytes(x.data())),
+            Vals::Bytes(_) => self.vals.bytes(i).map_or(Value::Null, Value::Bytes),
+            _ => self.vals.int(i).map_or(Value::Null, Value::Int),
         }
     }
 }

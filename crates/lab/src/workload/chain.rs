@@ -11,7 +11,9 @@
 //! So A's path over a request is: A running (its spin), B's path (C's sleep, then B's
 //! write and the fsync's disk time), A running. Each request prints one JSON line of what
 //! it timed: A's CPU time over the request (the scheduler's count, between the two
-//! marker lines), C's sleep, the fsync's wall time and B's CPU time within it.
+//! marker lines), C's sleep, the fsync's wall time and B's CPU time within it, and the
+//! time the hypervisor ran something else on this machine's CPUs meanwhile (steal: a
+//! trace counts it as the thread's running time, the scheduler's count leaves it out).
 
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -66,6 +68,27 @@ fn name_thread(name: &str) {
 /// running thread by up to a tick).
 fn thread_cpu_ns() -> u64 {
     crate::bench::colour::thread_cpu_ns()
+}
+
+/// Time the hypervisor took from all of this machine's CPUs so far (ns, in clock ticks:
+/// /proc/stat's steal column), 0 where /proc/stat cannot say.
+fn steal_ns() -> u64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/stat") else {
+        return 0;
+    };
+    let ticks: u64 = stat
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(8))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    ticks * tick_ns()
+}
+
+/// One clock tick, /proc/stat's unit (ns).
+fn tick_ns() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    1_000_000_000 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64
 }
 
 fn tid() -> i32 {
@@ -181,7 +204,7 @@ fn chain(a: &ChainArgs, file: &Path) -> Result<(), Error> {
     let mut mark = marker();
     for i in 0..a.requests {
         let t = Instant::now();
-        let cpu0 = thread_cpu_ns();
+        let (cpu0, steal0) = (thread_cpu_ns(), steal_ns());
         if let Some(m) = mark.as_mut() {
             let _ = m.write_all(b"why-request begin\n");
         }
@@ -192,6 +215,7 @@ fn chain(a: &ChainArgs, file: &Path) -> Result<(), Error> {
             let _ = m.write_all(b"why-request end\n");
         }
         let cpu = thread_cpu_ns() - cpu0;
+        let steal = steal_ns().saturating_sub(steal0);
         let wall = t.elapsed().as_nanos() as u64;
         let (fsync, fsync_cpu, _, b_tid) = rx
             .recv()
@@ -200,8 +224,9 @@ fn chain(a: &ChainArgs, file: &Path) -> Result<(), Error> {
             .recv()
             .map_err(|_| Error::failed("thread why-c ended early"))?;
         println!(
-            r#"{{"request":{i},"a_tid":{},"b_tid":{b_tid},"c_tid":{c_tid},"wall_ns":{wall},"a_cpu_ns":{cpu},"sleep_ns":{slept},"fsync_ns":{fsync},"fsync_cpu_ns":{fsync_cpu},"marker":{}}}"#,
+            r#"{{"request":{i},"a_tid":{},"b_tid":{b_tid},"c_tid":{c_tid},"wall_ns":{wall},"a_cpu_ns":{cpu},"sleep_ns":{slept},"fsync_ns":{fsync},"fsync_cpu_ns":{fsync_cpu},"steal_ns":{steal},"tick_ns":{},"marker":{}}}"#,
             tid(),
+            tick_ns(),
             mark.is_some()
         );
         let _ = std::io::stdout().flush();

@@ -7,8 +7,10 @@
 //! requests, divided by their number), else the whole window. A line of the tree is
 //! compared when both runs have it and it holds at least `min_share` of its run's wall
 //! time in one of them (what `--min-count` is to `compare`: a small stretch's ratio is
-//! noise); lines of one run only are listed, not ranked. "What grew" is the first
-//! ranked line whose time grew.
+//! noise); lines of one run only are listed, not ranked. "What grew" is the ranked
+//! line that added the most time: the question of two runs is where B's extra time
+//! went, and a noisy stretch that tripled (a 20 ms wait for a CPU become 60 ms) explains
+//! less of it than a sleep that doubled (300 ms more).
 
 use std::collections::BTreeMap;
 
@@ -37,8 +39,8 @@ side: the time per state, per thread (by command), and per line of the hop tree 
 chain of commands ending in a state). A line is ranked when both runs have it and it
 holds at least --min-share of its run's wall time in one of them; \"what changed most\"
 ranks those lines by the ratio B/A farthest from 1 (|log2 ratio|, as kstate compare
-does), and \"what grew\" is the first of them whose time grew. Lines in one run only
-are listed, not ranked.";
+does), and \"what grew\" is the ranked line that added the most time (B - A). Lines
+in one run only are listed, not ranked.";
 
 /// One run's side.
 #[derive(Debug, Clone)]
@@ -155,9 +157,13 @@ pub struct Comparison {
 }
 
 impl Comparison {
-    /// The first ranked line whose time grew.
+    /// The ranked line that added the most time (the first in rank of equal ones).
     pub fn grew(&self) -> Option<&Change> {
-        self.changes.iter().find(|c| c.ratio > 1.0)
+        let added = |c: &Change| c.b_ns.saturating_sub(c.a_ns);
+        self.changes
+            .iter()
+            .filter(|c| c.b_ns > c.a_ns)
+            .reduce(|best, c| if added(c) > added(best) { c } else { best })
     }
 }
 
@@ -221,5 +227,67 @@ pub fn compare(a: Side, b: Side, rules: Rules) -> Comparison {
         threads,
         lines,
         changes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn side(label: &str, wall_ns: u64, lines: &[(&str, u64)]) -> Side {
+        Side {
+            label: label.to_string(),
+            tid: 1,
+            comm: "a".to_string(),
+            requests: 0,
+            wall_ns,
+            states: BTreeMap::new(),
+            threads: BTreeMap::new(),
+            lines: lines.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        }
+    }
+
+    /// A wait that tripled ranks first in change, but the sleep that doubled added more
+    /// time: that is what grew. A line below the share is not ranked; one that shrank
+    /// never grew.
+    #[test]
+    fn what_grew_is_the_line_that_added_most_time() {
+        let ms = 1_000_000;
+        let a = side(
+            "A",
+            500 * ms,
+            &[
+                ("a: running", 100 * ms),
+                ("a > c: sleep timer", 300 * ms),
+                ("a: runnable", 30 * ms),
+                ("a: disk", 70 * ms),
+                ("a: irq", ms),
+            ],
+        );
+        let b = side(
+            "B",
+            950 * ms,
+            &[
+                ("a: running", 100 * ms),
+                ("a > c: sleep timer", 600 * ms),
+                ("a: runnable", 90 * ms),
+                ("a: disk", 10 * ms),
+                ("a: irq", 10 * ms),
+            ],
+        );
+        let c = compare(a, b, Rules::default());
+        let ranked: Vec<&str> = c.changes.iter().map(|c| c.key.as_str()).collect();
+        assert_eq!(
+            ranked,
+            ["a: disk", "a: runnable", "a > c: sleep timer", "a: running"]
+        );
+        let grew = c.grew().unwrap();
+        assert_eq!((grew.key.as_str(), grew.ratio), ("a > c: sleep timer", 2.0));
+        let shrank = compare(
+            side("A", 10, &[("a: x", 8)]),
+            side("B", 5, &[("a: x", 4)]),
+            Rules::default(),
+        );
+        assert!(shrank.grew().is_none());
     }
 }
