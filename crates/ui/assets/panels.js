@@ -368,7 +368,13 @@ function histChart(a, h) {
     }
     g.textAlign = "center";
     const every = Math.ceil(n / 12);
-    h.bars.forEach(([lo, hi], i) => {
+    // Tick labels with the digits it takes to tell neighbours apart (bars of a narrow
+    // span all printed "5.1ms" at three).
+    const ticks = h.bars.filter((_, i) => i % every === 0).map(([lo]) => lo);
+    let digits = 3, labels;
+    do labels = ticks.map((v) => (a.unit === "ns" ? fmtShort(v, digits) : labelOf(v)));
+    while (digits++ < 12 && labels.some((t, i) => i && t === labels[i - 1]));
+    h.bars.forEach((_, i) => {
       shares.forEach((sh, si) => {
         const w = shares.length > 1 ? bw * 0.42 : bw * 0.8;
         const x = L + i * bw + (shares.length > 1 ? (si ? bw * 0.5 : bw * 0.08) : bw * 0.1);
@@ -378,8 +384,7 @@ function histChart(a, h) {
       });
       if (i % every === 0) {
         g.fillStyle = "#5d6878";
-        const text = h.scale === "values" || lo === hi ? labelOf(lo) : labelOf(lo);
-        g.fillText(text, L + i * bw + bw / 2, H - B + 12);
+        g.fillText(labels[i / every], L + i * bw + bw / 2, H - B + 12);
       }
     });
     g.fillText(h.scale === "values" ? "value" : `from (${h.scale} bars)`, L + (W - L) / 2, H - 4);

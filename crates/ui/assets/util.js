@@ -32,11 +32,11 @@ function fmtDur(ns) {
   if (ns < 1e9) return part(1e6, 3) + "ms";
   return part(1e9, 6) + "s";
 }
-function fmtShort(ns) {
+function fmtShort(ns, digits = 3) {
   if (ns < 1e3) return Math.round(ns) + "ns";
-  if (ns < 1e6) return +(ns / 1e3).toPrecision(3) + "us";
-  if (ns < 1e9) return +(ns / 1e6).toPrecision(3) + "ms";
-  return +(ns / 1e9).toPrecision(3) + "s";
+  if (ns < 1e6) return +(ns / 1e3).toPrecision(digits) + "us";
+  if (ns < 1e9) return +(ns / 1e6).toPrecision(digits) + "ms";
+  return +(ns / 1e9).toPrecision(digits) + "s";
 }
 function fmtBytes(b) {
   // Binary units, as free(1) -h: 1.5 GiB reads better than 1610612736.

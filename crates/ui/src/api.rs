@@ -24,7 +24,7 @@ use kstate_analyze::{analyzers, Info, Query, Source};
 use kstate_format::value::write_json_str;
 use kstate_render::{Format, LogWriter, Meta};
 use kstate_views::compare::{compare_outcomes, nothing_in_common, Comparison, Rules, Unmatched};
-use kstate_views::lanes::{overview, Lane, Overview, Span, ROWS_PER_DECADE};
+use kstate_views::lanes::{Lane, Overview, Span, ROWS_PER_DECADE};
 use kstate_views::machines::{self, Extent, Role};
 
 use std::sync::Arc;
@@ -86,6 +86,8 @@ pub struct App {
     lanes: Memo<Arc<Vec<u8>>>,
     /// Each file's timeline summaries, by file number.
     pub(crate) tracks: Memo<Arc<kstate_views::tracks::Tracks>>,
+    /// Each file's overview summary, by file number.
+    pub(crate) summaries: Memo<Arc<kstate_views::lanes::Summary>>,
     /// CPU profiles of a file's samples, by file and filters.
     pub(crate) profiles: Memo<Arc<kstate_views::profile::Profile>>,
     /// Threads an analysis pass may use.
@@ -164,6 +166,7 @@ impl App {
             outcomes: Memo::new(512, 256 << 20),
             lanes: Memo::new(64, 64 << 20),
             tracks: Memo::new(16, usize::MAX),
+            summaries: Memo::new(16, usize::MAX),
             profiles: Memo::new(32, 128 << 20),
             threads: threads.max(1),
         };
@@ -175,13 +178,17 @@ impl App {
     }
 
     /// Work the page asks for first, started before it asks: each file's timeline
-    /// summaries, built on a thread of their own.
+    /// summaries and overview summary, each built on a thread of its own.
     pub fn warm_up(self: &Arc<Self>) {
         for f in 0..self.files.len() {
             if self.files[f].source().is_some() {
                 let app = self.clone();
                 std::thread::spawn(move || {
                     let _ = app.tracks_of(f);
+                });
+                let app = self.clone();
+                std::thread::spawn(move || {
+                    let _ = app.summary_of(f);
                 });
             }
         }
@@ -622,7 +629,10 @@ impl App {
                 let start = self.files[f].range.0;
                 let span = Span::new(from, to, bins).map_err(|e| e.to_string())?;
                 let source = self.files[f].source.as_ref().map_err(|e| e.clone())?;
-                let o = overview(source, span, &filters).map_err(|e| e.to_string())?;
+                let summary = self.summary_of(f)?;
+                let o = summary
+                    .overview(source, span, &filters)
+                    .map_err(|e| e.to_string())?;
                 Ok(Arc::new(lanes_json(&o, start)))
             },
         )?;

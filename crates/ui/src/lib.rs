@@ -14,6 +14,7 @@ mod charts_api;
 mod error;
 mod launch;
 mod memo;
+mod overview;
 mod params;
 mod server;
 mod span;

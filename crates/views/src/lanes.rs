@@ -13,10 +13,13 @@
 
 use std::collections::BTreeMap;
 
-use kstate_analyze::analyzer::{Kind, LogRow, LogSink, Outcome};
+use kstate_analyze::analyzer::{Kind, LogRow, LogSink};
 use kstate_analyze::filter::{Filters, TimeSpec, WindowSpec};
 use kstate_analyze::{Error, Query, Source};
 use kstate_format::stream::merge::{IdFilter, Merger};
+
+mod summary;
+pub use summary::Summary;
 
 /// Most bins one request may ask for.
 pub const MAX_BINS: usize = 8192;
@@ -131,7 +134,7 @@ pub struct Scatter {
 }
 
 /// What the overview shows for one span.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Overview {
     /// The first event of the trace: windows count from it, as on the command line.
     pub trace_start: u64,
@@ -157,51 +160,53 @@ fn window_of(span: &Span) -> WindowSpec {
 /// span): the system calls of the scatter as `kstate analyze syscall` selects them (keys
 /// and durations too); the run-queue and block lanes as `kstate analyze runq` and
 /// `blkqueue` do with the task and CPU filters; CPU busy and losses on the CPUs selected,
-/// busy counting only the time a selected task ran.
+/// busy counting only the time a selected task ran. Each call reads the file:
+/// [`Summary`] answers the same from one pass.
 pub fn overview(source: &Source, span: Span, filters: &Filters) -> Result<Overview, Error> {
-    let mut o = Overview {
-        trace_start: 0,
-        span,
-        busy: Vec::new(),
-        runq: Vec::new(),
-        blk: Vec::new(),
-        syscalls: None,
-        lost: Vec::new(),
-        missing: Vec::new(),
-    };
+    let mut o = Overview::new(span);
     busy_and_lost(source, &mut o, filters)?;
-    for (name, dest) in [("runq", 0), ("blkqueue", 1)] {
+    for name in LEVEL_LANES {
         let mut levels = Levels::new(span);
-        let mut q = Query::new(name)?;
-        q.mode = kstate_analyze::Mode::Log;
-        // Levels are followed from the start of the trace (the level when the span opens
-        // is known); keys and durations are the syscall panel's.
-        q.filters = Filters {
-            pids: filters.pids.clone(),
-            tids: filters.tids.clone(),
-            comms: filters.comms.clone(),
-            cpus: filters.cpus.clone(),
-            ..Filters::default()
-        };
-        match source.run(&q, &mut levels) {
-            Ok(out) => {
-                o.trace_start = out.trace_start.unwrap_or(o.trace_start);
-                let lanes = levels.finish(&out);
-                if dest == 0 {
-                    o.runq = lanes;
-                } else {
-                    o.blk = lanes;
-                }
-            }
-            Err(e) => o.missing.push(format!("{name}: {}", first_line(&e))),
-        }
+        let read = source.run(&level_query(name, filters)?, &mut levels);
+        let read = read.map(|out| (out.trace_start, out.span));
+        o.put_levels(name, read.map_err(|e| first_line(&e)), levels);
     }
+    syscall_lane(source, &mut o, filters)?;
+    Ok(o)
+}
+
+/// The analyzers whose levels are lanes: run-queue lengths, then block requests in flight.
+const LEVEL_LANES: [&str; 2] = ["runq", "blkqueue"];
+
+/// What a level lane's pass said: the trace's first event and the span it read, or the
+/// first line of its error.
+type LevelRead = Result<(Option<u64>, Option<(u64, u64)>), String>;
+
+/// The pass of a level lane: from the start of the trace (the level when the span opens
+/// is known), with the task and CPU filters only (keys and durations are the syscall
+/// panel's).
+fn level_query(name: &str, filters: &Filters) -> Result<Query, Error> {
+    let mut q = Query::new(name)?;
+    q.mode = kstate_analyze::Mode::Log;
+    q.filters = Filters {
+        pids: filters.pids.clone(),
+        tids: filters.tids.clone(),
+        comms: filters.comms.clone(),
+        cpus: filters.cpus.clone(),
+        ..Filters::default()
+    };
+    Ok(q)
+}
+
+/// The system-call scatter of `o.span` from a pass over the span (the page index reads
+/// only around it).
+fn syscall_lane(source: &Source, o: &mut Overview, filters: &Filters) -> Result<(), Error> {
     let mut q = Query::new("syscall")?;
     q.mode = kstate_analyze::Mode::Log;
     q.filters = filters.clone();
-    q.filters.window = Some(window_of(&span));
+    q.filters.window = Some(window_of(&o.span));
     q.filters.not_window = None;
-    let mut sc = ScatterSink::new(span);
+    let mut sc = ScatterSink::new(o.span);
     match source.run(&q, &mut sc) {
         Ok(out) => {
             o.trace_start = out.trace_start.unwrap_or(o.trace_start);
@@ -209,98 +214,176 @@ pub fn overview(source: &Source, span: Span, filters: &Filters) -> Result<Overvi
         }
         Err(e) => o.missing.push(format!("syscall: {}", first_line(&e))),
     }
-    Ok(o)
+    Ok(())
+}
+
+impl Overview {
+    fn new(span: Span) -> Overview {
+        Overview {
+            trace_start: 0,
+            span,
+            busy: Vec::new(),
+            runq: Vec::new(),
+            blk: Vec::new(),
+            syscalls: None,
+            lost: Vec::new(),
+            missing: Vec::new(),
+        }
+    }
+
+    /// The lanes `levels` followed in the pass of `name` (one of [`LEVEL_LANES`]).
+    fn put_levels(&mut self, name: &str, read: LevelRead, levels: Levels) {
+        match read {
+            Ok((start, read)) => {
+                self.trace_start = start.unwrap_or(self.trace_start);
+                let lanes = levels.finish(read);
+                if name == LEVEL_LANES[0] {
+                    self.runq = lanes;
+                } else {
+                    self.blk = lanes;
+                }
+            }
+            Err(e) => self.missing.push(format!("{name}: {e}")),
+        }
+    }
 }
 
 fn first_line(e: &Error) -> String {
     e.to_string().lines().next().unwrap_or_default().to_string()
 }
 
+/// What the overview says without sched_switch events.
+const NO_SWITCHES: &str =
+    "CPU busy and losses over time: no sched:sched_switch events (record -e sched)";
+
 /// CPU busy from sched_switch, and losses, in one pass: on the CPUs `filters` selects,
 /// busy while a task it selects runs.
 fn busy_and_lost(source: &Source, o: &mut Overview, filters: &Filters) -> Result<(), Error> {
     let trace = source.trace();
-    let span = o.span;
     let mut missing = Vec::new();
     let sw = kstate_analyze::analyzers::sched::switch(trace, &mut missing);
     // Losses are counted on the way through sched_switch; without it, reading every
     // event just for them would cost a whole pass (the panels' headers still count them).
-    let Some(filter) = sw.as_ref().map(|s| IdFilter::only([s.id])) else {
-        o.missing.push(
-            "CPU busy and losses over time: no sched:sched_switch events (record -e sched)".into(),
-        );
+    let Some(s) = sw else {
+        o.missing.push(NO_SWITCHES.into());
         return Ok(());
     };
-    let cpus = trace.cpu_count.max(1) as usize;
-    let mut busy = vec![vec![0.0; span.bins]; cpus];
-    let mut lost = vec![vec![0.0; span.bins]; cpus];
-    let mut any_lost = vec![false; cpus];
-    // Per CPU: since when it ran a task (not idle), if it does.
-    let mut running: Vec<Option<u64>> = vec![None; cpus];
-    let mut seen = vec![false; cpus];
+    let filter = IdFilter::only([s.id]);
+    let mut busy = Busy::new(o.span, trace.cpu_count.max(1) as usize);
     let mut m = match source.pages() {
         Some(index) => Merger::indexed(trace, filter, index, None)?,
         None => Merger::new(trace, None, filter)?,
     };
-    let mut first = None;
-    let mut last = 0;
     let tasks_filtered =
         !(filters.pids.is_empty() && filters.tids.is_empty() && filters.comms.is_empty());
     let mut tasks = kstate_analyze::analyzer::Tasks::new(trace, source.tgids());
     while let Some(ev) = m.next()? {
-        first.get_or_insert(ev.ts);
-        last = ev.ts;
-        let c = ev.cpu as usize;
-        if c >= cpus || (!filters.cpus.is_empty() && !filters.cpus.contains(&ev.cpu)) {
-            continue;
+        busy.switch(ev.ts, ev.cpu, ev.lost_before, &filters.cpus, || {
+            let next = s.next_pid.get_i64(ev.payload, ev.endian).unwrap_or(0) as i32;
+            if tasks_filtered {
+                tasks.set_comm(
+                    next,
+                    kstate_analyze::analyzers::sched::bytes(ev.payload, s.next_comm),
+                );
+            }
+            (
+                next,
+                !tasks_filtered || task_selected(filters, &tasks, next),
+            )
+        });
+    }
+    busy.finish(o, trace.known_first_ts());
+    Ok(())
+}
+
+/// CPU busy and losses, switch by switch: what the pass over sched_switch and the
+/// replay of its [`summary`] both feed.
+struct Busy {
+    span: Span,
+    busy: Vec<Vec<f64>>,
+    lost: Vec<Vec<f64>>,
+    any_lost: Vec<bool>,
+    /// Per CPU: since when it ran a task (not idle), if it does.
+    running: Vec<Option<u64>>,
+    seen: Vec<bool>,
+    first: Option<u64>,
+    last: u64,
+}
+
+impl Busy {
+    fn new(span: Span, cpus: usize) -> Busy {
+        Busy {
+            span,
+            busy: vec![vec![0.0; span.bins]; cpus],
+            lost: vec![vec![0.0; span.bins]; cpus],
+            any_lost: vec![false; cpus],
+            running: vec![None; cpus],
+            seen: vec![false; cpus],
+            first: None,
+            last: 0,
         }
-        match ev.lost_before {
+    }
+
+    /// A switch at `ts` on `cpu` after `lost` events; `next` tells the task switched to
+    /// and whether the task filters select it (asked only on the CPUs `cpus` selects).
+    fn switch(
+        &mut self,
+        ts: u64,
+        cpu: u32,
+        lost: kstate_format::Lost,
+        cpus: &[u32],
+        next: impl FnOnce() -> (i32, bool),
+    ) {
+        self.first.get_or_insert(ts);
+        self.last = ts;
+        let c = cpu as usize;
+        if c >= self.busy.len() || (!cpus.is_empty() && !cpus.contains(&cpu)) {
+            return;
+        }
+        match lost {
             kstate_format::Lost::None => {}
             l => {
-                any_lost[c] = true;
-                if let Some(b) = span.bin(ev.ts) {
+                self.any_lost[c] = true;
+                if let Some(b) = self.span.bin(ts) {
                     // An uncounted loss shows as one.
-                    lost[c][b] += match l {
+                    self.lost[c][b] += match l {
                         kstate_format::Lost::Count(n) => n as f64,
                         _ => 1.0,
                     };
                 }
             }
         }
-        let Some(s) = &sw else { break };
-        if let Some(since) = running[c] {
-            span.cover(&mut busy[c], since, ev.ts);
+        if let Some(since) = self.running[c] {
+            self.span.cover(&mut self.busy[c], since, ts);
         }
-        seen[c] = true;
-        let next = s.next_pid.get_i64(ev.payload, ev.endian).unwrap_or(0) as i32;
-        if tasks_filtered {
-            tasks.set_comm(
-                next,
-                kstate_analyze::analyzers::sched::bytes(ev.payload, s.next_comm),
-            );
+        self.seen[c] = true;
+        let (next, selected) = next();
+        self.running[c] = (next != 0 && selected).then_some(ts);
+    }
+
+    /// The lanes, into `o`; `known_first` is the trace's first event where the file
+    /// knows it without reading.
+    fn finish(mut self, o: &mut Overview, known_first: Option<u64>) {
+        let span = self.span;
+        if o.trace_start == 0 {
+            o.trace_start = known_first.or(self.first).unwrap_or(0);
         }
-        let selected = !tasks_filtered || task_selected(filters, &tasks, next);
-        running[c] = (next != 0 && selected).then_some(ev.ts);
-    }
-    if o.trace_start == 0 {
-        o.trace_start = trace.known_first_ts().or(first).unwrap_or(0);
-    }
-    for (c, r) in running.iter().enumerate() {
-        if let Some(since) = r {
-            span.cover(&mut busy[c], *since, last);
+        for (c, r) in self.running.iter().enumerate() {
+            if let Some(since) = r {
+                span.cover(&mut self.busy[c], *since, self.last);
+            }
         }
-    }
-    for (c, v) in busy.into_iter().enumerate() {
-        if seen[c] {
-            o.busy.push(Lane::new(format!("cpu{c}"), v, &span));
+        for (c, v) in self.busy.into_iter().enumerate() {
+            if self.seen[c] {
+                o.busy.push(Lane::new(format!("cpu{c}"), v, &span));
+            }
         }
-    }
-    for (c, v) in lost.into_iter().enumerate() {
-        if any_lost[c] {
-            o.lost.push(Lane::new(format!("cpu{c}"), v, &span));
+        for (c, v) in self.lost.into_iter().enumerate() {
+            if self.any_lost[c] {
+                o.lost.push(Lane::new(format!("cpu{c}"), v, &span));
+            }
         }
     }
-    Ok(())
 }
 
 /// Whether the task filters (pid, tid, comm) select thread `tid`, as the analyzers'.
@@ -327,8 +410,9 @@ impl Levels {
         }
     }
 
-    fn finish(mut self, out: &Outcome) -> Vec<Lane> {
-        let end = out.span.map_or(self.span.to, |s| s.1).min(self.span.to);
+    /// The lanes, given the span the pass read (first and last event).
+    fn finish(mut self, read: Option<(u64, u64)>) -> Vec<Lane> {
+        let end = read.map_or(self.span.to, |s| s.1).min(self.span.to);
         let span = self.span;
         let mut lanes = Vec::new();
         for (key, (mut v, last)) in std::mem::take(&mut self.keys) {

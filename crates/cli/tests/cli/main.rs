@@ -59,6 +59,7 @@ mod split;
 mod threads;
 mod top_locks;
 mod ui_browser;
+mod ui_lanes;
 mod ui_server;
 mod ui_timeline;
 mod unwind;
