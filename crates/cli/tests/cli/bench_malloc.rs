@@ -254,8 +254,10 @@ fn lock_view_names_main_arena_and_the_harness() {
         false => "libc.so.6+0x",
     };
     assert!(lock.starts_with(want), "{want}: {g}");
-    // Every harness thread queued on it, for a real share of its time.
-    assert_eq!(top["threads"], 4, "{g}");
+    // Every harness thread queued on it, for a real share of its time (the main thread
+    // too, now and then: once for 13 us while it spawned them).
+    let queued = top["threads"].as_u64().unwrap();
+    assert!(queued == 4 || queued == 5, "{g}");
     let wait = top["wait_pct_of_thread_time"].as_f64().unwrap();
     assert!(wait > 1.0 && wait <= 100.0, "{g}");
     // The harness's own function called malloc (and free), which took the lock; waits
