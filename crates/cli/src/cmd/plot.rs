@@ -110,10 +110,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             };
         }
         let chart = charts::memory_chart(&snaps, &axis, Vec::new());
-        let mut damage = Vec::new();
-        for e in trace.damage().chain(stats.iter().flat_map(|o| &o.errors)) {
-            kstate_format::damage::note(&mut damage, e);
-        }
+        let damage = damage_of(trace, stats.iter());
         let svg = marked(svg::time_chart(&chart, args.size), &damage, args.size);
         write_chart(&svg, &args.output)?;
         return Ok(super::damage::finish(&damage));
@@ -135,11 +132,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let wl = survey::workload_of(trace, rec.as_ref());
     let a = survey::complete(&source, info, stat, axis, wl.clone());
     // What the passes skipped as damaged, said after the chart of the rest.
-    let mut damage = Vec::new();
-    let passes = [&a.stat, &a.dist].into_iter().chain(stat2.as_ref());
-    for e in trace.damage().chain(passes.flat_map(|o| &o.errors)) {
-        kstate_format::damage::note(&mut damage, e);
-    }
+    let damage = damage_of(trace, [&a.stat, &a.dist].into_iter().chain(stat2.as_ref()));
     let svg = if args.stat {
         let mut a = a;
         if !args.key.is_empty() {
@@ -162,6 +155,18 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     };
     write_chart(&marked(svg, &damage, args.size), &args.output)?;
     Ok(super::damage::finish(&damage))
+}
+
+/// What the file and the passes skipped as damaged, each problem once.
+fn damage_of<'a>(
+    trace: &'a kstate_format::Trace,
+    passes: impl Iterator<Item = &'a kstate_analyze::Outcome>,
+) -> Vec<kstate_format::Error> {
+    let mut damage = Vec::new();
+    for e in trace.damage().chain(passes.flat_map(|o| &o.errors)) {
+        kstate_format::damage::note(&mut damage, e);
+    }
+    damage
 }
 
 /// The chart, marked as drawn from a damaged file when the reader skipped something.

@@ -253,28 +253,18 @@ mod tests {
     #[test]
     fn what_grew_is_the_line_that_added_most_time() {
         let ms = 1_000_000;
-        let a = side(
-            "A",
-            500 * ms,
-            &[
-                ("a: running", 100 * ms),
-                ("a > c: sleep timer", 300 * ms),
-                ("a: runnable", 30 * ms),
-                ("a: disk", 70 * ms),
-                ("a: irq", ms),
-            ],
-        );
-        let b = side(
-            "B",
-            950 * ms,
-            &[
-                ("a: running", 100 * ms),
-                ("a > c: sleep timer", 600 * ms),
-                ("a: runnable", 90 * ms),
-                ("a: disk", 10 * ms),
-                ("a: irq", 10 * ms),
-            ],
-        );
+        // Each line's ms in A and in B.
+        let lines = [
+            ("a: running", 100, 100),
+            ("a > c: sleep timer", 300, 600),
+            ("a: runnable", 30, 90),
+            ("a: disk", 70, 10),
+            ("a: irq", 1, 10),
+        ];
+        let of = |i: usize| -> Vec<(&str, u64)> {
+            lines.iter().map(|l| (l.0, [l.1, l.2][i] * ms)).collect()
+        };
+        let (a, b) = (side("A", 500 * ms, &of(0)), side("B", 950 * ms, &of(1)));
         let c = compare(a, b, Rules::default());
         let ranked: Vec<&str> = c.changes.iter().map(|c| c.key.as_str()).collect();
         assert_eq!(
