@@ -21,9 +21,11 @@ const K = { running: 0, runnable: 1, preempted: 2, sleeping: 3, blocked: 4, idle
 const KIND_COLOUR = { 0: "#2e9a52", 1: "#e39b2d", 2: "#f1cd6e", 3: "#c5d3e8", 4: "#c0392b", 5: "#e9edf2", 6: "#b39ddb", 17: "#a33f3f", 18: "#7d5ba6" };
 const DIR_COLOUR = ["#3f6fb5", "#d9822b", "#8e8e8e", "#5b5b5b", "#a0a0a0"];
 
-// Rows other analyses add under a thread's rows: issue 36's critical path will be one,
-// fed from its own endpoint. A provider is { name, height, applies(track),
-// load(track, from, to, cols) -> Promise<[c0, c1, kind, label, arg, fill, ...]>, labels }.
+// Rows other analyses add under a thread's rows (why.js: the critical path), fed from
+// their own endpoints. A provider is { name, height, applies(track),
+// load(track, from, to, cols) -> Promise<[c0, c1, kind, label, arg, fill, ...]>, labels },
+// and optionally key() (more of what its answer depends on than the view), draw(g, box,
+// track, geom) (it draws its row itself) and click(item, row, x, y).
 UI.rowProviders = [];
 UI.addRowProvider = (p) => { UI.rowProviders.push(p); tlRelayout(); };
 
@@ -201,7 +203,7 @@ async function tlLoadProviders(v0, v1, cols) {
     if (it.type !== "track") continue;
     for (const r of it.rows) {
       if (!r.provider) continue;
-      const key = `${r.key}|${v0}|${v1}|${cols}`;
+      const key = `${r.key}|${v0}|${v1}|${cols}` + (r.provider.key ? "|" + r.provider.key() : "");
       if (TL.extra.has(key)) continue;
       TL.extra.set(key, null);
       r.provider.load(it.t, v0, v1, cols).then((d) => { TL.extra.set(key, d); tlDraw(); }, () => {});
@@ -262,6 +264,7 @@ function tlDraw() {
     for (const r of it.rows) {
       const ry = y + r.y;
       g.fillStyle = "#f7f8fa"; g.fillRect(x0, ry, x1 - x0, r.h);
+      if (r.provider && r.provider.draw) { r.provider.draw(g, { y: ry, h: r.h }, t, gm); continue; }
       let d = r.provider ? TL.extra.get(`${r.key}|${UI.view[0]}|${Math.min(UI.view[1], fileSpan(TL.f))}|${Math.round(x1 - x0)}`) : D && D.rows.get(r.key);
       if (!d) continue;
       const labels = r.provider ? r.provider.labels || [] : D.labels;
@@ -484,6 +487,7 @@ function tlDetails() {
     el("button", { onclick: () => { const pad = (s.end - s.start) * 0.1 || 1e-6; setView([s.start - pad, s.end + pad]); } }, "zoom to it"),
     el("button", { onclick: () => { UI.st.win = [s.start, Math.max(s.end, s.start + 1e-9)]; update({ lanes: false }); } }, "select it as the window"),
     el("button", { onclick: () => { addMarker(s.start); addMarker(s.end); } }, "markers at its ends"));
+  for (const add of UI.sliceTools || []) add(s, tools);
   box.append(tools);
   if (s.rows.length) {
     box.append(el("h4", {}, "In the analyzers' rows"));
@@ -551,7 +555,7 @@ function setupTimeline() {
       } else if (x >= TL.geom.x0 - 22) {
         st.hide = st.hide.includes(id) ? st.hide.filter((p) => p !== id) : st.hide.concat(id);
         writeState(); tlRelayout();
-      }
+      } else if (UI.onTrackName) UI.onTrackName(h.it.t);
       return;
     }
     TL.drag = { a: x, b: x, y, moved: false, pan: ev.shiftKey, view: UI.view.slice() };
@@ -586,6 +590,7 @@ function setupTimeline() {
     if (!d.moved) {
       const h = tlHit(d.a, d.y);
       if (h && h.r && !h.r.provider) tlSelect(h.r.key, TL.geom.T(d.a), 3 * (TL.geom.v1 - TL.geom.v0) / (TL.geom.x1 - TL.geom.x0));
+      else if (h && h.r && h.r.provider.click) h.r.provider.click(h.it, h.r, d.a, d.y);
       return;
     }
     const a = TL.geom.T(Math.min(d.a, d.b)), b = TL.geom.T(Math.max(d.a, d.b));

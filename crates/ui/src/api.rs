@@ -196,7 +196,7 @@ impl App {
 
     /// Whether `endpoint` runs analysis passes (one per core at a time).
     pub fn is_pass(endpoint: &str) -> bool {
-        matches!(endpoint, "panel" | "compare" | "hist" | "flame")
+        matches!(endpoint, "panel" | "compare" | "hist" | "flame" | "why")
     }
 
     pub fn answer(&self, endpoint: &str, params: &Params, ticket: &Ticket) -> Answer {
@@ -210,6 +210,7 @@ impl App {
             "slice" => self.slice_at(params, ticket),
             "events" => self.events(params, ticket),
             "wakeups" => self.wakeups(params, ticket),
+            "why" => self.why_lane(params),
             "hist" => self.hist(params),
             "flame" => self.flame(params),
             _ => Err(format!("no such request: {endpoint}")),

@@ -8,6 +8,7 @@ const FILES: &[(&str, &str, &str)] = &[
     ("util.js", JS, include_str!("../assets/util.js")),
     ("app.js", JS, include_str!("../assets/app.js")),
     ("timeline.js", JS, include_str!("../assets/timeline.js")),
+    ("why.js", JS, include_str!("../assets/why.js")),
     ("events.js", JS, include_str!("../assets/events.js")),
     ("flame.js", JS, include_str!("../assets/flame.js")),
     ("panels.js", JS, include_str!("../assets/panels.js")),

@@ -20,6 +20,7 @@ mod server;
 mod span;
 mod supersede;
 mod timeline_api;
+mod why_api;
 
 pub use error::Error;
 

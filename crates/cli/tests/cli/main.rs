@@ -62,6 +62,7 @@ mod ui_browser;
 mod ui_lanes;
 mod ui_server;
 mod ui_timeline;
+mod ui_why;
 mod unwind;
 mod watch;
 mod why;

@@ -28,3 +28,15 @@ def run(*cmd):
     """Exit status, standard output and standard error of a command."""
     out = subprocess.run(list(cmd), capture_output=True, text=True)
     return out.returncode, out.stdout, out.stderr
+
+
+def open_page(p, url, width, height):
+    """Debian's Chromium (Playwright `p`) with a page on `url`: the browser, the page, and
+    the list its console errors and uncaught exceptions collect in."""
+    browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+    errors = []
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.on("console", lambda m: m.type == "error" and errors.append(f"console: {m.text}"))
+    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+    page.goto(url)
+    return browser, page, errors

@@ -137,7 +137,15 @@ with sync_playwright() as p:
     page.wait_for_function(f"() => kstateUi.ev.rows.length > {before} || !kstateUi.ev.more", timeout=60_000)
     settle(page)
     # A click in the list puts the timeline's cursor on the event and opens its fields.
+    # Bringing the row into view near the list's top loads earlier events and redraws the
+    # rows; the click waits for that, or it lands on a row being replaced.
+    page.locator("#ev-body tr").nth(2).scroll_into_view_if_needed()
+    settle(page)
     page.locator("#ev-body tr").nth(2).click()
+    try:
+        page.wait_for_selector("#tl-side details.event[open]", timeout=10_000)
+    except Exception:
+        pass
     check(page.locator("#tl-side details.event[open]").count() == 1, "a list click did not open the event")
     check(page.evaluate("() => kstateUi.tl.listT") is not None, "a list click did not mark the timeline")
 

@@ -18,7 +18,7 @@ const FSYNC: &str = "marker:why-fsync begin,why-fsync end";
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Records the chain with `events`; returns what the workload printed per request.
-fn record_chain(events: &str, sleep_ms: u64, dest: &Path) -> Vec<Value> {
+pub(crate) fn record_chain(events: &str, sleep_ms: u64, dest: &Path) -> Vec<Value> {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = dest.parent().unwrap();
     let sleep = sleep_ms.to_string();

@@ -32,9 +32,10 @@
 
 pub mod compare;
 mod fold;
+pub mod lane;
 
 use fold::{Fold, LineKey, Tally};
-use kstate_analyze::critical::{self, Detail, Segment, State, WalkQuery, Walked};
+use kstate_analyze::critical::{self, Detail, Hop, Segment, State, WalkQuery, Walked};
 use kstate_analyze::filter::fmt_dur;
 use kstate_analyze::Error;
 use kstate_format::Trace;
@@ -111,6 +112,8 @@ pub struct Why {
     pub segments: Kept,
     /// Names of the threads, as the recording last gave them.
     pub names: kstate_analyze::fxmap::FxMap<i32, String>,
+    /// The threads on the path ([`Segment::node`] numbers them): who woke whom.
+    pub hops: Vec<Hop>,
 }
 
 /// The segments of the path: `total` handed over by the walk, `merged` into a neighbour
@@ -234,6 +237,7 @@ pub fn view(trace: &Trace, q: &WalkQuery) -> Result<Why, Error> {
         events_read: w.events_read,
         notes,
         segments: kept,
+        hops: w.hops.clone(),
         names: w.comms,
     })
 }
