@@ -26,16 +26,13 @@ pub fn parse_secs(s: &str) -> Result<u64, String> {
         .ok_or_else(bad)
 }
 
-/// 259445106948920 -> `259445.106948920`.
-pub fn fmt_secs(ns: u64) -> String {
-    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
-}
-
 pub use kstate_render::utc::fmt_utc;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    // What `kstate dump` prints (kstate-views' dump formats with it).
+    use kstate_analyze::filter::fmt_secs;
 
     #[test]
     fn round_trips_exactly() {

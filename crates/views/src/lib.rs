@@ -3,12 +3,14 @@
 //! [`timeline`]), the overview lanes ([`lanes`]), host and guest recordings side by side
 //! ([`machines`]), the CPU-busy / I/O-bound / lock-contention verdict ([`classify`]), A/B
 //! comparison ranked by impact ([`compare`]), fleet summaries ([`fleet`]), the lock views
-//! ([`locks`]), what a recording holds ([`describe`]), CPU profiles ([`profile`]) and a
-//! thread's critical path ([`why`]).
+//! ([`locks`]), what a recording holds ([`describe`]), CPU profiles ([`profile`]), a
+//! thread's critical path ([`why`]), and the events themselves as lines of text
+//! ([`dump`]).
 //!
 //! Views ask the engine (kstate-analyze's [`Source`](kstate_analyze::Source)) and name
 //! code through kstate-symbols; they draw nothing and write nothing: the CLI, `kstate ui`,
-//! `kstate watch` and the report print what they return.
+//! `kstate watch` and the report print what they return. [`dump`] hands its lines to the
+//! writer the caller gives (`kstate dump`'s standard output).
 //!
 //! ```
 //! # let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/lisa-sched_load/trace.dat");
@@ -24,6 +26,7 @@
 pub mod classify;
 pub mod compare;
 pub mod describe;
+pub mod dump;
 pub mod findings;
 pub mod fleet;
 pub mod hist_fit;
