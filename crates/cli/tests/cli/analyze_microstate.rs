@@ -146,14 +146,20 @@ fn mutex_fighters_wait_in_lck_and_their_shares_fill_their_lives() {
     }
     assert_eq!(born.len(), 4, "fighters born: {born:?}");
     let table = microstates(&file, &["--pid", &pid.to_string()]);
+    // This VM's kernel leaves a switch untraced now and then (see critical/chunks.rs):
+    // a fighter whose last switch-out is one of them has no death in trace-cmd's report
+    // either (CI, once), and its life runs on in both; the others' lives are exact.
+    let mut deaths_unseen = 0;
     for (tid, b) in &born {
-        let d = died[tid];
         let r = &table[tid];
-        assert_eq!(
-            r["wall_ns"].as_u64().unwrap(),
-            d - b,
-            "fighter {tid}: observed life is birth..death: {r}"
-        );
+        match died.get(tid) {
+            Some(d) => assert_eq!(
+                r["wall_ns"].as_u64().unwrap(),
+                d - b,
+                "fighter {tid}: observed life is birth..death: {r}"
+            ),
+            None => deaths_unseen += 1,
+        }
         assert!((share_sum(r) - 100.0).abs() < 0.05, "{r}");
         // How much of a fighter's life goes to LCK rather than LAT depends on how busy
         // the two CPUs are; that it waits on the lock, and more than it sleeps, does not.
@@ -163,6 +169,10 @@ fn mutex_fighters_wait_in_lck_and_their_shares_fill_their_lives() {
         );
         assert!(r["vcx"].as_u64().unwrap() > 0, "{r}");
     }
+    assert!(
+        deaths_unseen <= 1,
+        "{deaths_unseen} fighters' deaths not traced: {died:?}"
+    );
     // The table is sorted by LCK: the fighters come first.
     let v = json(&[
         "analyze".as_ref(),

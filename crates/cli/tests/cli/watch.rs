@@ -2299,11 +2299,12 @@ fn the_dashboard_fits_80x24_and_200x50_with_losses_summed_and_the_alarm_in_view(
     // The storm comes in bursts: a call spanning a loss on any CPU is not measured (it
     // may hide the call's own end), so under an endless storm whose reader never catches
     // up (a second watch on the machine was enough) no 300 ms sleep would ever be paired.
-    // Its pauses are 450 ms of sleeps under the alarm's 200 ms.
+    // Its pauses are 450 ms of sleeps under the alarm's 200 ms; what it prints would
+    // scroll the dashboard.
     let scoped = format!(
         "{KSTATE} watch -e syscall,sched -b 64 --interval 300ms \
          --alarm 'syscall.max{{name=clock_nanosleep}} > 200ms' -- \
-         sh -c 'while true; do {KSTATE} workload getppid 300000 --cpu 0; sleep 0.15; sleep 0.15; sleep 0.15; done & \
+         sh -c 'while true; do {KSTATE} workload getppid 300000 --cpu 0 >/dev/null; sleep 0.15; sleep 0.15; sleep 0.15; done & \
          exec taskset -c 1 sh -c \"while true; do sleep 0.3; done\"'; sleep 60"
     );
     let t = Tmux::start(80, 24, &scoped);
