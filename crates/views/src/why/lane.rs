@@ -122,7 +122,7 @@ fn wake(why: &Why, depth: &[u32], a: &Segment, b: &Segment) -> Option<Wake> {
         return None;
     }
     let parent = |n: u32| why.hops.get(n as usize).and_then(|h| h.parent);
-    let d = |n: u32| depth.get(n as usize).copied().unwrap_or(0);
+    let d = |n: u32| depth_of(depth, n);
     // The lowest common ancestor of the two hops.
     let (mut x, mut y) = (a.node, b.node);
     while d(x) > d(y) {
@@ -152,9 +152,14 @@ fn wake(why: &Why, depth: &[u32], a: &Segment, b: &Segment) -> Option<Wake> {
     })
 }
 
+/// The depth of hop `node` (0 where the walk gave no such hop).
+fn depth_of(depth: &[u32], node: u32) -> u32 {
+    depth.get(node as usize).copied().unwrap_or(0)
+}
+
 /// The depth of a segment's hop.
 fn level(depth: &[u32], s: &Segment) -> u32 {
-    depth.get(s.node as usize).copied().unwrap_or(0)
+    depth_of(depth, s.node)
 }
 
 /// A segment drawn as the walk gave it.
